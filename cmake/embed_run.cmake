@@ -1,0 +1,10 @@
+# Script mode helper for dlock_embed_files(): writes OUT from FILES.
+set(body "/* Generated from .lua sources by cmake/embed_run.cmake; do not edit. */\ntypedef int dlock__embedded_nonempty;\n")
+string(REPLACE " " ";" FILES "${FILES}")
+foreach(f ${FILES})
+  get_filename_component(name ${f} NAME_WE)
+  file(READ ${f} hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "const unsigned char ${PREFIX}_${name}[] = {${hex}0x00};\n")
+endforeach()
+file(WRITE ${OUT} "${body}")

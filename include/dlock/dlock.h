@@ -1,0 +1,127 @@
+/* dlock.h: libdlock's core API: error codes, logging hook and the client.
+ *
+ * Thread-safety: a dlock_client is safe to use from any number of threads at
+ * once. Everything else states its own rule where it is declared.
+ * Ownership: strings passed in are copied; buffers returned to the caller
+ * are released with dlock_free(). Destructors accept NULL.
+ * Errors: every function returns 0 (DLOCK_OK) or a negative dlock_err code;
+ * dlock_strerror() names it. The library never prints, exits or aborts: it
+ * reports through the log hook installed in the client options.
+ */
+#ifndef DLOCK_DLOCK_H
+#define DLOCK_DLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(DLOCK_STATIC)
+#define DLOCK_API
+#else
+#define DLOCK_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLOCK_VERSION "0.1.0"
+
+/* Error codes. "Not applied" and "outcome unknown" are kept apart: a call
+ * that returns DLOCK_EUNKNOWN sent a command whose effect may or may not
+ * have happened (the connection failed or timed out after sending). For a
+ * lock, resolve it with dlock_lock_is_held_by_me(); for other objects the
+ * header says how. Every other error means nothing changed on the server. */
+typedef enum dlock_err {
+    DLOCK_OK = 0,
+    DLOCK_EINVAL = -1,    /* invalid argument (bad name, option, NULL) */
+    DLOCK_EURL = -2,      /* malformed Redis URL */
+    DLOCK_ETLS = -3,      /* rediss:// needs hiredis >= 1.0 (we link 0.14) */
+    DLOCK_EAUTH = -4,     /* AUTH refused: wrong password or ACL user */
+    DLOCK_ECONN = -5,     /* could not connect (refused, unreachable, connect timeout) */
+    DLOCK_ETIMEOUT = -6,  /* a bounded wait ran out (e.g. lock wait_ms) */
+    DLOCK_EIO = -7,       /* I/O error before anything was sent */
+    DLOCK_ESERVER = -8,   /* the server answered with an error, or bad protocol */
+    DLOCK_EUNKNOWN = -9,  /* sent, then lost/timed out: outcome unknown */
+    DLOCK_ENOMEM = -10,   /* out of memory */
+    DLOCK_EBUSY = -11,    /* held by another owner (no wait requested) */
+    DLOCK_ENOTOWNER = -12,/* release/extend by someone who is not the owner */
+    DLOCK_ELOST = -13,    /* the lock was lost (expired or taken) while held */
+    DLOCK_ENOTREPL = -14, /* acquired, but too few replicas acknowledged: released */
+    DLOCK_ECANCELED = -15,/* a wait was cancelled from another thread */
+    DLOCK_EALREADY = -16, /* this (non-reentrant) handle already holds the lock */
+    DLOCK_ENOTHELD = -17, /* operation needs a held lock and this handle holds none */
+    DLOCK_EUPGRADE = -18, /* read->write upgrade refused (would deadlock) */
+    DLOCK_ENOQUORUM = -19,/* RedLock: fewer than a quorum of nodes agreed */
+    DLOCK_ELIMIT = -20,   /* a bound would be exceeded (e.g. permits above N) */
+    DLOCK_ECLOSED = -21,  /* the client is being destroyed */
+    DLOCK_ESTALE = -22,   /* fencing: a token older than one already seen */
+} dlock_err;
+
+/* Short English description of a dlock_err; never NULL. */
+DLOCK_API const char *dlock_strerror(int err);
+
+/* Releases memory the library returned to the caller. NULL is a no-op. */
+DLOCK_API void dlock_free(void *p);
+
+/* Logging hook. The library calls it (from any of its threads) instead of
+ * printing. msg is valid only during the call. */
+typedef enum dlock_log_level {
+    DLOCK_LOG_DEBUG = 0,
+    DLOCK_LOG_INFO = 1,
+    DLOCK_LOG_WARN = 2,
+    DLOCK_LOG_ERROR = 3,
+} dlock_log_level;
+typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *ud);
+
+typedef struct dlock_client dlock_client;
+
+/* Client options. Fill with dlock_client_options_init(), then override. */
+typedef struct dlock_client_options {
+    /* redis://[user[:password]@]host[:port][/db] (password may be
+     * percent-encoded), unix:///path/to.sock[?db=N], or
+     * redis-sentinel://[user:pass@]host:port[,host:port...]/master[?db=N].
+     * Default "redis://127.0.0.1:6379". */
+    const char *url;
+    int64_t connect_timeout_ms;  /* default 2000 */
+    int64_t command_timeout_ms;  /* default 2000; a reply later than this is EUNKNOWN */
+    int64_t watchdog_timeout_ms; /* lease in watchdog mode, default 30000; renewed every third */
+    int retry_attempts;          /* reconnect attempts per call on connection errors, default 3 */
+    int64_t retry_delay_ms;      /* base delay between attempts (doubling, +-50% jitter), default 50 */
+    const char *key_prefix;      /* prepended to every key, default "" */
+    int pool_size;               /* max pooled command connections, default 8 */
+    int wait_replicas;           /* after acquiring: WAIT for this many replicas; 0 = off (default) */
+    int64_t wait_replicas_timeout_ms; /* WAIT timeout, default 100 */
+    dlock_log_fn log_fn;         /* NULL: discard log messages */
+    void *log_ud;
+    dlock_log_level log_level;   /* minimum level passed to log_fn, default INFO */
+} dlock_client_options;
+
+DLOCK_API void dlock_client_options_init(dlock_client_options *opts);
+
+/* Creates a client: parses the URL, connects once to check it (so a bad
+ * URL, wrong password or unreachable server is reported here), loads the
+ * scripts and starts the subscriber and watchdog threads.
+ * Returns 0 and *client_out, or EINVAL/EURL/ETLS/EAUTH/ECONN/ENOMEM. */
+DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client **client_out);
+
+/* Stops the client's threads and closes its connections. Locks still held
+ * are not released silently: each is reported through the log hook (WARN)
+ * and left to expire on its lease. NULL is a no-op. Not to be called while
+ * other threads still use the client. */
+DLOCK_API void dlock_client_destroy(dlock_client *client);
+
+/* The client's random 128-bit id as 32 lowercase hex digits + NUL. */
+DLOCK_API const char *dlock_client_id(const dlock_client *client);
+
+/* Renders the client's metrics in Prometheus text format into a new
+ * NUL-terminated buffer (free with dlock_free). Names: lock_acquire_total,
+ * lock_acquire_fail_total{reason}, lock_hold_seconds{quantile},
+ * lock_watchdog_renew_total, lock_watchdog_renew_fail_total,
+ * lock_lost_total. Returns 0 or ENOMEM. */
+DLOCK_API int dlock_metrics_render(dlock_client *client, char **text_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

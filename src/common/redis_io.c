@@ -1,0 +1,469 @@
+/* redis_io.c: hiredis behind dlock's own types (see redis_io.h).
+ * Only calls and fields that hiredis 0.14.1 and 1.x both have are used:
+ * redisConnectWithTimeout/UnixWithTimeout, redisSetTimeout,
+ * redisEnableKeepAlive, redisCommandArgv, redisAppendCommandArgv,
+ * redisGetReply, redisAsyncConnect/ConnectUnix, redisAsyncCommandArgv,
+ * redisLibeventAttach, and redisReply's type/integer/str/len/elements. */
+#include "redis_io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+
+/* dlock__reply is redisReply; the cast lives only here. */
+#define R(r) ((const redisReply *)(const void *)(r))
+
+dlock__reply_type dlock__reply_kind(const dlock__reply *r)
+{
+    switch (R(r)->type) {
+    case REDIS_REPLY_STRING: return DLOCK__R_STRING;
+    case REDIS_REPLY_ARRAY: return DLOCK__R_ARRAY;
+    case REDIS_REPLY_INTEGER: return DLOCK__R_INTEGER;
+    case REDIS_REPLY_STATUS: return DLOCK__R_STATUS;
+    case REDIS_REPLY_ERROR: return DLOCK__R_ERROR;
+    default: return DLOCK__R_NIL;
+    }
+}
+
+long long dlock__reply_int(const dlock__reply *r)
+{
+    return R(r)->type == REDIS_REPLY_INTEGER ? R(r)->integer : 0;
+}
+
+const char *dlock__reply_str(const dlock__reply *r, size_t *len_out)
+{
+    int t = R(r)->type;
+    bool has = t == REDIS_REPLY_STRING || t == REDIS_REPLY_STATUS || t == REDIS_REPLY_ERROR;
+    if (len_out) *len_out = has ? R(r)->len : 0;
+    return has ? R(r)->str : "";
+}
+
+size_t dlock__reply_count(const dlock__reply *r)
+{
+    return R(r)->type == REDIS_REPLY_ARRAY ? R(r)->elements : 0;
+}
+
+const dlock__reply *dlock__reply_at(const dlock__reply *r, size_t i)
+{
+    if (R(r)->type != REDIS_REPLY_ARRAY || i >= R(r)->elements) return NULL;
+    return (const dlock__reply *)(const void *)R(r)->element[i];
+}
+
+void dlock__reply_free(dlock__reply *r)
+{
+    if (r) freeReplyObject(r);
+}
+
+bool dlock__reply_is_error(const dlock__reply *r, const char *prefix)
+{
+    if (!r || R(r)->type != REDIS_REPLY_ERROR) return false;
+    return !prefix || strncmp(R(r)->str, prefix, strlen(prefix)) == 0;
+}
+
+/* ---- sync ------------------------------------------------------------ */
+
+struct dlock__conn {
+    redisContext *ctx;
+    dlock__url url;
+    dlock__conn_opts opts;
+    char errstr[256];
+};
+
+static struct timeval tv_ms(int64_t ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    return tv;
+}
+
+static void set_err(dlock__conn *c, const char *what, const char *detail)
+{
+    snprintf(c->errstr, sizeof(c->errstr), "%s: %s", what, detail);
+}
+
+static void drop_ctx(dlock__conn *c)
+{
+    if (c->ctx) redisFree(c->ctx);
+    c->ctx = NULL;
+}
+
+/* AUTH then SELECT on a fresh context; maps refusals to EAUTH/ESERVER. */
+static int handshake(dlock__conn *c)
+{
+    const dlock__url *u = &c->url;
+    if (u->password) {
+        const char *argv[3] = {"AUTH", u->user ? u->user : u->password, u->password};
+        int argc = u->user ? 3 : 2;
+        redisReply *r = redisCommandArgv(c->ctx, argc, argv, NULL);
+        if (!r) {
+            set_err(c, "AUTH", c->ctx->errstr);
+            return DLOCK_ECONN;
+        }
+        int bad = r->type == REDIS_REPLY_ERROR;
+        if (bad) set_err(c, "AUTH refused", r->str);
+        freeReplyObject(r);
+        if (bad) return DLOCK_EAUTH;
+    }
+    if (u->db != 0) {
+        char db[16];
+        snprintf(db, sizeof(db), "%d", u->db);
+        const char *argv[2] = {"SELECT", db};
+        redisReply *r = redisCommandArgv(c->ctx, 2, argv, NULL);
+        if (!r) {
+            set_err(c, "SELECT", c->ctx->errstr);
+            return DLOCK_ECONN;
+        }
+        int bad = r->type == REDIS_REPLY_ERROR;
+        if (bad) set_err(c, "SELECT refused", r->str);
+        if (bad && strncmp(r->str, "NOAUTH", 6) == 0) bad = 2;
+        freeReplyObject(r);
+        if (bad) return bad == 2 ? DLOCK_EAUTH : DLOCK_ESERVER;
+    }
+    return 0;
+}
+
+static int reopen(dlock__conn *c)
+{
+    drop_ctx(c);
+    struct timeval ctv = tv_ms(c->opts.connect_timeout_ms);
+    if (c->url.kind == DLOCK__URL_UNIX)
+        c->ctx = redisConnectUnixWithTimeout(c->url.path, ctv);
+    else if (c->url.kind == DLOCK__URL_TCP)
+        c->ctx = redisConnectWithTimeout(c->url.host, c->url.port, ctv);
+    else {
+        set_err(c, "connect", "sentinel URL must be resolved first");
+        return DLOCK_EINVAL;
+    }
+    if (!c->ctx) {
+        set_err(c, "connect", "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    if (c->ctx->err) {
+        set_err(c, "connect", c->ctx->errstr);
+        drop_ctx(c);
+        return DLOCK_ECONN;
+    }
+    if (redisSetTimeout(c->ctx, tv_ms(c->opts.command_timeout_ms)) != REDIS_OK ||
+        (c->url.kind == DLOCK__URL_TCP && redisEnableKeepAlive(c->ctx) != REDIS_OK)) {
+        set_err(c, "socket options", c->ctx->errstr);
+        drop_ctx(c);
+        return DLOCK_ECONN;
+    }
+    int rc = handshake(c);
+    if (rc) drop_ctx(c);
+    return rc;
+}
+
+int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out,
+                     char *err, size_t errlen)
+{
+    *out = NULL;
+    dlock__conn *c = calloc(1, sizeof(*c));
+    if (!c) return DLOCK_ENOMEM;
+    c->opts = *opts;
+    int rc = dlock__url_copy(url, &c->url);
+    if (rc == 0) rc = reopen(c);
+    if (rc) {
+        if (err && errlen) snprintf(err, errlen, "%s", c->errstr);
+        dlock__conn_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void dlock__conn_close(dlock__conn *c)
+{
+    if (!c) return;
+    drop_ctx(c);
+    dlock__url_free(&c->url);
+    free(c);
+}
+
+/* An idle pooled connection whose socket is readable was closed by the
+ * server (CLIENT KILL, timeout, restart): reopen it before sending, so a
+ * command is never sent into a dead socket and reported as EUNKNOWN. */
+static int ensure_open(dlock__conn *c)
+{
+    if (c->ctx) {
+        struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 0) return 0;
+        set_err(c, "connection", "closed by server while idle");
+    }
+    return reopen(c);
+}
+
+static int transport_failed(dlock__conn *c)
+{
+    set_err(c, "reply", c->ctx->errstr[0] ? c->ctx->errstr : "connection lost");
+    drop_ctx(c);
+    return DLOCK_EUNKNOWN;
+}
+
+int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *lens,
+                    dlock__reply **reply_out)
+{
+    *reply_out = NULL;
+    int rc = ensure_open(c);
+    if (rc) return rc;
+    redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
+    if (!r) return transport_failed(c);
+    *reply_out = (dlock__reply *)(void *)r;
+    return 0;
+}
+
+int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char *const *const *argvs,
+                         const size_t *const *lens, dlock__reply **replies_out)
+{
+    for (size_t i = 0; i < n; i++) replies_out[i] = NULL;
+    int rc = ensure_open(c);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (redisAppendCommandArgv(c->ctx, argcs[i], (const char **)argvs[i], lens ? lens[i] : NULL) != REDIS_OK) {
+            set_err(c, "append", "out of memory");
+            drop_ctx(c);
+            return DLOCK_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK || !r) {
+            for (size_t j = 0; j < i; j++) {
+                freeReplyObject(replies_out[j]);
+                replies_out[j] = NULL;
+            }
+            return transport_failed(c);
+        }
+        replies_out[i] = r;
+    }
+    return 0;
+}
+
+int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **reply_out)
+{
+    *reply_out = NULL;
+    if (!c->ctx) return DLOCK_ECONN;
+    void *r = NULL;
+    /* A whole reply may already be buffered from an earlier read. */
+    if (redisGetReplyFromReader(c->ctx, &r) != REDIS_OK) return transport_failed(c), DLOCK_EIO;
+    if (r) {
+        *reply_out = r;
+        return 0;
+    }
+    struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
+    int n = poll(&p, 1, timeout_ms < 0 ? 0 : (int)(timeout_ms > 60000 ? 60000 : timeout_ms));
+    if (n == 0) return DLOCK_ETIMEOUT;
+    if (n < 0) return errno == EINTR ? DLOCK_ETIMEOUT : (transport_failed(c), DLOCK_EIO);
+    if (redisGetReply(c->ctx, &r) != REDIS_OK || !r) return transport_failed(c), DLOCK_EIO;
+    *reply_out = r;
+    return 0;
+}
+
+const char *dlock__conn_errstr(const dlock__conn *c)
+{
+    return c ? c->errstr : "no connection";
+}
+
+bool dlock__conn_is_open(const dlock__conn *c)
+{
+    return c && c->ctx;
+}
+
+int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts,
+                            dlock__url *master_out, char *err, size_t errlen)
+{
+    if (url->kind != DLOCK__URL_SENTINEL) return DLOCK_EINVAL;
+    int last = DLOCK_ECONN;
+    for (size_t i = 0; i < url->n_sentinels; i++) {
+        dlock__url s = {.kind = DLOCK__URL_TCP, .host = url->sentinels[i].host,
+                        .port = url->sentinels[i].port};
+        dlock__conn *c = NULL;
+        last = dlock__conn_open(&s, opts, &c, err, errlen);
+        if (last) continue;
+        const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", url->master_name};
+        dlock__reply *r = NULL;
+        last = dlock__conn_cmd(c, 3, argv, NULL, &r);
+        if (last == 0 && dlock__reply_count(r) == 2) {
+            const char *host = dlock__reply_str(dlock__reply_at(r, 0), NULL);
+            const char *port = dlock__reply_str(dlock__reply_at(r, 1), NULL);
+            last = dlock__url_copy(url, master_out);
+            if (last == 0) {
+                master_out->kind = DLOCK__URL_TCP;
+                master_out->host = strdup(host);
+                master_out->port = (int)strtol(port, NULL, 10);
+                last = master_out->host ? 0 : DLOCK_ENOMEM;
+                if (last) dlock__url_free(master_out);
+            }
+        } else if (last == 0) {
+            if (err && errlen) snprintf(err, errlen, "sentinel does not know master '%s'", url->master_name);
+            last = DLOCK_ECONN;
+        }
+        dlock__reply_free(r);
+        dlock__conn_close(c);
+        if (last == 0) return 0;
+    }
+    return last;
+}
+
+/* ---- async ----------------------------------------------------------- */
+
+struct dlock__aconn {
+    redisAsyncContext *ctx; /* NULL once hiredis has freed it */
+    struct event_base *base;
+    dlock__astate_cb on_state;
+    void *priv;
+    bool up;
+    bool closing;
+    int in_cb; /* >0 while hiredis is calling us: freeing must wait */
+};
+
+typedef struct acmd {
+    dlock__aconn *ac;
+    dlock__acb cb;
+    void *priv;
+} acmd;
+
+static void free_aconn_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    free(arg);
+}
+
+static void on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
+{
+    (void)ctx;
+    acmd *cmd = privdata;
+    dlock__aconn *ac = cmd->ac;
+    ac->in_cb++;
+    cmd->cb(ac, reply, reply ? 0 : DLOCK_EUNKNOWN, cmd->priv);
+    ac->in_cb--;
+    free(cmd);
+}
+
+static void on_connect(const redisAsyncContext *ctx, int status)
+{
+    dlock__aconn *ac = ctx->data;
+    ac->in_cb++;
+    if (status == REDIS_OK) {
+        ac->up = true;
+        if (!ac->closing) ac->on_state(ac, true, "connected", ac->priv);
+    } else {
+        ac->ctx = NULL; /* hiredis frees it after this callback */
+        ac->up = false;
+        if (!ac->closing) ac->on_state(ac, false, ctx->errstr, ac->priv);
+    }
+    ac->in_cb--;
+}
+
+static void on_disconnect(const redisAsyncContext *ctx, int status)
+{
+    dlock__aconn *ac = ctx->data;
+    ac->ctx = NULL;
+    ac->up = false;
+    ac->in_cb++;
+    if (!ac->closing) ac->on_state(ac, false, status == REDIS_OK ? "closed" : ctx->errstr, ac->priv);
+    ac->in_cb--;
+}
+
+static void queue_auth_select(dlock__aconn *ac, const dlock__url *u);
+
+int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
+                      void *priv, dlock__aconn **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    dlock__aconn *ac = calloc(1, sizeof(*ac));
+    if (!ac) return DLOCK_ENOMEM;
+    ac->base = base;
+    ac->on_state = on_state;
+    ac->priv = priv;
+    if (url->kind == DLOCK__URL_UNIX)
+        ac->ctx = redisAsyncConnectUnix(url->path);
+    else if (url->kind == DLOCK__URL_TCP)
+        ac->ctx = redisAsyncConnect(url->host, url->port);
+    if (!ac->ctx || ac->ctx->err) {
+        if (err && errlen) snprintf(err, errlen, "connect: %s", ac->ctx ? ac->ctx->errstr : "bad URL kind");
+        if (ac->ctx) redisAsyncFree(ac->ctx);
+        free(ac);
+        return DLOCK_ECONN;
+    }
+    ac->ctx->data = ac;
+    if (redisLibeventAttach(ac->ctx, base) != REDIS_OK) {
+        redisAsyncFree(ac->ctx);
+        free(ac);
+        return DLOCK_ENOMEM;
+    }
+    redisAsyncSetConnectCallback(ac->ctx, on_connect);
+    redisAsyncSetDisconnectCallback(ac->ctx, on_disconnect);
+    queue_auth_select(ac, url);
+    *out = ac;
+    return 0;
+}
+
+static void ignore_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
+{
+    (void)priv;
+    (void)err;
+    /* A refused AUTH/SELECT makes every later command fail with NOAUTH or
+     * use the wrong db: drop the connection so the owner sees it go down. */
+    if (reply && dlock__reply_is_error(reply, NULL) && ac->ctx) redisAsyncDisconnect(ac->ctx);
+}
+
+static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
+{
+    if (u->password) {
+        const char *argv[3] = {"AUTH", u->user ? u->user : u->password, u->password};
+        dlock__aconn_cmd(ac, ignore_reply, NULL, u->user ? 3 : 2, argv, NULL);
+    }
+    if (u->db) {
+        char db[16];
+        snprintf(db, sizeof(db), "%d", u->db);
+        const char *argv[2] = {"SELECT", db};
+        dlock__aconn_cmd(ac, ignore_reply, NULL, 2, argv, NULL);
+    }
+}
+
+int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
+                     const size_t *lens)
+{
+    if (!ac->ctx || ac->closing) return DLOCK_ECONN;
+    acmd *cmd = malloc(sizeof(*cmd));
+    if (!cmd) return DLOCK_ENOMEM;
+    *cmd = (acmd){.ac = ac, .cb = cb, .priv = priv};
+    if (redisAsyncCommandArgv(ac->ctx, on_reply, cmd, argc, argv, lens) != REDIS_OK) {
+        free(cmd);
+        return DLOCK_ECONN;
+    }
+    return 0;
+}
+
+void dlock__aconn_close(dlock__aconn *ac)
+{
+    if (!ac) return;
+    ac->closing = true;
+    if (ac->ctx) {
+        redisAsyncContext *ctx = ac->ctx;
+        ac->ctx = NULL;
+        redisAsyncFree(ctx); /* deferred by hiredis when inside its callback */
+    }
+    if (ac->in_cb) {
+        /* hiredis may still call us on this stack; free on the next turn. */
+        struct timeval zero = {0, 0};
+        if (event_base_once(ac->base, -1, EV_TIMEOUT, free_aconn_cb, ac, &zero) == 0) return;
+    }
+    free(ac);
+}
+
+bool dlock__aconn_is_up(const dlock__aconn *ac)
+{
+    return ac && ac->up && ac->ctx;
+}

@@ -1,0 +1,109 @@
+/* redis_io.h: the only door to hiredis. Everything else in dlock talks to
+ * Redis through these types, so a hiredis upgrade (0.14 -> 1.x) touches
+ * redis_io.c alone. Only API shared by hiredis 0.14.1 and 1.x is used.
+ *
+ * Sync connections (dlock__conn) are used by one thread at a time; the
+ * caller serialises. Async connections (dlock__aconn) live on one libevent
+ * loop and are used only from that loop's thread.
+ * Replies: a reply passed to the caller is owned by the caller and released
+ * with dlock__reply_free (top-level reply only; elements belong to it),
+ * except in async callbacks, where the reply is freed after the callback.
+ */
+#ifndef DLOCK_COMMON_REDIS_IO_H
+#define DLOCK_COMMON_REDIS_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "url.h"
+
+typedef struct dlock__reply dlock__reply;
+typedef struct dlock__conn dlock__conn;
+typedef struct dlock__aconn dlock__aconn;
+struct event_base;
+
+typedef enum dlock__reply_type {
+    DLOCK__R_STRING = 1,
+    DLOCK__R_ARRAY = 2,
+    DLOCK__R_INTEGER = 3,
+    DLOCK__R_NIL = 4,
+    DLOCK__R_STATUS = 5,
+    DLOCK__R_ERROR = 6,
+} dlock__reply_type;
+
+dlock__reply_type dlock__reply_kind(const dlock__reply *r);
+long long dlock__reply_int(const dlock__reply *r);
+/* STRING, STATUS and ERROR replies: bytes (NUL-terminated) and length. */
+const char *dlock__reply_str(const dlock__reply *r, size_t *len_out);
+size_t dlock__reply_count(const dlock__reply *r);               /* ARRAY: elements */
+const dlock__reply *dlock__reply_at(const dlock__reply *r, size_t i); /* ARRAY element */
+void dlock__reply_free(dlock__reply *r);
+/* True when r is an ERROR reply starting with prefix (e.g. "NOSCRIPT"). */
+bool dlock__reply_is_error(const dlock__reply *r, const char *prefix);
+
+/* ---- sync connections ---------------------------------------------- */
+
+typedef struct dlock__conn_opts {
+    int64_t connect_timeout_ms;
+    int64_t command_timeout_ms;
+} dlock__conn_opts;
+
+/* Connects to a TCP or UNIX endpoint (not a sentinel URL: resolve it with
+ * dlock__sentinel_resolve first), applies timeouts and TCP keepalive, sends
+ * AUTH and SELECT. Returns 0, ECONN, EAUTH, ESERVER or ENOMEM; err says why. */
+int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out,
+                     char *err, size_t errlen);
+void dlock__conn_close(dlock__conn *c);
+
+/* Sends one command and reads its reply into *reply_out (which may be an
+ * ERROR reply: the command was applied or refused by the server). A broken
+ * connection (killed by the server while idle, earlier failure) is reopened
+ * first, once. Returns 0, or
+ *   ECONN/EAUTH: reconnect failed, nothing was sent;
+ *   EUNKNOWN:    sent, then the reply did not come (timeout, reset);
+ *   ENOMEM.
+ * After EUNKNOWN the connection is closed and reopened on the next call. */
+int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *lens,
+                    dlock__reply **reply_out);
+
+/* Pipelines n commands and reads n replies (replies_out[n]); all-or-nothing
+ * on transport errors, with the same codes as dlock__conn_cmd. */
+int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char *const *const *argvs,
+                         const size_t *const *lens, dlock__reply **replies_out);
+
+/* Reads the next pushed message on a subscribed connection, waiting at
+ * most timeout_ms. Returns 0 with *reply_out, ETIMEOUT when nothing came,
+ * ECONN/EIO when the connection broke (it is then closed). */
+int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **reply_out);
+
+/* Last error text of this connection (for logs); never NULL. */
+const char *dlock__conn_errstr(const dlock__conn *c);
+bool dlock__conn_is_open(const dlock__conn *c);
+
+/* Asks the sentinels in url for the current master of url->master_name and
+ * writes a TCP url (auth and db taken from url) to *master_out. */
+int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts,
+                            dlock__url *master_out, char *err, size_t errlen);
+
+/* ---- async connections (libevent) ---------------------------------- */
+
+/* Reply callback: reply is NULL when the command failed without a reply
+ * (err then is EUNKNOWN if it was sent, ECONN otherwise). Called exactly
+ * once per accepted command, also when the connection goes away. */
+typedef void (*dlock__acb)(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
+/* Connection state callback: up=true once connected (AUTH/SELECT queued),
+ * up=false when the connection is gone; the aconn is then unusable and
+ * must be released with dlock__aconn_close after this callback returns. */
+typedef void (*dlock__astate_cb)(dlock__aconn *ac, bool up, const char *why, void *priv);
+
+int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
+                      void *priv, dlock__aconn **out, char *err, size_t errlen);
+/* Queues a command; returns 0 (cb will run) or ECONN/ENOMEM (cb will not). */
+int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
+                     const size_t *lens);
+/* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok. */
+void dlock__aconn_close(dlock__aconn *ac);
+bool dlock__aconn_is_up(const dlock__aconn *ac);
+
+#endif

@@ -1,0 +1,47 @@
+/* url.h: parses the Redis endpoint URLs every dlock program accepts.
+ * A parsed dlock__url owns all its strings; dlock__url_free releases them.
+ * Parsing never touches the network and rejects anything it cannot fully
+ * understand, naming the problem in err. */
+#ifndef DLOCK_COMMON_URL_H
+#define DLOCK_COMMON_URL_H
+
+#include <stddef.h>
+
+typedef enum dlock__url_kind {
+    DLOCK__URL_TCP = 0,      /* redis://[user[:pass]@]host[:port][/db] */
+    DLOCK__URL_UNIX = 1,     /* unix:///path/to.sock[?db=N] */
+    DLOCK__URL_SENTINEL = 2, /* redis-sentinel://[user:pass@]h:p[,h:p...]/master[?db=N] */
+} dlock__url_kind;
+
+typedef struct dlock__hostport {
+    char *host;
+    int port;
+} dlock__hostport;
+
+typedef struct dlock__url {
+    dlock__url_kind kind;
+    char *host;     /* TCP: host name or address (IPv6 without brackets) */
+    int port;       /* TCP: default 6379 */
+    char *path;     /* UNIX: socket path */
+    char *user;     /* NULL when absent */
+    char *password; /* NULL when absent; percent-decoded */
+    int db;         /* default 0 */
+    dlock__hostport *sentinels; /* SENTINEL: at least one */
+    size_t n_sentinels;
+    char *master_name;          /* SENTINEL */
+} dlock__url;
+
+/* Parses s into *out (zeroed first). Returns 0, DLOCK_EURL (err says why),
+ * DLOCK_ETLS for rediss://, DLOCK_EINVAL for NULL, DLOCK_ENOMEM. */
+int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen);
+
+/* Deep copy; returns 0 or DLOCK_ENOMEM. */
+int dlock__url_copy(const dlock__url *src, dlock__url *dst);
+
+void dlock__url_free(dlock__url *u);
+
+/* Writes a password-free description ("127.0.0.1:7001", "unix:/p.sock",
+ * "sentinel mymaster") for log lines. */
+void dlock__url_describe(const dlock__url *u, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,150 @@
+/* test_url.c: every URL form dlock accepts parses to the right fields, and
+ * every malformed one is refused with DLOCK_EURL (or ETLS) and a reason. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock/dlock.h"
+#include "url.h"
+
+static void test_tcp_url_with_everything_parses(void **state)
+{
+    (void)state;
+    dlock__url u;
+    char err[128];
+    assert_int_equal(dlock__url_parse("redis://alice:s%40cret@cache.example:7001/3", &u, err, sizeof(err)), 0);
+    assert_int_equal(u.kind, DLOCK__URL_TCP);
+    assert_string_equal(u.user, "alice");
+    assert_string_equal(u.password, "s@cret");
+    assert_string_equal(u.host, "cache.example");
+    assert_int_equal(u.port, 7001);
+    assert_int_equal(u.db, 3);
+    dlock__url_free(&u);
+}
+
+static void test_defaults_and_password_only_forms(void **state)
+{
+    (void)state;
+    dlock__url u;
+    assert_int_equal(dlock__url_parse("redis://localhost", &u, NULL, 0), 0);
+    assert_int_equal(u.port, 6379);
+    assert_int_equal(u.db, 0);
+    assert_null(u.user);
+    assert_null(u.password);
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis://:pw@h", &u, NULL, 0), 0);
+    assert_null(u.user);
+    assert_string_equal(u.password, "pw");
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis://pw@h/", &u, NULL, 0), 0);
+    assert_string_equal(u.password, "pw");
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis://[::1]:7000?db=2", &u, NULL, 0), 0);
+    assert_string_equal(u.host, "::1");
+    assert_int_equal(u.port, 7000);
+    assert_int_equal(u.db, 2);
+    dlock__url_free(&u);
+}
+
+static void test_unix_url_parses_path_and_db(void **state)
+{
+    (void)state;
+    dlock__url u;
+    assert_int_equal(dlock__url_parse("unix:///run/redis/r.sock?db=5", &u, NULL, 0), 0);
+    assert_int_equal(u.kind, DLOCK__URL_UNIX);
+    assert_string_equal(u.path, "/run/redis/r.sock");
+    assert_int_equal(u.db, 5);
+    dlock__url_free(&u);
+}
+
+static void test_sentinel_url_lists_every_sentinel(void **state)
+{
+    (void)state;
+    dlock__url u;
+    assert_int_equal(dlock__url_parse("redis-sentinel://u:p@a:1,b:2,c/mymaster?db=1", &u, NULL, 0), 0);
+    assert_int_equal(u.kind, DLOCK__URL_SENTINEL);
+    assert_int_equal(u.n_sentinels, 3);
+    assert_string_equal(u.sentinels[1].host, "b");
+    assert_int_equal(u.sentinels[1].port, 2);
+    assert_int_equal(u.sentinels[2].port, 26379);
+    assert_string_equal(u.master_name, "mymaster");
+    assert_string_equal(u.password, "p");
+    assert_int_equal(u.db, 1);
+    dlock__url copy;
+    assert_int_equal(dlock__url_copy(&u, &copy), 0);
+    assert_string_equal(copy.sentinels[0].host, "a");
+    dlock__url_free(&copy);
+    dlock__url_free(&u);
+}
+
+static void test_tls_url_is_refused_with_its_own_code(void **state)
+{
+    (void)state;
+    dlock__url u;
+    char err[128];
+    assert_int_equal(dlock__url_parse("rediss://h:6380", &u, err, sizeof(err)), DLOCK_ETLS);
+    assert_non_null(strstr(err, "hiredis >= 1.0"));
+}
+
+static void test_malformed_urls_are_refused(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        "", "localhost:6379", "http://h", "redis://", "redis://:6379", "redis://h:0",
+        "redis://h:65536", "redis://h:12x", "redis://h:-1", "redis://h/x", "redis://h/-1",
+        "redis://h/99999999999", "redis://h?db=", "redis://h?foo=1", "redis://h:1:2",
+        "redis://[::1", "redis://[::1]x", "redis://u:%zz@h", "redis://u:%4@h", "redis://u:%00@h",
+        "redis://h h", "redis://h\t", "redis://ho$t", "unix://", "unix://rel.sock", "unix:///",
+        "unix:///s?db=x", "redis-sentinel://h:1", "redis-sentinel://h:1/", "redis-sentinel://,/m",
+        "redis-sentinel://h:1/m/x", "redis-sentinel://h:99999/m", NULL};
+    for (size_t i = 0; bad[i]; i++) {
+        dlock__url u;
+        char err[128] = "";
+        int rc = dlock__url_parse(bad[i], &u, err, sizeof(err));
+        if (rc != DLOCK_EURL) fail_msg("'%s' gave %d, want DLOCK_EURL", bad[i], rc);
+        if (!err[0]) fail_msg("'%s' was refused without a reason", bad[i]);
+    }
+    dlock__url u;
+    assert_int_equal(dlock__url_parse(NULL, &u, NULL, 0), DLOCK_EINVAL);
+}
+
+static void test_overlong_url_is_refused(void **state)
+{
+    (void)state;
+    static char big[5000];
+    memset(big, 'a', sizeof(big) - 1);
+    memcpy(big, "redis://", 8);
+    dlock__url u;
+    assert_int_equal(dlock__url_parse(big, &u, NULL, 0), DLOCK_EURL);
+}
+
+static void test_describe_never_shows_the_password(void **state)
+{
+    (void)state;
+    dlock__url u;
+    char d[128];
+    assert_int_equal(dlock__url_parse("redis://u:topsecret@h:1/2", &u, NULL, 0), 0);
+    dlock__url_describe(&u, d, sizeof(d));
+    assert_null(strstr(d, "topsecret"));
+    assert_string_equal(d, "h:1/2");
+    dlock__url_free(&u);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tcp_url_with_everything_parses),
+        cmocka_unit_test(test_defaults_and_password_only_forms),
+        cmocka_unit_test(test_unix_url_parses_path_and_db),
+        cmocka_unit_test(test_sentinel_url_lists_every_sentinel),
+        cmocka_unit_test(test_tls_url_is_refused_with_its_own_code),
+        cmocka_unit_test(test_malformed_urls_are_refused),
+        cmocka_unit_test(test_overlong_url_is_refused),
+        cmocka_unit_test(test_describe_never_shows_the_password),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

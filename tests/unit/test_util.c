@@ -1,0 +1,66 @@
+/* test_util.c: random ids are unique and well-formed, backoff stays within
+ * its jitter band, every error code has its own message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dlock/dlock.h"
+#include "util.h"
+
+static void test_random_hex_is_hex_and_unique(void **state)
+{
+    (void)state;
+    char a[33], b[33];
+    assert_int_equal(dlock__random_hex(a, 16), 0);
+    assert_int_equal(dlock__random_hex(b, 16), 0);
+    assert_int_equal(strlen(a), 32);
+    assert_int_equal(strspn(a, "0123456789abcdef"), 32);
+    assert_string_not_equal(a, b);
+}
+
+static void test_backoff_doubles_within_jitter_and_cap(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 200; i++) {
+        int64_t d = dlock__backoff_ms(100, 2, 10000); /* nominal 400 */
+        assert_in_range(d, 200, 600);
+        int64_t capped = dlock__backoff_ms(100, 30, 1000);
+        assert_in_range(capped, 500, 1500);
+    }
+}
+
+static void test_every_error_code_has_a_distinct_message(void **state)
+{
+    (void)state;
+    for (int a = DLOCK_ESTALE; a <= 0; a++) {
+        assert_string_not_equal(dlock_strerror(a), "unknown error code");
+        for (int b = a + 1; b <= 0; b++) assert_string_not_equal(dlock_strerror(a), dlock_strerror(b));
+    }
+    assert_string_equal(dlock_strerror(-999), "unknown error code");
+}
+
+static void test_buf_grows_and_formats(void **state)
+{
+    (void)state;
+    dlock__buf b = {0};
+    for (int i = 0; i < 1000; i++) dlock__buf_printf(&b, "%d,", i);
+    assert_false(b.oom);
+    assert_int_equal(strncmp(b.data, "0,1,2,", 6), 0);
+    assert_int_equal(b.len, strlen(b.data));
+    dlock__buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_hex_is_hex_and_unique),
+        cmocka_unit_test(test_backoff_doubles_within_jitter_and_cap),
+        cmocka_unit_test(test_every_error_code_has_a_distinct_message),
+        cmocka_unit_test(test_buf_grows_and_formats),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
