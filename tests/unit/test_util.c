@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "dlock/dlock.h"
+#include "histogram.h"
 #include "util.h"
 
 static void test_random_hex_is_hex_and_unique(void **state)
@@ -54,6 +55,28 @@ static void test_buf_grows_and_formats(void **state)
     dlock__buf_free(&b);
 }
 
+static void test_histogram_quantiles_within_two_percent(void **state)
+{
+    (void)state;
+    static dlock__hist h;
+    dlock__hist_reset(&h);
+    for (uint64_t v = 1; v <= 100000; v++) dlock__hist_record(&h, v);
+    double qs[] = {0.5, 0.9, 0.99, 0.999};
+    for (size_t i = 0; i < 4; i++) {
+        double want = qs[i] * 100000, got = (double)dlock__hist_quantile(&h, qs[i]);
+        assert_true(got >= want * 0.98 && got <= want * 1.02);
+    }
+    assert_int_equal(dlock__hist_quantile(&h, 1.0), 100000);
+    assert_int_equal(dlock__hist_quantile(&h, 0.0), 1);
+    assert_int_equal(dlock__hist_count_le(&h, 63), 63); /* exact below 64 us */
+    static dlock__hist other;
+    dlock__hist_reset(&other);
+    dlock__hist_record(&other, 5000000);
+    dlock__hist_merge(&h, &other);
+    assert_int_equal(h.total, 100001);
+    assert_int_equal(h.max_us, 5000000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -61,6 +84,7 @@ int main(void)
         cmocka_unit_test(test_backoff_doubles_within_jitter_and_cap),
         cmocka_unit_test(test_every_error_code_has_a_distinct_message),
         cmocka_unit_test(test_buf_grows_and_formats),
+        cmocka_unit_test(test_histogram_quantiles_within_two_percent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

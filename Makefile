@@ -1,0 +1,11 @@
+# Convenience targets; the real build is CMake (see README).
+.PHONY: all build test demo clean
+all build:
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build -j $$(nproc)
+test:
+	./scripts/test.sh
+demo:
+	./scripts/demo.sh
+clean:
+	rm -rf build build-asan build-tsan
