@@ -1,0 +1,64 @@
+# scripts/lib.sh: shell helpers shared by the demo, the fault suite and
+# script tests. Every process started here is recorded in DLOCK_PIDS and
+# stopped by that PID only (never by name); never port 6379.
+# Source it; call dl_cleanup from an EXIT trap.
+
+DLOCK_PIDS=""
+PY=/usr/bin/python3
+
+dl_free_port() {
+    "$PY" -c 'import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
+    if p != 6379: print(p); break'
+}
+
+dl_track() { DLOCK_PIDS="$DLOCK_PIDS $1"; }
+
+# dl_stop PID: SIGTERM, then SIGKILL after 5 s; waits for it.
+dl_stop() {
+    pid=$1
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+dl_cleanup() {
+    for pid in $DLOCK_PIDS; do dl_stop "$pid"; done
+    DLOCK_PIDS=""
+}
+
+# dl_start_redis DIR [extra redis-server args...]: sets REDIS_PORT, REDIS_PID.
+dl_start_redis() {
+    dir=$1; shift
+    REDIS_PORT=$(dl_free_port)
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$dir" --save '' \
+        --appendonly no --protected-mode no --enable-debug-command local "$@" \
+        >"$dir/redis-$REDIS_PORT.log" 2>&1 &
+    REDIS_PID=$!
+    dl_track "$REDIS_PID"
+    i=0
+    until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do
+        i=$((i + 1))
+        if [ $i -gt 100 ] || ! kill -0 "$REDIS_PID" 2>/dev/null; then
+            echo "redis-server did not start (log $dir/redis-$REDIS_PORT.log)" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
+# dl_wait_http URL [tries]: waits until URL answers 200.
+dl_wait_http() {
+    n=${2:-100}
+    i=0
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' "$1")" = 200 ]; do
+        i=$((i + 1))
+        [ $i -gt "$n" ] && return 1
+        sleep 0.1
+    done
+}

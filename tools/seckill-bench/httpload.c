@@ -1,0 +1,345 @@
+/* httpload.c: see httpload.h. Invariant: a connection has at most one
+ * request in flight; every request handed out by next() ends in exactly one
+ * done() call (status 0 on a connection failure), so callers can count. */
+#include "httpload.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "util.h"
+
+#define MAX_BODY (1 << 20)
+
+typedef struct pending {
+    hl_request req;
+    int64_t sched_us; /* when it should have started (open loop) */
+    struct pending *next;
+} pending;
+
+typedef struct hl_conn hl_conn;
+typedef struct hl_state {
+    const hl_options *o;
+    struct event_base *base;
+    hl_conn *conns;
+    hl_result *res;
+    int64_t start_us, measure_from_us, stop_at_us;
+    pending *q_head, *q_tail; /* open loop: started, waiting for a connection */
+    size_t q_len;
+    uint64_t scheduled;
+    int exhausted;   /* next() returned 0 or duration passed */
+    int in_flight;
+    int connected_once;
+    int64_t exhausted_at_us;
+    struct event *tick, *progress_ev, *guard;
+} hl_state;
+
+struct hl_conn {
+    hl_state *st;
+    struct bufferevent *bev;
+    size_t target;
+    int busy, up;
+    pending cur;
+    int64_t sent_us;
+    int hdr_done, status, close_after;
+    size_t body_len, hdr_len;
+    struct event *retry;
+};
+
+static void conn_connect(hl_conn *c);
+static void dispatch(hl_conn *c);
+
+static int64_t now_us(void)
+{
+    return dlock__now_us();
+}
+
+static void maybe_finish(hl_state *st)
+{
+    if (st->exhausted && st->in_flight == 0 && st->q_len == 0) event_base_loopbreak(st->base);
+}
+
+static void finish_request(hl_conn *c, int status, const char *body, size_t len)
+{
+    hl_state *st = c->st;
+    int64_t t = now_us();
+    int64_t from = st->o->rate > 0 ? c->cur.sched_us : c->sent_us;
+    uint64_t lat = t > from ? (uint64_t)(t - from) : 0;
+    if (c->sent_us >= st->measure_from_us) dlock__hist_record(&st->res->latency, lat);
+    st->res->completed += status != 0;
+    st->res->failed += status == 0;
+    st->o->done(st->o->ud, c->cur.req.tag, status, body, len, lat);
+    free(c->cur.req.bytes);
+    memset(&c->cur, 0, sizeof(c->cur));
+    c->busy = 0;
+    st->in_flight--;
+}
+
+static int pull_request(hl_state *st, pending *out)
+{
+    if (st->o->rate > 0) {
+        if (!st->q_head) return 0;
+        pending *p = st->q_head;
+        st->q_head = p->next;
+        if (!st->q_head) st->q_tail = NULL;
+        st->q_len--;
+        *out = *p;
+        free(p);
+        return 1;
+    }
+    if (st->exhausted) return 0;
+    if (st->stop_at_us && now_us() >= st->stop_at_us) {
+        st->exhausted = 1;
+        return 0;
+    }
+    memset(out, 0, sizeof(*out));
+    if (!st->o->next(st->o->ud, &out->req)) {
+        st->exhausted = 1;
+        return 0;
+    }
+    out->sched_us = now_us();
+    return 1;
+}
+
+static void dispatch(hl_conn *c)
+{
+    hl_state *st = c->st;
+    if (!c->up || c->busy) return;
+    if (!pull_request(st, &c->cur)) {
+        maybe_finish(st);
+        return;
+    }
+    c->busy = 1;
+    c->hdr_done = 0;
+    st->in_flight++;
+    st->res->sent++;
+    c->sent_us = now_us();
+    bufferevent_write(c->bev, c->cur.req.bytes, c->cur.req.len);
+}
+
+/* Parses the status line and the headers we need; 0 ok, -1 malformed. */
+static int parse_head(hl_conn *c, const char *h, size_t n)
+{
+    if (n < 12 || strncmp(h, "HTTP/1.", 7) != 0) return -1;
+    c->status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
+    c->body_len = 0;
+    c->close_after = h[7] == '0';
+    const char *p = memchr(h, '\n', n);
+    while (p && (size_t)(p - h) < n) {
+        p++;
+        size_t rest = n - (size_t)(p - h);
+        if (rest > 15 && strncasecmp(p, "Content-Length:", 15) == 0)
+            c->body_len = (size_t)strtoul(p + 15, NULL, 10);
+        else if (rest > 17 && strncasecmp(p, "Connection: close", 17) == 0)
+            c->close_after = 1;
+        p = memchr(p, '\n', rest);
+    }
+    return c->body_len > MAX_BODY ? -1 : 0;
+}
+
+static void drop_conn(hl_conn *c, int delay_ms)
+{
+    if (c->busy) finish_request(c, 0, "", 0);
+    if (c->bev) bufferevent_free(c->bev);
+    c->bev = NULL;
+    c->up = 0;
+    if (c->st->exhausted && c->st->o->rate <= 0) {
+        maybe_finish(c->st);
+        return;
+    }
+    struct timeval tv = {0, delay_ms * 1000};
+    evtimer_add(c->retry, &tv);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    hl_conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    for (;;) {
+        if (!c->busy) { /* unsolicited bytes: protocol error */
+            drop_conn(c, 10);
+            return;
+        }
+        if (!c->hdr_done) {
+            struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+            if (end.pos < 0) {
+                if (evbuffer_get_length(in) > 65536) drop_conn(c, 10);
+                return;
+            }
+            c->hdr_len = (size_t)end.pos + 4;
+            const char *h = (const char *)evbuffer_pullup(in, (ev_ssize_t)c->hdr_len);
+            if (parse_head(c, h, c->hdr_len) != 0) {
+                drop_conn(c, 10);
+                return;
+            }
+            evbuffer_drain(in, c->hdr_len);
+            c->hdr_done = 1;
+        }
+        if (evbuffer_get_length(in) < c->body_len) return;
+        char *body = (char *)evbuffer_pullup(in, (ev_ssize_t)c->body_len);
+        finish_request(c, c->status, body ? body : "", c->body_len);
+        evbuffer_drain(in, c->body_len);
+        if (c->close_after) {
+            if (c->bev) bufferevent_free(c->bev);
+            c->bev = NULL;
+            c->up = 0;
+            conn_connect(c);
+            return;
+        }
+        dispatch(c);
+        if (!c->busy || evbuffer_get_length(in) == 0) return;
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    hl_conn *c = arg;
+    if (what & BEV_EVENT_CONNECTED) {
+        c->up = 1;
+        c->st->connected_once = 1;
+        evutil_socket_t fd = bufferevent_getfd(c->bev);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        dispatch(c);
+        return;
+    }
+    drop_conn(c, 20);
+}
+
+static void conn_connect(hl_conn *c)
+{
+    hl_state *st = c->st;
+    const hl_target *t = &st->o->targets[c->target];
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)t->port)};
+    if (inet_pton(AF_INET, t->host, &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    c->bev = bufferevent_socket_new(st->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&sa, sizeof(sa)) != 0) drop_conn(c, 50);
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hl_conn *c = arg;
+    if (!c->bev) conn_connect(c);
+}
+
+/* Open loop: start every request whose scheduled time has come. */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hl_state *st = arg;
+    int64_t t = now_us();
+    if (st->stop_at_us && t >= st->stop_at_us) st->exhausted = 1;
+    while (!st->exhausted) {
+        int64_t sched = st->start_us + (int64_t)((double)st->scheduled * 1e6 / st->o->rate);
+        if (sched > t) break;
+        pending *p = calloc(1, sizeof(*p));
+        if (!p || !st->o->next(st->o->ud, &p->req)) {
+            free(p);
+            st->exhausted = 1;
+            break;
+        }
+        p->sched_us = sched;
+        if (st->q_tail) st->q_tail->next = p;
+        else st->q_head = p;
+        st->q_tail = p;
+        st->q_len++;
+        st->scheduled++;
+    }
+    for (int i = 0; i < st->o->connections && st->q_len; i++) dispatch(&st->conns[i]);
+    maybe_finish(st);
+}
+
+static void on_progress(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hl_state *st = arg;
+    st->o->progress(st->o->ud, (double)(now_us() - st->start_us) / 1e6);
+}
+
+/* Bounds every run: no target reachable for 5 s, or in-flight requests
+ * still unanswered 15 s after the workload ended, stops the loop. */
+static void on_guard(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hl_state *st = arg;
+    int64_t t = now_us();
+    if (!st->connected_once && t - st->start_us > 5000000) event_base_loopbreak(st->base);
+    if (st->exhausted && !st->exhausted_at_us) st->exhausted_at_us = t;
+    if (st->exhausted_at_us && t - st->exhausted_at_us > 15000000) event_base_loopbreak(st->base);
+}
+
+int hl_run(const hl_options *o, hl_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    dlock__hist_reset(&out->latency);
+    hl_state st = {.o = o, .res = out};
+    st.base = event_base_new();
+    st.conns = calloc((size_t)o->connections, sizeof(*st.conns));
+    if (!st.base || !st.conns) return -1;
+    st.start_us = now_us();
+    st.measure_from_us = st.start_us + (int64_t)(o->warmup_s * 1e6);
+    st.stop_at_us = o->duration_s > 0 ? st.start_us + (int64_t)(o->duration_s * 1e6) : 0;
+    for (int i = 0; i < o->connections; i++) {
+        hl_conn *c = &st.conns[i];
+        c->st = &st;
+        c->target = (size_t)i % o->n_targets;
+        c->retry = evtimer_new(st.base, on_retry, c);
+        conn_connect(c);
+    }
+    if (o->rate > 0) {
+        st.tick = event_new(st.base, -1, EV_PERSIST, on_tick, &st);
+        struct timeval tv = {0, 1000};
+        evtimer_add(st.tick, &tv);
+    }
+    if (o->progress && o->progress_s > 0) {
+        st.progress_ev = event_new(st.base, -1, EV_PERSIST, on_progress, &st);
+        struct timeval tv = {(time_t)o->progress_s, (suseconds_t)((o->progress_s - (double)(time_t)o->progress_s) * 1e6)};
+        evtimer_add(st.progress_ev, &tv);
+    }
+    st.guard = event_new(st.base, -1, EV_PERSIST, on_guard, &st);
+    struct timeval gtv = {0, 500000};
+    evtimer_add(st.guard, &gtv);
+    event_base_dispatch(st.base);
+    int64_t end = now_us();
+    out->elapsed_s = (double)(end - (st.measure_from_us > st.start_us ? st.measure_from_us : st.start_us)) / 1e6;
+    for (int i = 0; i < o->connections; i++) {
+        hl_conn *c = &st.conns[i];
+        if (c->busy) finish_request(c, 0, "", 0);
+        if (c->bev) bufferevent_free(c->bev);
+        event_free(c->retry);
+    }
+    while (st.q_head) {
+        pending *p = st.q_head;
+        st.q_head = p->next;
+        o->done(o->ud, p->req.tag, 0, "", 0, 0);
+        out->failed++;
+        free(p->req.bytes);
+        free(p);
+    }
+    if (st.tick) event_free(st.tick);
+    if (st.progress_ev) event_free(st.progress_ev);
+    event_free(st.guard);
+    free(st.conns);
+    event_base_free(st.base);
+    if (!st.connected_once) {
+        fprintf(stderr, "seckill-bench: could not connect to any target\n");
+        return -1;
+    }
+    return 0;
+}

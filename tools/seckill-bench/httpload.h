@@ -1,0 +1,59 @@
+/* httpload.h: an event-driven HTTP/1.1 load engine: N keep-alive
+ * connections spread over several targets, closed-loop (each connection
+ * keeps one request in flight) or open-loop (requests start on a fixed
+ * schedule; latency counts from the scheduled time, so a slow server cannot
+ * hide queueing). Requests come from a caller-supplied generator; every
+ * response goes back to the caller. Single-threaded (one libevent loop). */
+#ifndef SECKILL_BENCH_HTTPLOAD_H
+#define SECKILL_BENCH_HTTPLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "histogram.h"
+
+typedef struct hl_target {
+    char host[128];
+    int port;
+} hl_target;
+
+/* One request: raw bytes of the request line + headers + body, built by
+ * the generator (it must include Host and Content-Length where needed). */
+typedef struct hl_request {
+    char *bytes;
+    size_t len;
+    void *tag; /* returned in the response callback */
+} hl_request;
+
+/* Next request into *req (bytes malloc'ed, freed by the engine). Returns 1
+ * when a request was produced, 0 when the workload is finished. */
+typedef int (*hl_next_fn)(void *ud, hl_request *req);
+/* status = HTTP status, or 0 when the connection failed mid-request. */
+typedef void (*hl_done_fn)(void *ud, void *tag, int status, const char *body, size_t body_len,
+                           uint64_t latency_us);
+
+typedef struct hl_options {
+    hl_target *targets;
+    size_t n_targets;
+    int connections;     /* concurrent keep-alive connections */
+    double rate;         /* requests/s for open loop; 0 = closed loop */
+    double duration_s;   /* stop issuing after this long; 0 = until next() ends */
+    double warmup_s;     /* responses in the first warmup_s are not recorded */
+    double progress_s;   /* progress callback interval; 0 = none */
+    void (*progress)(void *ud, double elapsed_s);
+    hl_next_fn next;
+    hl_done_fn done;
+    void *ud;
+} hl_options;
+
+typedef struct hl_result {
+    uint64_t sent, completed, failed; /* failed: connection errors */
+    double elapsed_s;                 /* measured part (after warm-up) */
+    dlock__hist latency;              /* measured responses only */
+} hl_result;
+
+/* Runs the workload to completion. 0, or -1 when no target accepted a
+ * connection (message on stderr). */
+int hl_run(const hl_options *opts, hl_result *out);
+
+#endif

@@ -1,0 +1,607 @@
+/* seckill-bench: the flash-sale load generator. Drives one or more seckilld
+ * instances over keep-alive HTTP with a planned crowd (buyers, scalpers
+ * firing bursts with repeated Idempotency-Keys, malformed requests) or a
+ * steady stream, then checks the invariants from the answers it got:
+ * accepted <= stock, no user above the limit, one order per idempotency key.
+ * Modes: sale (finite crowd), buy (unique buyers for --duration), ping
+ * (GET /ping: the HTTP ceiling). Output: human summary, --csv or --json. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/hmac.h>
+
+#include "httpload.h"
+#include "util.h"
+
+enum { K_BUYER = 0, K_SCALPER = 1, K_BAD = 2, K_PING = 3 };
+
+typedef struct plan_item {
+    int kind;
+    int user;       /* index into users */
+    int key;        /* idempotency key index, -1 none */
+    int bad_form;   /* for K_BAD */
+    int expect;     /* expected status class for K_BAD (400, 404, 405, 413) */
+} plan_item;
+
+#define MAX_CODES 32
+typedef struct bench {
+    /* options */
+    hl_target targets[16];
+    size_t n_targets;
+    const char *mode, *campaign, *admin_token, *user_secret, *format, *json_out;
+    FILE *orders_out;
+    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, create, smoke;
+    double rate, duration, warmup;
+    char run_id[9];
+    /* plan */
+    plan_item *plan;
+    size_t plan_len, plan_pos;
+    uint64_t seq; /* buy mode: next user */
+    /* results */
+    uint64_t by_status[600];
+    char codes[MAX_CODES][32];
+    uint64_t code_count[MAX_CODES];
+    int n_codes;
+    uint64_t accepted, accepted_qty, bad_unexpected, conn_failed;
+    int *user_qty;       /* accepted quantity per planned user */
+    uint64_t *key_order; /* first order id per idempotency key slot */
+    uint64_t idem_violations, over_limit_users;
+    uint64_t *accept_ts; /* accepted count per 100 ms bucket */
+    size_t accept_ts_len;
+    int64_t t0_us;
+    int tty;
+} bench;
+
+static void usage(FILE *f)
+{
+    fputs("usage: seckill-bench [options]\n"
+          "  --url http://HOST:PORT   target seckilld (repeat for several instances)\n"
+          "  --mode sale|buy|ping     sale: a planned crowd (default); buy: unique buyers for\n"
+          "                           --duration; ping: GET /ping (HTTP ceiling, no Redis work)\n"
+          "  --campaign ID            campaign to buy from (default c1)\n"
+          "  --create                 create the campaign first (needs --admin-token, --stock, --limit)\n"
+          "  --admin-token T          admin bearer token (env SECKILL_ADMIN_TOKEN)\n"
+          "  --user-secret S          sign X-User-Id with HMAC-SHA256 (env SECKILL_USER_SECRET)\n"
+          "  --stock N --limit N      campaign stock and per-user limit (for --create and checks)\n"
+          "  --buyers N               distinct buyers, one request each (default 10000)\n"
+          "  --scalpers N             scalper users (default 50)\n"
+          "  --scalper-burst N        concurrent requests per scalper, keys repeated (default 100)\n"
+          "  --bad N                  malformed requests mixed in (default 100)\n"
+          "  --quantity N             units per purchase (default 1)\n"
+          "  --connections N          keep-alive connections (default 128)\n"
+          "  --rate R                 open loop at R requests/s (default: closed loop)\n"
+          "  --duration S             seconds (buy/ping modes; default 5)\n"
+          "  --warmup S               seconds not recorded (buy/ping; default 0)\n"
+          "  --csv | --json           machine-readable output\n"
+          "  --json-out FILE          also write the JSON result to FILE (keeps the human output)\n"
+          "  --orders-out FILE        write each accepted order as 'order_id user quantity'\n"
+          "  --smoke                  tiny run for CI (200 buyers, 2 scalpers x 20, 20 bad)\n"
+          "Exit status: 0 when every invariant held, 1 when one failed, 2 on usage or setup errors.\n",
+          f);
+}
+
+static int parse_target(const char *url, hl_target *t)
+{
+    if (strncmp(url, "http://", 7) != 0) return -1;
+    const char *h = url + 7, *colon = strchr(h, ':');
+    if (!colon || (size_t)(colon - h) >= sizeof(t->host) || colon == h) return -1;
+    memcpy(t->host, h, (size_t)(colon - h));
+    t->host[colon - h] = '\0';
+    char *end = NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (port < 1 || port > 65535 || (*end && strcmp(end, "/") != 0)) return -1;
+    t->port = (int)port;
+    return 0;
+}
+
+static void user_name(const bench *b, int user, char *out, size_t n)
+{
+    if (user < b->buyers) snprintf(out, n, "b%s-%d", b->run_id, user);
+    else snprintf(out, n, "s%s-%d", b->run_id, user - b->buyers);
+}
+
+static void sign(const bench *b, const char *user, char *hex, size_t n)
+{
+    unsigned char mac[32];
+    unsigned int len = 0;
+    hex[0] = '\0';
+    if (!b->user_secret) return;
+    HMAC(EVP_sha256(), b->user_secret, (int)strlen(b->user_secret), (const unsigned char *)user,
+         strlen(user), mac, &len);
+    for (unsigned i = 0; i < len && 2 * i + 2 < n; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+}
+
+/* Builds a purchase request; form != 0 makes one of the malformed kinds. */
+static void build_purchase(const bench *b, const char *user, const char *key, int qty, int form,
+                           dlock__buf *o)
+{
+    char sig[80], body[64];
+    sign(b, user, sig, sizeof(sig));
+    const char *method = form == 5 ? "GET" : "POST";
+    const char *camp = form == 6 ? "no-such-campaign" : b->campaign;
+    snprintf(body, sizeof(body), "{\"quantity\":%d}", qty);
+    if (form == 1) snprintf(body, sizeof(body), "{\"quantity\":");
+    if (form == 2) snprintf(body, sizeof(body), "{\"quantity\":0}");
+    if (form == 3) snprintf(body, sizeof(body), "{\"quantity\":\"x\"}");
+    dlock__buf_printf(o, "%s /v1/campaigns/%s/purchase HTTP/1.1\r\nHost: bench\r\n", method, camp);
+    if (form != 4) dlock__buf_printf(o, "X-User-Id: %s\r\n", form == 8 ? "bad user!" : user);
+    if (sig[0]) dlock__buf_printf(o, "X-User-Signature: %s\r\n", sig);
+    if (key) dlock__buf_printf(o, "Idempotency-Key: %s\r\n", key);
+    if (form == 7) {
+        static char big[9000];
+        memset(big, ' ', sizeof(big));
+        dlock__buf_printf(o, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", sizeof(big));
+        dlock__buf_append(o, big, sizeof(big));
+        return;
+    }
+    dlock__buf_printf(o, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+}
+
+static const int bad_expect[9] = {0, 400, 400, 400, 400, 405, 404, 413, 400};
+
+static int next_request(void *ud, hl_request *req)
+{
+    bench *b = ud;
+    dlock__buf o = {0};
+    char user[64], key[64];
+    if (strcmp(b->mode, "ping") == 0) {
+        dlock__buf_printf(&o, "GET /ping HTTP/1.1\r\nHost: bench\r\n\r\n");
+        req->tag = (void *)(intptr_t)-1;
+    } else if (strcmp(b->mode, "buy") == 0) {
+        snprintf(user, sizeof(user), "u%s-%llu", b->run_id, (unsigned long long)b->seq++);
+        build_purchase(b, user, NULL, b->quantity, 0, &o);
+        req->tag = (void *)(intptr_t)-1;
+    } else {
+        if (b->plan_pos >= b->plan_len) return 0;
+        size_t i = b->plan_pos++;
+        const plan_item *p = &b->plan[i];
+        user_name(b, p->user, user, sizeof(user));
+        if (p->key >= 0) snprintf(key, sizeof(key), "k%s-%d", b->run_id, p->key);
+        build_purchase(b, user, p->key >= 0 ? key : NULL, b->quantity, p->bad_form, &o);
+        req->tag = (void *)(intptr_t)i;
+    }
+    if (o.oom) {
+        dlock__buf_free(&o);
+        return 0;
+    }
+    req->bytes = o.data;
+    req->len = o.len;
+    return 1;
+}
+
+static void count_code(bench *b, const char *body, size_t len)
+{
+    char code[32] = "";
+    const char *e = len ? strstr(body, "\"error\":\"") : NULL;
+    if (e && (size_t)(e - body) < len) {
+        e += 9;
+        size_t n = strcspn(e, "\"");
+        if (n >= sizeof(code)) n = sizeof(code) - 1;
+        memcpy(code, e, n);
+        code[n] = '\0';
+    }
+    if (!code[0]) return;
+    for (int i = 0; i < b->n_codes; i++)
+        if (strcmp(b->codes[i], code) == 0) {
+            b->code_count[i]++;
+            return;
+        }
+    if (b->n_codes < MAX_CODES) {
+        memcpy(b->codes[b->n_codes], code, sizeof(code));
+        b->code_count[b->n_codes++] = 1;
+    }
+}
+
+static uint64_t order_id_of(const char *body)
+{
+    const char *p = strstr(body, "\"order_id\":\"");
+    return p ? strtoull(p + 12, NULL, 10) : 0;
+}
+
+static void on_done(void *ud, void *tag, int status, const char *body, size_t len, uint64_t lat)
+{
+    (void)lat;
+    bench *b = ud;
+    /* The body is not NUL-terminated: copy the small JSON answers. */
+    char copy[1024];
+    size_t n = len < sizeof(copy) - 1 ? len : sizeof(copy) - 1;
+    memcpy(copy, body, n);
+    copy[n] = '\0';
+    if (status == 0) b->conn_failed++;
+    if (status > 0 && status < 600) b->by_status[status]++;
+    count_code(b, copy, n);
+    intptr_t i = (intptr_t)tag;
+    if (status == 201) {
+        uint64_t bucket = (uint64_t)(dlock__now_us() - b->t0_us) / 100000;
+        if (bucket < b->accept_ts_len) b->accept_ts[bucket]++;
+    }
+    if (i < 0) {
+        if (status == 201) b->accepted++;
+        return;
+    }
+    const plan_item *p = &b->plan[i];
+    if (p->kind == K_BAD) {
+        if (status / 100 != 4) b->bad_unexpected++;
+        return;
+    }
+    if (status != 201) return;
+    uint64_t oid = order_id_of(copy);
+    if (p->key >= 0) {
+        if (b->key_order[p->key] == 0) {
+            b->key_order[p->key] = oid;
+        } else {
+            if (b->key_order[p->key] != oid) b->idem_violations++;
+            return; /* a replay of an order already counted */
+        }
+    }
+    b->accepted++;
+    b->accepted_qty += (uint64_t)b->quantity;
+    b->user_qty[p->user] += b->quantity;
+    if (b->orders_out) {
+        char user[64];
+        user_name(b, p->user, user, sizeof(user));
+        fprintf(b->orders_out, "%llu %s %d\n", (unsigned long long)oid, user, b->quantity);
+    }
+}
+
+static void build_plan(bench *b)
+{
+    size_t n = (size_t)b->buyers + (size_t)b->scalpers * (size_t)b->burst + (size_t)b->bad;
+    b->plan = calloc(n ? n : 1, sizeof(*b->plan));
+    b->user_qty = calloc((size_t)b->buyers + (size_t)b->scalpers + 1, sizeof(int));
+    size_t nkeys = (size_t)b->buyers + (size_t)b->scalpers * 10 + 1;
+    b->key_order = calloc(nkeys, sizeof(uint64_t));
+    if (!b->plan || !b->user_qty || !b->key_order) {
+        fputs("seckill-bench: out of memory\n", stderr);
+        exit(2);
+    }
+    size_t k = 0;
+    for (int i = 0; i < b->buyers; i++) b->plan[k++] = (plan_item){K_BUYER, i, i, 0, 0};
+    for (int s = 0; s < b->scalpers; s++)
+        for (int j = 0; j < b->burst; j++) /* 10 keys, each retried */
+            b->plan[k++] = (plan_item){K_SCALPER, b->buyers + s, b->buyers + s * 10 + j % 10, 0, 0};
+    for (int i = 0; i < b->bad; i++) {
+        int form = 1 + i % 8;
+        b->plan[k++] = (plan_item){K_BAD, i % (b->buyers ? b->buyers : 1), -1, form, bad_expect[form]};
+    }
+    b->plan_len = k;
+    for (size_t i = k; i > 1; i--) { /* shuffle: everyone arrives at once */
+        size_t j = (size_t)dlock__random_below(i);
+        plan_item t = b->plan[i - 1];
+        b->plan[i - 1] = b->plan[j];
+        b->plan[j] = t;
+    }
+}
+
+static void progress(void *ud, double elapsed)
+{
+    bench *b = ud;
+    uint64_t done = 0;
+    for (int s = 0; s < 600; s++) done += b->by_status[s];
+    fprintf(stdout, "%s[%5.1fs] responses %llu  accepted %llu  conn-errors %llu  %.0f req/s%s",
+            b->tty ? "\r" : "", elapsed, (unsigned long long)done, (unsigned long long)b->accepted,
+            (unsigned long long)b->conn_failed, elapsed > 0 ? (double)done / elapsed : 0.0,
+            b->tty ? "   " : "\n");
+    fflush(stdout);
+}
+
+typedef struct once {
+    char *bytes;
+    size_t len;
+    int given, status;
+} once;
+
+static int once_next(void *ud, hl_request *req)
+{
+    once *o = ud;
+    if (o->given++) return 0;
+    req->bytes = o->bytes;
+    req->len = o->len;
+    o->bytes = NULL;
+    return 1;
+}
+
+static void once_done(void *ud, void *tag, int status, const char *body, size_t len, uint64_t lat)
+{
+    (void)tag;
+    (void)body;
+    (void)len;
+    (void)lat;
+    ((once *)ud)->status = status;
+}
+
+static int create_campaign(bench *b)
+{
+    if (!b->admin_token) {
+        fputs("seckill-bench: --create needs --admin-token or SECKILL_ADMIN_TOKEN\n", stderr);
+        return -1;
+    }
+    int64_t now = dlock__wall_ms();
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"id\":\"%s\",\"title\":\"bench\",\"stock\":%d,\"per_user_limit\":%d,"
+             "\"starts_at\":%lld,\"ends_at\":%lld,\"price_cents\":100}",
+             b->campaign, b->stock, b->limit, (long long)(now - 1000), (long long)(now + 3600 * 1000));
+    dlock__buf o = {0};
+    dlock__buf_printf(&o,
+                      "POST /v1/campaigns HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer %s\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                      b->admin_token, strlen(body), body);
+    once one = {.bytes = o.data, .len = o.len};
+    hl_options ho = {.targets = b->targets, .n_targets = 1, .connections = 1,
+                     .next = once_next, .done = once_done, .ud = &one};
+    hl_result r;
+    int rc = o.oom ? -1 : hl_run(&ho, &r);
+    free(one.bytes);
+    if (rc == 0 && one.status != 201) {
+        fprintf(stderr, "seckill-bench: creating campaign %s answered HTTP %d\n", b->campaign, one.status);
+        rc = -1;
+    }
+    return rc;
+}
+
+static uint64_t status_class(const bench *b, int cls)
+{
+    uint64_t n = 0;
+    for (int s = cls * 100; s < cls * 100 + 100; s++) n += b->by_status[s];
+    return n;
+}
+
+static void check_users(bench *b)
+{
+    if (strcmp(b->mode, "sale") != 0) return;
+    for (int u = 0; u < b->buyers + b->scalpers; u++)
+        if (b->limit > 0 && b->user_qty[u] > b->limit) b->over_limit_users++;
+}
+
+static uint64_t oversold(const bench *b)
+{
+    return b->stock > 0 && b->accepted_qty > (uint64_t)b->stock ? b->accepted_qty - (uint64_t)b->stock : 0;
+}
+
+static void print_json(FILE *out, const bench *b, const hl_result *r)
+{
+    fprintf(out, "{\"mode\":\"%s\",\"requests\":%llu,\"responses\":%llu,\"connection_errors\":%llu,"
+           "\"elapsed_s\":%.3f,\"requests_per_s\":%.1f,\"accepted\":%llu,\"accepted_qty\":%llu,"
+           "\"stock\":%d,\"limit\":%d,\"oversold\":%llu,\"users_over_limit\":%llu,"
+           "\"idempotency_violations\":%llu,\"bad_requests\":%d,\"bad_unexpected\":%llu,",
+           b->mode, (unsigned long long)r->sent, (unsigned long long)r->completed,
+           (unsigned long long)r->failed, r->elapsed_s, r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0,
+           (unsigned long long)b->accepted, (unsigned long long)b->accepted_qty, b->stock, b->limit,
+           (unsigned long long)oversold(b), (unsigned long long)b->over_limit_users,
+           (unsigned long long)b->idem_violations, strcmp(b->mode, "sale") == 0 ? b->bad : 0,
+           (unsigned long long)b->bad_unexpected);
+    fprintf(out, "\"latency_us\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu},",
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.5),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.9),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.99),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.999),
+           (unsigned long long)r->latency.max_us);
+    fprintf(out, "\"status\":{");
+    for (int s = 0, first = 1; s < 600; s++)
+        if (b->by_status[s]) {
+            fprintf(out, "%s\"%d\":%llu", first ? "" : ",", s, (unsigned long long)b->by_status[s]);
+            first = 0;
+        }
+    fprintf(out, "},\"errors\":{");
+    for (int i = 0; i < b->n_codes; i++)
+        fprintf(out, "%s\"%s\":%llu", i ? "," : "", b->codes[i], (unsigned long long)b->code_count[i]);
+    /* latency histogram in powers of two (us), for reports */
+    fprintf(out, "},\"latency_hist\":[");
+    uint64_t prev = 0;
+    for (int e = 0; e < 24; e++) {
+        uint64_t le = dlock__hist_count_le(&r->latency, (1ull << e) * 64);
+        fprintf(out, "%s[%llu,%llu]", e ? "," : "", (unsigned long long)((1ull << e) * 64),
+               (unsigned long long)(le - prev));
+        prev = le;
+    }
+    fprintf(out, "],\"accepted_per_100ms\":[");
+    size_t last = 0;
+    for (size_t i = 0; i < b->accept_ts_len; i++)
+        if (b->accept_ts[i]) last = i + 1;
+    for (size_t i = 0; i < last; i++) fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)b->accept_ts[i]);
+    fprintf(out, "]}\n");
+}
+
+static void print_human(const bench *b, const hl_result *r)
+{
+    printf("mode %s: %llu requests, %llu responses, %llu connection errors in %.2f s (%.0f req/s)\n",
+           b->mode, (unsigned long long)r->sent, (unsigned long long)r->completed,
+           (unsigned long long)r->failed, r->elapsed_s,
+           r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0);
+    printf("status: 2xx %llu, 4xx %llu, 5xx %llu\n", (unsigned long long)status_class(b, 2),
+           (unsigned long long)status_class(b, 4), (unsigned long long)status_class(b, 5));
+    for (int i = 0; i < b->n_codes; i++)
+        printf("  rejected %-16s %llu\n", b->codes[i], (unsigned long long)b->code_count[i]);
+    printf("latency us: p50 %llu  p90 %llu  p99 %llu  p999 %llu  max %llu\n",
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.5),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.9),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.99),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.999), (unsigned long long)r->latency.max_us);
+    if (strcmp(b->mode, "sale") == 0)
+        printf("accepted %llu units (stock %d): oversold %llu, users over limit %llu, "
+               "idempotency violations %llu, bad requests not answered 4xx %llu\n",
+               (unsigned long long)b->accepted_qty, b->stock, (unsigned long long)oversold(b),
+               (unsigned long long)b->over_limit_users, (unsigned long long)b->idem_violations,
+               (unsigned long long)b->bad_unexpected);
+    else if (strcmp(b->mode, "buy") == 0)
+        printf("decisions/s %.0f (accepted %llu)\n", r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0,
+               (unsigned long long)b->accepted);
+}
+
+static void print_csv(const bench *b, const hl_result *r)
+{
+    printf("mode,requests,responses,conn_errors,elapsed_s,req_per_s,accepted,oversold,over_limit,"
+           "idem_violations,p50_us,p90_us,p99_us,p999_us,max_us\n");
+    printf("%s,%llu,%llu,%llu,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", b->mode,
+           (unsigned long long)r->sent, (unsigned long long)r->completed, (unsigned long long)r->failed,
+           r->elapsed_s, r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0,
+           (unsigned long long)b->accepted_qty, (unsigned long long)oversold(b),
+           (unsigned long long)b->over_limit_users, (unsigned long long)b->idem_violations,
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.5),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.9),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.99),
+           (unsigned long long)dlock__hist_quantile(&r->latency, 0.999), (unsigned long long)r->latency.max_us);
+}
+
+static int parse_int_opt(const char *name, const char *v, long lo, long hi, int *out)
+{
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < lo || n > hi) {
+        fprintf(stderr, "seckill-bench: %s must be an integer in %ld..%ld\n", name, lo, hi);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+static int parse_double_opt(const char *name, const char *v, double *out)
+{
+    char *end = NULL;
+    double d = strtod(v, &end);
+    if (!*v || *end || d < 0 || d > 1e7) {
+        fprintf(stderr, "seckill-bench: %s must be a non-negative number\n", name);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static int parse_args(bench *b, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"url", required_argument, 0, 'u'},        {"mode", required_argument, 0, 'm'},
+        {"campaign", required_argument, 0, 'c'},   {"create", no_argument, 0, 'C'},
+        {"admin-token", required_argument, 0, 'A'}, {"user-secret", required_argument, 0, 'S'},
+        {"stock", required_argument, 0, 's'},      {"limit", required_argument, 0, 'l'},
+        {"buyers", required_argument, 0, 'b'},     {"scalpers", required_argument, 0, 'k'},
+        {"scalper-burst", required_argument, 0, 'B'}, {"bad", required_argument, 0, 'x'},
+        {"quantity", required_argument, 0, 'q'},   {"connections", required_argument, 0, 'n'},
+        {"rate", required_argument, 0, 'r'},       {"duration", required_argument, 0, 'd'},
+        {"warmup", required_argument, 0, 'w'},     {"csv", no_argument, 0, 'V'},
+        {"json", no_argument, 0, 'J'},             {"smoke", no_argument, 0, 'Z'},
+        {"json-out", required_argument, 0, 'O'},   {"orders-out", required_argument, 0, 'R'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    int c, rc = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'u':
+            if (b->n_targets == 16 || parse_target(optarg, &b->targets[b->n_targets]) != 0) {
+                fprintf(stderr, "seckill-bench: bad --url '%s' (want http://HOST:PORT, at most 16)\n", optarg);
+                return -1;
+            }
+            b->n_targets++;
+            break;
+        case 'm': b->mode = optarg; break;
+        case 'c': b->campaign = optarg; break;
+        case 'C': b->create = 1; break;
+        case 'A': b->admin_token = optarg; break;
+        case 'S': b->user_secret = optarg; break;
+        case 's': rc = parse_int_opt("--stock", optarg, 0, 1000000000, &b->stock); break;
+        case 'l': rc = parse_int_opt("--limit", optarg, 0, 1000000, &b->limit); break;
+        case 'b': rc = parse_int_opt("--buyers", optarg, 0, 10000000, &b->buyers); break;
+        case 'k': rc = parse_int_opt("--scalpers", optarg, 0, 100000, &b->scalpers); break;
+        case 'B': rc = parse_int_opt("--scalper-burst", optarg, 1, 100000, &b->burst); break;
+        case 'x': rc = parse_int_opt("--bad", optarg, 0, 1000000, &b->bad); break;
+        case 'q': rc = parse_int_opt("--quantity", optarg, 1, 1000, &b->quantity); break;
+        case 'n': rc = parse_int_opt("--connections", optarg, 1, 100000, &b->connections); break;
+        case 'r': rc = parse_double_opt("--rate", optarg, &b->rate); break;
+        case 'd': rc = parse_double_opt("--duration", optarg, &b->duration); break;
+        case 'w': rc = parse_double_opt("--warmup", optarg, &b->warmup); break;
+        case 'V': b->format = "csv"; break;
+        case 'J': b->format = "json"; break;
+        case 'Z': b->smoke = 1; break;
+        case 'O': b->json_out = optarg; break;
+        case 'R':
+            b->orders_out = fopen(optarg, "w");
+            if (!b->orders_out) {
+                fprintf(stderr, "seckill-bench: cannot write %s\n", optarg);
+                return -1;
+            }
+            break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (rc) return -1;
+    if (optind < argc) {
+        fprintf(stderr, "seckill-bench: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (b->n_targets == 0) {
+        fputs("seckill-bench: at least one --url is required\n", stderr);
+        return -1;
+    }
+    if (strcmp(b->mode, "sale") && strcmp(b->mode, "buy") && strcmp(b->mode, "ping")) {
+        fprintf(stderr, "seckill-bench: unknown --mode '%s' (sale, buy or ping)\n", b->mode);
+        return -1;
+    }
+    if (b->smoke) {
+        b->buyers = 200;
+        b->scalpers = 2;
+        b->burst = 20;
+        b->bad = 20;
+        if (b->duration > 1) b->duration = 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static bench b;
+    b.mode = "sale";
+    b.campaign = "c1";
+    b.buyers = 10000;
+    b.scalpers = 50;
+    b.burst = 100;
+    b.bad = 100;
+    b.quantity = 1;
+    b.limit = 1;
+    b.stock = 100;
+    b.connections = 128;
+    b.duration = 5;
+    b.format = "human";
+    b.admin_token = getenv("SECKILL_ADMIN_TOKEN");
+    b.user_secret = getenv("SECKILL_USER_SECRET");
+    if (parse_args(&b, argc, argv) != 0) return 2;
+    if (dlock__random_hex(b.run_id, 4) != 0) return 2;
+    b.tty = isatty(1) && strcmp(b.format, "human") == 0;
+    if (b.create && create_campaign(&b) != 0) return 2;
+    if (strcmp(b.mode, "sale") == 0) build_plan(&b);
+    b.accept_ts_len = 36000; /* one hour of 100 ms buckets */
+    b.accept_ts = calloc(b.accept_ts_len, sizeof(uint64_t));
+    if (!b.accept_ts) return 2;
+    b.t0_us = dlock__now_us();
+    hl_options ho = {.targets = b.targets, .n_targets = b.n_targets, .connections = b.connections,
+                     .rate = b.rate, .duration_s = strcmp(b.mode, "sale") == 0 ? 0 : b.duration,
+                     .warmup_s = strcmp(b.mode, "sale") == 0 ? 0 : b.warmup,
+                     .progress_s = strcmp(b.format, "human") == 0 ? (b.tty ? 0.25 : 1.0) : 0,
+                     .progress = progress, .next = next_request, .done = on_done, .ud = &b};
+    static hl_result r;
+    if (hl_run(&ho, &r) != 0) return 2;
+    if (b.tty) printf("\n");
+    check_users(&b);
+    if (b.json_out) {
+        FILE *f = fopen(b.json_out, "w");
+        if (!f) {
+            fprintf(stderr, "seckill-bench: cannot write %s\n", b.json_out);
+            return 2;
+        }
+        print_json(f, &b, &r);
+        fclose(f);
+    }
+    if (strcmp(b.format, "json") == 0) print_json(stdout, &b, &r);
+    else if (strcmp(b.format, "csv") == 0) print_csv(&b, &r);
+    else print_human(&b, &r);
+    int ok = oversold(&b) == 0 && b.over_limit_users == 0 && b.idem_violations == 0 && b.bad_unexpected == 0;
+    if (b.orders_out) fclose(b.orders_out);
+    free(b.plan);
+    free(b.user_qty);
+    free(b.key_order);
+    free(b.accept_ts);
+    return ok ? 0 : 1;
+}
