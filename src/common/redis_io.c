@@ -2,7 +2,7 @@
  * Only calls and fields that hiredis 0.14.1 and 1.x both have are used:
  * redisConnectWithTimeout/UnixWithTimeout, redisSetTimeout,
  * redisEnableKeepAlive, redisCommandArgv, redisAppendCommandArgv,
- * redisGetReply, redisAsyncConnect/ConnectUnix, redisAsyncCommandArgv,
+ * redisGetReply, redisBufferWrite, redisAsyncConnect/ConnectUnix, redisAsyncCommandArgv,
  * redisLibeventAttach, and redisReply's type/integer/str/len/elements. */
 #include "redis_io.h"
 
@@ -131,17 +131,43 @@ static int handshake(dlock__conn *c)
     return 0;
 }
 
+/* A sentinel-discovered node must really be the master: during a failover
+ * the sentinels may still name the old one, now a replica. */
+static int check_master_role(dlock__conn *c)
+{
+    const char *argv[1] = {"ROLE"};
+    redisReply *r = redisCommandArgv(c->ctx, 1, argv, NULL);
+    if (!r) {
+        set_err(c, "ROLE", c->ctx->errstr);
+        return DLOCK_ECONN;
+    }
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+             r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+    freeReplyObject(r);
+    if (!ok) set_err(c, "connect", "the node the sentinels named is not (yet) a master");
+    return ok ? 0 : DLOCK_ECONN;
+}
+
 static int reopen(dlock__conn *c)
 {
     drop_ctx(c);
     struct timeval ctv = tv_ms(c->opts.connect_timeout_ms);
-    if (c->url.kind == DLOCK__URL_UNIX)
+    if (c->url.kind == DLOCK__URL_UNIX) {
         c->ctx = redisConnectUnixWithTimeout(c->url.path, ctv);
-    else if (c->url.kind == DLOCK__URL_TCP)
+    } else if (c->url.kind == DLOCK__URL_TCP) {
         c->ctx = redisConnectWithTimeout(c->url.host, c->url.port, ctv);
-    else {
-        set_err(c, "connect", "sentinel URL must be resolved first");
-        return DLOCK_EINVAL;
+    } else {
+        /* Sentinel: ask for the current master at every (re)connect, so a
+         * failover is followed by the next command after it. */
+        dlock__url m;
+        char why[200] = "";
+        int rc = dlock__sentinel_resolve(&c->url, &c->opts, &m, why, sizeof(why));
+        if (rc) {
+            set_err(c, "sentinel", why[0] ? why : "no sentinel answered");
+            return rc == DLOCK_ENOMEM ? rc : DLOCK_ECONN;
+        }
+        c->ctx = redisConnectWithTimeout(m.host, m.port, ctv);
+        dlock__url_free(&m);
     }
     if (!c->ctx) {
         set_err(c, "connect", "out of memory");
@@ -159,6 +185,7 @@ static int reopen(dlock__conn *c)
         return DLOCK_ECONN;
     }
     int rc = handshake(c);
+    if (rc == 0 && c->url.kind == DLOCK__URL_SENTINEL) rc = check_master_role(c);
     if (rc) drop_ctx(c);
     return rc;
 }
@@ -266,6 +293,30 @@ int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **rep
     if (redisGetReply(c->ctx, &r) != REDIS_OK || !r) return transport_failed(c), DLOCK_EIO;
     *reply_out = r;
     return 0;
+}
+
+int dlock__conn_send(dlock__conn *c, int argc, const char **argv, const size_t *lens)
+{
+    if (!c->ctx) return DLOCK_ECONN;
+    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
+        set_err(c, "append", "out of memory");
+        drop_ctx(c);
+        return DLOCK_ENOMEM;
+    }
+    int done = 0;
+    while (!done) {
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK) {
+            set_err(c, "write", c->ctx->errstr[0] ? c->ctx->errstr : "write failed");
+            drop_ctx(c);
+            return DLOCK_ECONN;
+        }
+    }
+    return 0;
+}
+
+int dlock__conn_fd(const dlock__conn *c)
+{
+    return c && c->ctx ? c->ctx->fd : -1;
 }
 
 const char *dlock__conn_errstr(const dlock__conn *c)
@@ -386,10 +437,23 @@ int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__ast
     ac->base = base;
     ac->on_state = on_state;
     ac->priv = priv;
-    if (url->kind == DLOCK__URL_UNIX)
+    if (url->kind == DLOCK__URL_UNIX) {
         ac->ctx = redisAsyncConnectUnix(url->path);
-    else if (url->kind == DLOCK__URL_TCP)
+    } else if (url->kind == DLOCK__URL_TCP) {
         ac->ctx = redisAsyncConnect(url->host, url->port);
+    } else {
+        /* Sentinel: resolved synchronously (bounded: 500 ms a sentinel);
+         * callers reconnect through here after a failover. */
+        dlock__conn_opts so = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
+        dlock__url m;
+        int rc = dlock__sentinel_resolve(url, &so, &m, err, errlen);
+        if (rc) {
+            free(ac);
+            return rc == DLOCK_ENOMEM ? rc : DLOCK_ECONN;
+        }
+        ac->ctx = redisAsyncConnect(m.host, m.port);
+        dlock__url_free(&m);
+    }
     if (!ac->ctx || ac->ctx->err) {
         if (err && errlen) snprintf(err, errlen, "connect: %s", ac->ctx ? ac->ctx->errstr : "bad URL kind");
         if (ac->ctx) redisAsyncFree(ac->ctx);

@@ -49,9 +49,10 @@ typedef struct dlock__conn_opts {
     int64_t command_timeout_ms;
 } dlock__conn_opts;
 
-/* Connects to a TCP or UNIX endpoint (not a sentinel URL: resolve it with
- * dlock__sentinel_resolve first), applies timeouts and TCP keepalive, sends
- * AUTH and SELECT. Returns 0, ECONN, EAUTH, ESERVER or ENOMEM; err says why. */
+/* Connects to a TCP or UNIX endpoint, or, for a sentinel URL, to the
+ * master the sentinels name (asked again at every reconnect, and checked
+ * with ROLE), applies timeouts and TCP keepalive, sends AUTH and SELECT.
+ * Returns 0, ECONN, EAUTH, ESERVER or ENOMEM; err says why. */
 int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out,
                      char *err, size_t errlen);
 void dlock__conn_close(dlock__conn *c);
@@ -77,6 +78,14 @@ int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char 
  * ECONN/EIO when the connection broke (it is then closed). */
 int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **reply_out);
 
+/* Sends one command without reading a reply (for subscribed connections,
+ * whose replies are read with dlock__conn_read_push). The connection must
+ * be open (no reopen: a subscribed socket is readable by design).
+ * Returns 0, ECONN (not open / write failed: closed) or ENOMEM. */
+int dlock__conn_send(dlock__conn *c, int argc, const char **argv, const size_t *lens);
+/* The socket of an open connection (to poll alongside other fds), or -1. */
+int dlock__conn_fd(const dlock__conn *c);
+
 /* Last error text of this connection (for logs); never NULL. */
 const char *dlock__conn_errstr(const dlock__conn *c);
 bool dlock__conn_is_open(const dlock__conn *c);
@@ -97,6 +106,8 @@ typedef void (*dlock__acb)(dlock__aconn *ac, dlock__reply *reply, int err, void 
  * must be released with dlock__aconn_close after this callback returns. */
 typedef void (*dlock__astate_cb)(dlock__aconn *ac, bool up, const char *why, void *priv);
 
+/* Starts connecting (TCP, UNIX, or the master named by the sentinels of a
+ * sentinel URL: that lookup is synchronous, at most 500 ms a sentinel). */
 int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
                       void *priv, dlock__aconn **out, char *err, size_t errlen);
 /* Queues a command; returns 0 (cb will run) or ECONN/ENOMEM (cb will not). */
