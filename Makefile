@@ -1,5 +1,5 @@
 # Convenience targets; the real build is CMake (see README).
-.PHONY: all build test demo clean
+.PHONY: all build test demo fault clean
 all build:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build -j $$(nproc)
@@ -7,5 +7,7 @@ test:
 	./scripts/test.sh
 demo:
 	./scripts/demo.sh
+fault:
+	./scripts/fault.sh
 clean:
 	rm -rf build build-asan build-tsan

@@ -7,6 +7,7 @@
 # and malformed requests. Then it drains the pipeline, reconciles, prints a
 # report, writes an HTML report, and exits non-zero if any invariant failed.
 # Everything it starts is stopped by PID on exit, also on Ctrl-C.
+# DEMO_SKIP_BUILD=1 BUILD_DIR=dir uses an existing build (the CI test does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -21,12 +22,14 @@ CONNS=${DEMO_CONNECTIONS:-192}
 OUT=${DEMO_OUT:-$root/out/demo}
 BUILD=${BUILD_DIR:-build}
 
-./scripts/setup.sh
+case "$BUILD" in /*) ;; *) BUILD="$root/$BUILD" ;; esac
 if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
+    ./scripts/setup.sh
+    echo "demo: building (cmake, $BUILD)"
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$BUILD" -j "$(nproc)" >/dev/null
 fi
-bin="$root/$BUILD/tools"
+bin="$BUILD/tools"
 work=$(mktemp -d /tmp/dlock-demo-XXXXXX)
 mkdir -p "$OUT"
 trap 'dl_cleanup; rm -rf "$work"' EXIT
@@ -37,6 +40,7 @@ if [ -z "${REDIS_URL:-}" ]; then
     REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 fi
 DATABASE_URL=${DATABASE_URL:-sqlite://$work/orders.db}
+export REDIS_URL DATABASE_URL
 TOKEN=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 CAMPAIGN="demo-$(date +%s)"
 echo "demo: redis $REDIS_URL, database $DATABASE_URL, campaign $CAMPAIGN (stock $STOCK, limit 1)"
@@ -44,14 +48,12 @@ echo "demo: redis $REDIS_URL, database $DATABASE_URL, campaign $CAMPAIGN (stock 
 urls=()
 for i in 1 2 3; do
     port=$(dl_free_port)
-    "$bin/seckilld/seckilld" --port "$port" --redis-url "$REDIS_URL" --database-url "$DATABASE_URL" \
-        --admin-token "$TOKEN" >"$work/seckilld-$i.log" 2>&1 &
+    "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" >"$work/seckilld-$i.log" 2>&1 &
     dl_track $!
     urls+=("http://127.0.0.1:$port")
 done
 for i in 1 2; do
-    "$bin/seckill-persist/seckill-persist" --redis-url "$REDIS_URL" --database-url "$DATABASE_URL" \
-        >"$work/persist-$i.log" 2>&1 &
+    "$bin/seckill-persist/seckill-persist" >"$work/persist-$i.log" 2>&1 &
     dl_track $!
 done
 for u in "${urls[@]}"; do
@@ -72,18 +74,16 @@ set -e
 echo "demo: waiting for the order pipeline to drain"
 rec_rc=1
 for _ in $(seq 1 150); do
-    if "$bin/seckill/seckill" reconcile --redis-url "$REDIS_URL" --database-url "$DATABASE_URL" \
-        --campaign "$CAMPAIGN" --json >"$OUT/reconcile.json" 2>"$work/reconcile.err"; then
+    if "$bin/seckill/seckill" reconcile --campaign "$CAMPAIGN" --json >"$OUT/reconcile.json" 2>"$work/reconcile.err"; then
         rec_rc=0
         break
     fi
     sleep 0.2
 done
-"$bin/seckill/seckill" reconcile --redis-url "$REDIS_URL" --database-url "$DATABASE_URL" \
-    --campaign "$CAMPAIGN" >"$OUT/reconcile.txt" 2>&1 || true
+"$bin/seckill/seckill" reconcile --campaign "$CAMPAIGN" >"$OUT/reconcile.txt" 2>&1 || true
 
 set +e
-"$PY" scripts/demo_report.py --bench "$OUT/bench.json" --orders "$OUT/orders.txt" \
+"$PY" scripts/sale_check.py --bench "$OUT/bench.json" --orders "$OUT/orders.txt" \
     --reconcile "$OUT/reconcile.json" --reconcile-rc "$rec_rc" --database-url "$DATABASE_URL" \
     --campaign "$CAMPAIGN" --stock "$STOCK" --html "$OUT/report.html"
 report_rc=$?

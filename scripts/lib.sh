@@ -62,3 +62,46 @@ dl_wait_http() {
         sleep 0.1
     done
 }
+
+# dl_start_replica DIR MASTER_PORT: a replica of MASTER_PORT; sets
+# REPLICA_PORT, REPLICA_PID.
+dl_start_replica() {
+    dir=$1
+    REPLICA_PORT=$(dl_free_port)
+    redis-server --port "$REPLICA_PORT" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
+        --protected-mode no --replicaof 127.0.0.1 "$2" >"$dir/replica-$REPLICA_PORT.log" 2>&1 &
+    REPLICA_PID=$!
+    dl_track "$REPLICA_PID"
+    i=0
+    until redis-cli -p "$REPLICA_PORT" info replication 2>/dev/null | grep -q 'master_link_status:up'; do
+        i=$((i + 1))
+        [ $i -gt 200 ] && { echo "replica never linked" >&2; return 1; }
+        sleep 0.05
+    done
+}
+
+# dl_start_sentinels DIR MASTER_PORT NAME: three sentinels, quorum 2,
+# down-after 1000 ms; sets SENTINEL_PORTS (space separated).
+dl_start_sentinels() {
+    dir=$1
+    SENTINEL_PORTS=""
+    for i in 1 2 3; do
+        p=$(dl_free_port)
+        printf 'port %s\nbind 127.0.0.1\ndir %s\nprotected-mode no\nsentinel monitor %s 127.0.0.1 %s 2\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n' \
+            "$p" "$dir" "$3" "$2" "$3" "$3" >"$dir/sentinel-$p.conf"
+        redis-sentinel "$dir/sentinel-$p.conf" >"$dir/sentinel-$p.log" 2>&1 &
+        dl_track $!
+        SENTINEL_PORTS="$SENTINEL_PORTS $p"
+    done
+    for p in $SENTINEL_PORTS; do
+        i=0
+        until redis-cli -p "$p" ping >/dev/null 2>&1; do
+            i=$((i + 1)); [ $i -gt 100 ] && return 1; sleep 0.05
+        done
+    done
+}
+
+# dl_sentinel_master PORT NAME: prints host:port of the current master.
+dl_sentinel_master() {
+    redis-cli -p "$1" sentinel get-master-addr-by-name "$2" | paste -sd: -
+}

@@ -113,6 +113,21 @@ static int handshake(dlock__conn *c)
         freeReplyObject(r);
         if (bad) return DLOCK_EAUTH;
     }
+    if (!u->password) {
+        /* Without credentials a protected server refuses the first command
+         * with NOAUTH: find out now, so it is an auth error at connect time
+         * instead of a server error on some later call. */
+        const char *argv[1] = {"PING"};
+        redisReply *r = redisCommandArgv(c->ctx, 1, argv, NULL);
+        if (!r) {
+            set_err(c, "PING", c->ctx->errstr);
+            return DLOCK_ECONN;
+        }
+        int noauth = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0;
+        if (noauth) set_err(c, "server requires a password", r->str);
+        freeReplyObject(r);
+        if (noauth) return DLOCK_EAUTH;
+    }
     if (u->db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%d", u->db);

@@ -57,6 +57,19 @@ int dlock__client_eval(dlock_client *c, const dlock__script *s, int nkeys, const
 int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t *lens,
                       dlock__reply **out);
 
+/* Like dlock__client_eval, then, if replicas > 0 and the script's reply is
+ * not an error, `WAIT replicas timeout_ms` on the same connection (WAIT
+ * only counts that connection's writes). *acked_out = replicas that
+ * acknowledged (replicas when replicas == 0). A failed WAIT leaves *out
+ * set and returns the WAIT's code. */
+int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,
+                            const char *const *keys, int nargs, const char *const *args,
+                            int replicas, int64_t timeout_ms, dlock__reply **out, int *acked_out);
+
+/* The SHA-1 (40 hex digits + NUL) the client uses for s, or NULL when the
+ * client's SHA cache is full (then s runs with EVAL). */
+const char *dlock__script_sha(dlock_client *c, const dlock__script *s);
+
 /* ---- waiting (pub/sub) ----------------------------------------------- */
 
 typedef struct dlock__waiter dlock__waiter;
@@ -64,11 +77,22 @@ typedef struct dlock__waiter dlock__waiter;
 /* Subscribes (through the client's subscriber connection) to channel and
  * returns a waiter that counts messages published there from now on. */
 int dlock__wait_begin(dlock_client *c, const char *channel, dlock__waiter **out);
+/* Same, but wake-one: each message wakes only the longest-waiting
+ * wake-one waiter of this process on channel (a message handed to a waiter
+ * that ends without consuming it passes to the next). Broadcast waiters
+ * on the same channel still see every message. Used by locks, where one
+ * release admits one waiter. */
+int dlock__wait_begin_one(dlock_client *c, const char *channel, dlock__waiter **out);
 /* Sleeps until a message arrived on the channel since the last call, the
  * timeout passed, or dlock__wait_cancel. Returns 0 (message), ETIMEOUT,
  * ECANCELED or ECLOSED. A subscriber reconnect counts as a message (the
  * caller re-checks), so a lost publish never strands a waiter. */
 int dlock__wait(dlock__waiter *w, int64_t timeout_ms);
+/* Called by a releaser right after its release (which publishes on
+ * channel) succeeded: hands the wake to a wake-one waiter of this process
+ * at once instead of after the message's round trip through the server;
+ * the message itself, when it arrives, is then not handed out again. */
+void dlock__wait_notify_local(dlock_client *c, const char *channel);
 /* Wakes dlock__wait with ECANCELED; safe from any thread. */
 void dlock__wait_cancel(dlock__waiter *w);
 void dlock__wait_end(dlock__waiter *w);
@@ -79,13 +103,35 @@ void dlock__wait_end(dlock__waiter *w);
  * watchdog_timeout/3. renew() returns 0 (renewed), DLOCK_ELOST (the server
  * says it is gone: the watchdog calls lost() and drops it) or another code
  * (transient: retried; when no renewal succeeded for a full lease, lost()
- * is called with DLOCK_ELOST). Callbacks run on the watchdog thread. */
+ * is called with DLOCK_ELOST). Callbacks run on the watchdog thread. The
+ * watchdog counts lock_watchdog_renew_total / _fail_total and, when it
+ * calls lost(), lock_lost_total: objects must not count those again. */
+struct dlock__renew_cmd;
 typedef struct dlock__renewable {
     int (*renew)(struct dlock__renewable *r, int64_t lease_ms);
     void (*lost)(struct dlock__renewable *r, int reason);
     int64_t last_ok_ms;   /* monotonic time of the last successful renewal */
     struct dlock__renewable *next; /* owned by the watchdog */
+    /* Optional batching (NULL: renew() is called). prepare() fills cmd with
+     * the owner-checked renewal script call; the watchdog pipelines the due
+     * renewals of all objects on one connection and passes each reply to
+     * finish(), which returns what renew() would. On a transport error or
+     * NOSCRIPT the watchdog falls back to renew() for that round. */
+    int (*prepare)(struct dlock__renewable *r, int64_t lease_ms, struct dlock__renew_cmd *cmd);
+    int (*finish)(struct dlock__renewable *r, const dlock__reply *reply);
+    int64_t last_try_ms;  /* owned by the watchdog */
+    bool removed;         /* owned by the watchdog */
 } dlock__renewable;
+
+#define DLOCK__RENEW_MAXARGS 4
+typedef struct dlock__renew_cmd {
+    const dlock__script *script;
+    int nkeys;
+    const char *keys[DLOCK__RENEW_MAXARGS];
+    int nargs;
+    const char *args[DLOCK__RENEW_MAXARGS];
+    char num[32]; /* scratch for a numeric argument (e.g. the lease) */
+} dlock__renew_cmd;
 
 int dlock__watchdog_add(dlock_client *c, dlock__renewable *r);
 /* Returns after any renew() in progress on r has finished. */
@@ -109,6 +155,23 @@ void dlock__metrics_lost(dlock_client *c);
 
 void dlock__log(const dlock_client *c, dlock_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Held-object registry: objects register (while they hold something, or
+ * for their whole life), so dlock_client_destroy can report (WARN) what is
+ * still held. describe writes e.g. "lock orders:42 (simple)" into buf, or
+ * "" when nothing is held (then nothing is reported). */
+typedef struct dlock__held {
+    void (*describe)(const struct dlock__held *h, char *buf, size_t len);
+    /* Optional: called at destroy after describe (threads already stopped),
+     * so the object forgets the client and can still be freed later. */
+    void (*orphan)(struct dlock__held *h);
+    struct dlock__held *prev, *next; /* owned by the client */
+} dlock__held;
+void dlock__held_add(dlock_client *c, dlock__held *h);
+void dlock__held_remove(dlock_client *c, dlock__held *h);
+
+/* The "<client id>:<thread id>" owner string of the calling thread. */
+void dlock__thread_owner(const dlock_client *c, char *out, size_t outlen);
 
 /* Options the client was created with (strings valid for its lifetime). */
 const dlock_client_options *dlock__client_options(const dlock_client *c);

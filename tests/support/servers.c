@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dlock/dlock.h"
 #include "redis_io.h"
 #include "util.h"
 
@@ -134,10 +135,12 @@ static int ping_until_up(const test_server *s, int64_t budget_ms)
             return -1;
         }
         dlock__conn *c = NULL;
-        if (dlock__conn_open(&u, &o, &c, NULL, 0) == 0) {
+        int rc = dlock__conn_open(&u, &o, &c, NULL, 0);
+        if (rc == DLOCK_EAUTH) return 0; /* answered: it is up (and wants a password) */
+        if (rc == 0) {
             const char *argv[1] = {"PING"};
             dlock__reply *r = NULL;
-            int rc = dlock__conn_cmd(c, 1, argv, NULL, &r);
+            rc = dlock__conn_cmd(c, 1, argv, NULL, &r);
             dlock__reply_free(r);
             dlock__conn_close(c);
             if (rc == 0) return 0;
@@ -252,6 +255,48 @@ static const char *pg_bindir(void)
     return NULL;
 }
 
+/* Runs postgres on s->dir/data and s->port as uid/gid; waits (<= 15 s) for
+ * its socket. 0, or -1 with the process gone. */
+static int pg_launch(test_server *s, const char *bin, uid_t uid, gid_t gid)
+{
+    char postgres[320], data[320], log[320], port[16], probe[400];
+    snprintf(postgres, sizeof(postgres), "%s/postgres", bin);
+    snprintf(data, sizeof(data), "%s/data", s->dir);
+    snprintf(log, sizeof(log), "%s/postgres.log", s->dir);
+    snprintf(port, sizeof(port), "%d", s->port);
+    snprintf(probe, sizeof(probe), "%s/.s.PGSQL.%d", s->dir, s->port);
+    unlink(probe); /* a socket left by an earlier run would look alive */
+    char *argv[] = {postgres, "-D", data, "-p", port, "-k", s->dir,
+                    "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+                    "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                    "-c", "max_connections=200", NULL};
+    s->pid = spawn(argv, log, uid, gid);
+    snprintf(s->url, sizeof(s->url), "postgresql://postgres@127.0.0.1:%d/postgres", s->port);
+    for (int i = 0; i < 300; i++) { /* <= 15 s for the socket to appear */
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) break;
+        if (access(probe, F_OK) == 0) {
+            dlock__sleep_ms(100);
+            return 0;
+        }
+        dlock__sleep_ms(50);
+    }
+    test_server_kill(s);
+    return -1;
+}
+
+/* The user postgres runs as: the owner of s->dir (root cannot run it). */
+static void pg_user(const test_server *s, uid_t *uid, gid_t *gid)
+{
+    struct stat st;
+    *uid = (uid_t)-1;
+    *gid = (gid_t)-1;
+    if (geteuid() == 0 && stat(s->dir, &st) == 0 && st.st_uid != 0) {
+        *uid = st.st_uid;
+        *gid = st.st_gid;
+    }
+}
+
 int test_postgres_start(test_server *s)
 {
     memset(s, 0, sizeof(*s));
@@ -261,19 +306,17 @@ int test_postgres_start(test_server *s)
         return -1;
     }
     if (make_dir(s, "postgres") != 0) return -1;
-    uid_t uid = (uid_t)-1;
-    gid_t gid = (gid_t)-1;
     if (geteuid() == 0) { /* initdb refuses root: run as the postgres user */
         struct passwd *pw = getpwnam("postgres");
         if (!pw) pw = getpwnam("nobody");
         if (!pw) return -1;
-        uid = pw->pw_uid;
-        gid = pw->pw_gid;
-        if (chown(s->dir, uid, gid) != 0) return -1;
+        if (chown(s->dir, pw->pw_uid, pw->pw_gid) != 0) return -1;
     }
-    char initdb[320], postgres[320], data[320], log[320], port[16];
+    uid_t uid;
+    gid_t gid;
+    pg_user(s, &uid, &gid);
+    char initdb[320], data[320], log[320];
     snprintf(initdb, sizeof(initdb), "%s/initdb", bin);
-    snprintf(postgres, sizeof(postgres), "%s/postgres", bin);
     snprintf(data, sizeof(data), "%s/data", s->dir);
     snprintf(log, sizeof(log), "%s/postgres.log", s->dir);
     char *init_argv[] = {initdb, "-D", data, "-U", "postgres", "-A", "trust", "--no-sync",
@@ -284,27 +327,29 @@ int test_postgres_start(test_server *s)
     }
     for (int attempt = 0; attempt < 5; attempt++) {
         s->port = test_free_port();
-        snprintf(port, sizeof(port), "%d", s->port);
-        char *argv[] = {postgres, "-D", data, "-p", port, "-k", s->dir,
-                        "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                        "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                        "-c", "max_connections=200", NULL};
-        s->pid = spawn(argv, log, uid, gid);
-        snprintf(s->url, sizeof(s->url), "postgresql://postgres@127.0.0.1:%d/postgres", s->port);
-        char probe[400];
-        snprintf(probe, sizeof(probe), "%s/.s.PGSQL.%d", s->dir, s->port);
-        for (int i = 0; i < 300; i++) { /* <= 15 s for the socket to appear */
-            int st;
-            if (waitpid(s->pid, &st, WNOHANG) == s->pid) break;
-            if (access(probe, F_OK) == 0) {
-                dlock__sleep_ms(100);
-                return 0;
-            }
-            dlock__sleep_ms(50);
-        }
-        test_server_kill(s);
+        if (pg_launch(s, bin, uid, gid) == 0) return 0;
     }
     fprintf(stderr, "fixture: postgres did not start (log %s)\n", log);
+    return -1;
+}
+
+int test_postgres_restart(test_server *s)
+{
+    const char *bin = pg_bindir();
+    if (!bin || !s->dir[0]) return -1;
+    if (s->pid > 0) { /* fast shutdown: committed data survives */
+        kill(s->pid, SIGCONT);
+        kill(s->pid, SIGINT);
+        waitpid(s->pid, NULL, 0);
+        track(s->pid, false);
+        s->pid = 0;
+    }
+    uid_t uid;
+    gid_t gid;
+    pg_user(s, &uid, &gid);
+    for (int attempt = 0; attempt < 3; attempt++)
+        if (pg_launch(s, bin, uid, gid) == 0) return 0;
+    fprintf(stderr, "fixture: postgres did not restart (log %s/postgres.log)\n", s->dir);
     return -1;
 }
 

@@ -34,6 +34,9 @@ int test_redis_replicate(test_server *replica, const test_server *master);
 int test_sentinel_start(test_server *s, const test_server *master, const char *name, int quorum);
 /* initdb + pg_ctl into a temp dir; url is postgresql://postgres@127.0.0.1:port/postgres. */
 int test_postgres_start(test_server *s);
+/* Fast shutdown (SIGINT, committed data kept) if running, then starts it
+ * again on the same data dir and port. 0 or -1. */
+int test_postgres_restart(test_server *s);
 
 /* SIGTERM (SIGKILL after 5 s) by PID, wait, remove the temp dir. */
 void test_server_stop(test_server *s);

@@ -22,6 +22,8 @@
 typedef struct pending {
     hl_request req;
     int64_t sched_us; /* when it should have started (open loop) */
+    int attempts;     /* sends so far */
+    int64_t not_before_us; /* retry backoff */
     struct pending *next;
 } pending;
 
@@ -34,12 +36,14 @@ typedef struct hl_state {
     int64_t start_us, measure_from_us, stop_at_us;
     pending *q_head, *q_tail; /* open loop: started, waiting for a connection */
     size_t q_len;
+    pending *r_head, *r_tail; /* failed on a dead connection, to resend first */
+    size_t r_len;
     uint64_t scheduled;
     int exhausted;   /* next() returned 0 or duration passed */
     int in_flight;
     int connected_once;
     int64_t exhausted_at_us;
-    struct event *tick, *progress_ev, *guard;
+    struct event *tick, *progress_ev, *guard, *retry_tick;
 } hl_state;
 
 struct hl_conn {
@@ -64,7 +68,8 @@ static int64_t now_us(void)
 
 static void maybe_finish(hl_state *st)
 {
-    if (st->exhausted && st->in_flight == 0 && st->q_len == 0) event_base_loopbreak(st->base);
+    if (st->exhausted && st->in_flight == 0 && st->q_len == 0 && st->r_len == 0)
+        event_base_loopbreak(st->base);
 }
 
 static void finish_request(hl_conn *c, int status, const char *body, size_t len)
@@ -83,8 +88,49 @@ static void finish_request(hl_conn *c, int status, const char *body, size_t len)
     st->in_flight--;
 }
 
+static void push(pending **head, pending **tail, size_t *len, pending *p)
+{
+    p->next = NULL;
+    if (*tail) (*tail)->next = p;
+    else *head = p;
+    *tail = p;
+    (*len)++;
+}
+
+static pending *pop(pending **head, pending **tail, size_t *len)
+{
+    pending *p = *head;
+    if (!p) return NULL;
+    *head = p->next;
+    if (!*head) *tail = NULL;
+    (*len)--;
+    return p;
+}
+
+/* A request whose connection failed: resend it (same bytes, so the same
+ * Idempotency-Key) unless its retries are used up. Returns 1 if queued. */
+static int requeue(hl_state *st, pending *cur)
+{
+    if (cur->attempts > st->o->retries) return 0;
+    pending *p = malloc(sizeof(*p));
+    if (!p) return 0;
+    *p = *cur;
+    int64_t backoff = 20000LL << (cur->attempts < 5 ? cur->attempts - 1 : 4);
+    p->not_before_us = now_us() + (backoff < 500000 ? backoff : 500000);
+    push(&st->r_head, &st->r_tail, &st->r_len, p);
+    st->res->retried++;
+    return 1;
+}
+
 static int pull_request(hl_state *st, pending *out)
 {
+    pending *r = st->r_head && st->r_head->not_before_us <= now_us()
+                     ? pop(&st->r_head, &st->r_tail, &st->r_len) : NULL;
+    if (r) {
+        *out = *r;
+        free(r);
+        return 1;
+    }
     if (st->o->rate > 0) {
         if (!st->q_head) return 0;
         pending *p = st->q_head;
@@ -119,8 +165,9 @@ static void dispatch(hl_conn *c)
     }
     c->busy = 1;
     c->hdr_done = 0;
+    c->cur.attempts++;
     st->in_flight++;
-    st->res->sent++;
+    st->res->sent += c->cur.attempts == 1;
     c->sent_us = now_us();
     bufferevent_write(c->bev, c->cur.req.bytes, c->cur.req.len);
 }
@@ -147,6 +194,13 @@ static int parse_head(hl_conn *c, const char *h, size_t n)
 
 static void drop_conn(hl_conn *c, int delay_ms)
 {
+    if (c->busy && requeue(c->st, &c->cur)) {
+        memset(&c->cur, 0, sizeof(c->cur)); /* the bytes now belong to the retry queue */
+        c->busy = 0;
+        c->st->in_flight--;
+        for (int i = 0; i < c->st->o->connections; i++) /* hand it to a live connection */
+            if (&c->st->conns[i] != c) dispatch(&c->st->conns[i]);
+    }
     if (c->busy) finish_request(c, 0, "", 0);
     if (c->bev) bufferevent_free(c->bev);
     c->bev = NULL;
@@ -185,7 +239,13 @@ static void on_read(struct bufferevent *bev, void *arg)
         }
         if (evbuffer_get_length(in) < c->body_len) return;
         char *body = (char *)evbuffer_pullup(in, (ev_ssize_t)c->body_len);
-        finish_request(c, c->status, body ? body : "", c->body_len);
+        if (c->status == 503 && requeue(c->st, &c->cur)) {
+            memset(&c->cur, 0, sizeof(c->cur));
+            c->busy = 0;
+            c->st->in_flight--;
+        } else {
+            finish_request(c, c->status, body ? body : "", c->body_len);
+        }
         evbuffer_drain(in, c->body_len);
         if (c->close_after) {
             if (c->bev) bufferevent_free(c->bev);
@@ -271,6 +331,15 @@ static void on_progress(evutil_socket_t fd, short what, void *arg)
     st->o->progress(st->o->ud, (double)(now_us() - st->start_us) / 1e6);
 }
 
+/* Hands due retries to idle connections (retries wait out their backoff). */
+static void on_retry_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hl_state *st = arg;
+    for (int i = 0; i < st->o->connections && st->r_len; i++) dispatch(&st->conns[i]);
+}
+
 /* Bounds every run: no target reachable for 5 s, or in-flight requests
  * still unanswered 15 s after the workload ended, stops the loop. */
 static void on_guard(evutil_socket_t fd, short what, void *arg)
@@ -312,6 +381,9 @@ int hl_run(const hl_options *o, hl_result *out)
         struct timeval tv = {(time_t)o->progress_s, (suseconds_t)((o->progress_s - (double)(time_t)o->progress_s) * 1e6)};
         evtimer_add(st.progress_ev, &tv);
     }
+    st.retry_tick = event_new(st.base, -1, EV_PERSIST, on_retry_tick, &st);
+    struct timeval rtv = {0, 10000};
+    evtimer_add(st.retry_tick, &rtv);
     st.guard = event_new(st.base, -1, EV_PERSIST, on_guard, &st);
     struct timeval gtv = {0, 500000};
     evtimer_add(st.guard, &gtv);
@@ -324,6 +396,13 @@ int hl_run(const hl_options *o, hl_result *out)
         if (c->bev) bufferevent_free(c->bev);
         event_free(c->retry);
     }
+    while (st.r_head) {
+        pending *p = pop(&st.r_head, &st.r_tail, &st.r_len);
+        o->done(o->ud, p->req.tag, 0, "", 0, 0);
+        out->failed++;
+        free(p->req.bytes);
+        free(p);
+    }
     while (st.q_head) {
         pending *p = st.q_head;
         st.q_head = p->next;
@@ -335,6 +414,7 @@ int hl_run(const hl_options *o, hl_result *out)
     if (st.tick) event_free(st.tick);
     if (st.progress_ev) event_free(st.progress_ev);
     event_free(st.guard);
+    event_free(st.retry_tick);
     free(st.conns);
     event_base_free(st.base);
     if (!st.connected_once) {

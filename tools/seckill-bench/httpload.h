@@ -40,6 +40,11 @@ typedef struct hl_options {
     double duration_s;   /* stop issuing after this long; 0 = until next() ends */
     double warmup_s;     /* responses in the first warmup_s are not recorded */
     double progress_s;   /* progress callback interval; 0 = none */
+    int retries;         /* resend a request whose connection failed or that was
+                            answered 503, up to this many times, on any
+                            connection (clients retrying on another instance,
+                            with backoff: 20 ms doubling to 500 ms);
+                            0 = report the failure at once */
     void (*progress)(void *ud, double elapsed_s);
     hl_next_fn next;
     hl_done_fn done;
@@ -47,7 +52,8 @@ typedef struct hl_options {
 } hl_options;
 
 typedef struct hl_result {
-    uint64_t sent, completed, failed; /* failed: connection errors */
+    uint64_t sent, completed, failed; /* failed: connection errors (after retries) */
+    uint64_t retried;                 /* resends after a connection failure or a 503 */
     double elapsed_s;                 /* measured part (after warm-up) */
     dlock__hist latency;              /* measured responses only */
 } hl_result;

@@ -4,7 +4,9 @@
  * steady stream, then checks the invariants from the answers it got:
  * accepted <= stock, no user above the limit, one order per idempotency key.
  * Modes: sale (finite crowd), buy (unique buyers for --duration), ping
- * (GET /ping: the HTTP ceiling). Output: human summary, --csv or --json. */
+ * (GET /ping: the HTTP ceiling), compare (engine level, no HTTP: the
+ * stock-deduction strategies side by side, compare.c). Output: human
+ * summary, --csv or --json. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include <openssl/hmac.h>
 
+#include "compare.h"
 #include "httpload.h"
 #include "util.h"
 
@@ -33,7 +36,7 @@ typedef struct bench {
     size_t n_targets;
     const char *mode, *campaign, *admin_token, *user_secret, *format, *json_out;
     FILE *orders_out;
-    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, create, smoke;
+    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, create, smoke, retries;
     double rate, duration, warmup;
     char run_id[9];
     /* plan */
@@ -61,6 +64,8 @@ static void usage(FILE *f)
           "  --url http://HOST:PORT   target seckilld (repeat for several instances)\n"
           "  --mode sale|buy|ping     sale: a planned crowd (default); buy: unique buyers for\n"
           "                           --duration; ping: GET /ping (HTTP ceiling, no Redis work)\n"
+          "  --mode compare --redis-url URL   engine-level strategy comparison, no HTTP\n"
+          "                           (see seckill-bench --mode compare --help)\n"
           "  --campaign ID            campaign to buy from (default c1)\n"
           "  --create                 create the campaign first (needs --admin-token, --stock, --limit)\n"
           "  --admin-token T          admin bearer token (env SECKILL_ADMIN_TOKEN)\n"
@@ -73,6 +78,8 @@ static void usage(FILE *f)
           "  --quantity N             units per purchase (default 1)\n"
           "  --connections N          keep-alive connections (default 128)\n"
           "  --rate R                 open loop at R requests/s (default: closed loop)\n"
+          "  --retries N              resend a request whose connection failed (same\n"
+          "                           Idempotency-Key) up to N times on another connection\n"
           "  --duration S             seconds (buy/ping modes; default 5)\n"
           "  --warmup S               seconds not recorded (buy/ping; default 0)\n"
           "  --csv | --json           machine-readable output\n"
@@ -365,12 +372,12 @@ static uint64_t oversold(const bench *b)
 static void print_json(FILE *out, const bench *b, const hl_result *r)
 {
     fprintf(out, "{\"mode\":\"%s\",\"requests\":%llu,\"responses\":%llu,\"connection_errors\":%llu,"
-           "\"elapsed_s\":%.3f,\"requests_per_s\":%.1f,\"accepted\":%llu,\"accepted_qty\":%llu,"
+           "\"retried\":%llu,\"elapsed_s\":%.3f,\"requests_per_s\":%.1f,\"accepted\":%llu,\"accepted_qty\":%llu,"
            "\"stock\":%d,\"limit\":%d,\"oversold\":%llu,\"users_over_limit\":%llu,"
            "\"idempotency_violations\":%llu,\"bad_requests\":%d,\"bad_unexpected\":%llu,",
            b->mode, (unsigned long long)r->sent, (unsigned long long)r->completed,
-           (unsigned long long)r->failed, r->elapsed_s, r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0,
-           (unsigned long long)b->accepted, (unsigned long long)b->accepted_qty, b->stock, b->limit,
+           (unsigned long long)r->failed, (unsigned long long)r->retried, r->elapsed_s,
+           r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0, (unsigned long long)b->accepted, (unsigned long long)b->accepted_qty, b->stock, b->limit,
            (unsigned long long)oversold(b), (unsigned long long)b->over_limit_users,
            (unsigned long long)b->idem_violations, strcmp(b->mode, "sale") == 0 ? b->bad : 0,
            (unsigned long long)b->bad_unexpected);
@@ -408,9 +415,10 @@ static void print_json(FILE *out, const bench *b, const hl_result *r)
 
 static void print_human(const bench *b, const hl_result *r)
 {
-    printf("mode %s: %llu requests, %llu responses, %llu connection errors in %.2f s (%.0f req/s)\n",
+    printf("mode %s: %llu requests, %llu responses, %llu connection errors, %llu retried in %.2f s "
+           "(%.0f req/s)\n",
            b->mode, (unsigned long long)r->sent, (unsigned long long)r->completed,
-           (unsigned long long)r->failed, r->elapsed_s,
+           (unsigned long long)r->failed, (unsigned long long)r->retried, r->elapsed_s,
            r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0);
     printf("status: 2xx %llu, 4xx %llu, 5xx %llu\n", (unsigned long long)status_class(b, 2),
            (unsigned long long)status_class(b, 4), (unsigned long long)status_class(b, 5));
@@ -485,6 +493,7 @@ static int parse_args(bench *b, int argc, char **argv)
         {"warmup", required_argument, 0, 'w'},     {"csv", no_argument, 0, 'V'},
         {"json", no_argument, 0, 'J'},             {"smoke", no_argument, 0, 'Z'},
         {"json-out", required_argument, 0, 'O'},   {"orders-out", required_argument, 0, 'R'},
+        {"retries", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     int c, rc = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -516,6 +525,7 @@ static int parse_args(bench *b, int argc, char **argv)
         case 'J': b->format = "json"; break;
         case 'Z': b->smoke = 1; break;
         case 'O': b->json_out = optarg; break;
+        case 'T': rc = parse_int_opt("--retries", optarg, 0, 100, &b->retries); break;
         case 'R':
             b->orders_out = fopen(optarg, "w");
             if (!b->orders_out) {
@@ -537,7 +547,7 @@ static int parse_args(bench *b, int argc, char **argv)
         return -1;
     }
     if (strcmp(b->mode, "sale") && strcmp(b->mode, "buy") && strcmp(b->mode, "ping")) {
-        fprintf(stderr, "seckill-bench: unknown --mode '%s' (sale, buy or ping)\n", b->mode);
+        fprintf(stderr, "seckill-bench: unknown --mode '%s' (sale, buy, ping or compare)\n", b->mode);
         return -1;
     }
     if (b->smoke) {
@@ -552,6 +562,7 @@ static int parse_args(bench *b, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    if (cmp_wanted(argc, argv)) return cmp_main(argc, argv);
     static bench b;
     b.mode = "sale";
     b.campaign = "c1";
@@ -577,7 +588,7 @@ int main(int argc, char **argv)
     if (!b.accept_ts) return 2;
     b.t0_us = dlock__now_us();
     hl_options ho = {.targets = b.targets, .n_targets = b.n_targets, .connections = b.connections,
-                     .rate = b.rate, .duration_s = strcmp(b.mode, "sale") == 0 ? 0 : b.duration,
+                     .rate = b.rate, .retries = b.retries, .duration_s = strcmp(b.mode, "sale") == 0 ? 0 : b.duration,
                      .warmup_s = strcmp(b.mode, "sale") == 0 ? 0 : b.warmup,
                      .progress_s = strcmp(b.format, "human") == 0 ? (b.tty ? 0.25 : 1.0) : 0,
                      .progress = progress, .next = next_request, .done = on_done, .ud = &b};

@@ -1,0 +1,125 @@
+/* semaphore.h: a bounded, owner-tracked distributed semaphore and its
+ * expirable permits. One semaphore name holds at most N permits in total,
+ * whoever takes them:
+ *  - dlock_semaphore_acquire/release: counted permits held by a handle,
+ *    kept alive by the watchdog (or an explicit lease) and given back
+ *    automatically when the holder crashes (within its lease);
+ *  - dlock_permits_acquire/release/extend: single permits with an id and a
+ *    lease of their own, which expire unless released or extended.
+ * Every permit is recorded with its holder and an expiry on the Redis
+ * server's clock, so a release can never raise the count above N
+ * (DLOCK_ELIMIT) and a crashed holder's permits come back.
+ * Key layout, scripts and guarantees: docs/locks-family.md.
+ *
+ * Thread-safety: a dlock_semaphore handle is one holder and is used by one
+ * thread at a time, except dlock_semaphore_cancel(), which any thread may
+ * call. Use one handle per thread (handles are cheap; many handles in many
+ * processes share one semaphore by name). The watchdog renews from the
+ * client's watchdog thread.
+ * Errors: 0 or a negative dlock_err. DLOCK_EUNKNOWN from an acquire: the
+ * permits may have been taken; they are not counted by the handle and come
+ * back when their lease ends. From a release: they may still be held until
+ * their lease ends.
+ */
+#ifndef DLOCK_SEMAPHORE_H
+#define DLOCK_SEMAPHORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlock/dlock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef DLOCK_WAIT_FOREVER
+/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
+#define DLOCK_WAIT_FOREVER ((int64_t)-1)
+#endif
+
+typedef struct dlock_semaphore dlock_semaphore;
+
+typedef struct dlock_semaphore_options {
+    /* N: total permits of this semaphore name, 1..1000000000; default 1.
+     * The first handle to use the name records N in Redis; a handle with a
+     * different N is refused (DLOCK_EINVAL) until the keys are deleted. */
+    int64_t permits;
+    /* Lease of permits taken with dlock_semaphore_acquire. 0 (default):
+     * watchdog mode: the client's watchdog_timeout_ms, renewed every third
+     * of it while the handle holds permits. > 0: fixed lease, no renewal. */
+    int64_t lease_ms;
+} dlock_semaphore_options;
+
+DLOCK_API void dlock_semaphore_options_init(dlock_semaphore_options *opts);
+
+/* Creates a handle on the semaphore called name. No Redis command is sent.
+ * Returns 0 and *sem_out, or DLOCK_EINVAL (NULL client/out, bad name or
+ * options), DLOCK_ENOMEM. Free it before destroying the client. */
+DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
+                                  const dlock_semaphore_options *opts, dlock_semaphore **sem_out);
+
+/* Takes k permits for this handle (adding to any it holds), waiting at most
+ * wait_ms (0: one attempt; DLOCK_WAIT_FOREVER (-1): no bound). Waiting sleeps
+ * on the semaphore's channel (released permits are published) and wakes
+ * when the earliest lease of another holder ends.
+ * Returns 0, DLOCK_EBUSY (wait_ms == 0, not enough permits), DLOCK_ETIMEOUT,
+ * DLOCK_ECANCELED, DLOCK_ELIMIT (k > N), DLOCK_EINVAL (k < 1; or the name
+ * is recorded with another N), DLOCK_EUNKNOWN (see top), DLOCK_ECONN,
+ * DLOCK_ESERVER. */
+DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *sem, int64_t k, int64_t wait_ms);
+
+/* Gives back k of the permits this handle holds and wakes waiters.
+ * Returns 0, DLOCK_ELIMIT (k is more than the handle holds: refused,
+ * nothing sent, nothing changed), DLOCK_ELOST (the handle's permits had
+ * expired: they already came back; the handle now holds none),
+ * DLOCK_EINVAL (k < 1), DLOCK_EUNKNOWN, DLOCK_ECONN, DLOCK_ESERVER. */
+DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t k);
+
+/* Permits this handle believes it holds (local, no Redis call). 0 after a
+ * loss was detected by the watchdog. */
+DLOCK_API int64_t dlock_semaphore_held(const dlock_semaphore *sem);
+
+/* Permits free now (N when the name was never used); one round trip.
+ * Permits whose lease ended count as free. */
+DLOCK_API int dlock_semaphore_available(dlock_semaphore *sem, int64_t *available_out);
+
+/* Wakes every acquire waiting on this handle (dlock_semaphore_acquire and
+ * dlock_permits_acquire) with DLOCK_ECANCELED; if none waits, the next one
+ * returns DLOCK_ECANCELED. Any thread. */
+DLOCK_API void dlock_semaphore_cancel(dlock_semaphore *sem);
+
+/* Frees the handle. Permits it still holds are NOT released: they are
+ * reported through the log hook (WARN), their renewal stops and they come
+ * back when their lease ends. NULL is a no-op. */
+DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem);
+
+/* ---- expirable permits ------------------------------------------------- */
+
+/* Size of a permit id buffer: 32 hex digits + NUL. */
+#define DLOCK_PERMIT_ID_LEN 33
+
+/* Takes one permit of the semaphore with its own lease_ms (> 0) and writes
+ * its id to id_out. The permit is independent of the handle: any handle or
+ * process knowing the id may release or extend it; it is not renewed by the
+ * watchdog and comes back by itself when its lease ends.
+ * Returns 0, DLOCK_EBUSY, DLOCK_ETIMEOUT, DLOCK_ECANCELED, DLOCK_EINVAL,
+ * DLOCK_EUNKNOWN (the permit may exist; it then expires on its lease),
+ * DLOCK_ECONN, DLOCK_ESERVER. */
+DLOCK_API int dlock_permits_acquire(dlock_semaphore *sem, int64_t lease_ms, int64_t wait_ms,
+                                    char id_out[DLOCK_PERMIT_ID_LEN]);
+
+/* Releases the permit id. Returns 0, DLOCK_ELIMIT (no such live permit:
+ * never issued, already released or expired - releasing it would raise the
+ * count above N), DLOCK_EINVAL, transport codes. */
+DLOCK_API int dlock_permits_release(dlock_semaphore *sem, const char *id);
+
+/* Sets the permit's remaining lease to lease_ms (> 0), measured on the
+ * server's clock from now. Returns 0, DLOCK_ELOST (expired or unknown),
+ * DLOCK_EINVAL, transport codes. */
+DLOCK_API int dlock_permits_extend(dlock_semaphore *sem, const char *id, int64_t lease_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+/* client_priv.h: the dlock_client structure, shared by the files that make
+ * up the client (client.c, subscriber.c, watchdog.c, metrics.c) and by
+ * nothing else. Lock objects use client_internal.h only.
+ * Lock order: mu, sub_mu, wd_mu and m_mu are leaves (never nested). */
+#ifndef DLOCK_LIB_CLIENT_PRIV_H
+#define DLOCK_LIB_CLIENT_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client_internal.h"
+#include "url.h"
+
+#define DLOCK__SHA_CACHE 128 /* distinct scripts per client; more run with EVAL */
+#define DLOCK__HOLD_WINDOW 1024 /* hold-time samples kept for quantiles */
+
+typedef struct dlock__pooled {
+    dlock__conn *conn;
+    uint64_t gen; /* master generation the connection was opened for */
+} dlock__pooled;
+
+typedef struct dlock__chan dlock__chan;
+
+struct dlock_client {
+    dlock_client_options opts; /* strings point at the copies below */
+    char *url_copy;
+    char *prefix_copy;
+    size_t prefix_len;
+    dlock__url url;            /* as given */
+    dlock__conn_opts copts;
+    char id[33];
+
+    /* ---- pool, master endpoint, script shas, held registry (mu) ---- */
+    pthread_mutex_t mu;
+    pthread_cond_t pool_cv;
+    dlock__url master;         /* url, or the master a sentinel named */
+    uint64_t master_gen;       /* bumped when master changes */
+    dlock__pooled *idle;
+    int n_idle;
+    int n_open;
+    bool closing;
+    struct {
+        const unsigned char *src;
+        char sha[41];
+    } shas[DLOCK__SHA_CACHE];
+    int n_shas;
+    dlock__held *held;
+
+    /* ---- subscriber (sub_mu) ---- */
+    pthread_mutex_t sub_mu;
+    pthread_cond_t sub_cv;     /* a subscription was confirmed */
+    pthread_t sub_thread;
+    bool sub_started;
+    bool sub_stop;
+    int wake_pipe[2];
+    dlock__chan *chans;
+    dlock__conn *sub_conn;     /* touched by the dispatcher thread only */
+
+    /* ---- watchdog (wd_mu) ---- */
+    pthread_mutex_t wd_mu;
+    pthread_cond_t wd_cv;
+    pthread_t wd_thread;
+    bool wd_started;
+    bool wd_stop;
+    bool wd_round;             /* callbacks of a round are running */
+    dlock__renewable *wd_list;
+
+    /* ---- metrics (m_mu) ---- */
+    pthread_mutex_t m_mu;
+    uint64_t m_acquire, m_fail[3], m_renew, m_renew_fail, m_lost;
+    uint64_t m_hold_count;
+    double m_hold_sum_s;
+    int64_t m_hold[DLOCK__HOLD_WINDOW]; /* ring of recent hold times (ms) */
+    size_t m_hold_next;
+};
+
+/* Copy of the current master endpoint and its generation. */
+int dlock__client_master(dlock_client *c, dlock__url *out, uint64_t *gen_out);
+/* Sentinel URLs: asks the sentinels again (after connection errors). */
+void dlock__client_reresolve(dlock_client *c);
+
+/* Pipelines n EVALSHA calls on one pooled connection (watchdog batches).
+ * replies_out[n]; same codes as dlock__conn_pipeline. */
+int dlock__client_pipeline_eval(dlock_client *c, size_t n, const dlock__renew_cmd *cmds,
+                                dlock__reply **replies_out);
+
+int dlock__subscriber_start(dlock_client *c);
+void dlock__subscriber_stop(dlock_client *c);
+int dlock__watchdog_start(dlock_client *c);
+void dlock__watchdog_stop(dlock_client *c);
+void dlock__metrics_init(dlock_client *c);
+
+/* Scripts loaded with SCRIPT LOAD when the client is created. */
+extern const dlock__script *const dlock__preload_scripts[];
+
+#endif

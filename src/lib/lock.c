@@ -1,0 +1,855 @@
+/* lock.c: the simple (redis-py/redlock layout) and reentrant (Redisson
+ * RLock layout) locks: acquire with bounded pub/sub waiting, release,
+ * extend, watchdog renewal, lost-lock detection and server queries.
+ *
+ * Design note (details in docs/locks.md).
+ * Keys: lock key K = prefix + name; fence key "{K}:fence" (or K + ":fence"
+ * when K has a hash tag) so every script touches one Cluster slot.
+ * SIMPLE: K = token (string) with PX lease. REENTRANT: hash K {owner: count}.
+ * Unlock channels: SIMPLE "dlock_lock__channel:{K}", REENTRANT
+ * "redisson_lock__channel:{K}" (message "0", as Redisson publishes).
+ * States of a handle: free -> held (count >= 1) -> free, or held -> lost
+ * (watchdog found it gone: is_held false, the next unlock returns ELOST).
+ * Waiting: subscribe (wake-one) first, then try, then sleep until a message,
+ * the holder's TTL or a growing recheck interval, whichever is first.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "dlock/lock.h"
+#include "util.h"
+
+#define FENCE_TTL_MS "3600000" /* fence key lives 1 h after last use */
+#define RECHECK_MIN_MS 50
+#define RECHECK_MAX_SIMPLE_MS 1000   /* foreign holders may not publish */
+#define RECHECK_MAX_REENTRANT_MS 5000
+
+extern const unsigned char dlock__lua_lock_acquire[], dlock__lua_lock_release[],
+    dlock__lua_lock_renew[], dlock__lua_rlock_acquire[], dlock__lua_rlock_release[],
+    dlock__lua_rlock_renew[], dlock__lua_lock_status[], dlock__lua_lock_force_unlock[],
+    dlock__lua_fence_guard[];
+
+static const dlock__script s_acquire = {"lock_acquire", dlock__lua_lock_acquire};
+static const dlock__script s_release = {"lock_release", dlock__lua_lock_release};
+static const dlock__script s_renew = {"lock_renew", dlock__lua_lock_renew};
+static const dlock__script r_acquire = {"rlock_acquire", dlock__lua_rlock_acquire};
+static const dlock__script r_release = {"rlock_release", dlock__lua_rlock_release};
+static const dlock__script r_renew = {"rlock_renew", dlock__lua_rlock_renew};
+static const dlock__script s_status = {"lock_status", dlock__lua_lock_status};
+static const dlock__script s_force = {"lock_force_unlock", dlock__lua_lock_force_unlock};
+static const dlock__script s_fence = {"fence_guard", dlock__lua_fence_guard};
+
+const dlock__script *const dlock__preload_scripts[] = {&s_acquire, &r_acquire, &s_release, &r_release,
+                                                      &s_renew, &r_renew, NULL};
+
+struct dlock_lock {
+    dlock_client *c;
+    dlock_lock_kind kind;
+    char *name, *key, *fence_key, *channel;
+    char *explicit_owner; /* NULL: default owner rule */
+    dlock_lost_fn on_lost;
+    void *on_lost_ud;
+    dlock__renewable rn;
+    dlock__held hd;
+    char lease_arg[24]; /* lease as text, for renewals */
+
+    pthread_mutex_t mu; /* guards everything below */
+    bool held, lost, canceled, watched;
+    bool orphaned; /* the client was destroyed: never touch it again */
+    bool unknown;  /* last acquire ended EUNKNOWN: owner holds its value */
+    int64_t count;
+    char owner[DLOCK_OWNER_MAX + 1];
+    uint64_t fence;
+    int64_t acquired_ms;
+    int64_t lease_ms;   /* 0: watchdog mode */
+    int64_t expires_ms; /* lease mode: local deadline (from the send time) */
+    dlock__waiter *waiter;
+};
+
+#define LOCK_OF(p, field) ((dlock_lock *)(void *)((char *)(p)-offsetof(dlock_lock, field)))
+
+static const char *kind_name(dlock_lock_kind k)
+{
+    return k == DLOCK_LOCK_REENTRANT ? "reentrant" : "simple";
+}
+
+/* ---- keys and construction ------------------------------------------ */
+
+static char *make_key(dlock_client *c, const char *name)
+{
+    size_t n = strlen(dlock__client_options(c)->key_prefix) + strlen(name) + 1;
+    char *k = malloc(n);
+    if (k && dlock__client_key(c, name, k, n) != 0) {
+        free(k);
+        k = NULL;
+    }
+    return k;
+}
+
+static char *make_channel(dlock_lock_kind kind, const char *key)
+{
+    const char *pre = kind == DLOCK_LOCK_REENTRANT ? "redisson_lock__channel:" : "dlock_lock__channel:";
+    size_t n = strlen(pre) + strlen(key) + 3;
+    char *ch = malloc(n);
+    if (ch) snprintf(ch, n, "%s{%s}", pre, key);
+    return ch;
+}
+
+static char *make_fence_key(const char *key)
+{
+    size_t n = strlen(key) + 16;
+    char *f = malloc(n);
+    if (f && dlock__companion_key(key, ":fence", f, n) != 0) {
+        free(f);
+        f = NULL;
+    }
+    return f;
+}
+
+DLOCK_API void dlock_lock_options_init(dlock_lock_options *o)
+{
+    if (o) memset(o, 0, sizeof(*o));
+}
+
+/* Every handle is registered for its whole life; only held ones describe
+ * themselves (the client reports those at destroy). */
+static void describe_held(const dlock__held *h, char *buf, size_t len)
+{
+    dlock_lock *l = LOCK_OF(h, hd);
+    pthread_mutex_lock(&l->mu);
+    bool held = l->held;
+    pthread_mutex_unlock(&l->mu);
+    if (held) snprintf(buf, len, "lock %s (%s)", l->name, kind_name(l->kind));
+    else if (len) buf[0] = '\0';
+}
+
+/* The client is being destroyed: forget the hold (it expires on its lease). */
+static void orphan_held(dlock__held *h)
+{
+    dlock_lock *l = LOCK_OF(h, hd);
+    pthread_mutex_lock(&l->mu);
+    l->held = l->watched = false;
+    l->orphaned = true;
+    l->count = 0;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int lock_renew(dlock__renewable *r, int64_t lease_ms);
+static void lock_lost(dlock__renewable *r, int reason);
+static int lock_prepare(dlock__renewable *r, int64_t lease_ms, dlock__renew_cmd *cmd);
+static int lock_finish(dlock__renewable *r, const dlock__reply *reply);
+
+DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts,
+                             dlock_lock **lock_out)
+{
+    if (!lock_out) return DLOCK_EINVAL;
+    *lock_out = NULL;
+    dlock_lock_options defaults;
+    dlock_lock_options_init(&defaults);
+    if (!opts) opts = &defaults;
+    if (!c || dlock__check_name(name) != 0) return DLOCK_EINVAL;
+    if (opts->kind != DLOCK_LOCK_SIMPLE && opts->kind != DLOCK_LOCK_REENTRANT) return DLOCK_EINVAL;
+    if (opts->owner_id && (!*opts->owner_id || strnlen(opts->owner_id, DLOCK_OWNER_MAX + 1) > DLOCK_OWNER_MAX))
+        return DLOCK_EINVAL;
+    dlock_lock *l = calloc(1, sizeof(*l));
+    if (!l) return DLOCK_ENOMEM;
+    l->c = c;
+    l->kind = opts->kind;
+    l->on_lost = opts->on_lost;
+    l->on_lost_ud = opts->on_lost_ud;
+    l->name = strdup(name);
+    l->key = make_key(c, name);
+    l->fence_key = l->key ? make_fence_key(l->key) : NULL;
+    l->channel = l->key ? make_channel(l->kind, l->key) : NULL;
+    l->explicit_owner = opts->owner_id ? strdup(opts->owner_id) : NULL;
+    bool oom = !l->name || !l->key || !l->fence_key || !l->channel || (opts->owner_id && !l->explicit_owner);
+    if (oom || pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l->name);
+        free(l->key);
+        free(l->fence_key);
+        free(l->channel);
+        free(l->explicit_owner);
+        free(l);
+        return DLOCK_ENOMEM;
+    }
+    l->rn.renew = lock_renew;
+    l->rn.lost = lock_lost;
+    l->rn.prepare = lock_prepare;
+    l->rn.finish = lock_finish;
+    l->hd.describe = describe_held;
+    l->hd.orphan = orphan_held;
+    dlock__held_add(c, &l->hd);
+    *lock_out = l;
+    return 0;
+}
+
+/* ---- owners and script calls ------------------------------------------ */
+
+/* The owner value a call from this thread would use for a new hold. */
+static int call_owner(const dlock_lock *l, char *out, size_t len)
+{
+    if (l->explicit_owner) {
+        snprintf(out, len, "%s", l->explicit_owner);
+        return 0;
+    }
+    if (l->kind == DLOCK_LOCK_SIMPLE) return dlock__random_hex(out, 16);
+    dlock__thread_owner(l->c, out, len);
+    return 0;
+}
+
+static long long elem_int(const dlock__reply *r, size_t i)
+{
+    const dlock__reply *e = dlock__reply_at(r, i);
+    if (!e) return 0;
+    if (dlock__reply_kind(e) == DLOCK__R_STRING) return strtoll(dlock__reply_str(e, NULL), NULL, 10);
+    return dlock__reply_int(e);
+}
+
+/* A script reply that is an ERROR: log it, ESERVER. */
+static int server_error(const dlock_lock *l, const char *what, const dlock__reply *r)
+{
+    dlock__log(l->c, DLOCK_LOG_ERROR, "%s %s: %s", what, l->name, dlock__reply_str(r, NULL));
+    return DLOCK_ESERVER;
+}
+
+typedef struct attempt_result {
+    int state;      /* 0 busy, 1 first acquisition, 2 re-entry */
+    int64_t ttl_ms; /* busy: holder's pttl */
+    int64_t count;  /* re-entry: new hold count */
+    uint64_t fence;
+    int acked;      /* replicas that acknowledged */
+} attempt_result;
+
+static int attempt(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_result *res)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+    const char *keys[2] = {l->key, l->fence_key};
+    const char *args[3] = {owner, lease, FENCE_TTL_MS};
+    const dlock_client_options *o = dlock__client_options(l->c);
+    dlock__reply *r = NULL;
+    int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &s_acquire : &r_acquire, 2,
+                                     keys, 3, args, o->wait_replicas, o->wait_replicas_timeout_ms, &r,
+                                     &res->acked);
+    if (rc == 0 && dlock__reply_count(r) < 2) rc = server_error(l, "acquire", r);
+    if (rc == 0) {
+        res->state = (int)elem_int(r, 0);
+        res->ttl_ms = res->state == 0 ? elem_int(r, 1) : 0;
+        res->count = res->state == 2 ? elem_int(r, 1) : 1;
+        res->fence = (uint64_t)elem_int(r, res->state == 2 ? 2 : 1);
+    }
+    dlock__reply_free(r);
+    return rc;
+}
+
+/* Runs the release script for owner. *res_out: SIMPLE 1 released; REENTRANT
+ * holds left (0 released); both -1 no key, -2 another owner. */
+static int release_script(dlock_lock *l, const char *owner, int64_t lease_ms, long long *res_out)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+    const char *keys[1] = {l->key};
+    dlock__reply *r = NULL;
+    int rc;
+    if (l->kind == DLOCK_LOCK_SIMPLE) {
+        const char *args[2] = {owner, l->channel};
+        rc = dlock__client_eval(l->c, &s_release, 1, keys, 2, args, &r);
+    } else {
+        const char *args[3] = {owner, lease, l->channel};
+        rc = dlock__client_eval(l->c, &r_release, 1, keys, 3, args, &r);
+    }
+    if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = server_error(l, "release", r);
+    if (rc == 0) *res_out = dlock__reply_int(r);
+    dlock__reply_free(r);
+    return rc;
+}
+
+static int renew_script(dlock_lock *l, const char *owner, int64_t lease_ms)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+    const char *keys[1] = {l->key};
+    const char *args[2] = {owner, lease};
+    dlock__reply *r = NULL;
+    int rc = dlock__client_eval(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &s_renew : &r_renew, 1, keys, 2, args, &r);
+    if (rc == 0) rc = lock_finish(&l->rn, r);
+    dlock__reply_free(r);
+    return rc;
+}
+
+/* ---- watchdog hooks (watchdog thread) ---------------------------------- */
+
+static int lock_prepare(dlock__renewable *r, int64_t lease_ms, dlock__renew_cmd *cmd)
+{
+    dlock_lock *l = LOCK_OF(r, rn);
+    snprintf(cmd->num, sizeof(cmd->num), "%lld", (long long)lease_ms);
+    cmd->script = l->kind == DLOCK_LOCK_SIMPLE ? &s_renew : &r_renew;
+    cmd->nkeys = 1;
+    cmd->keys[0] = l->key;
+    cmd->nargs = 2;
+    cmd->args[0] = l->owner; /* not written while the lock is watched */
+    cmd->args[1] = cmd->num;
+    return 0;
+}
+
+static int lock_finish(dlock__renewable *r, const dlock__reply *reply)
+{
+    dlock_lock *l = LOCK_OF(r, rn);
+    if (dlock__reply_kind(reply) != DLOCK__R_INTEGER) return server_error(l, "renew", reply);
+    return dlock__reply_int(reply) == 1 ? 0 : DLOCK_ELOST;
+}
+
+static int lock_renew(dlock__renewable *r, int64_t lease_ms)
+{
+    dlock_lock *l = LOCK_OF(r, rn);
+    return renew_script(l, l->owner, lease_ms);
+}
+
+static void lock_lost(dlock__renewable *r, int reason)
+{
+    dlock_lock *l = LOCK_OF(r, rn);
+    pthread_mutex_lock(&l->mu);
+    bool was = l->held;
+    if (was) {
+        l->held = false;
+        l->lost = true;
+        l->watched = false;
+        l->count = 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (!was) return;
+    dlock__log(l->c, DLOCK_LOG_ERROR, "lock %s (%s) was lost while held: %s", l->name,
+               kind_name(l->kind), dlock_strerror(reason));
+    if (l->on_lost) l->on_lost(l, reason, l->on_lost_ud);
+}
+
+/* ---- acquire --------------------------------------------------------- */
+
+/* Records a first acquisition; starts the watchdog in watchdog mode. */
+static void became_holder(dlock_lock *l, const char *owner, const attempt_result *res, int64_t lease_ms,
+                          int64_t sent_ms)
+{
+    pthread_mutex_lock(&l->mu);
+    l->held = true;
+    l->lost = false;
+    l->unknown = false;
+    l->canceled = false;
+    l->count = res->count > 0 ? res->count : 1;
+    snprintf(l->owner, sizeof(l->owner), "%s", owner);
+    l->fence = res->fence;
+    l->acquired_ms = sent_ms;
+    l->lease_ms = lease_ms;
+    l->expires_ms = sent_ms + lease_ms;
+    l->watched = lease_ms == 0;
+    pthread_mutex_unlock(&l->mu);
+    if (lease_ms == 0) {
+        l->rn.last_ok_ms = sent_ms;
+        dlock__watchdog_add(l->c, &l->rn);
+    }
+}
+
+/* Ends a hold (released or found lost by us). */
+static void end_hold(dlock_lock *l, bool released)
+{
+    pthread_mutex_lock(&l->mu);
+    bool watched = l->watched;
+    pthread_mutex_unlock(&l->mu);
+    if (watched) dlock__watchdog_remove(l->c, &l->rn);
+    pthread_mutex_lock(&l->mu);
+    int64_t held_ms = dlock__now_ms() - l->acquired_ms;
+    l->held = l->lost = l->watched = false;
+    l->count = 0;
+    pthread_mutex_unlock(&l->mu);
+    if (released) dlock__metrics_hold(l->c, held_ms);
+}
+
+static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res);
+
+/* Sleeps on the unlock channel between attempts until acquired, wait_ms
+ * ran out or a cancel. On entry the first attempt found it busy, could not
+ * connect, or (unknown) had an outcome nobody could tell yet. */
+static int wait_loop(dlock_lock *l, const char *owner, int64_t lease, int64_t wait_ms, bool unknown,
+                     attempt_result *res, int64_t *sent_out)
+{
+    dlock__waiter *w = NULL;
+    int rc = dlock__wait_begin_one(l->c, l->channel, &w);
+    if (rc) return rc;
+    pthread_mutex_lock(&l->mu);
+    l->waiter = w;
+    pthread_mutex_unlock(&l->mu);
+    int64_t deadline = wait_ms < 0 ? INT64_MAX : dlock__now_ms() + wait_ms;
+    int64_t recheck = RECHECK_MIN_MS;
+    int64_t cap = l->kind == DLOCK_LOCK_SIMPLE ? RECHECK_MAX_SIMPLE_MS : RECHECK_MAX_REENTRANT_MS;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        bool canceled = l->canceled;
+        pthread_mutex_unlock(&l->mu);
+        if (canceled) {
+            rc = DLOCK_ECANCELED;
+            break;
+        }
+        *sent_out = dlock__now_ms();
+        /* Subscribed first, so no unlock is missed. While an earlier
+         * attempt's outcome is unknown, ask before trying again. */
+        rc = unknown ? resolve_unknown(l, owner, res) : attempt(l, owner, lease, res);
+        if (!unknown && rc == DLOCK_EUNKNOWN) rc = resolve_unknown(l, owner, res);
+        unknown = rc == DLOCK_EUNKNOWN;
+        if (rc == 0 && res->state != 0) break;
+        if (rc != 0 && rc != DLOCK_ECONN && rc != DLOCK_EUNKNOWN) break;
+        int64_t now = dlock__now_ms();
+        if (now >= deadline) {
+            rc = rc ? rc : DLOCK_ETIMEOUT;
+            break;
+        }
+        int64_t sleep = recheck;
+        if (rc == 0 && res->ttl_ms >= 0 && res->ttl_ms + 1 < sleep) sleep = res->ttl_ms + 1; /* pttl 0: < 1 ms left */
+        if (deadline - now < sleep) sleep = deadline - now;
+        int wr = dlock__wait(w, sleep);
+        if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
+            rc = wr;
+            break;
+        }
+        if (wr == DLOCK_ETIMEOUT) recheck = recheck * 2 < cap ? recheck * 2 : cap;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->waiter = NULL;
+    if (rc == DLOCK_ECANCELED) l->canceled = false;
+    pthread_mutex_unlock(&l->mu);
+    dlock__wait_end(w);
+    return rc;
+}
+
+/* Re-entry of a held REENTRANT lock by its owner. */
+static int reenter(dlock_lock *l, uint64_t *fence_out)
+{
+    pthread_mutex_lock(&l->mu);
+    int64_t lease = l->lease_ms ? l->lease_ms : dlock__client_watchdog_ms(l->c);
+    pthread_mutex_unlock(&l->mu);
+    attempt_result res = {0};
+    int rc = attempt(l, l->owner, lease, &res);
+    if (rc) return rc;
+    if (res.state == 0) { /* someone else holds it: ours was lost */
+        end_hold(l, false);
+        dlock__metrics_lost(l->c);
+        dlock__log(l->c, DLOCK_LOG_ERROR, "lock %s: re-entry found it held by another owner: lost", l->name);
+        return DLOCK_ELOST;
+    }
+    pthread_mutex_lock(&l->mu);
+    if (res.state == 1) { /* expired and taken afresh: a new first hold */
+        l->count = 1;
+        l->fence = res.fence;
+        dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: re-entry found it expired; acquired anew", l->name);
+    } else {
+        l->count++;
+    }
+    if (fence_out) *fence_out = l->fence;
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+/* An acquire attempt ended EUNKNOWN (sent, no reply): ask whether owner
+ * holds the lock now. 0 with res->state 1 (it does; fence read back) or 0
+ * (it does not: keep waiting), or EUNKNOWN when the question failed too. */
+static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res)
+{
+    bool simple = l->kind == DLOCK_LOCK_SIMPLE;
+    const char *q[3] = {simple ? "GET" : "HGET", l->key, owner};
+    dlock__reply *r = NULL;
+    int rc = dlock__client_cmd(l->c, simple ? 2 : 3, q, NULL, &r);
+    const char *v = rc == 0 && dlock__reply_kind(r) == DLOCK__R_STRING ? dlock__reply_str(r, NULL) : NULL;
+    bool mine = v && (simple ? strcmp(v, owner) == 0 : strtoll(v, NULL, 10) > 0);
+    res->count = v && !simple ? strtoll(v, NULL, 10) : 1;
+    dlock__reply_free(r);
+    if (rc) return DLOCK_EUNKNOWN;
+    res->state = mine ? 1 : 0;
+    res->ttl_ms = -1;
+    res->acked = dlock__client_options(l->c)->wait_replicas; /* WAIT's answer is lost */
+    if (!mine) return 0;
+    const char *g[2] = {"GET", l->fence_key};
+    rc = dlock__client_cmd(l->c, 2, g, NULL, &r);
+    res->fence = rc == 0 ? strtoull(dlock__reply_str(r, NULL), NULL, 10) : 0;
+    dlock__reply_free(r);
+    dlock__log(l->c, DLOCK_LOG_INFO, "lock %s: acquire outcome was unknown; it was applied", l->name);
+    return 0;
+}
+
+/* Replica safety: too few replicas acknowledged a fresh acquisition. */
+static int undo_unreplicated(dlock_lock *l, const char *owner, int acked, int64_t lease)
+{
+    long long res = 0;
+    int rc = release_script(l, owner, lease, &res);
+    dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: %d of %d replicas acknowledged: %s", l->name, acked,
+               dlock__client_options(l->c)->wait_replicas,
+               rc == 0 ? "released" : "release failed; it expires on its lease");
+    return DLOCK_ENOTREPL;
+}
+
+DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out)
+{
+    if (fence_out) *fence_out = 0;
+    if (!l || lease_ms < 0 || wait_ms < DLOCK_WAIT_FOREVER) return DLOCK_EINVAL;
+    char owner[DLOCK_OWNER_MAX + 1];
+    int rc = call_owner(l, owner, sizeof(owner));
+    if (rc) return rc;
+    pthread_mutex_lock(&l->mu);
+    bool canceled = l->canceled, held = l->held;
+    bool same_owner = strcmp(owner, l->owner) == 0;
+    bool lapsed = held && l->lease_ms > 0 && dlock__now_ms() >= l->expires_ms;
+    if (canceled) l->canceled = false;
+    pthread_mutex_unlock(&l->mu);
+    if (canceled) return DLOCK_ECANCELED;
+    if (lapsed) { /* the explicit lease ran out while "held": that hold is over */
+        dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: lease ran out before unlock", l->name);
+        dlock__metrics_lost(l->c);
+        end_hold(l, false);
+        held = false;
+    }
+    if (held && l->kind == DLOCK_LOCK_SIMPLE) return DLOCK_EALREADY;
+    if (held) return same_owner ? reenter(l, fence_out) : DLOCK_EINVAL;
+
+    int64_t lease = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c);
+    attempt_result res = {0};
+    int64_t sent = dlock__now_ms();
+    rc = attempt(l, owner, lease, &res);
+    if (rc == DLOCK_EUNKNOWN) rc = resolve_unknown(l, owner, &res);
+    bool retry = rc == DLOCK_EUNKNOWN || rc == DLOCK_ECONN || (rc == 0 && res.state == 0);
+    if (retry && wait_ms != 0) rc = wait_loop(l, owner, lease, wait_ms, rc == DLOCK_EUNKNOWN, &res, &sent);
+    else if (rc == 0 && res.state == 0) rc = DLOCK_EBUSY;
+    if (rc == 0) {
+        int want = dlock__client_options(l->c)->wait_replicas;
+        if (res.state == 1 && want > 0 && res.acked < want)
+            rc = undo_unreplicated(l, owner, res.acked, lease);
+    }
+    if (rc != DLOCK_ECANCELED) dlock__metrics_acquire(l->c, rc);
+    if (rc == DLOCK_EUNKNOWN) { /* keep the owner so is_held_by_me/unlock can resolve it */
+        pthread_mutex_lock(&l->mu);
+        snprintf(l->owner, sizeof(l->owner), "%s", owner);
+        l->unknown = true;
+        pthread_mutex_unlock(&l->mu);
+    }
+    if (rc) return rc;
+    became_holder(l, owner, &res, lease_ms, sent);
+    if (fence_out) *fence_out = res.fence;
+    return 0;
+}
+
+/* ---- release, extend, cancel ------------------------------------------- */
+
+/* Unlock through a handle that holds nothing: only meaningful with an
+ * owner the server may know (explicit id, or this thread's REENTRANT id). */
+static int unlock_unheld(dlock_lock *l)
+{
+    char owner[DLOCK_OWNER_MAX + 1];
+    pthread_mutex_lock(&l->mu);
+    bool unknown = l->unknown;
+    if (unknown) snprintf(owner, sizeof(owner), "%s", l->owner);
+    pthread_mutex_unlock(&l->mu);
+    if (!unknown && l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner) return DLOCK_ENOTHELD;
+    int rc = unknown ? 0 : call_owner(l, owner, sizeof(owner));
+    long long res = 0;
+    if (rc == 0) rc = release_script(l, owner, dlock__client_watchdog_ms(l->c), &res);
+    if (rc) return rc;
+    if (unknown && res >= 0 && (l->kind == DLOCK_LOCK_SIMPLE || res == 0)) {
+        pthread_mutex_lock(&l->mu);
+        l->unknown = false;
+        pthread_mutex_unlock(&l->mu);
+    }
+    return res == -1 ? DLOCK_ENOTHELD : res == -2 ? DLOCK_ENOTOWNER : 0;
+}
+
+DLOCK_API int dlock_lock_unlock(dlock_lock *l)
+{
+    if (!l) return DLOCK_EINVAL;
+    char me[DLOCK_OWNER_MAX + 1] = "";
+    if (l->kind == DLOCK_LOCK_REENTRANT && !l->explicit_owner) dlock__thread_owner(l->c, me, sizeof(me));
+    pthread_mutex_lock(&l->mu);
+    bool held = l->held, was_lost = l->lost;
+    bool other_thread = held && me[0] && strcmp(me, l->owner) != 0;
+    int64_t lease = l->lease_ms ? l->lease_ms : dlock__client_watchdog_ms(l->c);
+    if (!held) l->lost = false;
+    pthread_mutex_unlock(&l->mu);
+    if (!held) return was_lost ? DLOCK_ELOST : unlock_unheld(l);
+    if (other_thread) return DLOCK_ENOTOWNER;
+
+    long long res = 0;
+    int rc = release_script(l, l->owner, lease, &res);
+    if (rc) return rc; /* EUNKNOWN: still treated as held; see is_held_by_me */
+    if (l->kind == DLOCK_LOCK_REENTRANT && res > 0) {
+        pthread_mutex_lock(&l->mu);
+        l->count = res;
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
+    bool released = l->kind == DLOCK_LOCK_SIMPLE ? res == 1 : res == 0;
+    if (released) dlock__wait_notify_local(l->c, l->channel);
+    if (!released) {
+        pthread_mutex_lock(&l->mu);
+        bool counted = l->lost; /* the watchdog got there first */
+        pthread_mutex_unlock(&l->mu);
+        if (!counted) dlock__metrics_lost(l->c);
+        dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: release found it %s: it was lost while held",
+                   l->name, res == -1 ? "gone" : "held by another owner");
+    }
+    end_hold(l, released);
+    return released ? 0 : DLOCK_ELOST;
+}
+
+DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
+{
+    if (!l || lease_ms <= 0) return DLOCK_EINVAL;
+    pthread_mutex_lock(&l->mu);
+    bool held = l->held, was_lost = l->lost, watched = l->watched;
+    pthread_mutex_unlock(&l->mu);
+    if (!held) return was_lost ? DLOCK_ELOST : DLOCK_ENOTHELD;
+    int64_t sent = dlock__now_ms();
+    if (watched) dlock__watchdog_remove(l->c, &l->rn); /* owner stays stable below */
+    int rc = renew_script(l, l->owner, lease_ms);
+    if (rc == DLOCK_ELOST) {
+        dlock__metrics_lost(l->c);
+        pthread_mutex_lock(&l->mu);
+        l->watched = false;
+        pthread_mutex_unlock(&l->mu);
+        end_hold(l, false);
+        return rc;
+    }
+    pthread_mutex_lock(&l->mu);
+    if (rc == 0) {
+        l->lease_ms = lease_ms;
+        l->expires_ms = sent + lease_ms;
+        l->watched = false;
+    }
+    bool rewatch = rc != 0 && watched;
+    pthread_mutex_unlock(&l->mu);
+    if (rewatch) dlock__watchdog_add(l->c, &l->rn); /* failed: keep renewing as before */
+    return rc;
+}
+
+DLOCK_API void dlock_lock_cancel(dlock_lock *l)
+{
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->canceled = true;
+    if (l->waiter) dlock__wait_cancel(l->waiter);
+    pthread_mutex_unlock(&l->mu);
+}
+
+DLOCK_API bool dlock_lock_is_held(dlock_lock *l)
+{
+    if (!l) return false;
+    pthread_mutex_lock(&l->mu);
+    bool h = l->held && (l->lease_ms == 0 || dlock__now_ms() < l->expires_ms);
+    pthread_mutex_unlock(&l->mu);
+    return h;
+}
+
+/* ---- queries ------------------------------------------------------------ */
+
+/* The owner value to ask the server about; false if there is none. */
+static bool query_owner(dlock_lock *l, char *out, size_t len)
+{
+    pthread_mutex_lock(&l->mu);
+    bool known = l->held || l->unknown; /* unknown: the value the acquire sent */
+    if (known) snprintf(out, len, "%s", l->owner);
+    pthread_mutex_unlock(&l->mu);
+    if (known) return true;
+    if (l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner) return false;
+    return call_owner(l, out, len) == 0;
+}
+
+static int simple_cmd(dlock_lock *l, int argc, const char **argv, dlock__reply **r)
+{
+    int rc = dlock__client_cmd(l->c, argc, argv, NULL, r);
+    if (rc == 0 && dlock__reply_kind(*r) == DLOCK__R_ERROR && !dlock__reply_is_error(*r, "WRONGTYPE")) {
+        rc = server_error(l, argv[0], *r);
+        dlock__reply_free(*r);
+        *r = NULL;
+    }
+    return rc;
+}
+
+DLOCK_API int dlock_lock_hold_count(dlock_lock *l, int64_t *count_out)
+{
+    if (!l || !count_out) return DLOCK_EINVAL;
+    *count_out = 0;
+    char owner[DLOCK_OWNER_MAX + 1];
+    if (!query_owner(l, owner, sizeof(owner))) return 0;
+    const char *argv[3] = {l->kind == DLOCK_LOCK_SIMPLE ? "GET" : "HGET", l->key, owner};
+    dlock__reply *r = NULL;
+    int rc = simple_cmd(l, l->kind == DLOCK_LOCK_SIMPLE ? 2 : 3, argv, &r);
+    if (rc) return rc;
+    if (dlock__reply_kind(r) == DLOCK__R_STRING) {
+        const char *v = dlock__reply_str(r, NULL);
+        *count_out = l->kind == DLOCK_LOCK_SIMPLE ? strcmp(v, owner) == 0 : strtoll(v, NULL, 10);
+    }
+    dlock__reply_free(r);
+    return 0;
+}
+
+DLOCK_API int dlock_lock_is_held_by_me(dlock_lock *l, bool *held_out)
+{
+    if (!held_out) return DLOCK_EINVAL;
+    *held_out = false;
+    int64_t n = 0;
+    int rc = dlock_lock_hold_count(l, &n);
+    *held_out = rc == 0 && n > 0;
+    return rc;
+}
+
+static int int_query(dlock_lock *l, const char *cmd, long long *out)
+{
+    if (!l || !out) return DLOCK_EINVAL;
+    const char *argv[2] = {cmd, l->key};
+    dlock__reply *r = NULL;
+    int rc = simple_cmd(l, 2, argv, &r);
+    if (rc == 0) *out = dlock__reply_int(r);
+    dlock__reply_free(r);
+    return rc;
+}
+
+DLOCK_API int dlock_lock_is_locked(dlock_lock *l, bool *locked_out)
+{
+    long long n = 0;
+    int rc = int_query(l, "EXISTS", &n);
+    if (locked_out) *locked_out = n > 0;
+    return locked_out ? rc : DLOCK_EINVAL;
+}
+
+DLOCK_API int dlock_lock_remaining_ttl(dlock_lock *l, int64_t *ttl_ms_out)
+{
+    long long n = -2;
+    int rc = int_query(l, "PTTL", &n);
+    if (ttl_ms_out) *ttl_ms_out = n;
+    return ttl_ms_out ? rc : DLOCK_EINVAL;
+}
+
+DLOCK_API const char *dlock_lock_name(const dlock_lock *l)
+{
+    return l ? l->name : "";
+}
+
+DLOCK_API const char *dlock_lock_key(const dlock_lock *l)
+{
+    return l ? l->key : "";
+}
+
+DLOCK_API const char *dlock_lock_owner(const dlock_lock *l)
+{
+    return l ? l->owner : "";
+}
+
+DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *l)
+{
+    return l ? l->fence : 0;
+}
+
+DLOCK_API void dlock_lock_free(dlock_lock *l)
+{
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    bool held = l->held, orphaned = l->orphaned;
+    pthread_mutex_unlock(&l->mu);
+    if (!orphaned) {
+        /* Also when not watched: a lost-lock callback may still be running. */
+        dlock__watchdog_remove(l->c, &l->rn);
+        dlock__held_remove(l->c, &l->hd);
+    }
+    if (held && !orphaned) {
+        dlock__log(l->c, DLOCK_LOG_WARN, "lock %s (%s) freed while held: not released, it expires on its lease",
+                   l->name, kind_name(l->kind));
+    }
+    pthread_mutex_destroy(&l->mu);
+    free(l->name);
+    free(l->key);
+    free(l->fence_key);
+    free(l->channel);
+    free(l->explicit_owner);
+    free(l);
+}
+
+/* ---- admin and fencing ---------------------------------------------------- */
+
+DLOCK_API int dlock_force_unlock(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out)
+{
+    if (removed_out) *removed_out = false;
+    if (!c || dlock__check_name(name) || (kind != DLOCK_LOCK_SIMPLE && kind != DLOCK_LOCK_REENTRANT))
+        return DLOCK_EINVAL;
+    char *key = make_key(c, name);
+    char *chan = key ? make_channel(kind, key) : NULL;
+    int rc = DLOCK_ENOMEM;
+    if (chan) {
+        const char *keys[1] = {key};
+        const char *args[2] = {kind == DLOCK_LOCK_SIMPLE ? "string" : "hash", chan};
+        dlock__reply *r = NULL;
+        rc = dlock__client_eval(c, &s_force, 1, keys, 2, args, &r);
+        if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = DLOCK_ESERVER;
+        bool removed = rc == 0 && dlock__reply_int(r) == 1;
+        if (removed_out) *removed_out = removed;
+        dlock__log(c, DLOCK_LOG_WARN, "audit: force_unlock %s (%s) by client %s: %s", name, kind_name(kind),
+                   dlock_client_id(c), rc ? dlock_strerror(rc) : removed ? "deleted" : "no such lock");
+        dlock__reply_free(r);
+    }
+    free(chan);
+    free(key);
+    return rc;
+}
+
+DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_lock_status *st)
+{
+    if (!st) return DLOCK_EINVAL;
+    memset(st, 0, sizeof(*st));
+    st->ttl_ms = -2;
+    if (!c || dlock__check_name(name)) return DLOCK_EINVAL;
+    char *key = make_key(c, name);
+    char *fence = key ? make_fence_key(key) : NULL;
+    int rc = DLOCK_ENOMEM;
+    if (fence) {
+        const char *keys[2] = {key, fence};
+        dlock__reply *r = NULL;
+        rc = dlock__client_eval(c, &s_status, 2, keys, 0, NULL, &r);
+        if (rc == 0 && dlock__reply_count(r) < 5) rc = DLOCK_ESERVER;
+        if (rc == 0) {
+            const char *type = dlock__reply_str(dlock__reply_at(r, 0), NULL);
+            st->locked = strcmp(type, "none") != 0;
+            st->kind = strcmp(type, "hash") == 0 ? DLOCK_LOCK_REENTRANT : DLOCK_LOCK_SIMPLE;
+            snprintf(st->holder, sizeof(st->holder), "%s", dlock__reply_str(dlock__reply_at(r, 1), NULL));
+            st->hold_count = elem_int(r, 2);
+            st->ttl_ms = elem_int(r, 3);
+            st->last_fence = strtoull(dlock__reply_str(dlock__reply_at(r, 4), NULL), NULL, 10);
+        }
+        dlock__reply_free(r);
+    }
+    free(fence);
+    free(key);
+    return rc;
+}
+
+DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out)
+{
+    if (highest_out) *highest_out = 0;
+    if (!c || dlock__check_name(resource) || token == 0) return DLOCK_EINVAL;
+    char *key = make_key(c, resource);
+    if (!key) return DLOCK_ENOMEM;
+    char tok[24];
+    snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
+    const char *keys[1] = {key};
+    const char *args[1] = {tok};
+    dlock__reply *r = NULL;
+    int rc = dlock__client_eval(c, &s_fence, 1, keys, 1, args, &r);
+    if (rc == 0 && dlock__reply_count(r) < 2) rc = DLOCK_ESERVER;
+    if (rc == 0) {
+        if (highest_out) *highest_out = strtoull(dlock__reply_str(dlock__reply_at(r, 1), NULL), NULL, 10);
+        if (elem_int(r, 0) != 1) rc = DLOCK_ESTALE;
+    }
+    dlock__reply_free(r);
+    free(key);
+    return rc;
+}
+
+DLOCK_API int dlock_fence_compare(uint64_t a, uint64_t b)
+{
+    return (a > b) - (a < b);
+}

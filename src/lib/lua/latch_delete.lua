@@ -1,0 +1,8 @@
+-- latch_delete.lua: opens a countdown latch whatever its count and wakes
+-- every awaiting client.
+-- KEYS[1]  latch counter (string)
+-- ARGV[1]  channel to publish on
+-- Returns 1 if the latch was armed, 0 if it was already open
+local n = redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[1], 'open')
+return n

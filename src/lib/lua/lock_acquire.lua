@@ -1,0 +1,26 @@
+-- lock_acquire.lua: simple lock acquire (redis-py Lock / redlock layout):
+-- SET key token NX PX lease, plus the fencing token for a new holder.
+-- KEYS[1] lock key, KEYS[2] fence key (same hash slot as KEYS[1])
+-- ARGV[1] token, ARGV[2] lease ms, ARGV[3] fence key expiry ms (set when the
+-- counter is seeded; once it expires the next acquisition reseeds it)
+-- Returns {1, fence} acquired (also when K already holds this token: the
+-- current fence is returned); {0, pttl} held by someone else
+-- (pttl -1: the holder set no expiry).
+-- Fence = last + 1 while the fence key lives (INCR), else the server TIME
+-- in microseconds: strictly increasing across release, expiry and loss of
+-- the keys under the assumption in docs/locks.md.
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.pcall('get', KEYS[1]) == ARGV[1] then
+    -- already ours (an earlier attempt whose reply was lost): keep its fence
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return {1, tonumber(redis.call('get', KEYS[2]) or '0') or 0}
+  end
+  return {0, redis.call('pttl', KEYS[1])}
+end
+local fence = redis.call('incr', KEYS[2])
+if fence == 1 then -- no fence key (first use, expired or lost): seed from the clock
+  local t = redis.call('time')
+  fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('set', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
+end
+return {1, fence}

@@ -1,0 +1,10 @@
+-- lock_renew.lua: simple lock compare-and-pexpire (watchdog and extend).
+-- KEYS[1] lock key
+-- ARGV[1] token, ARGV[2] lease ms
+-- Returns 1 renewed; 0 not held by this token (gone, taken, or not a
+-- string: pcall turns WRONGTYPE into a non-matching value).
+if redis.pcall('get', KEYS[1]) == ARGV[1] then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0

@@ -1,0 +1,19 @@
+-- lock_status.lua: read-only description of a lock (for `dlock status`).
+-- KEYS[1] lock key, KEYS[2] fence key
+-- Returns {type, holder, count, pttl, last fence}: type "none", "string",
+-- "hash" or another Redis type; holder the string value or the first hash
+-- field ("" otherwise); count 1 for a string, the hash field's count.
+local ty = redis.call('type', KEYS[1]).ok
+local holder, count = '', 0
+if ty == 'string' then
+  holder = redis.call('get', KEYS[1])
+  count = 1
+elseif ty == 'hash' then
+  local h = redis.call('hgetall', KEYS[1])
+  if #h >= 2 then
+    holder = h[1]
+    count = tonumber(h[2]) or 0
+  end
+end
+local fence = redis.call('get', KEYS[2]) or '0'
+return {ty, holder, count, redis.call('pttl', KEYS[1]), fence}

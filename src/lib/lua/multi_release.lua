@@ -1,0 +1,17 @@
+-- multi_release.lua: leaves one level of each lock the owner holds; a lock
+-- whose count reaches zero is deleted and its unlock channel
+-- ("redisson_lock__channel:{" .. key .. "}") gets a message.
+-- KEYS[1..n]  lock hashes
+-- ARGV[1]  owner
+-- Returns the number of KEYS the owner did not hold (0 = all released)
+local function mine(k) return redis.call('TYPE', k).ok == 'hash' and redis.call('HEXISTS', k, ARGV[1]) == 1 end
+local missing = 0
+for _, k in ipairs(KEYS) do
+  if not mine(k) then
+    missing = missing + 1
+  elseif redis.call('HINCRBY', k, ARGV[1], -1) <= 0 then
+    redis.call('DEL', k)
+    redis.call('PUBLISH', 'redisson_lock__channel:{' .. k .. '}', 0)
+  end
+end
+return missing

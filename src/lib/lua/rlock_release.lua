@@ -1,0 +1,19 @@
+-- rlock_release.lua: reentrant lock release, Redisson RLock protocol: one
+-- hold less; at zero delete the key and publish "0" on the channel.
+-- KEYS[1] lock key
+-- ARGV[1] owner, ARGV[2] lease ms (re-set while holds remain),
+-- ARGV[3] channel (redisson_lock__channel:{<name>})
+-- Returns holds left (>= 1), 0 released; -1 no such key; -2 held by
+-- another owner (or not a hash).
+if redis.call('exists', KEYS[1]) == 0 then return -1 end
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return -2
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if n > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return n
+end
+redis.call('del', KEYS[1])
+redis.call('publish', ARGV[3], '0')
+return 0

@@ -1,0 +1,9 @@
+-- rlock_renew.lua: reentrant lock owner-checked pexpire (watchdog, extend).
+-- KEYS[1] lock key
+-- ARGV[1] owner, ARGV[2] lease ms
+-- Returns 1 renewed; 0 this owner holds no count (gone or taken).
+if redis.call('type', KEYS[1]).ok == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0

@@ -1,0 +1,311 @@
+/* multilock.c: all-or-nothing lock over several names (see
+ * dlock/multilock.h).
+ *
+ * Keys: each name's key = prefix + name, a hash {owner: count} with PEXPIRE
+ * (the reentrant lock's layout); its unlock channel is
+ * "redisson_lock__channel:{key}". Scripts: lua/multi_*.lua.
+ * Two paths, chosen once at creation from the keys' Cluster hash slots:
+ *  - one slot: multi_acquire/release/renew run once over all keys;
+ *  - several slots: the same scripts run per key, in byte order of the key;
+ *    a busy key rolls back the keys taken in this attempt.
+ * Invariant: when lock() returns, the handle holds every key or none.
+ */
+#include "dlock/multilock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "family.h"
+#include "util.h"
+
+extern const unsigned char dlock__lua_multi_acquire[];
+extern const unsigned char dlock__lua_multi_release[];
+extern const unsigned char dlock__lua_multi_renew[];
+static const dlock__script multi_acquire = {"multi_acquire", dlock__lua_multi_acquire};
+static const dlock__script multi_release = {"multi_release", dlock__lua_multi_release};
+static const dlock__script multi_renew = {"multi_renew", dlock__lua_multi_renew};
+
+struct dlock_multilock {
+    dlock_client *c;
+    size_t n;
+    char **keys;  /* sorted */
+    char **chans; /* chans[i] belongs to keys[i] */
+    bool atomic;
+    char owner[DLOCK__FAM_OWNER_LEN];
+    _Atomic int64_t count;
+    size_t busy; /* index of the key the last attempt found busy */
+    int64_t lease_ms; /* of the first acquisition (handle thread only) */
+    dlock__famhold hold;
+    dlock__waitctl ctl;
+};
+
+#define ML_OF_HOLD(h) ((dlock_multilock *)(void *)((char *)(h) - offsetof(dlock_multilock, hold)))
+
+/* ---- Cluster hash slots --------------------------------------------------- */
+
+static uint16_t crc16_xmodem(const char *s, size_t n)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (uint16_t)((uint16_t)(unsigned char)s[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+/* The slot Redis Cluster assigns to key (hash tag rules). */
+static unsigned key_slot(const char *key)
+{
+    size_t len = strlen(key);
+    const char *open = strchr(key, '{');
+    if (open) {
+        const char *close = strchr(open + 1, '}');
+        if (close && close > open + 1) return crc16_xmodem(open + 1, (size_t)(close - open - 1)) & 16383u;
+    }
+    return crc16_xmodem(key, len) & 16383u;
+}
+
+/* ---- creation ------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int ml_renew(dlock__renewable *r, int64_t lease_ms);
+static void ml_describe(const dlock__held *h, char *buf, size_t len)
+{
+    const dlock_multilock *ml = ML_OF_HOLD(dlock__famhold_of_reg(h));
+    snprintf(buf, len, "multi-lock %s (+%zu more)", ml->keys[0], ml->n - 1);
+}
+
+static void ml_destroy(dlock_multilock *ml)
+{
+    for (size_t i = 0; i < ml->n; i++) {
+        if (ml->keys) free(ml->keys[i]);
+        if (ml->chans) free(ml->chans[i]);
+    }
+    free(ml->keys);
+    free(ml->chans);
+    free(ml);
+}
+
+static int fill_keys(dlock_multilock *ml, const char *const *names)
+{
+    for (size_t i = 0; i < ml->n; i++) {
+        char key[DLOCK__KEY_MAX];
+        int rc = dlock__client_key(ml->c, names[i], key, sizeof(key));
+        if (rc) return rc;
+        ml->keys[i] = strdup(key);
+        if (!ml->keys[i]) return DLOCK_ENOMEM;
+    }
+    qsort(ml->keys, ml->n, sizeof(char *), cmp_str);
+    ml->atomic = true;
+    unsigned slot0 = key_slot(ml->keys[0]);
+    for (size_t i = 0; i < ml->n; i++) {
+        if (i > 0 && strcmp(ml->keys[i - 1], ml->keys[i]) == 0) return DLOCK_EINVAL;
+        if (key_slot(ml->keys[i]) != slot0) ml->atomic = false;
+        size_t len = strlen(ml->keys[i]) + sizeof("redisson_lock__channel:{}");
+        ml->chans[i] = malloc(len);
+        if (!ml->chans[i]) return DLOCK_ENOMEM;
+        snprintf(ml->chans[i], len, "redisson_lock__channel:{%s}", ml->keys[i]);
+    }
+    return 0;
+}
+
+DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names, size_t n,
+                                  dlock_multilock **ml_out)
+{
+    if (!client || !names || !ml_out || n < 1 || n > DLOCK_MULTILOCK_MAX) return DLOCK_EINVAL;
+    *ml_out = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (dlock__check_name(names[i]) != 0) return DLOCK_EINVAL;
+    dlock_multilock *ml = calloc(1, sizeof(*ml));
+    if (!ml) return DLOCK_ENOMEM;
+    ml->c = client;
+    ml->n = n;
+    ml->keys = calloc(n, sizeof(char *));
+    ml->chans = calloc(n, sizeof(char *));
+    int rc = ml->keys && ml->chans ? fill_keys(ml, names) : DLOCK_ENOMEM;
+    if (rc == 0) rc = dlock__fam_owner(client, ml->owner);
+    if (rc == 0) rc = dlock__waitctl_init(&ml->ctl);
+    if (rc) {
+        ml_destroy(ml);
+        return rc;
+    }
+    atomic_init(&ml->count, 0);
+    dlock__famhold_init(&ml->hold, client, ml_renew, ml_describe);
+    *ml_out = ml;
+    return 0;
+}
+
+DLOCK_API bool dlock_multilock_is_atomic(const dlock_multilock *ml)
+{
+    return ml && ml->atomic;
+}
+
+/* ---- scripts over a range of keys ------------------------------------------- */
+
+/* Runs s over keys [from, from+cnt) and decodes its reply. */
+static int run_range(dlock_multilock *ml, const dlock__script *s, size_t from, size_t cnt,
+                     int nargs, const char *const *args, long long *code_out, long long *val_out,
+                     long long *val2_out)
+{
+    return dlock__fam_eval(ml->c, s, (int)cnt, (const char *const *)&ml->keys[from], nargs, args,
+                           code_out, val_out, val2_out);
+}
+
+/* Release/renew over all keys, by slot path; *missing_out = keys not held. */
+static int run_all(dlock_multilock *ml, const dlock__script *s, int nargs, const char *const *args,
+                   long long *missing_out)
+{
+    if (ml->atomic) return run_range(ml, s, 0, ml->n, nargs, args, missing_out, NULL, NULL);
+    long long missing = 0;
+    int first_rc = 0;
+    for (size_t i = 0; i < ml->n; i++) {
+        long long m = 0;
+        int rc = run_range(ml, s, i, 1, nargs, args, &m, NULL, NULL);
+        if (rc && !first_rc) first_rc = rc;
+        missing += rc ? 0 : m;
+    }
+    *missing_out = missing;
+    return first_rc;
+}
+
+static int ml_renew(dlock__renewable *r, int64_t lease_ms)
+{
+    dlock_multilock *ml = ML_OF_HOLD(dlock__famhold_of(r));
+    char lease[24];
+    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
+    const char *args[2] = {ml->owner, lease};
+    long long missing = 0;
+    int rc = run_all(ml, &multi_renew, 2, args, &missing);
+    if (rc) return rc;
+    return missing == 0 ? 0 : DLOCK_ELOST;
+}
+
+/* ---- lock / unlock ------------------------------------------------------------ */
+
+typedef struct ml_try {
+    dlock_multilock *ml;
+    char lease[24];
+} ml_try;
+
+static void rollback(dlock_multilock *ml, size_t taken)
+{
+    const char *args[1] = {ml->owner};
+    for (size_t i = 0; i < taken; i++) {
+        long long m = 0;
+        int rc = run_range(ml, &multi_release, i, 1, 1, args, &m, NULL, NULL);
+        if (rc)
+            dlock__log(ml->c, DLOCK_LOG_WARN, "multi-lock: rollback of %s failed (%s); it expires",
+                       ml->keys[i], dlock_strerror(rc));
+    }
+}
+
+static int ml_attempt(void *ctx, int64_t *hint_ms)
+{
+    ml_try *t = ctx;
+    dlock_multilock *ml = t->ml;
+    const char *args[2] = {ml->owner, t->lease};
+    long long code = 0, idx = 0, pttl = 0;
+    if (ml->atomic) {
+        int rc = run_range(ml, &multi_acquire, 0, ml->n, 2, args, &code, &idx, &pttl);
+        if (rc) return rc;
+        if (code == 1) return 1;
+        ml->busy = idx >= 1 && (size_t)idx <= ml->n ? (size_t)idx - 1 : 0;
+        *hint_ms = pttl;
+        return 0;
+    }
+    for (size_t i = 0; i < ml->n; i++) {
+        int rc = run_range(ml, &multi_acquire, i, 1, 2, args, &code, &idx, &pttl);
+        if (rc || code != 1) {
+            rollback(ml, i);
+            if (rc) return rc;
+            ml->busy = i;
+            *hint_ms = pttl;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static const char *ml_channel(void *ctx)
+{
+    dlock_multilock *ml = ((ml_try *)ctx)->ml;
+    return ml->chans[ml->busy];
+}
+
+static bool sync_lost(dlock_multilock *ml)
+{
+    if (!ml->hold.active || !atomic_load(&ml->hold.lost)) return false;
+    atomic_store(&ml->count, 0);
+    dlock__famhold_stop(&ml->hold);
+    return true;
+}
+
+DLOCK_API int dlock_multilock_lock(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms)
+{
+    if (!ml || wait_ms < -1 || lease_ms < 0) return DLOCK_EINVAL;
+    sync_lost(ml);
+    bool first = atomic_load(&ml->count) == 0;
+    if (!first) lease_ms = ml->lease_ms; /* a re-entry keeps the first lease mode */
+    ml_try t = {.ml = ml};
+    int64_t lease = lease_ms ? lease_ms : dlock__client_watchdog_ms(ml->c);
+    dlock__fam_fmt_i64(t.lease, sizeof(t.lease), lease);
+    dlock__wait_spec sp = {.c = ml->c, .ctl = &ml->ctl, .attempt = ml_attempt,
+                           .channel = ml_channel, .ctx = &t, .wait_ms = wait_ms,
+                           .max_nap_ms = 5000};
+    int rc = dlock__fam_wait(&sp);
+    dlock__metrics_acquire(ml->c, rc);
+    if (rc) return rc;
+    atomic_fetch_add(&ml->count, 1);
+    if (first) {
+        ml->lease_ms = lease_ms;
+        dlock__famhold_start(&ml->hold, lease_ms == 0);
+    }
+    return 0;
+}
+
+DLOCK_API int dlock_multilock_unlock(dlock_multilock *ml)
+{
+    if (!ml) return DLOCK_EINVAL;
+    if (sync_lost(ml)) return DLOCK_ELOST;
+    if (atomic_load(&ml->count) == 0) return DLOCK_ENOTHELD;
+    const char *args[1] = {ml->owner};
+    long long missing = 0;
+    int rc = run_all(ml, &multi_release, 1, args, &missing);
+    if (rc) return rc;
+    if (missing > 0) {
+        atomic_store(&ml->count, 0);
+        dlock__metrics_lost(ml->c);
+    } else {
+        atomic_fetch_sub(&ml->count, 1);
+    }
+    if (atomic_load(&ml->count) == 0) dlock__famhold_stop(&ml->hold);
+    return missing > 0 ? DLOCK_ELOST : 0;
+}
+
+DLOCK_API int64_t dlock_multilock_hold_count(const dlock_multilock *ml)
+{
+    return ml ? atomic_load(&((dlock_multilock *)ml)->count) : 0;
+}
+
+DLOCK_API void dlock_multilock_cancel(dlock_multilock *ml)
+{
+    if (ml) dlock__waitctl_cancel(&ml->ctl);
+}
+
+DLOCK_API void dlock_multilock_free(dlock_multilock *ml)
+{
+    if (!ml) return;
+    if (ml->hold.active && !atomic_load(&ml->hold.lost))
+        dlock__log(ml->c, DLOCK_LOG_WARN, "multi-lock %s: handle freed while held; it expires on its lease",
+                   ml->keys[0]);
+    dlock__famhold_stop(&ml->hold);
+    if (atomic_load(&ml->hold.lost)) dlock__watchdog_remove(ml->c, &ml->hold.wd);
+    dlock__waitctl_destroy(&ml->ctl);
+    ml_destroy(ml);
+}

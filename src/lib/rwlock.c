@@ -1,0 +1,250 @@
+/* rwlock.c: distributed read-write lock (see dlock/rwlock.h).
+ *
+ * Key layout (one hash tag), for key = prefix + name:
+ *   {key}:rw:w   hash {owner, n}: the writer and its re-entry count; PEXPIRE
+ *                is the writer's lease
+ *   {key}:rw:r   zset reader owner -> lease expiry (ms, server clock)
+ *   {key}:rw:rn  hash reader owner -> re-entry count
+ *   {key}:rw:ww  zset waiting writer -> intent expiry (ms, server clock)
+ *   {key}:rw:ch  channel: a message when a side is released
+ * Scripts: lua/rw_*.lua. Each acquire purges expired readers and intents
+ * first, so a crashed reader blocks writers for at most its lease and a
+ * crashed waiting writer blocks readers for at most writer_intent_ms.
+ * Invariant: the writer hash exists only when no other owner is a live
+ * reader, and a reader is admitted only when no other owner writes.
+ */
+#include "dlock/rwlock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "family.h"
+#include "util.h"
+
+extern const unsigned char dlock__lua_rw_read_acquire[];
+extern const unsigned char dlock__lua_rw_write_acquire[];
+extern const unsigned char dlock__lua_rw_release[];
+extern const unsigned char dlock__lua_rw_renew[];
+static const dlock__script rw_read_acquire = {"rw_read_acquire", dlock__lua_rw_read_acquire};
+static const dlock__script rw_write_acquire = {"rw_write_acquire", dlock__lua_rw_write_acquire};
+static const dlock__script rw_release = {"rw_release", dlock__lua_rw_release};
+static const dlock__script rw_renew = {"rw_renew", dlock__lua_rw_renew};
+
+enum { K_BASE, K_W, K_R, K_RN, K_WW, K_CHAN, K_N };
+
+struct dlock_rwlock {
+    dlock_client *c;
+    char keys[K_N][DLOCK__KEY_MAX];
+    char owner[DLOCK__FAM_OWNER_LEN];
+    int64_t lease_ms;
+    int64_t intent_ms;
+    _Atomic int64_t rcount;
+    _Atomic int64_t wcount;
+    dlock__famhold hold;
+    dlock__waitctl ctl;
+};
+
+#define RW_OF_HOLD(h) ((dlock_rwlock *)(void *)((char *)(h) - offsetof(dlock_rwlock, hold)))
+
+DLOCK_API void dlock_rwlock_options_init(dlock_rwlock_options *opts)
+{
+    if (!opts) return;
+    memset(opts, 0, sizeof(*opts));
+    opts->writer_intent_ms = 1000;
+}
+
+static int rw_renew_cb(dlock__renewable *r, int64_t lease_ms)
+{
+    dlock_rwlock *rw = RW_OF_HOLD(dlock__famhold_of(r));
+    char lease[24];
+    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
+    const char *keys[2] = {rw->keys[K_W], rw->keys[K_R]};
+    const char *args[2] = {rw->owner, lease};
+    long long mask = 0;
+    int rc = dlock__fam_eval(rw->c, &rw_renew, 2, keys, 2, args, &mask, NULL, NULL);
+    if (rc) return rc;
+    long long want = (atomic_load(&rw->wcount) > 0 ? 1 : 0) | (atomic_load(&rw->rcount) > 0 ? 2 : 0);
+    return (mask & want) == want ? 0 : DLOCK_ELOST;
+}
+
+static void rw_describe(const dlock__held *h, char *buf, size_t len)
+{
+    const dlock_rwlock *rw = RW_OF_HOLD(dlock__famhold_of_reg(h));
+    snprintf(buf, len, "rwlock %s (read %lld, write %lld)", rw->keys[K_BASE],
+             (long long)atomic_load(&rw->rcount), (long long)atomic_load(&rw->wcount));
+}
+
+DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
+                               const dlock_rwlock_options *opts, dlock_rwlock **rw_out)
+{
+    if (!client || !rw_out) return DLOCK_EINVAL;
+    *rw_out = NULL;
+    dlock_rwlock_options o;
+    dlock_rwlock_options_init(&o);
+    if (opts) o = *opts;
+    if (o.lease_ms < 0 || o.writer_intent_ms < 0) return DLOCK_EINVAL;
+    dlock_rwlock *rw = calloc(1, sizeof(*rw));
+    if (!rw) return DLOCK_ENOMEM;
+    static const char *const sfx[K_N - 1] = {":rw:w", ":rw:r", ":rw:rn", ":rw:ww", ":rw:ch"};
+    int rc = dlock__fam_keys(client, name, K_N - 1, sfx, rw->keys);
+    if (rc == 0) rc = dlock__fam_owner(client, rw->owner);
+    if (rc == 0) rc = dlock__waitctl_init(&rw->ctl);
+    if (rc) {
+        free(rw);
+        return rc;
+    }
+    rw->c = client;
+    rw->lease_ms = o.lease_ms;
+    rw->intent_ms = o.writer_intent_ms;
+    atomic_init(&rw->rcount, 0);
+    atomic_init(&rw->wcount, 0);
+    dlock__famhold_init(&rw->hold, client, rw_renew_cb, rw_describe);
+    *rw_out = rw;
+    return 0;
+}
+
+/* A loss seen by the watchdog drops both sides locally. */
+static bool sync_lost(dlock_rwlock *rw)
+{
+    if (!rw->hold.active || !atomic_load(&rw->hold.lost)) return false;
+    atomic_store(&rw->rcount, 0);
+    atomic_store(&rw->wcount, 0);
+    dlock__famhold_stop(&rw->hold);
+    return true;
+}
+
+typedef struct rw_try {
+    dlock_rwlock *rw;
+    bool write;
+    char lease[24];
+    char intent[24];
+} rw_try;
+
+static int rw_attempt(void *ctx, int64_t *hint_ms)
+{
+    rw_try *t = ctx;
+    dlock_rwlock *rw = t->rw;
+    const char *keys[4] = {rw->keys[K_W], rw->keys[K_R], rw->keys[K_RN], rw->keys[K_WW]};
+    const char *args[3] = {rw->owner, t->lease, t->intent};
+    long long code = 0, val = 0;
+    int rc = dlock__fam_eval(rw->c, t->write ? &rw_write_acquire : &rw_read_acquire, 4, keys,
+                             t->write ? 3 : 2, args, &code, &val, NULL);
+    if (rc) return rc;
+    if (code == -1) return DLOCK_EUPGRADE;
+    *hint_ms = val;
+    return code == 1 ? 1 : 0;
+}
+
+static const char *rw_channel(void *ctx)
+{
+    return ((rw_try *)ctx)->rw->keys[K_CHAN];
+}
+
+/* A writer that stops waiting withdraws its intent and lets readers in. */
+static void withdraw_intent(dlock_rwlock *rw)
+{
+    const char *zrem[3] = {"ZREM", rw->keys[K_WW], rw->owner};
+    dlock__reply *r = NULL;
+    if (dlock__client_cmd(rw->c, 3, zrem, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_INTEGER &&
+        dlock__reply_int(r) == 1) {
+        dlock__reply_free(r);
+        r = NULL;
+        const char *pub[3] = {"PUBLISH", rw->keys[K_CHAN], "intent"};
+        dlock__client_cmd(rw->c, 3, pub, NULL, &r);
+    }
+    dlock__reply_free(r);
+}
+
+static int acquire(dlock_rwlock *rw, bool write, int64_t wait_ms)
+{
+    if (!rw || wait_ms < -1) return DLOCK_EINVAL;
+    sync_lost(rw);
+    if (write && atomic_load(&rw->rcount) > 0 && atomic_load(&rw->wcount) == 0)
+        return DLOCK_EUPGRADE;
+    rw_try t = {.rw = rw, .write = write};
+    int64_t lease = rw->lease_ms ? rw->lease_ms : dlock__client_watchdog_ms(rw->c);
+    dlock__fam_fmt_i64(t.lease, sizeof(t.lease), lease);
+    dlock__fam_fmt_i64(t.intent, sizeof(t.intent), wait_ms == 0 ? 0 : rw->intent_ms);
+    int64_t nap = rw->intent_ms > 0 ? rw->intent_ms / 3 : 1000;
+    dlock__wait_spec sp = {.c = rw->c, .ctl = &rw->ctl, .attempt = rw_attempt,
+                           .channel = rw_channel, .ctx = &t, .wait_ms = wait_ms,
+                           .max_nap_ms = nap < 1 ? 1 : nap};
+    int rc = dlock__fam_wait(&sp);
+    dlock__metrics_acquire(rw->c, rc);
+    if (write && wait_ms != 0 && rw->intent_ms > 0 && rc != 0 && rc != DLOCK_EUPGRADE)
+        withdraw_intent(rw);
+    if (rc) return rc;
+    atomic_fetch_add(write ? &rw->wcount : &rw->rcount, 1);
+    dlock__famhold_start(&rw->hold, rw->lease_ms == 0);
+    return 0;
+}
+
+DLOCK_API int dlock_rwlock_read_lock(dlock_rwlock *rw, int64_t wait_ms)
+{
+    return acquire(rw, false, wait_ms);
+}
+
+DLOCK_API int dlock_rwlock_write_lock(dlock_rwlock *rw, int64_t wait_ms)
+{
+    return acquire(rw, true, wait_ms);
+}
+
+static int release(dlock_rwlock *rw, bool write)
+{
+    if (!rw) return DLOCK_EINVAL;
+    if (sync_lost(rw)) return DLOCK_ELOST;
+    _Atomic int64_t *cnt = write ? &rw->wcount : &rw->rcount;
+    if (atomic_load(cnt) == 0) return DLOCK_ENOTHELD;
+    const char *keys[3] = {rw->keys[K_W], rw->keys[K_R], rw->keys[K_RN]};
+    const char *args[3] = {rw->owner, write ? "w" : "r", rw->keys[K_CHAN]};
+    long long left = 0;
+    int rc = dlock__fam_eval(rw->c, &rw_release, 3, keys, 3, args, &left, NULL, NULL);
+    if (rc) return rc;
+    if (left < 0) {
+        atomic_store(cnt, 0);
+        dlock__metrics_lost(rw->c);
+    } else {
+        atomic_fetch_sub(cnt, 1);
+    }
+    if (atomic_load(&rw->rcount) == 0 && atomic_load(&rw->wcount) == 0)
+        dlock__famhold_stop(&rw->hold);
+    return left < 0 ? DLOCK_ELOST : 0;
+}
+
+DLOCK_API int dlock_rwlock_read_unlock(dlock_rwlock *rw)
+{
+    return release(rw, false);
+}
+
+DLOCK_API int dlock_rwlock_write_unlock(dlock_rwlock *rw)
+{
+    return release(rw, true);
+}
+
+DLOCK_API int64_t dlock_rwlock_read_count(const dlock_rwlock *rw)
+{
+    return rw ? atomic_load(&((dlock_rwlock *)rw)->rcount) : 0;
+}
+
+DLOCK_API int64_t dlock_rwlock_write_count(const dlock_rwlock *rw)
+{
+    return rw ? atomic_load(&((dlock_rwlock *)rw)->wcount) : 0;
+}
+
+DLOCK_API void dlock_rwlock_cancel(dlock_rwlock *rw)
+{
+    if (rw) dlock__waitctl_cancel(&rw->ctl);
+}
+
+DLOCK_API void dlock_rwlock_free(dlock_rwlock *rw)
+{
+    if (!rw) return;
+    if (rw->hold.active && !atomic_load(&rw->hold.lost))
+        dlock__log(rw->c, DLOCK_LOG_WARN, "rwlock %s: handle freed while held; it expires on its lease",
+                   rw->keys[K_BASE]);
+    dlock__famhold_stop(&rw->hold);
+    if (atomic_load(&rw->hold.lost)) dlock__watchdog_remove(rw->c, &rw->hold.wd);
+    dlock__waitctl_destroy(&rw->ctl);
+    free(rw);
+}

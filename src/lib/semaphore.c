@@ -1,0 +1,282 @@
+/* semaphore.c: bounded owner-tracked semaphore and expirable permits (see
+ * dlock/semaphore.h).
+ *
+ * Key layout (one hash tag, so one Cluster slot), for key = prefix + name:
+ *   {key}:sem      hash  {limit: N, used: permits taken}
+ *   {key}:sem:exp  zset  holder id -> expiry (ms, server clock)
+ *   {key}:sem:cnt  hash  holder id -> permits held
+ *   {key}:sem:ch   channel: a message whenever permits come back
+ * A handle's holder id is "<client id>:<16 hex>"; an expirable permit's id is
+ * 32 random hex digits with count 1. Scripts: lua/sem_*.lua. Every script
+ * that takes permits first purges expired holders, so
+ *   used == sum(cnt) <= limit   holds after every script,
+ * and a crashed holder's permits return within its lease.
+ */
+#include "dlock/semaphore.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "family.h"
+#include "util.h"
+
+extern const unsigned char dlock__lua_sem_acquire[];
+extern const unsigned char dlock__lua_sem_release[];
+extern const unsigned char dlock__lua_sem_extend[];
+extern const unsigned char dlock__lua_sem_available[];
+static const dlock__script sem_acquire = {"sem_acquire", dlock__lua_sem_acquire};
+static const dlock__script sem_release = {"sem_release", dlock__lua_sem_release};
+static const dlock__script sem_extend = {"sem_extend", dlock__lua_sem_extend};
+static const dlock__script sem_available = {"sem_available", dlock__lua_sem_available};
+
+enum { K_BASE, K_META, K_EXP, K_CNT, K_CHAN, K_N };
+
+struct dlock_semaphore {
+    dlock_client *c;
+    char keys[K_N][DLOCK__KEY_MAX];
+    char owner[DLOCK__FAM_OWNER_LEN];
+    char limit_s[24];
+    int64_t limit;
+    int64_t lease_ms;      /* 0: watchdog */
+    _Atomic int64_t held;  /* permits of this handle (read by the watchdog) */
+    dlock__famhold hold;
+    dlock__waitctl ctl;
+};
+
+#define SEM_OF_HOLD(h) ((dlock_semaphore *)(void *)((char *)(h) - offsetof(dlock_semaphore, hold)))
+
+DLOCK_API void dlock_semaphore_options_init(dlock_semaphore_options *opts)
+{
+    if (!opts) return;
+    memset(opts, 0, sizeof(*opts));
+    opts->permits = 1;
+}
+
+static int sem_renew(dlock__renewable *r, int64_t lease_ms)
+{
+    dlock_semaphore *s = SEM_OF_HOLD(dlock__famhold_of(r));
+    char lease[24];
+    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
+    const char *keys[1] = {s->keys[K_EXP]};
+    const char *args[2] = {s->owner, lease};
+    long long code = 0;
+    int rc = dlock__fam_eval(s->c, &sem_extend, 1, keys, 2, args, &code, NULL, NULL);
+    if (rc) return rc;
+    return code == 1 ? 0 : DLOCK_ELOST;
+}
+
+static void sem_describe(const dlock__held *h, char *buf, size_t len)
+{
+    const dlock_semaphore *s = SEM_OF_HOLD(dlock__famhold_of_reg(h));
+    snprintf(buf, len, "semaphore %s (%lld permits)", s->keys[K_BASE],
+             (long long)atomic_load(&((dlock_semaphore *)s)->held));
+}
+
+DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
+                                  const dlock_semaphore_options *opts, dlock_semaphore **sem_out)
+{
+    if (!client || !sem_out) return DLOCK_EINVAL;
+    *sem_out = NULL;
+    dlock_semaphore_options o;
+    dlock_semaphore_options_init(&o);
+    if (opts) o = *opts;
+    if (o.permits < 1 || o.permits > 1000000000 || o.lease_ms < 0) return DLOCK_EINVAL;
+    dlock_semaphore *s = calloc(1, sizeof(*s));
+    if (!s) return DLOCK_ENOMEM;
+    static const char *const sfx[K_N - 1] = {":sem", ":sem:exp", ":sem:cnt", ":sem:ch"};
+    int rc = dlock__fam_keys(client, name, K_N - 1, sfx, s->keys);
+    if (rc == 0) rc = dlock__fam_owner(client, s->owner);
+    if (rc == 0) rc = dlock__waitctl_init(&s->ctl);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->c = client;
+    s->limit = o.permits;
+    s->lease_ms = o.lease_ms;
+    dlock__fam_fmt_i64(s->limit_s, sizeof(s->limit_s), o.permits);
+    atomic_init(&s->held, 0);
+    dlock__famhold_init(&s->hold, client, sem_renew, sem_describe);
+    *sem_out = s;
+    return 0;
+}
+
+/* ---- taking permits ---------------------------------------------------- */
+
+typedef struct sem_try {
+    dlock_semaphore *s;
+    const char *id;
+    char k[24];
+    char lease[24];
+} sem_try;
+
+static int sem_attempt(void *ctx, int64_t *hint_ms)
+{
+    sem_try *t = ctx;
+    dlock_semaphore *s = t->s;
+    const char *keys[3] = {s->keys[K_META], s->keys[K_EXP], s->keys[K_CNT]};
+    const char *args[5] = {t->id, t->k, t->lease, s->limit_s, s->keys[K_CHAN]};
+    long long code = 0, val = 0;
+    int rc = dlock__fam_eval(s->c, &sem_acquire, 3, keys, 5, args, &code, &val, NULL);
+    if (rc) return rc;
+    if (code == -2) {
+        dlock__log(s->c, DLOCK_LOG_ERROR, "semaphore %s: recorded with %lld permits, handle says %s",
+                   s->keys[K_BASE], val, s->limit_s);
+        return DLOCK_EINVAL;
+    }
+    if (code == -3) return DLOCK_ELIMIT;
+    *hint_ms = val;
+    return code == 1 ? 1 : 0;
+}
+
+static const char *sem_channel(void *ctx)
+{
+    return ((sem_try *)ctx)->s->keys[K_CHAN];
+}
+
+static int take(dlock_semaphore *s, const char *id, int64_t k, int64_t lease_ms, int64_t wait_ms)
+{
+    sem_try t = {.s = s, .id = id};
+    dlock__fam_fmt_i64(t.k, sizeof(t.k), k);
+    dlock__fam_fmt_i64(t.lease, sizeof(t.lease), lease_ms);
+    dlock__wait_spec sp = {.c = s->c, .ctl = &s->ctl, .attempt = sem_attempt,
+                           .channel = sem_channel, .ctx = &t, .wait_ms = wait_ms,
+                           .max_nap_ms = 2000};
+    int rc = dlock__fam_wait(&sp);
+    dlock__metrics_acquire(s->c, rc);
+    return rc;
+}
+
+/* A loss found by the watchdog drops the handle's permits locally. */
+static bool sync_lost(dlock_semaphore *s)
+{
+    if (!s->hold.active || !atomic_load(&s->hold.lost)) return false;
+    atomic_store(&s->held, 0);
+    dlock__famhold_stop(&s->hold);
+    return true;
+}
+
+DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *sem, int64_t k, int64_t wait_ms)
+{
+    if (!sem || k < 1 || wait_ms < -1) return DLOCK_EINVAL;
+    if (k > sem->limit) return DLOCK_ELIMIT;
+    sync_lost(sem);
+    int64_t lease = sem->lease_ms ? sem->lease_ms : dlock__client_watchdog_ms(sem->c);
+    int rc = take(sem, sem->owner, k, lease, wait_ms);
+    if (rc) return rc;
+    atomic_fetch_add(&sem->held, k);
+    dlock__famhold_start(&sem->hold, sem->lease_ms == 0); /* no-op while holding */
+    return 0;
+}
+
+DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t k)
+{
+    if (!sem || k < 1) return DLOCK_EINVAL;
+    if (sync_lost(sem)) return DLOCK_ELOST;
+    if (k > atomic_load(&sem->held)) return DLOCK_ELIMIT;
+    char ks[24];
+    dlock__fam_fmt_i64(ks, sizeof(ks), k);
+    const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
+    const char *args[3] = {sem->owner, ks, sem->keys[K_CHAN]};
+    long long code = 0;
+    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 3, args, &code, NULL, NULL);
+    if (rc) return rc;
+    if (code == -1) return DLOCK_ELIMIT;
+    if (code == 1)
+        atomic_fetch_sub(&sem->held, k);
+    else
+        atomic_store(&sem->held, 0);
+    if (atomic_load(&sem->held) == 0) dlock__famhold_stop(&sem->hold);
+    if (code == 0) {
+        dlock__metrics_lost(sem->c);
+        return DLOCK_ELOST;
+    }
+    return 0;
+}
+
+DLOCK_API int64_t dlock_semaphore_held(const dlock_semaphore *sem)
+{
+    if (!sem) return 0;
+    dlock_semaphore *s = (dlock_semaphore *)sem;
+    return atomic_load(&s->hold.lost) ? 0 : atomic_load(&s->held);
+}
+
+DLOCK_API int dlock_semaphore_available(dlock_semaphore *sem, int64_t *available_out)
+{
+    if (!sem || !available_out) return DLOCK_EINVAL;
+    const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
+    long long code = 0;
+    int rc = dlock__fam_eval(sem->c, &sem_available, 3, keys, 0, NULL, &code, NULL, NULL);
+    if (rc) return rc;
+    *available_out = code < 0 ? sem->limit : code;
+    return 0;
+}
+
+DLOCK_API void dlock_semaphore_cancel(dlock_semaphore *sem)
+{
+    if (sem) dlock__waitctl_cancel(&sem->ctl);
+}
+
+DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem)
+{
+    if (!sem) return;
+    if (sem->hold.active && !atomic_load(&sem->hold.lost))
+        dlock__log(sem->c, DLOCK_LOG_WARN,
+                   "semaphore %s: handle freed holding %lld permits; they expire on their lease",
+                   sem->keys[K_BASE], (long long)atomic_load(&sem->held));
+    dlock__famhold_stop(&sem->hold);
+    if (atomic_load(&sem->hold.lost)) dlock__watchdog_remove(sem->c, &sem->hold.wd);
+    dlock__waitctl_destroy(&sem->ctl);
+    free(sem);
+}
+
+/* ---- expirable permits ------------------------------------------------- */
+
+static int check_id(const char *id)
+{
+    if (!id) return DLOCK_EINVAL;
+    size_t n = strnlen(id, DLOCK_PERMIT_ID_LEN);
+    if (n != DLOCK_PERMIT_ID_LEN - 1) return DLOCK_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'))) return DLOCK_EINVAL;
+    return 0;
+}
+
+DLOCK_API int dlock_permits_acquire(dlock_semaphore *sem, int64_t lease_ms, int64_t wait_ms,
+                                    char id_out[DLOCK_PERMIT_ID_LEN])
+{
+    if (!sem || !id_out || lease_ms < 1 || wait_ms < -1) return DLOCK_EINVAL;
+    id_out[0] = '\0';
+    char id[DLOCK_PERMIT_ID_LEN];
+    int rc = dlock__random_hex(id, (DLOCK_PERMIT_ID_LEN - 1) / 2);
+    if (rc) return rc;
+    rc = take(sem, id, 1, lease_ms, wait_ms);
+    if (rc == 0) memcpy(id_out, id, DLOCK_PERMIT_ID_LEN);
+    return rc;
+}
+
+DLOCK_API int dlock_permits_release(dlock_semaphore *sem, const char *id)
+{
+    if (!sem || check_id(id) != 0) return DLOCK_EINVAL;
+    const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
+    const char *args[3] = {id, "1", sem->keys[K_CHAN]};
+    long long code = 0;
+    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 3, args, &code, NULL, NULL);
+    if (rc) return rc;
+    return code == 1 ? 0 : DLOCK_ELIMIT;
+}
+
+DLOCK_API int dlock_permits_extend(dlock_semaphore *sem, const char *id, int64_t lease_ms)
+{
+    if (!sem || check_id(id) != 0 || lease_ms < 1) return DLOCK_EINVAL;
+    char lease[24];
+    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
+    const char *keys[1] = {sem->keys[K_EXP]};
+    const char *args[2] = {id, lease};
+    long long code = 0;
+    int rc = dlock__fam_eval(sem->c, &sem_extend, 1, keys, 2, args, &code, NULL, NULL);
+    if (rc) return rc;
+    return code == 1 ? 0 : DLOCK_ELOST;
+}

@@ -1,0 +1,252 @@
+/* campaign.c: campaign pre-heat and read-back, and order look-up in Redis.
+ * A campaign lives in {c:<id>}:meta + {c:<id>}:stock and is listed in
+ * seckill:campaigns; its state is computed from the Redis server clock so
+ * every instance reports the same state at the same moment. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock/dlock.h"
+#include "engine_internal.h"
+
+#define MAX_LOOKUP_CAMPAIGNS 1024
+
+int sk_campaign_def_check(const sk_campaign_def *d, char *err, size_t errlen)
+{
+    const char *why = NULL;
+    if (!sk_valid_campaign_id(d->id)) why = "id must be 1-64 characters of [A-Za-z0-9_-]";
+    else if (strlen(d->title) > 256) why = "title longer than 256 bytes";
+    else if (d->stock < 0 || d->stock > 1000000000) why = "stock must be 0..1000000000";
+    else if (d->per_user_limit < 1 || d->per_user_limit > 1000000) why = "per_user_limit must be 1..1000000";
+    else if (d->starts_at_ms < 0 || d->ends_at_ms <= d->starts_at_ms) why = "ends_at must be after starts_at";
+    else if (d->price_cents < 0) why = "price_cents must be >= 0";
+    if (why && err && errlen) snprintf(err, errlen, "%s", why);
+    return why ? SK_EINVAL : 0;
+}
+
+typedef struct camp_req {
+    sk_campaign_cb cb;
+    void *arg;
+    char id[65];
+    int heat_err;
+} camp_req;
+
+static int64_t field_int(const char *s)
+{
+    return s ? strtoll(s, NULL, 10) : 0;
+}
+
+static void on_info(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    (void)e;
+    camp_req *q = priv;
+    sk_campaign_info info;
+    memset(&info, 0, sizeof(info));
+    if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) < 2))
+        err = DLOCK_ESERVER;
+    if (err) {
+        q->cb(err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL, NULL, q->arg);
+        free(q);
+        return;
+    }
+    size_t n = dlock__reply_count(r);
+    if (n < 4) {
+        q->cb(SK_ENOTFOUND, NULL, q->arg);
+        free(q);
+        return;
+    }
+    info.now_ms = field_int(dlock__reply_str(dlock__reply_at(r, 0), NULL));
+    info.remaining = dlock__reply_int(dlock__reply_at(r, 1));
+    if (info.remaining < 0) info.remaining = 0;
+    snprintf(info.def.id, sizeof(info.def.id), "%s", q->id);
+    for (size_t i = 2; i + 1 < n; i += 2) {
+        const char *k = dlock__reply_str(dlock__reply_at(r, i), NULL);
+        const char *v = dlock__reply_str(dlock__reply_at(r, i + 1), NULL);
+        if (strcmp(k, "title") == 0) snprintf(info.def.title, sizeof(info.def.title), "%s", v);
+        else if (strcmp(k, "stock") == 0) info.def.stock = field_int(v);
+        else if (strcmp(k, "per_user_limit") == 0) info.def.per_user_limit = field_int(v);
+        else if (strcmp(k, "starts_at_ms") == 0) info.def.starts_at_ms = field_int(v);
+        else if (strcmp(k, "ends_at_ms") == 0) info.def.ends_at_ms = field_int(v);
+        else if (strcmp(k, "price_cents") == 0) info.def.price_cents = field_int(v);
+    }
+    info.sold = info.def.stock - info.remaining;
+    if (info.sold < 0) info.sold = 0;
+    if (info.now_ms < info.def.starts_at_ms) info.state = "scheduled";
+    else if (info.now_ms >= info.def.ends_at_ms) info.state = "ended";
+    else if (info.remaining <= 0) info.state = "sold_out";
+    else info.state = "live";
+    q->cb(0, &info, q->arg);
+    free(q);
+}
+
+static int send_info(sk_engine *e, camp_req *q)
+{
+    char meta[96], stock[96];
+    snprintf(meta, sizeof(meta), "{c:%s}:meta", q->id);
+    snprintf(stock, sizeof(stock), "{c:%s}:stock", q->id);
+    const char *args[] = {"2", meta, stock};
+    return sk__call_script(e, SK__LUA_INFO, 3, args, NULL, on_info, q);
+}
+
+int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void *arg)
+{
+    if (!sk_valid_campaign_id(id) || !cb) return SK_EINVAL;
+    camp_req *q = calloc(1, sizeof(*q));
+    if (!q) return DLOCK_ENOMEM;
+    q->cb = cb;
+    q->arg = arg;
+    snprintf(q->id, sizeof(q->id), "%s", id);
+    int rc = send_info(e, q);
+    if (rc) free(q);
+    return rc;
+}
+
+static void ignore_reply(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    (void)e;
+    (void)r;
+    (void)err;
+    (void)priv;
+}
+
+static void on_heat(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    camp_req *q = priv;
+    if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2))
+        err = DLOCK_ESERVER;
+    if (!err) {
+        long long code = dlock__reply_int(dlock__reply_at(r, 0));
+        if (code == -1) err = SK_EEXIST;
+        else if (code == -2) err = SK_ECONFLICT;
+    } else if (err != DLOCK_EUNKNOWN) {
+        err = SK_EUNAVAIL;
+    }
+    if (!err) {
+        const char *argv[] = {"SADD", "seckill:campaigns", q->id};
+        sk__call_cmd(e, 3, argv, NULL, ignore_reply, NULL);
+        /* The snapshot queued after the write sees it (one connection). */
+        if (send_info(e, q) == 0) {
+            /* remember the campaign: a new stock clears a local sold-out flag */
+            sk__camp *c = sk__camp_find(e, q->id, false);
+            if (c) c->soldout = false;
+            return;
+        }
+        err = SK_EUNAVAIL;
+    }
+    q->cb(err, NULL, q->arg);
+    free(q);
+}
+
+int sk_engine_campaign_heat(sk_engine *e, const sk_campaign_def *d, sk_heat_mode mode,
+                            sk_campaign_cb cb, void *arg)
+{
+    if (!cb || sk_campaign_def_check(d, NULL, 0)) return SK_EINVAL;
+    camp_req *q = calloc(1, sizeof(*q));
+    if (!q) return DLOCK_ENOMEM;
+    q->cb = cb;
+    q->arg = arg;
+    snprintf(q->id, sizeof(q->id), "%s", d->id);
+    char meta[96], stock[96], buyers[96], n[5][24];
+    snprintf(meta, sizeof(meta), "{c:%s}:meta", d->id);
+    snprintf(stock, sizeof(stock), "{c:%s}:stock", d->id);
+    snprintf(buyers, sizeof(buyers), "{c:%s}:buyers", d->id);
+    const int64_t v[5] = {d->stock, d->per_user_limit, d->starts_at_ms, d->ends_at_ms, d->price_cents};
+    for (int i = 0; i < 5; i++) snprintf(n[i], sizeof(n[i]), "%lld", (long long)v[i]);
+    const char *modes[] = {"create", "reheat", "force"};
+    const char *args[] = {"3", meta, stock, buyers, modes[mode], d->title,
+                          n[0], n[1], n[2], n[3], n[4]};
+    int rc = sk__call_script(e, SK__LUA_HEAT, 11, args, NULL, on_heat, q);
+    if (rc) free(q);
+    return rc;
+}
+
+/* ---- orders ------------------------------------------------------------- */
+
+typedef struct order_req {
+    sk_order_cb cb;
+    void *arg;
+    uint64_t order_id;
+    int outstanding;
+    int err;       /* first transport error */
+    bool found;
+    sk_order_info info;
+} order_req;
+
+static void order_done(order_req *q)
+{
+    if (q->found) q->cb(0, &q->info, q->arg);
+    else q->cb(q->err ? q->err : SK_ENOTFOUND, NULL, q->arg);
+    free(q);
+}
+
+static void on_order_hash(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    (void)e;
+    order_req *q = priv;
+    if (err) {
+        if (!q->err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
+    } else if (!q->found && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) >= 2) {
+        sk_order_info *o = &q->info;
+        memset(o, 0, sizeof(*o));
+        o->order_id = q->order_id;
+        for (size_t i = 0; i + 1 < dlock__reply_count(r); i += 2) {
+            const char *k = dlock__reply_str(dlock__reply_at(r, i), NULL);
+            const char *v = dlock__reply_str(dlock__reply_at(r, i + 1), NULL);
+            if (strcmp(k, "campaign") == 0) snprintf(o->campaign, sizeof(o->campaign), "%s", v);
+            else if (strcmp(k, "user") == 0) snprintf(o->user, sizeof(o->user), "%s", v);
+            else if (strcmp(k, "qty") == 0) o->qty = strtoll(v, NULL, 10);
+            else if (strcmp(k, "status") == 0) snprintf(o->status, sizeof(o->status), "%s", v);
+        }
+        q->found = true;
+    }
+    if (--q->outstanding == 0) order_done(q);
+}
+
+static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "{c:%s}:order:%llu", cid, (unsigned long long)q->order_id);
+    const char *argv[] = {"HGETALL", key};
+    int rc = sk__call_cmd(e, 2, argv, NULL, on_order_hash, q);
+    if (rc == 0) q->outstanding++;
+    return rc;
+}
+
+static void on_campaign_list(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    order_req *q = priv;
+    q->outstanding--;
+    if (err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
+    else {
+        size_t n = dlock__reply_count(r);
+        for (size_t i = 0; i < n && i < MAX_LOOKUP_CAMPAIGNS; i++) {
+            const char *cid = dlock__reply_str(dlock__reply_at(r, i), NULL);
+            if (sk_valid_campaign_id(cid) && ask_campaign(e, q, cid) != 0) {
+                q->err = SK_EUNAVAIL;
+                break;
+            }
+        }
+    }
+    if (q->outstanding == 0) order_done(q);
+}
+
+int sk_engine_order_get(sk_engine *e, uint64_t order_id, const char *campaign, sk_order_cb cb,
+                        void *arg)
+{
+    if (!cb || (campaign && !sk_valid_campaign_id(campaign))) return SK_EINVAL;
+    order_req *q = calloc(1, sizeof(*q));
+    if (!q) return DLOCK_ENOMEM;
+    q->cb = cb;
+    q->arg = arg;
+    q->order_id = order_id;
+    int rc;
+    if (campaign) {
+        rc = ask_campaign(e, q, campaign);
+    } else {
+        const char *argv[] = {"SMEMBERS", "seckill:campaigns"};
+        rc = sk__call_cmd(e, 2, argv, NULL, on_campaign_list, q);
+        if (rc == 0) q->outstanding++;
+    }
+    if (rc) free(q);
+    return rc;
+}

@@ -1,0 +1,146 @@
+/* db.h: the system of record of the flash sale (SQLite or PostgreSQL).
+ * Invariant: the database never sells more than a campaign's stock nor more
+ * than per_user_limit to one user, whatever Redis says: every order goes
+ * through the guard (UPDATE campaign_stock ... WHERE remaining >= qty and a
+ * guarded per-user total) inside the transaction that records it.
+ * Thread-safety: an sk_db handle is used by one thread at a time; open one
+ * handle per thread. Schema: docs/schema.md. */
+#ifndef SK_DB_H
+#define SK_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sk_db sk_db;
+
+/* Opens url and runs the schema migrations (idempotent, safe when several
+ * processes open the same database at once). url: "sqlite:///abs/path.db",
+ * a plain file path (SQLite), or "postgresql://..." / "postgres://...".
+ * Returns 0, SK_EINVAL (bad url) or SK_EDB; err says why. */
+int sk_db_open(const char *url, sk_db **out, char *err, size_t errlen);
+void sk_db_close(sk_db *db); /* NULL ok */
+/* "sqlite" or "postgresql". */
+const char *sk_db_kind(const sk_db *db);
+/* Text of the last database error on this handle (never NULL). */
+const char *sk_db_errmsg(const sk_db *db);
+/* Cheap liveness check (SELECT 1; reconnects a broken PostgreSQL
+ * connection). 0 or SK_EDB. */
+int sk_db_ping(sk_db *db);
+/* Current schema version (after migrations). */
+int sk_db_schema_version(sk_db *db, int *version_out);
+
+typedef struct sk_campaign {
+    char id[65];
+    char title[257];
+    int64_t stock, per_user_limit, starts_at_ms, ends_at_ms, price_cents;
+} sk_campaign;
+
+/* Creates the campaign and its campaign_stock row (remaining = stock).
+ * 0, SK_EEXIST, SK_EINVAL (bad id, stock < 0, limit < 1) or SK_EDB. */
+int sk_db_campaign_create(sk_db *db, const sk_campaign *c);
+/* 0 or SK_ENOTFOUND / SK_EDB; remaining_out may be NULL. */
+int sk_db_campaign_get(sk_db *db, const char *id, sk_campaign *out, int64_t *remaining_out);
+/* Calls cb for every campaign, ordered by id. 0 or SK_EDB. */
+typedef void (*sk_db_campaign_cb)(const sk_campaign *c, int64_t remaining, void *ud);
+int sk_db_campaign_list(sk_db *db, sk_db_campaign_cb cb, void *ud);
+
+typedef struct sk_order_row {
+    uint64_t order_id;
+    char campaign[65];
+    char user[65];
+    int64_t qty;
+    char status[16]; /* persisted | paid | cancelled | rejected */
+    char reason[64]; /* why rejected / cancelled; "" otherwise */
+    char path[8];    /* redis | db */
+    int64_t created_ms, updated_ms; /* wall clock ms */
+} sk_order_row;
+
+/* 0 or SK_ENOTFOUND / SK_EDB. */
+int sk_db_order_get(sk_db *db, uint64_t order_id, sk_order_row *out);
+/* persisted -> paid. Paying a paid order again (same user) is 0.
+ * 0, SK_ENOTFOUND, SK_EFORBIDDEN (another user's order), SK_ECONFLICT
+ * (cancelled or rejected), SK_EDB. out (may be NULL) gets the row. */
+int sk_db_order_pay(sk_db *db, uint64_t order_id, const char *user, sk_order_row *out);
+/* persisted -> cancelled, giving the units back to campaign_stock and the
+ * user's total in the same transaction. The status transition (WHERE
+ * status = 'persisted') is the once-only gate: of any number of concurrent
+ * callers exactly one gets 0. SK_ECONFLICT when the order is not persisted
+ * (paid, cancelled already, rejected), SK_ENOTFOUND, SK_EDB. */
+int sk_db_order_cancel(sk_db *db, uint64_t order_id, const char *reason, sk_order_row *out);
+
+/* One accepted order as carried by the stream (or the degraded path). */
+typedef struct sk_order_in {
+    uint64_t order_id; /* <= INT64_MAX */
+    const char *campaign;
+    const char *user;
+    int64_t qty;
+    const char *path;  /* "redis" or "db" */
+    int64_t created_ms;
+} sk_order_in;
+
+typedef enum sk_apply_result {
+    SK_APPLY_PERSISTED = 1,
+    SK_APPLY_REJECTED = 2,  /* stored with status rejected + reason */
+    SK_APPLY_DUPLICATE = 3, /* order_id already stored: no-op */
+} sk_apply_result;
+
+/* Applies n orders in ONE transaction: each is inserted (order_id is the
+ * primary key, so a redelivery is a no-op) and checked by the guard; a
+ * refused order is stored as rejected with its reason. results_out[n]
+ * (may be NULL) gets one sk_apply_result per order. All or nothing:
+ * on SK_EDB nothing was written. SK_EINVAL if an order is malformed
+ * (nothing written; check with sk_db_order_valid first). */
+int sk_db_apply_batch(sk_db *db, const sk_order_in *orders, size_t n, int *results_out);
+/* NULL when o is well-formed, else a static reason. */
+const char *sk_db_order_invalid(const sk_order_in *o);
+
+/* Degraded path (Redis down): one transaction with the same guard and
+ * uniqueness; the order is recorded with path "db". Returns 0 (persisted),
+ * SK_ESOLDOUT, SK_ELIMIT (refused: nothing stored), SK_EEXIST (order_id
+ * already used), SK_ENOTFOUND (campaign), SK_ENOTSTARTED / SK_EENDED when
+ * now_ms (wall) is outside the campaign window, SK_EINVAL, SK_EDB. */
+int sk_db_purchase_direct(sk_db *db, uint64_t order_id, const char *campaign, const char *user,
+                          int64_t qty, int64_t now_ms);
+
+/* Orders still 'persisted' created before cutoff_ms (wall), oldest first,
+ * at most max, of one campaign (NULL: all); cb per row. Returns the number
+ * found or SK_EDB. */
+typedef void (*sk_db_order_cb)(const sk_order_row *row, void *ud);
+int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_ms, int max, sk_db_order_cb cb,
+                               void *ud);
+/* Cancelled orders whose units were not yet given back in Redis. */
+int sk_db_orders_release_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
+/* Degraded-path orders (path db, persisted or paid) whose units were not
+ * yet taken out of Redis (persist_mirror.lua), and the mark when done. */
+int sk_db_orders_mirror_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
+int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id);
+/* Marks a cancelled order's Redis release as done. 0 or SK_EDB. */
+int sk_db_order_mark_released(sk_db *db, uint64_t order_id);
+/* Orders of one campaign with a given status (e.g. "rejected"), at most max. */
+int sk_db_orders_by_status(sk_db *db, const char *campaign, const char *status, int max,
+                           sk_db_order_cb cb, void *ud);
+
+/* Reconciliation figures of one campaign. */
+typedef struct sk_db_campaign_stats {
+    int64_t stock, remaining;
+    int64_t orders[4], units[4]; /* by status: persisted, paid, cancelled, rejected */
+    int64_t user_total_units;    /* sum of user_totals.qty */
+    int64_t released_pending;    /* cancelled, Redis release not done yet */
+    int64_t db_path_orders;      /* orders taken by the degraded path (not in the stream) */
+    int64_t mirror_pending;      /* degraded-path orders not yet taken out of Redis */
+    int64_t released_done;       /* cancelled orders given back in Redis */
+} sk_db_campaign_stats;
+enum { SK_ST_PERSISTED = 0, SK_ST_PAID = 1, SK_ST_CANCELLED = 2, SK_ST_REJECTED = 3 };
+int sk_db_campaign_stats_get(sk_db *db, const char *campaign, sk_db_campaign_stats *out);
+/* Per-user totals of a campaign (users with qty > 0). */
+typedef void (*sk_db_user_cb)(const char *user, int64_t qty, void *ud);
+int sk_db_user_totals(sk_db *db, const char *campaign, sk_db_user_cb cb, void *ud);
+
+/* Test/repair hook: sets campaign_stock.remaining directly. 0 or SK_EDB. */
+int sk_db_stock_set(sk_db *db, const char *campaign, int64_t remaining);
+
+/* True when s is a valid campaign id: 1-64 chars of [A-Za-z0-9_-]. */
+bool sk_db_id_valid(const char *s);
+
+#endif

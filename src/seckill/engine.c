@@ -1,0 +1,540 @@
+/* engine.c: the engine's Redis side: one async connection with reconnect
+ * and backoff, a FIFO of in-flight commands with a reply deadline, script
+ * calls by SHA (EVAL on NOSCRIPT), the order-id worker lease and the
+ * campaign table.
+ *
+ * Design note. Purchases of one campaign are decided by purchase.lua in
+ * one round trip; keys of a campaign share the hash tag {c:<id>} so each
+ * script runs in one Cluster slot. The connection is the only shared
+ * resource: while it is down every request fails fast with SK_EUNAVAIL
+ * (HTTP 503); a command sent but not answered reports DLOCK_EUNKNOWN (the
+ * decision may have happened: a retry with the same Idempotency-Key gives
+ * the first answer). Order ids need the worker lease
+ * seckill:worker:<n> (SET NX PX 60 s, renewed every 20 s); after 50 s
+ * without a successful renewal the engine stops issuing ids. */
+#include "engine_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "dlock/dlock.h"
+#include "util.h"
+
+extern const unsigned char sk_lua_purchase[];
+extern const unsigned char sk_lua_campaign_heat[];
+extern const unsigned char sk_lua_campaign_info[];
+extern const unsigned char sk_lua_sk_worker_lease[];
+
+static const unsigned char *const lua_src[SK__NLUA] = {
+    sk_lua_purchase, sk_lua_campaign_heat, sk_lua_campaign_info, sk_lua_sk_worker_lease};
+
+#define LEASE_TTL_MS 60000
+#define LEASE_RENEW_MS 20000
+#define LEASE_GIVEUP_MS 50000
+#define TICK_MS 50
+
+void sk_engine_opts_init(sk_engine_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->max_batch = 64;
+    o->linger_us = 1000;
+    o->soldout_poll_ms = 500;
+    o->user_rate_window_ms = 1000;
+    o->ip_rate_window_ms = 1000;
+    o->idem_ttl_ms = 24LL * 3600 * 1000;
+    o->order_ttl_ms = 7LL * 24 * 3600 * 1000;
+    o->command_timeout_ms = 2000;
+    o->reconnect_max_ms = 2000;
+}
+
+void sk__log(sk_engine *e, int level, const char *fmt, ...)
+{
+    if (!e->o.log) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    e->o.log(level, msg, e->o.log_ud);
+}
+
+static void sha1_hex(const unsigned char *s, char out[41])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(s, strlen((const char *)s), md, &n, EVP_sha1(), NULL);
+    for (unsigned i = 0; i < n && i < 20; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+    out[40] = '\0';
+}
+
+bool sk__ready(const sk_engine *e)
+{
+    return e->up && e->ac && e->lease_held && e->gen.worker >= 0;
+}
+
+bool sk_engine_ready(const sk_engine *e) { return sk__ready(e); }
+
+size_t sk_engine_pending(const sk_engine *e) { return e->pending; }
+
+void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out) { *out = e->st; }
+
+/* ---- command tracking ------------------------------------------------ */
+
+static void unlink_call(sk_engine *e, sk__call *c)
+{
+    if (c->prev) c->prev->next = c->next;
+    else e->head = c->next;
+    if (c->next) c->next->prev = c->prev;
+    else e->tail = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
+
+static int send_call(sk_engine *e, sk__call *c)
+{
+    if (!e->ac || !e->up) return SK_EUNAVAIL;
+    if (c->script >= 0) {
+        c->argv[0] = "EVALSHA";
+        c->argv[1] = e->sha[c->script];
+        c->lens[0] = 7;
+        c->lens[1] = 40;
+    }
+    int rc = dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
+    if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
+    c->sent_ms = dlock__now_ms();
+    c->prev = e->tail;
+    c->next = NULL;
+    if (e->tail) e->tail->next = c;
+    else e->head = c;
+    e->tail = c;
+    return 0;
+}
+
+static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
+{
+    (void)ac;
+    sk__call *c = priv;
+    sk_engine *e = c->e;
+    unlink_call(e, c);
+    if (reply && c->script >= 0 && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up &&
+        strcmp(c->argv[0], "EVALSHA") == 0) {
+        /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
+        sk__log(e, DLOCK_LOG_DEBUG, "script %d not loaded on the server: sending it", c->script);
+        c->argv[0] = "EVAL";
+        c->argv[1] = (const char *)lua_src[c->script];
+        c->lens[0] = 4;
+        c->lens[1] = strlen(c->argv[1]);
+        if (dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens) == 0) {
+            c->sent_ms = dlock__now_ms();
+            c->prev = e->tail;
+            if (e->tail) e->tail->next = c;
+            else e->head = c;
+            e->tail = c;
+            return;
+        }
+        reply = NULL;
+        err = SK_EUNAVAIL;
+    }
+    if (!reply || dlock__reply_kind(reply) == DLOCK__R_ERROR) {
+        e->st.redis_errors++;
+        if (reply) {
+            size_t n;
+            sk__log(e, DLOCK_LOG_WARN, "redis error: %s", dlock__reply_str(reply, &n));
+            err = DLOCK_ESERVER;
+        } else if (err == 0) {
+            err = DLOCK_EUNKNOWN;
+        }
+    }
+    c->fn(e, reply, reply && !err ? 0 : err, c->priv);
+    free(c);
+}
+
+static sk__call *new_call(sk_engine *e, int script, int nargs, const char **args,
+                          const size_t *lens, sk__reply_fn fn, void *priv)
+{
+    int pre = script >= 0 ? 2 : 0;
+    int argc = nargs + pre;
+    size_t bytes = 0;
+    for (int i = 0; i < nargs; i++) bytes += (lens ? lens[i] : strlen(args[i])) + 1;
+    size_t sz = sizeof(sk__call) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes;
+    sk__call *c = malloc(sz);
+    if (!c) return NULL;
+    memset(c, 0, sizeof(*c));
+    c->e = e;
+    c->fn = fn;
+    c->priv = priv;
+    c->script = script;
+    c->argc = argc;
+    c->argv = (const char **)(void *)(c + 1);
+    c->lens = (size_t *)(void *)(c->argv + argc);
+    char *p = (char *)(c->lens + argc);
+    for (int i = 0; i < nargs; i++) {
+        size_t n = lens ? lens[i] : strlen(args[i]);
+        memcpy(p, args[i], n);
+        p[n] = '\0';
+        c->argv[pre + i] = p;
+        c->lens[pre + i] = n;
+        p += n + 1;
+    }
+    return c;
+}
+
+int sk__call_script(sk_engine *e, int script, int nargs, const char **args, const size_t *lens,
+                    sk__reply_fn fn, void *priv)
+{
+    if (!e->ac || !e->up) return SK_EUNAVAIL;
+    sk__call *c = new_call(e, script, nargs, args, lens, fn, priv);
+    if (!c) return DLOCK_ENOMEM;
+    int rc = send_call(e, c);
+    if (rc) free(c);
+    return rc;
+}
+
+int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
+                 void *priv)
+{
+    if (!e->ac || !e->up) return SK_EUNAVAIL;
+    sk__call *c = new_call(e, -1, argc, argv, lens, fn, priv);
+    if (!c) return DLOCK_ENOMEM;
+    int rc = send_call(e, c);
+    if (rc) free(c);
+    return rc;
+}
+
+/* ---- connection ------------------------------------------------------- */
+
+static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv);
+static void lease_step(sk_engine *e);
+
+static void schedule_reconnect(sk_engine *e)
+{
+    if (e->freeing) return;
+    int64_t ms = dlock__backoff_ms(50, e->attempt++, e->o.reconnect_max_ms);
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    event_add(e->reconnect_ev, &tv);
+}
+
+static void drop_connection(sk_engine *e, const char *why)
+{
+    dlock__aconn *ac = e->ac;
+    if (!ac) return;
+    sk__log(e, DLOCK_LOG_WARN, "redis connection dropped: %s", why);
+    e->ac = NULL;
+    e->up = false;
+    e->lease_busy = false;
+    dlock__aconn_close(ac); /* pending callbacks run now with no reply */
+    schedule_reconnect(e);
+}
+
+static void connect_now(sk_engine *e)
+{
+    char err[256] = "";
+    dlock__url target;
+    const dlock__url *u = &e->url;
+    bool resolved = false;
+    if (e->url.kind == DLOCK__URL_SENTINEL) {
+        dlock__conn_opts co = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
+        if (dlock__sentinel_resolve(&e->url, &co, &target, err, sizeof(err)) != 0) {
+            sk__log(e, DLOCK_LOG_WARN, "sentinel: %s", err);
+            schedule_reconnect(e);
+            return;
+        }
+        u = &target;
+        resolved = true;
+    }
+    int rc = dlock__aconn_open(e->base, u, on_state, e, &e->ac, err, sizeof(err));
+    if (resolved) dlock__url_free(&target);
+    if (rc) {
+        e->ac = NULL;
+        sk__log(e, DLOCK_LOG_WARN, "redis: %s", err);
+        schedule_reconnect(e);
+    }
+}
+
+static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sk_engine *e = arg;
+    if (e->dead_ac) {
+        dlock__aconn_close(e->dead_ac);
+        e->dead_ac = NULL;
+    }
+    if (!e->ac) connect_now(e);
+}
+
+static void on_script_loaded(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    (void)e;
+    (void)r;
+    (void)err;
+    (void)priv;
+}
+
+/* Loads every script first thing on a new connection: commands on one
+ * connection run in order, so no EVALSHA after this meets NOSCRIPT (and
+ * batches of a campaign keep their order). NOSCRIPT can still happen after
+ * a SCRIPT FLUSH; those calls are re-sent as EVAL (on_call_reply). */
+static void load_scripts(sk_engine *e)
+{
+    for (int i = 0; i < SK__NLUA; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", (const char *)lua_src[i]};
+        sk__call_cmd(e, 3, argv, NULL, on_script_loaded, NULL);
+    }
+}
+
+static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
+{
+    sk_engine *e = priv;
+    if (ac != e->ac) return;
+    if (up) {
+        e->up = true;
+        e->attempt = 0;
+        if (e->ever_up) e->st.reconnects++;
+        e->ever_up = true;
+        sk__log(e, DLOCK_LOG_INFO, "redis connected");
+        load_scripts(e);
+        lease_step(e);
+        return;
+    }
+    sk__log(e, DLOCK_LOG_WARN, "redis connection lost: %s", why ? why : "?");
+    e->up = false;
+    e->ac = NULL;
+    e->dead_ac = ac; /* closing must wait until hiredis has returned */
+    e->lease_busy = false;
+    schedule_reconnect(e);
+}
+
+/* ---- worker lease ------------------------------------------------------ */
+
+static void on_lease_reply(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    (void)priv;
+    e->lease_busy = false;
+    if (err || dlock__reply_kind(r) != DLOCK__R_INTEGER) return; /* the tick retries */
+    if (dlock__reply_int(r) == 1) {
+        if (!e->lease_held) sk__log(e, DLOCK_LOG_INFO, "order-id worker id %d leased", e->lease_n);
+        e->lease_held = true;
+        e->lease_ok_ms = dlock__now_ms();
+        e->gen.worker = e->lease_n; /* keeps last_ms: ids never go back */
+        e->lease_tries = 0;
+        return;
+    }
+    if (e->lease_held) sk__log(e, DLOCK_LOG_WARN, "worker id %d lease lost", e->lease_n);
+    e->lease_held = false;
+    e->gen.worker = -1;
+    e->lease_n = (e->lease_n + 1) % (SK_ORDERID_MAX_WORKER + 1);
+    if (++e->lease_tries <= SK_ORDERID_MAX_WORKER) lease_step(e);
+}
+
+static void lease_step(sk_engine *e)
+{
+    if (e->lease_busy || !e->up) return;
+    char key[48], ttl[24];
+    snprintf(key, sizeof(key), "seckill:worker:%d", e->lease_n);
+    snprintf(ttl, sizeof(ttl), "%d", LEASE_TTL_MS);
+    const char *args[] = {"1", key, e->instance, ttl};
+    if (sk__call_script(e, SK__LUA_LEASE, 4, args, NULL, on_lease_reply, NULL) == 0)
+        e->lease_busy = true;
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sk_engine *e = arg;
+    int64_t now = dlock__now_ms();
+    if (e->ac && e->head && now - e->head->sent_ms > e->o.command_timeout_ms) {
+        drop_connection(e, "reply deadline passed");
+        return;
+    }
+    if (e->lease_held && now - e->lease_ok_ms > LEASE_GIVEUP_MS) {
+        sk__log(e, DLOCK_LOG_WARN, "worker lease not renewed for %d ms: no new order ids",
+                LEASE_GIVEUP_MS);
+        e->lease_held = false;
+        e->gen.worker = -1;
+    }
+    if (e->up && !e->lease_busy) {
+        if (!e->lease_held) {
+            if (e->lease_tries > SK_ORDERID_MAX_WORKER) e->lease_tries = 0;
+            lease_step(e);
+        } else if (now - e->lease_ok_ms >= LEASE_RENEW_MS) {
+            lease_step(e);
+        }
+    }
+    if (e->up && now - e->last_poll_ms >= e->o.soldout_poll_ms) {
+        e->last_poll_ms = now;
+        sk__soldout_poll(e);
+    }
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engine_opts *opts,
+                  sk_engine **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    sk_engine *e = calloc(1, sizeof(*e));
+    if (!e) return DLOCK_ENOMEM;
+    e->base = base;
+    if (opts) e->o = *opts;
+    else sk_engine_opts_init(&e->o);
+    if (e->o.max_batch < 1) e->o.max_batch = 1;
+    if (e->o.max_batch > 512) e->o.max_batch = 512;
+    if (e->o.command_timeout_ms <= 0) e->o.command_timeout_ms = 2000;
+    if (e->o.soldout_poll_ms <= 0) e->o.soldout_poll_ms = 500;
+    if (dlock__url_parse(redis_url ? redis_url : "redis://127.0.0.1:6379", &e->url, err, errlen)) {
+        free(e);
+        return SK_EINVAL;
+    }
+    for (int i = 0; i < SK__NLUA; i++) sha1_hex(lua_src[i], e->sha[i]);
+    dlock__random_hex(e->instance, 16);
+    e->lease_n = (int)dlock__random_below(SK_ORDERID_MAX_WORKER + 1);
+    sk_orderid_init(&e->gen, -1);
+    e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
+    e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
+    e->fail_ev = event_new(base, -1, 0, sk__deliver_failed, e);
+    if (!e->reconnect_ev || !e->tick_ev || !e->fail_ev) {
+        sk_engine_free(e);
+        return DLOCK_ENOMEM;
+    }
+    struct timeval tick = {0, TICK_MS * 1000};
+    event_add(e->tick_ev, &tick);
+    connect_now(e);
+    *out = e;
+    return 0;
+}
+
+void sk_engine_free(sk_engine *e)
+{
+    if (!e) return;
+    e->freeing = true;
+    sk__coalesce_fail_all(e, DLOCK_ECLOSED);
+    if (e->ac) {
+        dlock__aconn *ac = e->ac;
+        e->ac = NULL;
+        e->up = false;
+        dlock__aconn_close(ac);
+    }
+    if (e->dead_ac) dlock__aconn_close(e->dead_ac);
+    if (e->reconnect_ev) event_free(e->reconnect_ev);
+    if (e->tick_ev) event_free(e->tick_ev);
+    if (e->fail_ev) event_free(e->fail_ev);
+    for (int b = 0; b < SK__CAMP_BUCKETS; b++) {
+        sk__camp *c = e->camps[b];
+        while (c) {
+            sk__camp *n = c->next;
+            sk__camp_free(c);
+            c = n;
+        }
+    }
+    dlock__url_free(&e->url);
+    free(e);
+}
+
+/* ---- campaign table ----------------------------------------------------- */
+
+static unsigned hash_id(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % SK__CAMP_BUCKETS;
+}
+
+sk__camp *sk__camp_find(sk_engine *e, const char *id, bool create)
+{
+    unsigned b = hash_id(id);
+    for (sk__camp *c = e->camps[b]; c; c = c->next)
+        if (strcmp(c->id, id) == 0) return c;
+    if (!create) return NULL;
+    sk__camp *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->e = e;
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    snprintf(c->prefix, sizeof(c->prefix), "{c:%s}:", id);
+    c->pending = calloc((size_t)e->o.max_batch, sizeof(*c->pending));
+    if (!c->pending) {
+        free(c);
+        return NULL;
+    }
+    c->next = e->camps[b];
+    e->camps[b] = c;
+    return c;
+}
+
+void sk__camp_drop(sk_engine *e, sk__camp *c)
+{
+    sk__camp **pp = &e->camps[hash_id(c->id)];
+    while (*pp && *pp != c) pp = &(*pp)->next;
+    if (*pp) *pp = c->next;
+    sk__camp_free(c);
+}
+
+void sk__camp_free(sk__camp *c)
+{
+    if (c->linger) event_free(c->linger);
+    free(c->pending);
+    free(c);
+}
+
+/* ---- ping ---------------------------------------------------------------- */
+
+typedef struct ping_req {
+    void (*cb)(int err, void *arg);
+    void *arg;
+} ping_req;
+
+static void on_ping(sk_engine *e, const dlock__reply *r, int err, void *priv)
+{
+    (void)e;
+    (void)r;
+    ping_req *p = priv;
+    p->cb(err ? (err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL) : 0, p->arg);
+    free(p);
+}
+
+int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg)
+{
+    ping_req *p = malloc(sizeof(*p));
+    if (!p) return DLOCK_ENOMEM;
+    p->cb = cb;
+    p->arg = arg;
+    const char *argv[] = {"PING"};
+    int rc = sk__call_cmd(e, 1, argv, NULL, on_ping, p);
+    if (rc) free(p);
+    return rc;
+}
+
+/* ---- validation ----------------------------------------------------------- */
+
+static bool valid_chars(const char *s, const char *extra)
+{
+    if (!s) return false;
+    size_t n = strlen(s);
+    if (n < 1 || n > 64) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  (c && strchr(extra, c));
+        if (!ok) return false;
+    }
+    return true;
+}
+
+bool sk_valid_campaign_id(const char *s) { return valid_chars(s, "_-"); }
+bool sk_valid_user_id(const char *s) { return valid_chars(s, "_.:-"); }
+
+bool sk_valid_idem_key(const char *s)
+{
+    if (!s) return false;
+    size_t n = strlen(s);
+    if (n < 1 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) return false;
+    return true;
+}

@@ -1,0 +1,153 @@
+/* engine.h: the flash-sale decision engine, usable without HTTP (seckilld
+ * and the load generator both drive it). One engine lives on one libevent
+ * loop and is used only from that loop's thread; it keeps one pipelined
+ * async Redis connection, reconnects with backoff, leases an order-id
+ * worker id, coalesces concurrent purchases of a campaign into one script
+ * call and remembers sold-out campaigns locally.
+ *
+ * Callback rule (as in libuv): a function taking a callback that returns
+ * 0 calls it exactly once, later, from the loop; one that returns an error
+ * never calls it. Strings passed in are copied; results passed to
+ * callbacks are valid only during the call. */
+#ifndef SK_ENGINE_H
+#define SK_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sk_err.h"
+
+struct event_base;
+typedef struct sk_engine sk_engine;
+
+typedef void (*sk_log_fn)(int level, const char *msg, void *ud); /* dlock_log_level */
+
+typedef struct sk_engine_opts {
+    int max_batch;              /* purchases per script call; 1 = no coalescing (default 64) */
+    int64_t linger_us;          /* max wait to fill a batch while one is in flight (default 1000) */
+    int64_t soldout_poll_ms;    /* re-check of a locally sold-out campaign (default 500) */
+    int64_t user_rate_limit;    /* purchases per user per window per campaign; 0 = off (default 0) */
+    int64_t user_rate_window_ms;/* default 1000 */
+    int64_t ip_rate_limit;      /* purchases per client ip per window per campaign; 0 = off */
+    int64_t ip_rate_window_ms;  /* default 1000 */
+    int64_t idem_ttl_ms;        /* Idempotency-Key answers kept (default 24 h) */
+    int64_t order_ttl_ms;       /* {c:<id>}:order:<id> kept (default 7 days) */
+    int64_t command_timeout_ms; /* a reply later than this drops the connection (default 2000) */
+    int64_t reconnect_max_ms;   /* backoff cap (default 2000) */
+    sk_log_fn log;              /* NULL: silent */
+    void *log_ud;
+} sk_engine_opts;
+
+void sk_engine_opts_init(sk_engine_opts *o);
+
+/* Creates the engine and starts connecting (asynchronously). Returns 0,
+ * SK_EINVAL (bad URL, err says why) or DLOCK_ENOMEM. */
+int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engine_opts *opts,
+                  sk_engine **out, char *err, size_t errlen);
+/* Fails every pending request (callbacks run with DLOCK_ECLOSED) and frees. */
+void sk_engine_free(sk_engine *e);
+/* Connected and holding an order-id worker lease. */
+bool sk_engine_ready(const sk_engine *e);
+/* Requests queued or in flight (for graceful shutdown). */
+size_t sk_engine_pending(const sk_engine *e);
+
+/* ---- purchase ------------------------------------------------------- */
+
+typedef struct sk_purchase_result {
+    int err;                /* 0 accepted, SK_ESOLDOUT, SK_ELIMIT, SK_ENOTSTARTED, SK_EENDED,
+                               SK_ENOTFOUND, SK_ERATE, SK_EINVAL (quantity above the limit),
+                               SK_ECONFLICT (Idempotency-Key of another user), SK_EUNAVAIL
+                               (not sent), DLOCK_EUNKNOWN (sent, outcome unknown) */
+    bool replay;            /* accepted earlier under the same Idempotency-Key */
+    uint64_t order_id;      /* accepted/replay */
+    int64_t qty;
+    int64_t remaining;      /* accepted, replay (at the first answer), sold out */
+    int64_t value;          /* limit: units held; not started: ms to start;
+                               rate: retry-after ms; bad quantity: per-user limit */
+} sk_purchase_result;
+
+typedef void (*sk_purchase_cb)(const sk_purchase_result *res, void *arg);
+
+/* Buys qty units of campaign for user. idem (Idempotency-Key) and ip may
+ * be NULL. Returns 0 (cb will run), or answers at once without calling cb:
+ * SK_EINVAL (bad id/user/key/qty), SK_ESOLDOUT (known sold out locally;
+ * never for requests with an Idempotency-Key, so replays still work),
+ * SK_EUNAVAIL (no Redis connection or no worker lease), DLOCK_ENOMEM. */
+int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int64_t qty,
+                       const char *idem, const char *ip, sk_purchase_cb cb, void *arg);
+
+/* ---- campaigns and orders --------------------------------------------- */
+
+typedef struct sk_campaign_def {
+    char id[65];
+    char title[257];
+    int64_t stock, per_user_limit, starts_at_ms, ends_at_ms, price_cents;
+} sk_campaign_def;
+
+typedef struct sk_campaign_info {
+    sk_campaign_def def;
+    int64_t remaining;
+    int64_t sold;        /* stock - remaining */
+    int64_t now_ms;      /* Redis server clock */
+    const char *state;   /* "scheduled" | "live" | "sold_out" | "ended" */
+} sk_campaign_info;
+
+typedef enum sk_heat_mode {
+    SK_HEAT_CREATE = 0,  /* refuse (SK_EEXIST) if it exists */
+    SK_HEAT_REHEAT = 1,  /* rewrite; refuse (SK_ECONFLICT) while live */
+    SK_HEAT_FORCE = 2,   /* rewrite even while live */
+} sk_heat_mode;
+
+/* err: 0, SK_ENOTFOUND, SK_EEXIST, SK_ECONFLICT, SK_EUNAVAIL, DLOCK_EUNKNOWN. */
+typedef void (*sk_campaign_cb)(int err, const sk_campaign_info *info, void *arg);
+
+/* Checks a definition (id charset, stock >= 0, limit >= 1, starts < ends,
+ * price >= 0, title length); 0 or SK_EINVAL with a reason in err. */
+int sk_campaign_def_check(const sk_campaign_def *d, char *err, size_t errlen);
+/* Pre-heats d into Redis (meta, stock) and adds it to seckill:campaigns;
+ * cb gets the resulting info. */
+int sk_engine_campaign_heat(sk_engine *e, const sk_campaign_def *d, sk_heat_mode mode,
+                            sk_campaign_cb cb, void *arg);
+int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void *arg);
+
+typedef struct sk_order_info {
+    uint64_t order_id;
+    char campaign[65];
+    char user[65];
+    int64_t qty;
+    char status[16];     /* "accepted" (from Redis) */
+} sk_order_info;
+/* err: 0, SK_ENOTFOUND, SK_EUNAVAIL, DLOCK_EUNKNOWN. */
+typedef void (*sk_order_cb)(int err, const sk_order_info *o, void *arg);
+/* Looks an order up in Redis; campaign may be NULL (then every campaign
+ * in seckill:campaigns is asked). */
+int sk_engine_order_get(sk_engine *e, uint64_t order_id, const char *campaign, sk_order_cb cb,
+                        void *arg);
+
+/* PING through the engine's connection; cb(0) when Redis answered. */
+int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg);
+
+/* ---- validation and stats --------------------------------------------- */
+
+bool sk_valid_campaign_id(const char *s); /* 1-64 of [A-Za-z0-9_-] */
+bool sk_valid_user_id(const char *s);     /* 1-64 of [A-Za-z0-9_.:-] */
+bool sk_valid_idem_key(const char *s);    /* 1-64 printable ASCII, no space */
+
+enum { SK_STAT_OUTCOMES = 12, SK_STAT_BATCH_BUCKETS = 9 };
+typedef struct sk_engine_stats {
+    /* purchases by outcome: index by sk_outcome_index() */
+    uint64_t outcomes[SK_STAT_OUTCOMES];
+    /* script calls by batch size: <=1, 2, 4, 8, 16, 32, 64, 128, more */
+    uint64_t batches[SK_STAT_BATCH_BUCKETS];
+    uint64_t batched_purchases;
+    uint64_t redis_errors;   /* failed commands (no reply, error reply, timeout) */
+    uint64_t reconnects;     /* connections opened after the first */
+    uint64_t soldout_local;  /* answered from the local sold-out flag */
+} sk_engine_stats;
+void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out);
+int sk_outcome_index(int err);          /* 0..SK_STAT_OUTCOMES-1 */
+const char *sk_outcome_name(int index); /* "accepted", "sold_out", ... */
+extern const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS];
+
+#endif

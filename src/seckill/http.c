@@ -1,0 +1,915 @@
+/* http.c: routes and handlers of seckilld (see http.h and docs/http-api.md).
+ * Invariant: every request gets exactly one answer, always through
+ * reply(), which also counts it in the metrics; requests waiting for Redis
+ * hold an hreq that the answer frees. A client that disconnects while its
+ * request waits is fine: evhttp keeps the request until it is answered. */
+#include "http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "db.h"
+#include "dlock/dlock.h"
+#include "http_metrics.h"
+#include "json.h"
+#include "util.h"
+
+#define EVHTTP_BODY_CAP (1 << 20) /* evhttp itself refuses above this */
+
+struct sk_http {
+    struct event_base *base;
+    sk_engine *engine;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct evconnlistener *listener;
+    struct event *resume_ev;
+    sk_http_opts o;
+    char *admin_token;
+    char *user_secret;
+    size_t inflight;
+    size_t unflushed; /* answered, still being written to the socket */
+    bool draining;
+    sk_http_metrics m;
+};
+
+typedef struct hreq {
+    sk_http *h;
+    struct evhttp_request *req;
+    sk_route route;
+    int64_t t0_us;
+    char id[65];
+    char user[65];
+    uint64_t order_id;
+    sk_heat_mode mode;
+} hreq;
+
+void sk_http_opts_init(sk_http_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->idle_timeout_ms = 10000;
+    o->max_body = 8192;
+    o->max_headers = 8192;
+}
+
+size_t sk_http_inflight(const sk_http *h) { return h->inflight; }
+size_t sk_http_unflushed(const sk_http *h) { return h->unflushed; }
+
+static void on_sent(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    sk_http *h = arg;
+    if (h->unflushed) h->unflushed--;
+}
+
+/* ---- answering -------------------------------------------------------- */
+
+static void reply(hreq *q, int status, const char *reason, const char *ctype, dlock__buf *body)
+{
+    sk_http *h = q->h;
+    struct evkeyvalq *out = evhttp_request_get_output_headers(q->req);
+    evhttp_add_header(out, "Content-Type", ctype);
+    evhttp_add_header(out, "Cache-Control", "no-store");
+    if (h->draining) evhttp_add_header(out, "Connection", "close");
+    struct evbuffer *eb = evbuffer_new();
+    if (eb && body && body->data && !body->oom) evbuffer_add(eb, body->data, body->len);
+    /* counted until written (graceful shutdown waits for it); a client
+     * that vanished may never complete: the shutdown wait is bounded */
+    h->unflushed++;
+    evhttp_request_set_on_complete_cb(q->req, on_sent, h);
+    evhttp_send_reply(q->req, status, reason, eb);
+    if (eb) evbuffer_free(eb);
+    sk_metrics_observe(&h->m, q->route, status, dlock__now_us() - q->t0_us);
+    h->inflight--;
+    free(q);
+}
+
+static const char *reason_of(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+    }
+}
+
+static void reply_json(hreq *q, int status, dlock__buf *body)
+{
+    if (body->oom) {
+        dlock__buf_free(body);
+        dlock__buf_printf(body, "{\"error\":\"internal\",\"message\":\"out of memory\"}");
+        status = 500;
+    }
+    reply(q, status, reason_of(status), "application/json", body);
+    dlock__buf_free(body);
+}
+
+static void reply_error(hreq *q, int status, const char *code, const char *msg)
+{
+    dlock__buf b = {0};
+    dlock__buf_printf(&b, "{\"error\":\"%s\",\"message\":", code);
+    sk_json_put_str(&b, msg, strlen(msg));
+    dlock__buf_append(&b, "}\n", 2);
+    reply_json(q, status, &b);
+}
+
+/* Maps an engine/database error to status + code. */
+static void reply_err_code(hreq *q, int err, const char *what)
+{
+    char msg[160];
+    switch (err) {
+    case SK_EINVAL: reply_error(q, 400, "bad_request", what); return;
+    case SK_ENOTFOUND: reply_error(q, 404, "not_found", what); return;
+    case SK_EEXIST: reply_error(q, 409, "exists", what); return;
+    case SK_ECONFLICT: reply_error(q, 409, "conflict", what); return;
+    case SK_EFORBIDDEN: reply_error(q, 403, "forbidden", what); return;
+    case DLOCK_EUNKNOWN:
+        snprintf(msg, sizeof(msg), "%s: Redis did not answer; the outcome is unknown", what);
+        reply_error(q, 503, "unavailable", msg);
+        return;
+    default:
+        snprintf(msg, sizeof(msg), "%s: %s", what, sk_strerror(err));
+        reply_error(q, 503, "unavailable", msg);
+        return;
+    }
+}
+
+/* ---- request helpers ---------------------------------------------------- */
+
+static const char *header(hreq *q, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(q->req), name);
+}
+
+/* Copies the body (NUL-terminated) into *out; 413 handled by the caller. */
+static int read_body(hreq *q, char **out, size_t *len_out)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(q->req);
+    size_t n = evbuffer_get_length(in);
+    *len_out = n;
+    if (n > q->h->o.max_body) return SK_EINVAL;
+    *out = malloc(n + 1);
+    if (!*out) return DLOCK_ENOMEM;
+    if (n) evbuffer_copyout(in, *out, n);
+    (*out)[n] = '\0';
+    return 0;
+}
+
+static bool token_equal(const char *given, const char *expected)
+{
+    size_t a = strlen(given), b = strlen(expected);
+    if (a != b) return false;
+    return CRYPTO_memcmp(given, expected, a) == 0;
+}
+
+static bool admin_ok(hreq *q)
+{
+    const char *tok = q->h->admin_token;
+    const char *auth = header(q, "Authorization");
+    if (!tok || !*tok) {
+        reply_error(q, 401, "unauthorized", "admin API disabled: no admin token configured");
+        return false;
+    }
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !token_equal(auth + 7, tok)) {
+        reply_error(q, 401, "unauthorized", "missing or wrong admin token (Authorization: Bearer ...)");
+        return false;
+    }
+    return true;
+}
+
+/* X-User-Id (and X-User-Signature when a secret is set) into q->user. */
+static bool user_ok(hreq *q, int missing_status)
+{
+    const char *u = header(q, "X-User-Id");
+    if (!u) {
+        reply_error(q, missing_status, missing_status == 401 ? "unauthorized" : "bad_request",
+                    "missing X-User-Id header");
+        return false;
+    }
+    if (!sk_valid_user_id(u)) {
+        reply_error(q, 400, "bad_request", "X-User-Id must be 1-64 characters of [A-Za-z0-9_.:-]");
+        return false;
+    }
+    snprintf(q->user, sizeof(q->user), "%s", u);
+    const char *secret = q->h->user_secret;
+    if (!secret || !*secret) return true;
+    const char *sig = header(q, "X-User-Signature");
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char hex[2 * EVP_MAX_MD_SIZE + 1] = "", given[2 * EVP_MAX_MD_SIZE + 1] = "";
+    HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)u, strlen(u), md, &mdlen);
+    for (unsigned i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    if (sig && strlen(sig) == 2 * mdlen) {
+        for (size_t i = 0; i < 2 * mdlen; i++)
+            given[i] = (char)((sig[i] >= 'A' && sig[i] <= 'F') ? sig[i] + 32 : sig[i]);
+        given[2 * mdlen] = '\0';
+    }
+    if (!sig || !token_equal(given, hex)) {
+        reply_error(q, 401, "unauthorized", sig ? "bad X-User-Signature" : "missing X-User-Signature");
+        return false;
+    }
+    return true;
+}
+
+static void client_ip(hreq *q, char *ip, size_t iplen)
+{
+    ip[0] = '\0';
+    if (q->h->o.trust_forwarded) {
+        const char *xff = header(q, "X-Forwarded-For");
+        if (xff) {
+            size_t n = strcspn(xff, ", ");
+            if (n > 0 && n < iplen) {
+                memcpy(ip, xff, n);
+                ip[n] = '\0';
+                return;
+            }
+        }
+    }
+    struct evhttp_connection *c = evhttp_request_get_connection(q->req);
+    char *addr = NULL;
+    ev_uint16_t port = 0;
+    if (c) evhttp_connection_get_peer(c, &addr, &port);
+    if (addr) snprintf(ip, iplen, "%s", addr);
+}
+
+/* ---- campaigns ------------------------------------------------------------ */
+
+static void put_campaign(dlock__buf *b, const sk_campaign_info *ci)
+{
+    char s[40], e[40];
+    sk_http_format_time(ci->def.starts_at_ms, s);
+    sk_http_format_time(ci->def.ends_at_ms, e);
+    dlock__buf_append(b, "{\"id\":", 6);
+    sk_json_put_str(b, ci->def.id, strlen(ci->def.id));
+    dlock__buf_append(b, ",\"title\":", 9);
+    sk_json_put_str(b, ci->def.title, strlen(ci->def.title));
+    dlock__buf_printf(b,
+                      ",\"stock\":%lld,\"remaining\":%lld,\"sold\":%lld,\"per_user_limit\":%lld,"
+                      "\"price_cents\":%lld,\"starts_at\":\"%s\",\"ends_at\":\"%s\","
+                      "\"starts_at_ms\":%lld,\"ends_at_ms\":%lld,\"state\":\"%s\"}\n",
+                      (long long)ci->def.stock, (long long)ci->remaining, (long long)ci->sold,
+                      (long long)ci->def.per_user_limit, (long long)ci->def.price_cents, s, e,
+                      (long long)ci->def.starts_at_ms, (long long)ci->def.ends_at_ms, ci->state);
+}
+
+static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
+{
+    hreq *q = arg;
+    if (err) {
+        const char *what = err == SK_EEXIST      ? "campaign already exists"
+                           : err == SK_ECONFLICT ? "campaign is live: re-heat needs force=1"
+                           : err == SK_ENOTFOUND ? "no such campaign"
+                                                 : "campaign";
+        reply_err_code(q, err, what);
+        return;
+    }
+    dlock__buf b = {0};
+    put_campaign(&b, ci);
+    reply_json(q, q->route == SK_ROUTE_CAMPAIGN_CREATE ? 201 : 200, &b);
+}
+
+static int json_time(const sk_json_val *v, int64_t *ms_out)
+{
+    if (v->type == SK_JSON_NUMBER && v->is_int && v->i >= 0) {
+        *ms_out = v->i;
+        return 0;
+    }
+    if (v->type == SK_JSON_STRING) return sk_http_parse_time(v->s, v->len, ms_out);
+    return SK_EINVAL;
+}
+
+/* Fills d from a campaign JSON object; 0 or SK_EINVAL with msg. */
+static int parse_campaign(const sk_json_doc *doc, sk_campaign_def *d, char *msg, size_t msglen)
+{
+    const sk_json_val *root = &doc->nodes[0];
+    memset(d, 0, sizeof(*d));
+    d->per_user_limit = 1;
+    bool has_id = false, has_stock = false, has_start = false, has_end = false;
+    if (root->type != SK_JSON_OBJECT) {
+        snprintf(msg, msglen, "body must be a JSON object");
+        return SK_EINVAL;
+    }
+    for (int c = root->first; c >= 0; c = doc->nodes[c].next) {
+        const sk_json_val *v = &doc->nodes[c];
+        const char *k = v->key;
+        bool ok = true;
+        if (strcmp(k, "id") == 0) {
+            ok = v->type == SK_JSON_STRING && v->len < sizeof(d->id) && strlen(v->s) == v->len;
+            if (ok) snprintf(d->id, sizeof(d->id), "%s", v->s);
+            has_id = true;
+        } else if (strcmp(k, "title") == 0) {
+            ok = v->type == SK_JSON_STRING && v->len < sizeof(d->title) && strlen(v->s) == v->len;
+            if (ok) snprintf(d->title, sizeof(d->title), "%s", v->s);
+        } else if (strcmp(k, "stock") == 0) {
+            ok = v->type == SK_JSON_NUMBER && v->is_int;
+            d->stock = v->i;
+            has_stock = true;
+        } else if (strcmp(k, "per_user_limit") == 0) {
+            ok = v->type == SK_JSON_NUMBER && v->is_int;
+            d->per_user_limit = v->i;
+        } else if (strcmp(k, "price_cents") == 0) {
+            ok = v->type == SK_JSON_NUMBER && v->is_int;
+            d->price_cents = v->i;
+        } else if (strcmp(k, "starts_at") == 0) {
+            ok = json_time(v, &d->starts_at_ms) == 0;
+            has_start = true;
+        } else if (strcmp(k, "ends_at") == 0) {
+            ok = json_time(v, &d->ends_at_ms) == 0;
+            has_end = true;
+        } else {
+            snprintf(msg, msglen, "unknown field \"%.64s\"", k);
+            return SK_EINVAL;
+        }
+        if (!ok) {
+            snprintf(msg, msglen, "bad value for \"%s\"", k);
+            return SK_EINVAL;
+        }
+    }
+    if (!has_id || !has_stock || !has_start || !has_end) {
+        snprintf(msg, msglen, "id, stock, starts_at and ends_at are required");
+        return SK_EINVAL;
+    }
+    return sk_campaign_def_check(d, msg, msglen);
+}
+
+static void handle_campaign_create(hreq *q)
+{
+    if (!admin_ok(q)) return;
+    char *body = NULL, msg[200];
+    size_t len = 0;
+    int rc = read_body(q, &body, &len);
+    if (rc) {
+        if (rc == SK_EINVAL) reply_error(q, 413, "too_large", "body over the size limit");
+        else reply_error(q, 500, "internal", "out of memory");
+        return;
+    }
+    sk_json_doc doc;
+    sk_campaign_def d;
+    rc = sk_json_parse(body, len, &doc, msg, sizeof(msg));
+    free(body);
+    if (rc) {
+        reply_error(q, 400, "bad_request", rc == SK_EINVAL ? msg : "out of memory");
+        return;
+    }
+    rc = parse_campaign(&doc, &d, msg, sizeof(msg));
+    sk_json_free(&doc);
+    if (rc) {
+        reply_error(q, 400, "bad_request", msg);
+        return;
+    }
+    if (q->h->o.db) {
+        /* The system of record first: a campaign Redis knows but the
+         * database does not could sell orders the pipeline must reject. */
+        sk_campaign c;
+        memset(&c, 0, sizeof(c));
+        snprintf(c.id, sizeof(c.id), "%s", d.id);
+        snprintf(c.title, sizeof(c.title), "%s", d.title);
+        c.stock = d.stock;
+        c.per_user_limit = d.per_user_limit;
+        c.starts_at_ms = d.starts_at_ms;
+        c.ends_at_ms = d.ends_at_ms;
+        c.price_cents = d.price_cents;
+        rc = sk_db_campaign_create(q->h->o.db, &c);
+        if (rc == SK_EEXIST) {
+            reply_error(q, 409, "exists", "campaign already exists");
+            return;
+        }
+        if (rc) {
+            reply_error(q, 503, "unavailable", "database error storing the campaign");
+            return;
+        }
+    }
+    rc = sk_engine_campaign_heat(q->h->engine, &d, SK_HEAT_CREATE, on_campaign, q);
+    if (rc) reply_err_code(q, rc, "pre-heat");
+}
+
+static void on_preheat_def(int err, const sk_campaign_info *ci, void *arg)
+{
+    hreq *q = arg;
+    if (err) {
+        reply_err_code(q, err, err == SK_ENOTFOUND ? "no such campaign" : "campaign");
+        return;
+    }
+    int rc = sk_engine_campaign_heat(q->h->engine, &ci->def, q->mode, on_campaign, q);
+    if (rc) reply_err_code(q, rc, "pre-heat");
+}
+
+static void handle_campaign_preheat(hreq *q, const char *query)
+{
+    if (!admin_ok(q)) return;
+    q->mode = (query && (strstr(query, "force=1") || strstr(query, "force=true"))) ? SK_HEAT_FORCE
+                                                                                  : SK_HEAT_REHEAT;
+    if (q->h->o.db) {
+        sk_campaign c;
+        int rc = sk_db_campaign_get(q->h->o.db, q->id, &c, NULL);
+        if (rc == 0) {
+            sk_campaign_def d;
+            memset(&d, 0, sizeof(d));
+            snprintf(d.id, sizeof(d.id), "%s", c.id);
+            snprintf(d.title, sizeof(d.title), "%s", c.title);
+            d.stock = c.stock;
+            d.per_user_limit = c.per_user_limit;
+            d.starts_at_ms = c.starts_at_ms;
+            d.ends_at_ms = c.ends_at_ms;
+            d.price_cents = c.price_cents;
+            rc = sk_engine_campaign_heat(q->h->engine, &d, q->mode, on_campaign, q);
+            if (rc) reply_err_code(q, rc, "pre-heat");
+            return;
+        }
+        if (rc != SK_ENOTFOUND) {
+            reply_error(q, 503, "unavailable", "database error reading the campaign");
+            return;
+        }
+    }
+    int rc = sk_engine_campaign_get(q->h->engine, q->id, on_preheat_def, q);
+    if (rc) reply_err_code(q, rc, "pre-heat");
+}
+
+static void handle_campaign_get(hreq *q)
+{
+    int rc = sk_engine_campaign_get(q->h->engine, q->id, on_campaign, q);
+    if (rc) reply_err_code(q, rc, "campaign");
+}
+
+/* ---- purchase ------------------------------------------------------------ */
+
+static void answer_purchase(hreq *q, const sk_purchase_result *r)
+{
+    char msg[160];
+    dlock__buf b = {0};
+    switch (r->err) {
+    case 0:
+        dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"campaign\":\"%s\",\"quantity\":%lld,"
+                              "\"remaining\":%lld,\"status\":\"accepted\"}\n",
+                          (unsigned long long)r->order_id, q->id, (long long)r->qty,
+                          (long long)r->remaining);
+        reply_json(q, 201, &b);
+        return;
+    case SK_ESOLDOUT:
+        if (r->remaining > 0) snprintf(msg, sizeof(msg), "only %lld left", (long long)r->remaining);
+        else snprintf(msg, sizeof(msg), "sold out");
+        reply_error(q, 409, "sold_out", msg);
+        return;
+    case SK_ELIMIT:
+        snprintf(msg, sizeof(msg), "per-user limit reached (you hold %lld)", (long long)r->value);
+        reply_error(q, 409, "limit_reached", msg);
+        return;
+    case SK_ENOTSTARTED:
+        snprintf(msg, sizeof(msg), "campaign starts in %lld ms", (long long)r->value);
+        reply_error(q, 409, "not_started", msg);
+        return;
+    case SK_EENDED: reply_error(q, 409, "ended", "campaign has ended"); return;
+    case SK_ENOTFOUND: reply_error(q, 404, "not_found", "no such campaign"); return;
+    case SK_ERATE: {
+        char ra[24];
+        snprintf(ra, sizeof(ra), "%lld", (long long)((r->value + 999) / 1000 > 0 ? (r->value + 999) / 1000 : 1));
+        evhttp_add_header(evhttp_request_get_output_headers(q->req), "Retry-After", ra);
+        reply_error(q, 429, "rate_limited", "too many purchase attempts; retry later");
+        return;
+    }
+    case SK_EINVAL:
+        snprintf(msg, sizeof(msg), "quantity must be 1..%lld", (long long)r->value);
+        reply_error(q, 400, "bad_request", msg);
+        return;
+    case SK_ECONFLICT:
+        reply_error(q, 400, "bad_request", "Idempotency-Key already used by another user");
+        return;
+    case DLOCK_EUNKNOWN:
+        reply_error(q, 503, "unavailable",
+                    "Redis did not answer: outcome unknown; retry with the same Idempotency-Key");
+        return;
+    default: reply_error(q, 503, "unavailable", "Redis unavailable"); return;
+    }
+}
+
+static void on_purchase(const sk_purchase_result *r, void *arg) { answer_purchase(arg, r); }
+
+static void handle_purchase(hreq *q)
+{
+    if (!user_ok(q, 400)) return;
+    const char *idem = header(q, "Idempotency-Key");
+    if (idem && !sk_valid_idem_key(idem)) {
+        reply_error(q, 400, "bad_request", "Idempotency-Key must be 1-64 printable characters");
+        return;
+    }
+    char *body = NULL, msg[200];
+    size_t len = 0;
+    int rc = read_body(q, &body, &len);
+    if (rc) {
+        if (rc == SK_EINVAL) reply_error(q, 413, "too_large", "body over 8 KiB");
+        else reply_error(q, 500, "internal", "out of memory");
+        return;
+    }
+    int64_t qty = 1;
+    if (len > 0) {
+        sk_json_doc doc;
+        rc = sk_json_parse(body, len, &doc, msg, sizeof(msg));
+        if (rc) {
+            free(body);
+            reply_error(q, 400, "bad_request", rc == SK_EINVAL ? msg : "out of memory");
+            return;
+        }
+        const sk_json_val *root = &doc.nodes[0];
+        const char *bad = NULL;
+        if (root->type != SK_JSON_OBJECT) bad = "body must be a JSON object";
+        for (int c = root->type == SK_JSON_OBJECT ? root->first : -1; c >= 0 && !bad; c = doc.nodes[c].next) {
+            const sk_json_val *v = &doc.nodes[c];
+            if (strcmp(v->key, "quantity") != 0) bad = "unknown field (only \"quantity\")";
+            else if (v->type != SK_JSON_NUMBER || !v->is_int || v->i < 1 || v->i > 1000000)
+                bad = "quantity must be a positive integer";
+            else qty = v->i;
+        }
+        sk_json_free(&doc);
+        if (bad) {
+            free(body);
+            reply_error(q, 400, "bad_request", bad);
+            return;
+        }
+    }
+    free(body);
+    char ip[64];
+    client_ip(q, ip, sizeof(ip));
+    rc = sk_engine_purchase(q->h->engine, q->id, q->user, qty, idem, ip, on_purchase, q);
+    if (rc) {
+        sk_purchase_result r = {.err = rc, .value = 1};
+        if (rc == SK_EINVAL) reply_error(q, 400, "bad_request", "bad purchase");
+        else if (rc == SK_EUNAVAIL || rc == DLOCK_ENOMEM) reply_error(q, 503, "unavailable", "Redis unavailable");
+        else answer_purchase(q, &r);
+    }
+}
+
+/* ---- orders ---------------------------------------------------------------- */
+
+static void put_order(dlock__buf *b, uint64_t id, const char *campaign, const char *user,
+                      int64_t qty, const char *status, const char *reason)
+{
+    dlock__buf_printf(b, "{\"order_id\":\"%llu\",\"campaign\":", (unsigned long long)id);
+    sk_json_put_str(b, campaign, strlen(campaign));
+    dlock__buf_append(b, ",\"user\":", 8);
+    sk_json_put_str(b, user, strlen(user));
+    dlock__buf_printf(b, ",\"quantity\":%lld,\"status\":", (long long)qty);
+    sk_json_put_str(b, status, strlen(status));
+    if (reason && *reason) {
+        dlock__buf_append(b, ",\"reason\":", 10);
+        sk_json_put_str(b, reason, strlen(reason));
+    }
+    dlock__buf_append(b, "}\n", 2);
+}
+
+static void on_order(int err, const sk_order_info *o, void *arg)
+{
+    hreq *q = arg;
+    if (err) {
+        reply_err_code(q, err, err == SK_ENOTFOUND ? "no such order" : "order");
+        return;
+    }
+    dlock__buf b = {0};
+    put_order(&b, o->order_id, o->campaign, o->user, o->qty, o->status[0] ? o->status : "accepted", NULL);
+    reply_json(q, 200, &b);
+}
+
+static bool parse_order_id(const char *s, uint64_t *out)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 20) return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static void handle_order_get(hreq *q, const char *query)
+{
+    if (q->h->o.db) {
+        sk_order_row row;
+        int rc = sk_db_order_get(q->h->o.db, q->order_id, &row);
+        if (rc == 0) {
+            dlock__buf b = {0};
+            put_order(&b, row.order_id, row.campaign, row.user, row.qty, row.status, row.reason);
+            reply_json(q, 200, &b);
+            return;
+        }
+        /* not persisted yet (or a database hiccup): Redis knows accepted orders */
+    }
+    const char *campaign = NULL;
+    char cbuf[65];
+    if (query && strncmp(query, "campaign=", 9) == 0) {
+        snprintf(cbuf, sizeof(cbuf), "%.*s", (int)strcspn(query + 9, "&"), query + 9);
+        if (!sk_valid_campaign_id(cbuf)) {
+            reply_error(q, 400, "bad_request", "bad campaign parameter");
+            return;
+        }
+        campaign = cbuf;
+    }
+    int rc = sk_engine_order_get(q->h->engine, q->order_id, campaign, on_order, q);
+    if (rc) reply_err_code(q, rc, "order");
+}
+
+static void handle_order_pay(hreq *q)
+{
+    if (!user_ok(q, 401)) return;
+    if (!q->h->o.db) {
+        reply_error(q, 503, "unavailable", "payments need a database (--database-url)");
+        return;
+    }
+    sk_order_row row;
+    int rc = sk_db_order_pay(q->h->o.db, q->order_id, q->user, &row);
+    switch (rc) {
+    case 0: {
+        dlock__buf b = {0};
+        put_order(&b, row.order_id, row.campaign, row.user, row.qty, "paid", NULL);
+        reply_json(q, 200, &b);
+        return;
+    }
+    case SK_ENOTFOUND: reply_error(q, 404, "not_found", "no such order (or not persisted yet)"); return;
+    case SK_EFORBIDDEN: reply_error(q, 403, "forbidden", "not your order"); return;
+    case SK_ECONFLICT:
+        reply_error(q, 409, strcmp(row.status, "rejected") == 0 ? "rejected" : "cancelled",
+                    "order is cancelled or rejected");
+        return;
+    default: reply_error(q, 503, "unavailable", "database error"); return;
+    }
+}
+
+/* ---- health, metrics, ping -------------------------------------------------- */
+
+static void on_health(int err, void *arg)
+{
+    hreq *q = arg;
+    dlock__buf b = {0};
+    bool ready = sk_engine_ready(q->h->engine);
+    dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\"}\n",
+                      !err && ready ? "ok" : "unavailable", err ? "down" : "up",
+                      ready ? "ready" : "no worker lease");
+    reply_json(q, !err && ready ? 200 : 503, &b);
+}
+
+static void handle_healthz(hreq *q)
+{
+    if (sk_engine_ping(q->h->engine, on_health, q) != 0) on_health(SK_EUNAVAIL, q);
+}
+
+static void handle_metrics(hreq *q)
+{
+    sk_engine_stats st;
+    sk_engine_get_stats(q->h->engine, &st);
+    dlock__buf b = {0};
+    /* this request counts as in flight until answered; report the others */
+    sk_metrics_render(&q->h->m, &st, q->h->inflight - 1, sk_engine_ready(q->h->engine), &b);
+    reply(q, 200, "OK", "text/plain; version=0.0.4", &b);
+    dlock__buf_free(&b);
+}
+
+static void handle_ping(hreq *q)
+{
+    dlock__buf b = {0};
+    dlock__buf_append(&b, "pong\n", 5);
+    reply(q, 200, "OK", "text/plain", &b);
+    dlock__buf_free(&b);
+}
+
+/* ---- routing ------------------------------------------------------------------ */
+
+static void method_not_allowed(hreq *q, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(q->req), "Allow", allow);
+    reply_error(q, 405, "method_not_allowed", "method not allowed on this path");
+}
+
+static void dispatch(hreq *q, const char *path, const char *query)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(q->req);
+    bool get = m == EVHTTP_REQ_GET, post = m == EVHTTP_REQ_POST;
+    char seg[5][72];
+    int n = 0;
+    const char *p = path;
+    while (*p == '/') p++;
+    while (*p) {
+        size_t len = strcspn(p, "/");
+        if (n == 5 || len >= sizeof(seg[0])) {
+            reply_error(q, 404, "not_found", "no such path");
+            return;
+        }
+        memcpy(seg[n], p, len);
+        seg[n++][len] = '\0';
+        p += len;
+        if (*p == '/') p++;
+    }
+    if (n == 1 && strcmp(seg[0], "ping") == 0) {
+        q->route = SK_ROUTE_PING;
+        get ? handle_ping(q) : method_not_allowed(q, "GET");
+    } else if (n == 1 && strcmp(seg[0], "healthz") == 0) {
+        q->route = SK_ROUTE_HEALTHZ;
+        get ? handle_healthz(q) : method_not_allowed(q, "GET");
+    } else if (n == 1 && strcmp(seg[0], "metrics") == 0) {
+        q->route = SK_ROUTE_METRICS;
+        get ? handle_metrics(q) : method_not_allowed(q, "GET");
+    } else if (n >= 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "campaigns") == 0) {
+        if (n == 2) {
+            q->route = SK_ROUTE_CAMPAIGN_CREATE;
+            post ? handle_campaign_create(q) : method_not_allowed(q, "POST");
+            return;
+        }
+        if (!sk_valid_campaign_id(seg[2]) || n > 4) {
+            reply_error(q, 404, "not_found", "no such campaign");
+            return;
+        }
+        memcpy(q->id, seg[2], strlen(seg[2]) + 1); /* valid: at most 64 chars */
+        if (n == 3) {
+            q->route = SK_ROUTE_CAMPAIGN_GET;
+            get ? handle_campaign_get(q) : method_not_allowed(q, "GET");
+        } else if (strcmp(seg[3], "purchase") == 0) {
+            q->route = SK_ROUTE_PURCHASE;
+            post ? handle_purchase(q) : method_not_allowed(q, "POST");
+        } else if (strcmp(seg[3], "preheat") == 0) {
+            q->route = SK_ROUTE_CAMPAIGN_PREHEAT;
+            post ? handle_campaign_preheat(q, query) : method_not_allowed(q, "POST");
+        } else {
+            reply_error(q, 404, "not_found", "no such path");
+        }
+    } else if ((n == 3 || n == 4) && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "orders") == 0) {
+        if (!parse_order_id(seg[2], &q->order_id)) {
+            reply_error(q, 404, "not_found", "no such order");
+            return;
+        }
+        if (n == 3) {
+            q->route = SK_ROUTE_ORDER_GET;
+            get ? handle_order_get(q, query) : method_not_allowed(q, "GET");
+        } else if (strcmp(seg[3], "pay") == 0) {
+            q->route = SK_ROUTE_ORDER_PAY;
+            post ? handle_order_pay(q) : method_not_allowed(q, "POST");
+        } else {
+            reply_error(q, 404, "not_found", "no such path");
+        }
+    } else {
+        reply_error(q, 404, "not_found", "no such path");
+    }
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    sk_http *h = arg;
+    hreq *q = calloc(1, sizeof(*q));
+    if (!q) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    q->h = h;
+    q->req = req;
+    q->route = SK_ROUTE_OTHER;
+    q->t0_us = dlock__now_us();
+    h->inflight++;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path) {
+        reply_error(q, 400, "bad_request", "bad request target");
+        return;
+    }
+    dispatch(q, path, evhttp_uri_get_query(uri));
+}
+
+/* ---- server ------------------------------------------------------------------- */
+
+int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *opts,
+                sk_http **out)
+{
+    *out = NULL;
+    sk_http *h = calloc(1, sizeof(*h));
+    if (!h) return DLOCK_ENOMEM;
+    h->base = base;
+    h->engine = engine;
+    if (opts) h->o = *opts;
+    else sk_http_opts_init(&h->o);
+    if (!h->o.max_body) h->o.max_body = 8192;
+    if (!h->o.max_headers) h->o.max_headers = 8192;
+    if (h->o.idle_timeout_ms <= 0) h->o.idle_timeout_ms = 10000;
+    h->admin_token = strdup(h->o.admin_token ? h->o.admin_token : "");
+    h->user_secret = strdup(h->o.user_secret ? h->o.user_secret : "");
+    h->http = evhttp_new(base);
+    if (!h->admin_token || !h->user_secret || !h->http) {
+        sk_http_free(h);
+        return DLOCK_ENOMEM;
+    }
+    h->o.admin_token = h->o.user_secret = NULL;
+    evhttp_set_max_headers_size(h->http, (ev_ssize_t)h->o.max_headers);
+    evhttp_set_max_body_size(h->http, (ev_ssize_t)(h->o.max_body > EVHTTP_BODY_CAP ? h->o.max_body : EVHTTP_BODY_CAP));
+    struct timeval tv = {.tv_sec = h->o.idle_timeout_ms / 1000,
+                         .tv_usec = (h->o.idle_timeout_ms % 1000) * 1000};
+    evhttp_set_timeout_tv(h->http, &tv);
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                                            EVHTTP_REQ_PATCH);
+    evhttp_set_default_content_type(h->http, "application/json");
+    evhttp_set_gencb(h->http, on_request, h);
+    *out = h;
+    return 0;
+}
+
+/* accept() failed (EMFILE: the connection limit, set as RLIMIT_NOFILE by
+ * seckilld): pause accepting for 100 ms instead of spinning. */
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sk_http *h = arg;
+    if (h->listener) evconnlistener_enable(h->listener);
+}
+
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    sk_http *h = arg;
+    evconnlistener_disable(l);
+    struct timeval tv = {0, 100000};
+    if (h->resume_ev) event_add(h->resume_ev, &tv);
+}
+
+int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *port_out,
+                   char *err, size_t errlen)
+{
+    struct evutil_addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = EVUTIL_AI_PASSIVE;
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    int rc = evutil_getaddrinfo(addr && *addr ? addr : NULL, ps, &hints, &ai);
+    if (rc || !ai) {
+        snprintf(err, errlen, "bad listen address %s: %s", addr ? addr : "*", evutil_gai_strerror(rc));
+        return DLOCK_EIO;
+    }
+    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC;
+    if (reuseport) flags |= LEV_OPT_REUSEABLE_PORT;
+    h->listener = evconnlistener_new_bind(h->base, NULL, NULL, flags, 1024, ai->ai_addr,
+                                          (int)ai->ai_addrlen);
+    evutil_freeaddrinfo(ai);
+    if (!h->listener) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", addr ? addr : "*", port,
+                 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+        return DLOCK_EIO;
+    }
+    h->resume_ev = event_new(h->base, -1, 0, on_resume, h);
+    evconnlistener_set_error_cb(h->listener, on_accept_error);
+    h->bound = evhttp_bind_listener(h->http, h->listener);
+    if (!h->bound) {
+        evconnlistener_free(h->listener);
+        h->listener = NULL;
+        snprintf(err, errlen, "evhttp_bind_listener failed");
+        return DLOCK_EIO;
+    }
+    if (port_out) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        *port_out = port;
+        if (getsockname(evconnlistener_get_fd(h->listener), (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET) *port_out = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            else if (ss.ss_family == AF_INET6) *port_out = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+    }
+    return 0;
+}
+
+void sk_http_stop_accepting(sk_http *h)
+{
+    h->draining = true;
+    if (h->bound) {
+        evhttp_del_accept_socket(h->http, h->bound); /* frees the listener too */
+        h->bound = NULL;
+        h->listener = NULL;
+    }
+}
+
+void sk_http_free(sk_http *h)
+{
+    if (!h) return;
+    sk_http_stop_accepting(h);
+    if (h->http) evhttp_free(h->http);
+    if (h->resume_ev) event_free(h->resume_ev);
+    free(h->admin_token);
+    free(h->user_secret);
+    free(h);
+}

@@ -1,0 +1,55 @@
+/* http.h: seckilld's HTTP front end (libevent evhttp) over an sk_engine:
+ * the JSON API of docs/http-api.md, /healthz, /metrics and /ping. One
+ * server lives on one event loop with one engine; nothing here blocks on
+ * the purchase path (database calls happen only for admin, pay and order
+ * reads). Every answer, also every error, is JSON {"error","message"}
+ * except /metrics (Prometheus text) and /ping. */
+#ifndef SK_HTTP_H
+#define SK_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+struct event_base;
+typedef struct sk_http sk_http;
+struct sk_db;
+
+typedef struct sk_http_opts {
+    const char *admin_token;     /* NULL/"": the admin API answers 401 */
+    const char *user_secret;     /* NULL/"": X-User-Signature not required */
+    int64_t idle_timeout_ms;     /* read/write inactivity before closing (default 10000) */
+    size_t max_body;             /* JSON 413 above this (default 8192) */
+    size_t max_headers;          /* header bytes (default 8192) */
+    bool trust_forwarded;        /* take the client ip from X-Forwarded-For */
+    struct sk_db *db;            /* NULL: Redis only */
+} sk_http_opts;
+
+void sk_http_opts_init(sk_http_opts *o);
+/* Strings in opts are copied. 0 or DLOCK_ENOMEM. */
+int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *opts,
+                sk_http **out);
+/* Listens on addr:port (port 0 = any; the chosen port is returned in
+ * *port_out). reuseport sets SO_REUSEPORT so several processes can share
+ * a port. 0 or DLOCK_EIO (err says why). */
+int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *port_out,
+                   char *err, size_t errlen);
+/* Stops accepting new connections (graceful shutdown); answers from now
+ * on carry "Connection: close". */
+void sk_http_stop_accepting(sk_http *h);
+/* Requests received and not yet answered. */
+size_t sk_http_inflight(const sk_http *h);
+/* Answers handed to evhttp and not yet completely written (an answer to a
+ * client that vanished may stay counted: bound any wait on this). */
+size_t sk_http_unflushed(const sk_http *h);
+void sk_http_free(sk_http *h);
+
+/* RFC 3339 time ("2026-12-01T10:00:00+08:00", fraction optional) to unix
+ * ms; 0 or SK_EINVAL. */
+int sk_http_parse_time(const char *s, size_t len, int64_t *ms_out);
+/* Unix ms to RFC 3339 UTC ("2026-12-01T02:00:00Z", ".mmm" when needed). */
+void sk_http_format_time(int64_t ms, char out[40]);
+
+#endif

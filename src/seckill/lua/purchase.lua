@@ -1,0 +1,113 @@
+-- purchase.lua: decides N purchases of one campaign atomically and in
+-- order (a batch of N behaves exactly like N calls of one). Per purchase:
+-- rate limits, Idempotency-Key replay, quantity bound, time window (Redis
+-- server clock), per-user limit, stock; on acceptance it deducts, records
+-- the buyer, the order hash, the idempotency answer, and XADDs the order.
+-- KEYS[1] {c:<id>}:meta   KEYS[2] {c:<id>}:stock   KEYS[3] {c:<id>}:buyers
+-- KEYS[4] {c:<id>}:orders
+-- then 4 keys per purchase i (k = 4 + 4*(i-1)):
+--   KEYS[k+1] idempotency key ({c:<id>}:idem:<key>; ignored when no key)
+--   KEYS[k+2] order hash ({c:<id>}:order:<order_id>)
+--   KEYS[k+3] user rate key   KEYS[k+4] ip rate key
+-- ARGV[1] campaign id   ARGV[2] N
+-- ARGV[3] user rate limit (0 = off)  ARGV[4] user rate window ms
+-- ARGV[5] ip rate limit (0 = off)    ARGV[6] ip rate window ms
+-- ARGV[7] idempotency ttl ms         ARGV[8] order hash ttl ms
+-- then 5 per purchase i (a = 8 + 5*(i-1)):
+--   ARGV[a+1] order id (decimal)  ARGV[a+2] user  ARGV[a+3] quantity
+--   ARGV[a+4] Idempotency-Key or ""  ARGV[a+5] client ip or ""
+-- Returns a flat array, 4 entries per purchase: code, value, order id, qty
+--   0 accepted      value = remaining stock
+--   1 replay        value = remaining at the first answer; order id/qty of it
+--   2 sold out      value = remaining stock (0, or less than qty)
+--   3 limit         value = units the user already holds
+--   4 not started   value = ms until the start
+--   5 ended         value = 0
+--   6 not found     (campaign not pre-heated)
+--   7 rate limited  value = ms until the window resets
+--   8 bad quantity  value = per-user limit (qty above it)
+--   9 idem conflict (the key was first used by another user)
+
+local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms')
+local n = tonumber(ARGV[2])
+local out = {}
+if not meta[1] then
+  for i = 1, n do
+    local a = 8 + 5 * (i - 1)
+    out[#out + 1] = 6; out[#out + 1] = 0; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
+  end
+  return out
+end
+local limit = tonumber(meta[1])
+local starts = tonumber(meta[2])
+local ends = tonumber(meta[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_str = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+local stock0 = stock
+local cid = ARGV[1]
+local user_rl, user_win = tonumber(ARGV[3]), tonumber(ARGV[4])
+local ip_rl, ip_win = tonumber(ARGV[5]), tonumber(ARGV[6])
+local idem_ttl, order_ttl = ARGV[7], ARGV[8]
+
+-- Fixed-window counter on server time; returns ms to wait, or 0 if allowed.
+local function over_rate(key, lim, win)
+  if lim <= 0 then return 0 end
+  local c = redis.call('INCR', key)
+  local ttl = redis.call('PTTL', key)
+  if c == 1 or ttl < 0 then
+    redis.call('PEXPIRE', key, win)
+    ttl = win
+  end
+  if c > lim then return ttl > 0 and ttl or 1 end
+  return 0
+end
+
+local function answer(code, value, oid, qty)
+  out[#out + 1] = code; out[#out + 1] = value; out[#out + 1] = oid; out[#out + 1] = qty
+end
+
+for i = 1, n do
+  local k = 4 + 4 * (i - 1)
+  local a = 8 + 5 * (i - 1)
+  local oid, user, qty, idem, ip = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
+  local wait = over_rate(KEYS[k + 3], user_rl, user_win)
+  if wait == 0 and ip ~= '' then wait = over_rate(KEYS[k + 4], ip_rl, ip_win) end
+  local first = (idem ~= '') and redis.call('GET', KEYS[k + 1]) or nil
+  if wait > 0 then
+    answer(7, wait, oid, qty)
+  elseif first then
+    local fu, foid, fqty, frem = string.match(first, '^(.*)\n(%d+)\n(%d+)\n(%d+)$')
+    if fu == user then answer(1, tonumber(frem), foid, tonumber(fqty))
+    else answer(9, 0, oid, qty) end
+  elseif qty > limit then
+    answer(8, limit, oid, qty)
+  elseif now < starts then
+    answer(4, starts - now, oid, qty)
+  elseif now >= ends then
+    answer(5, 0, oid, qty)
+  else
+    local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+    if held + qty > limit then
+      answer(3, held, oid, qty)
+    elseif stock < qty then
+      answer(2, stock, oid, qty)
+    else
+      stock = stock - qty
+      redis.call('HINCRBY', KEYS[3], user, qty)
+      redis.call('HSET', KEYS[k + 2], 'campaign', cid, 'user', user, 'qty', qty,
+                 'status', 'accepted', 'ts_ms', now_str)
+      redis.call('PEXPIRE', KEYS[k + 2], order_ttl)
+      if idem ~= '' then
+        redis.call('SET', KEYS[k + 1], user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock,
+                   'PX', idem_ttl)
+      end
+      redis.call('XADD', KEYS[4], '*', 'order_id', oid, 'campaign', cid, 'user', user,
+                 'qty', tostring(qty), 'idem', idem, 'ts_ms', now_str, 'path', 'redis')
+      answer(0, stock, oid, qty)
+    end
+  end
+end
+if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
+return out

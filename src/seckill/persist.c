@@ -1,0 +1,750 @@
+/* persist.c: a persistence worker. Design note:
+ *  - one consumer (unique name) of group seckill-persist on every campaign
+ *    stream; each round: (1) re-reads its own pending entries (a failed
+ *    batch) with XREADGROUP ... 0, (2) every claim_idle_ms/2 XAUTOCLAIMs
+ *    entries idle on other (dead) consumers, (3) reads new entries (BLOCK
+ *    only when (1) and (2) found nothing), (4) runs the payment sweeper;
+ *  - a batch goes to the database in one transaction (sk_db_apply_batch);
+ *    XACK follows the commit, so a crash between the two only causes a
+ *    redelivery, which the order_id primary key turns into a no-op;
+ *  - a batch that fails while the database answers a ping is retried entry
+ *    by entry, so one poisoned entry cannot hold back the others; its error
+ *    is kept in {c:<id>}:orders:errors and after max_deliveries deliveries
+ *    it moves (MULTI: XADD dead + XACK) to {c:<id>}:orders:dead;
+ *  - when the database does not answer, the worker reads nothing (which
+ *    would count deliveries) until it does: an outage dead-letters nothing;
+ *  - malformed entries can never succeed: they are dead-lettered at once. */
+#include "persist.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlock/dlock.h"
+#include "sk_err.h"
+#include "url.h"
+#include "util.h"
+
+#define MAX_FIELDS 16
+#define OWN_RETRY_MS 200 /* pause before an entry that failed is delivered again */
+
+typedef struct entry {
+    char id[32];
+    const dlock__reply *fields; /* name/value array; lives as long as the reply */
+    bool deleted;      /* XREADGROUP history of a deleted entry */
+    const char *why;   /* malformed: reason */
+    int64_t deliveries;
+    sk_order_in in;
+    char campaign[65], user[65], path[8];
+} entry;
+
+typedef struct camp {
+    char id[65];
+    char key[96], dead[112], errs[112], stats[112];
+    char cursor[32]; /* XAUTOCLAIM cursor */
+} camp;
+
+typedef struct worker {
+    const sk_persist_opts *o;
+    sk_db *db;
+    dlock__conn *rc;
+    char consumer[128];
+    camp *camps;
+    size_t ncamps, capcamps;
+    sk_persist_stats st;
+    entry *buf;    /* o->batch entries */
+    int *results;  /* o->batch results */
+    sk_order_in *ins;
+    int64_t next_claim_ms, next_sweep_ms, next_discover_ms;
+    bool nogroup; /* Redis lost a stream or group (restart, failover): re-create */
+    bool db_down; /* the database is unreachable: read nothing (deliveries would count) */
+    int64_t next_own_ms; /* own pending entries that failed are retried from then on */
+} worker;
+
+void sk_persist_opts_init(sk_persist_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->batch = 1000;
+    o->block_ms = 500;
+    o->claim_idle_ms = 30000;
+    o->max_deliveries = 5;
+    o->pay_timeout_ms = 15 * 60 * 1000;
+    o->sweep_interval_ms = 1000;
+}
+
+__attribute__((format(printf, 2, 3))) static void wlog(worker *w, const char *fmt, ...)
+{
+    if (!w->o->log) return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    w->o->log(line, w->o->log_ud);
+}
+
+int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__conn **out, char *err,
+                          size_t errlen)
+{
+    dlock__url u;
+    int rc = dlock__url_parse(url, &u, err, errlen);
+    if (rc) return rc;
+    dlock__conn_opts co = {.connect_timeout_ms = 2000, .command_timeout_ms = command_timeout_ms};
+    /* A sentinel URL is kept as is: the connection asks the sentinels for
+     * the master again at every reconnect, so a failover is followed. */
+    rc = dlock__conn_open(&u, &co, out, err, errlen);
+    dlock__url_free(&u);
+    return rc;
+}
+
+/* Runs one command; 0 with *r (caller frees) or a dlock code. A Redis
+ * error reply is returned as ESERVER (and freed). */
+static int cmd(worker *w, int argc, const char **argv, dlock__reply **r)
+{
+    *r = NULL;
+    int err = dlock__conn_cmd(w->rc, argc, argv, NULL, r);
+    if (!err && dlock__reply_kind(*r) == DLOCK__R_ERROR) {
+        if (dlock__reply_is_error(*r, "NOGROUP")) w->nogroup = true;
+        wlog(w, "redis %s: %s", argv[0], dlock__reply_str(*r, NULL));
+        dlock__reply_free(*r);
+        *r = NULL;
+        err = DLOCK_ESERVER;
+    }
+    if (err) w->st.redis_errors++;
+    return err;
+}
+
+static const char *rstr(const dlock__reply *r)
+{
+    if (!r) return "";
+    dlock__reply_type t = dlock__reply_kind(r);
+    return (t == DLOCK__R_STRING || t == DLOCK__R_STATUS) ? dlock__reply_str(r, NULL) : "";
+}
+
+/* Decimal int64, -1 when s is not one. */
+static int64_t parse_i64(const char *s)
+{
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    return end && end != s && *end == '\0' ? (int64_t)v : -1;
+}
+
+int sk_persist_parse_duration(const char *s, int64_t *ms_out)
+{
+    if (!s || !*s || *s == '-') return SK_EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s) return SK_EINVAL;
+    int64_t mul = 1;
+    if (strcmp(end, "") == 0 || strcmp(end, "ms") == 0) mul = 1;
+    else if (strcmp(end, "s") == 0) mul = 1000;
+    else if (strcmp(end, "m") == 0) mul = 60000;
+    else if (strcmp(end, "h") == 0) mul = 3600000;
+    else return SK_EINVAL;
+    if (v > INT64_MAX / mul) return SK_EINVAL;
+    *ms_out = (int64_t)v * mul;
+    return 0;
+}
+
+static int64_t rint64(const dlock__reply *r)
+{
+    if (!r) return 0;
+    if (dlock__reply_kind(r) == DLOCK__R_INTEGER) return dlock__reply_int(r);
+    return parse_i64(rstr(r));
+}
+
+/* ---- campaigns --------------------------------------------------------- */
+
+static camp *camp_find(worker *w, const char *id)
+{
+    for (size_t i = 0; i < w->ncamps; i++)
+        if (strcmp(w->camps[i].id, id) == 0) return &w->camps[i];
+    return NULL;
+}
+
+/* Creates the database row from {c:<id>}:meta when the engine ran without
+ * a database (the contract asks it to create it first; this is a safety net). */
+static void camp_ensure_db(worker *w, const char *id)
+{
+    if (sk_db_campaign_get(w->db, id, NULL, NULL) != SK_ENOTFOUND) return;
+    char key[96];
+    snprintf(key, sizeof(key), "{c:%s}:meta", id);
+    const char *argv[] = {"HGETALL", key};
+    dlock__reply *r;
+    if (cmd(w, 2, argv, &r)) return;
+    sk_campaign c = {0};
+    snprintf(c.id, sizeof(c.id), "%s", id);
+    c.per_user_limit = 0;
+    int have_stock = 0;
+    for (size_t i = 0; i + 1 < dlock__reply_count(r); i += 2) {
+        const char *k = rstr(dlock__reply_at(r, i)), *v = rstr(dlock__reply_at(r, i + 1));
+        if (strcmp(k, "title") == 0) snprintf(c.title, sizeof(c.title), "%s", v);
+        if (strcmp(k, "stock") == 0) c.stock = parse_i64(v), have_stock = 1;
+        if (strcmp(k, "per_user_limit") == 0) c.per_user_limit = parse_i64(v);
+        if (strcmp(k, "starts_at_ms") == 0) c.starts_at_ms = parse_i64(v);
+        if (strcmp(k, "ends_at_ms") == 0) c.ends_at_ms = parse_i64(v);
+        if (strcmp(k, "price_cents") == 0) c.price_cents = parse_i64(v);
+    }
+    dlock__reply_free(r);
+    if (!have_stock) return;
+    if (c.price_cents < 0) c.price_cents = 0;
+    int rc = sk_db_campaign_create(w->db, &c);
+    wlog(w, "campaign %s: created in the database from Redis meta: %s", id, rc ? sk_strerror(rc) : "ok");
+}
+
+static void camp_add(worker *w, const char *id)
+{
+    if (!sk_db_id_valid(id) || camp_find(w, id)) return;
+    if (w->ncamps == w->capcamps) {
+        size_t cap = w->capcamps ? 2 * w->capcamps : 8;
+        camp *n = realloc(w->camps, cap * sizeof(*n));
+        if (!n) return;
+        w->camps = n;
+        w->capcamps = cap;
+    }
+    camp *c = &w->camps[w->ncamps];
+    memset(c, 0, sizeof(*c));
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    snprintf(c->key, sizeof(c->key), "{c:%s}:orders", id);
+    snprintf(c->dead, sizeof(c->dead), "{c:%s}:orders:dead", id);
+    snprintf(c->errs, sizeof(c->errs), "{c:%s}:orders:errors", id);
+    snprintf(c->stats, sizeof(c->stats), "{c:%s}:pipeline", id);
+    snprintf(c->cursor, sizeof(c->cursor), "0-0");
+    const char *argv[] = {"XGROUP", "CREATE", c->key, SK_PERSIST_GROUP, "0", "MKSTREAM"};
+    dlock__reply *r = NULL;
+    int err = dlock__conn_cmd(w->rc, 6, argv, NULL, &r);
+    bool ok = !err && (dlock__reply_kind(r) != DLOCK__R_ERROR || dlock__reply_is_error(r, "BUSYGROUP"));
+    dlock__reply_free(r);
+    if (!ok) return; /* retried at the next discovery */
+    camp_ensure_db(w, id);
+    w->ncamps++;
+    wlog(w, "campaign %s: consuming %s", id, c->key);
+}
+
+static void db_camp_cb(const sk_campaign *c, int64_t remaining, void *ud)
+{
+    (void)remaining;
+    camp_add(ud, c->id);
+}
+
+static void discover(worker *w)
+{
+    if (w->o->campaign) {
+        camp_add(w, w->o->campaign);
+        return;
+    }
+    const char *argv[] = {"SMEMBERS", "seckill:campaigns"};
+    dlock__reply *r;
+    if (cmd(w, 2, argv, &r) == 0) {
+        for (size_t i = 0; i < dlock__reply_count(r); i++) camp_add(w, rstr(dlock__reply_at(r, i)));
+        dlock__reply_free(r);
+    }
+    sk_db_campaign_list(w->db, db_camp_cb, w);
+}
+
+/* ---- entries ----------------------------------------------------------- */
+
+/* Fills out from one stream entry [id, [k, v, ...]]; out points into e. */
+static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
+{
+    out->deleted = false;
+    out->why = NULL;
+    out->deliveries = 0;
+    out->campaign[0] = out->user[0] = out->path[0] = '\0';
+    snprintf(out->id, sizeof(out->id), "%s", rstr(dlock__reply_at(e, 0)));
+    const dlock__reply *f = dlock__reply_count(e) > 1 ? dlock__reply_at(e, 1) : NULL;
+    out->fields = f;
+    if (!f || dlock__reply_kind(f) != DLOCK__R_ARRAY) {
+        out->deleted = true;
+        return;
+    }
+    const char *oid = NULL, *qty = NULL, *ts = NULL;
+    out->in.campaign = out->campaign;
+    out->in.user = out->user;
+    out->in.path = out->path;
+    for (size_t i = 0; i + 1 < dlock__reply_count(f); i += 2) {
+        size_t kl = 0, vl = 0;
+        const char *k = dlock__reply_str(dlock__reply_at(f, i), &kl);
+        const char *v = dlock__reply_str(dlock__reply_at(f, i + 1), &vl);
+        if (!k || !v) continue;
+        bool fits = vl < 65;
+        if (strcmp(k, "order_id") == 0) oid = v;
+        else if (strcmp(k, "qty") == 0) qty = v;
+        else if (strcmp(k, "ts_ms") == 0) ts = v;
+        else if (strcmp(k, "campaign") == 0 && fits) memcpy(out->campaign, v, vl + 1);
+        else if (strcmp(k, "user") == 0 && fits) memcpy(out->user, v, vl + 1);
+        else if (strcmp(k, "path") == 0 && vl < sizeof(out->path)) memcpy(out->path, v, vl + 1);
+    }
+    char *end = NULL;
+    unsigned long long id = oid ? strtoull(oid, &end, 10) : 0;
+    out->in.order_id = (oid && end != oid && *end == '\0' && oid[0] != '-') ? (uint64_t)id : 0;
+    out->in.qty = qty ? parse_i64(qty) : -1;
+    out->in.created_ms = ts ? parse_i64(ts) : dlock__wall_ms();
+    if (!out->path[0]) snprintf(out->path, sizeof(out->path), "redis");
+    out->why = sk_db_order_invalid(&out->in);
+    if (!out->why && strcmp(out->campaign, c->id) != 0) out->why = "campaign field does not match the stream";
+}
+
+/* Parses the entries array of a stream reply into w->buf; returns count. */
+static int entries_parse(worker *w, const camp *c, const dlock__reply *arr)
+{
+    int n = 0;
+    for (size_t i = 0; arr && i < dlock__reply_count(arr) && n < w->o->batch; i++)
+        entry_parse(c, dlock__reply_at(arr, i), &w->buf[n++]);
+    return n;
+}
+
+static int xack(worker *w, const camp *c, const entry *es, int n, const bool *which)
+{
+    const char **argv = calloc((size_t)n + 3, sizeof(*argv));
+    if (!argv) return DLOCK_ENOMEM;
+    int argc = 0;
+    argv[argc++] = "XACK";
+    argv[argc++] = c->key;
+    argv[argc++] = SK_PERSIST_GROUP;
+    for (int i = 0; i < n; i++)
+        if (!which || which[i]) argv[argc++] = es[i].id;
+    int err = 0;
+    if (argc > 3) {
+        dlock__reply *r;
+        err = cmd(w, argc, argv, &r);
+        if (!err) dlock__reply_free(r);
+    }
+    free(argv);
+    return err;
+}
+
+/* MULTI; XADD dead ...; XACK; HDEL errors; EXEC (one hash slot). */
+static int dead_letter(worker *w, const camp *c, const entry *e, const char *why)
+{
+    char deliv[24];
+    snprintf(deliv, sizeof(deliv), "%" PRId64, e->deliveries);
+    const char *xadd[9 + 2 * MAX_FIELDS];
+    int n = 0;
+    xadd[n++] = "XADD";
+    xadd[n++] = c->dead;
+    xadd[n++] = "*";
+    xadd[n++] = "entry_id";
+    xadd[n++] = e->id;
+    xadd[n++] = "error";
+    xadd[n++] = why;
+    xadd[n++] = "deliveries";
+    xadd[n++] = deliv;
+    for (size_t i = 0; e->fields && i + 1 < dlock__reply_count(e->fields) && n + 2 <= 9 + 2 * MAX_FIELDS; i += 2) {
+        xadd[n++] = rstr(dlock__reply_at(e->fields, i));
+        xadd[n++] = rstr(dlock__reply_at(e->fields, i + 1));
+    }
+    const char *multi[] = {"MULTI"};
+    const char *ack[] = {"XACK", c->key, SK_PERSIST_GROUP, e->id};
+    const char *hdel[] = {"HDEL", c->errs, e->id};
+    const char *hinc[] = {"HINCRBY", c->stats, "dead", "1"};
+    const char *exec[] = {"EXEC"};
+    int argcs[] = {1, n, 4, 3, 4, 1};
+    const char *const *argvs[] = {multi, xadd, ack, hdel, hinc, exec};
+    dlock__reply *rs[6] = {0};
+    int err = dlock__conn_pipeline(w->rc, 6, argcs, argvs, NULL, rs);
+    if (!err && dlock__reply_kind(rs[5]) != DLOCK__R_ARRAY) err = DLOCK_ESERVER;
+    for (int i = 0; i < 6; i++) dlock__reply_free(rs[i]);
+    if (err) {
+        w->st.redis_errors++;
+        return err;
+    }
+    w->st.dead_lettered++;
+    wlog(w, "campaign %s: entry %s dead-lettered after %" PRId64 " deliveries: %s", c->id, e->id,
+         e->deliveries, why);
+    return 0;
+}
+
+/* Delivery counts of history entries (XPENDING first..last, this consumer). */
+static void deliveries_fill(worker *w, const camp *c, entry *es, int n)
+{
+    char cnt[16];
+    snprintf(cnt, sizeof(cnt), "%d", n);
+    const char *argv[] = {"XPENDING", c->key, SK_PERSIST_GROUP, es[0].id, es[n - 1].id, cnt, w->consumer};
+    dlock__reply *r;
+    if (cmd(w, 7, argv, &r)) return;
+    for (size_t i = 0; i < dlock__reply_count(r); i++) {
+        const dlock__reply *p = dlock__reply_at(r, i);
+        const char *id = rstr(dlock__reply_at(p, 0));
+        for (int j = 0; j < n; j++)
+            if (strcmp(es[j].id, id) == 0) es[j].deliveries = rint64(dlock__reply_at(p, 3));
+    }
+    dlock__reply_free(r);
+}
+
+static void last_error(worker *w, const camp *c, const char *id, char *out, size_t len)
+{
+    snprintf(out, len, "delivered too often without a commit");
+    const char *argv[] = {"HGET", c->errs, id};
+    dlock__reply *r;
+    if (cmd(w, 3, argv, &r)) return;
+    if (dlock__reply_kind(r) == DLOCK__R_STRING) snprintf(out, len, "%s", rstr(r));
+    dlock__reply_free(r);
+}
+
+static void note_error(worker *w, const camp *c, const char *id, const char *why)
+{
+    const char *argv[] = {"HSET", c->errs, id, why};
+    dlock__reply *r;
+    if (cmd(w, 4, argv, &r) == 0) dlock__reply_free(r);
+}
+
+static void count_stats(worker *w, const camp *c, int64_t persisted, int64_t rejected, int64_t dups)
+{
+    w->st.persisted += persisted;
+    w->st.rejected += rejected;
+    w->st.duplicates += dups;
+    char p[24], rj[24], d[24];
+    snprintf(p, sizeof(p), "%" PRId64, persisted);
+    snprintf(rj, sizeof(rj), "%" PRId64, rejected);
+    snprintf(d, sizeof(d), "%" PRId64, dups);
+    const char *a1[] = {"HINCRBY", c->stats, "persisted", p};
+    const char *a2[] = {"HINCRBY", c->stats, "rejected", rj};
+    const char *a3[] = {"HINCRBY", c->stats, "duplicates", d};
+    int argcs[] = {4, 4, 4};
+    const char *const *argvs[] = {a1, a2, a3};
+    dlock__reply *rs[3] = {0};
+    if (dlock__conn_pipeline(w->rc, 3, argcs, argvs, NULL, rs) == 0)
+        for (int i = 0; i < 3; i++) dlock__reply_free(rs[i]);
+}
+
+/* Applies entries [0,n) of w->buf that are not yet settled (keep[i]). */
+static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (keep[i]) w->ins[m++] = es[i].in;
+    if (m == 0) return xack(w, c, es, n, keep);
+    int rc = sk_db_apply_batch(w->db, w->ins, (size_t)m, w->results);
+    if (rc == 0) {
+        int64_t p = 0, rj = 0, d = 0;
+        for (int i = 0; i < m; i++) {
+            if (w->results[i] == SK_APPLY_PERSISTED) p++;
+            else if (w->results[i] == SK_APPLY_REJECTED) rj++;
+            else d++;
+        }
+        w->st.batches++;
+        int err = xack(w, c, es, n, keep);
+        count_stats(w, c, p, rj, d);
+        if (rj) wlog(w, "campaign %s: %" PRId64 " order(s) rejected by the database guard", c->id, rj);
+        return err;
+    }
+    w->st.db_errors++;
+    if (sk_db_ping(w->db) != 0) { /* an outage, not a bad entry: touch nothing, wait */
+        wlog(w, "database unreachable (%s): pausing", sk_db_errmsg(w->db));
+        w->db_down = true;
+        return SK_EDB;
+    }
+    wlog(w, "campaign %s: batch of %d failed (%s); retrying one by one", c->id, m, sk_db_errmsg(w->db));
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        if (!keep[i]) continue;
+        int res = 0;
+        if (sk_db_apply_batch(w->db, &es[i].in, 1, &res) != 0) {
+            failed++;
+            w->st.db_errors++;
+            note_error(w, c, es[i].id, sk_db_errmsg(w->db));
+            continue;
+        }
+        count_stats(w, c, res == SK_APPLY_PERSISTED, res == SK_APPLY_REJECTED, res == SK_APPLY_DUPLICATE);
+        xack(w, c, &es[i], 1, NULL);
+    }
+    /* The failed entries stay pending; the flow of new entries goes on and
+     * they are retried (each retry is a delivery) a little later. */
+    if (failed) w->next_own_ms = dlock__now_ms() + OWN_RETRY_MS;
+    return 0;
+}
+
+/* Handles n parsed entries of campaign c; history: they were delivered
+ * before (own pending or reclaimed), so delivery counts matter. */
+static int process(worker *w, const camp *c, int n, bool history)
+{
+    entry *es = w->buf;
+    bool *keep = calloc((size_t)n, sizeof(bool));
+    if (!keep) return DLOCK_ENOMEM;
+    if (history) deliveries_fill(w, c, es, n);
+    int err = 0;
+    for (int i = 0; i < n && !err; i++) {
+        if (es[i].deleted) { /* trimmed away: nothing left to persist */
+            err = xack(w, c, &es[i], 1, NULL);
+        } else if (es[i].why) {
+            err = dead_letter(w, c, &es[i], es[i].why);
+        } else if (history && es[i].deliveries > w->o->max_deliveries) {
+            char why[256];
+            last_error(w, c, es[i].id, why, sizeof(why));
+            err = dead_letter(w, c, &es[i], why);
+        } else {
+            keep[i] = true;
+        }
+    }
+    if (!err) err = apply_and_ack(w, c, es, n, keep);
+    free(keep);
+    return err;
+}
+
+/* ---- the rounds -------------------------------------------------------- */
+
+/* XREADGROUP of own pending history ("0") of one campaign. */
+static int read_own_pending(worker *w, const camp *c, int *n_out)
+{
+    char cnt[16];
+    snprintf(cnt, sizeof(cnt), "%d", w->o->batch);
+    const char *argv[] = {"XREADGROUP", "GROUP", SK_PERSIST_GROUP, w->consumer, "COUNT", cnt,
+                          "STREAMS", c->key, "0"};
+    dlock__reply *r;
+    *n_out = 0;
+    int err = cmd(w, 9, argv, &r);
+    if (err) return err;
+    const dlock__reply *s = dlock__reply_count(r) ? dlock__reply_at(r, 0) : NULL;
+    int n = s ? entries_parse(w, c, dlock__reply_at(s, 1)) : 0;
+    *n_out = n;
+    err = n ? process(w, c, n, true) : 0;
+    dlock__reply_free(r);
+    return err;
+}
+
+static int reclaim(worker *w, camp *c, int *n_out)
+{
+    char cnt[16], idle[24];
+    snprintf(cnt, sizeof(cnt), "%d", w->o->batch);
+    snprintf(idle, sizeof(idle), "%" PRId64, w->o->claim_idle_ms);
+    const char *argv[] = {"XAUTOCLAIM", c->key, SK_PERSIST_GROUP, w->consumer, idle, c->cursor, "COUNT", cnt};
+    dlock__reply *r;
+    *n_out = 0;
+    int err = cmd(w, 8, argv, &r);
+    if (err) return err;
+    snprintf(c->cursor, sizeof(c->cursor), "%s", rstr(dlock__reply_at(r, 0)));
+    int n = entries_parse(w, c, dlock__reply_at(r, 1));
+    *n_out = n;
+    if (n) {
+        w->st.reclaimed += n;
+        wlog(w, "campaign %s: reclaimed %d entries idle > %" PRId64 " ms", c->id, n, w->o->claim_idle_ms);
+        err = process(w, c, n, true);
+    }
+    dlock__reply_free(r);
+    return err;
+}
+
+static int read_new(worker *w, bool block, int *n_out)
+{
+    *n_out = 0;
+    size_t argc = 0, cap = 10 + 2 * w->ncamps;
+    const char **argv = calloc(cap, sizeof(*argv));
+    if (!argv) return DLOCK_ENOMEM;
+    char cnt[16], blk[24];
+    snprintf(cnt, sizeof(cnt), "%d", w->o->batch);
+    snprintf(blk, sizeof(blk), "%" PRId64, w->o->block_ms);
+    argv[argc++] = "XREADGROUP";
+    argv[argc++] = "GROUP";
+    argv[argc++] = SK_PERSIST_GROUP;
+    argv[argc++] = w->consumer;
+    argv[argc++] = "COUNT";
+    argv[argc++] = cnt;
+    if (block) {
+        argv[argc++] = "BLOCK";
+        argv[argc++] = blk;
+    }
+    argv[argc++] = "STREAMS";
+    for (size_t i = 0; i < w->ncamps; i++) argv[argc++] = w->camps[i].key;
+    for (size_t i = 0; i < w->ncamps; i++) argv[argc++] = ">";
+    dlock__reply *r;
+    int err = cmd(w, (int)argc, argv, &r);
+    free(argv);
+    if (err) return err;
+    for (size_t s = 0; s < dlock__reply_count(r) && !err; s++) {
+        const dlock__reply *st = dlock__reply_at(r, s);
+        const char *key = rstr(dlock__reply_at(st, 0));
+        camp *c = NULL;
+        for (size_t i = 0; i < w->ncamps && !c; i++)
+            if (strcmp(w->camps[i].key, key) == 0) c = &w->camps[i];
+        if (!c) continue;
+        int n = entries_parse(w, c, dlock__reply_at(st, 1));
+        *n_out += n;
+        if (n) err = process(w, c, n, false);
+    }
+    dlock__reply_free(r);
+    return err;
+}
+
+int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out)
+{
+    char key[96];
+    snprintf(key, sizeof(key), "{c:%s}:orders", campaign);
+    *pending_out = 0;
+    *lag_out = 0;
+    const char *argv[] = {"XINFO", "GROUPS", key};
+    dlock__reply *r = NULL;
+    int err = dlock__conn_cmd(rc, 3, argv, NULL, &r);
+    if (err) return err;
+    if (dlock__reply_kind(r) == DLOCK__R_ERROR) { /* no stream yet */
+        dlock__reply_free(r);
+        return 0;
+    }
+    char last[32] = "";
+    bool found = false, have_lag = false;
+    for (size_t g = 0; g < dlock__reply_count(r); g++) {
+        const dlock__reply *grp = dlock__reply_at(r, g);
+        const char *name = NULL;
+        for (size_t i = 0; i + 1 < dlock__reply_count(grp); i += 2)
+            if (strcmp(rstr(dlock__reply_at(grp, i)), "name") == 0) name = rstr(dlock__reply_at(grp, i + 1));
+        if (!name || strcmp(name, SK_PERSIST_GROUP) != 0) continue;
+        found = true;
+        for (size_t i = 0; i + 1 < dlock__reply_count(grp); i += 2) {
+            const char *k = rstr(dlock__reply_at(grp, i));
+            const dlock__reply *v = dlock__reply_at(grp, i + 1);
+            if (strcmp(k, "pending") == 0) *pending_out = rint64(v);
+            if (strcmp(k, "last-delivered-id") == 0) snprintf(last, sizeof(last), "%s", rstr(v));
+            if (strcmp(k, "lag") == 0 && dlock__reply_kind(v) == DLOCK__R_INTEGER) {
+                *lag_out = dlock__reply_int(v);
+                have_lag = true;
+            }
+        }
+    }
+    dlock__reply_free(r);
+    if (have_lag) return 0;
+    /* lag: entries after last-delivered-id (exact, also when XINFO's lag is nil) */
+    char from[40];
+    snprintf(from, sizeof(from), "(%s", found ? last : "0-0");
+    if (!found) snprintf(from, sizeof(from), "-");
+    const char *xr[] = {"XRANGE", key, from, "+", "COUNT", "1000000"};
+    const char *xl[] = {"XLEN", key};
+    r = NULL;
+    err = found ? dlock__conn_cmd(rc, 6, xr, NULL, &r) : dlock__conn_cmd(rc, 2, xl, NULL, &r);
+    if (err) return err;
+    *lag_out = dlock__reply_kind(r) == DLOCK__R_ARRAY ? (int64_t)dlock__reply_count(r) : dlock__reply_int(r);
+    dlock__reply_free(r);
+    return 0;
+}
+
+static bool all_drained(worker *w)
+{
+    for (size_t i = 0; i < w->ncamps; i++) {
+        int64_t pending = 0, lag = 0;
+        if (sk_persist_backlog(w->rc, w->camps[i].id, &pending, &lag) || pending || lag) return false;
+    }
+    return true;
+}
+
+static int worker_round(worker *w)
+{
+    int64_t now = dlock__now_ms();
+    if (w->nogroup) { /* the streams' groups are gone: forget and re-create them all */
+        wlog(w, "consumer group missing (Redis restarted or failed over?): re-creating");
+        w->ncamps = 0;
+        w->nogroup = false;
+        w->next_discover_ms = 0;
+    }
+    if (w->db_down) { /* delivering entries now would only count failed deliveries */
+        if (sk_db_ping(w->db) != 0) return SK_EDB;
+        wlog(w, "database reachable again");
+        w->db_down = false;
+    }
+    if (now >= w->next_discover_ms) {
+        discover(w);
+        w->next_discover_ms = now + 2000;
+    }
+    if (w->ncamps == 0) {
+        dlock__sleep_ms(w->o->block_ms);
+        return w->o->drain ? 1 : 0;
+    }
+    int work = 0, n = 0, err = 0;
+    for (size_t i = 0; i < w->ncamps && !err && now >= w->next_own_ms; i++) {
+        err = read_own_pending(w, &w->camps[i], &n);
+        work += n;
+    }
+    if (!err && now >= w->next_claim_ms) {
+        for (size_t i = 0; i < w->ncamps && !err; i++) {
+            err = reclaim(w, &w->camps[i], &n);
+            work += n;
+        }
+        int64_t every = w->o->claim_idle_ms / 2;
+        w->next_claim_ms = now + (every < 100 ? 100 : every);
+    }
+    if (!err) {
+        err = read_new(w, work == 0, &n);
+        work += n;
+    }
+    if (dlock__now_ms() >= w->next_sweep_ms) { /* timeouts (if on), mirrors, releases */
+        sk_lifecycle_sweep(w->db, w->rc, w->o->campaign, w->o->pay_timeout_ms, w->o->batch, &w->st.cancelled,
+                           &w->st.released);
+        w->next_sweep_ms = dlock__now_ms() + w->o->sweep_interval_ms;
+    }
+    if (err) return err;
+    if (w->o->drain && work == 0 && all_drained(w)) return 1;
+    return 0;
+}
+
+static int worker_init(worker *w, const sk_persist_opts *o, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof(*w));
+    w->o = o;
+    if (!o->redis_url || !o->database_url || o->batch < 1 || o->batch > 10000 || o->block_ms < 0 ||
+        o->claim_idle_ms < 1 || o->max_deliveries < 1 || (o->campaign && !sk_db_id_valid(o->campaign))) {
+        snprintf(err, errlen, "invalid persister options");
+        return SK_EINVAL;
+    }
+    if (o->consumer) {
+        snprintf(w->consumer, sizeof(w->consumer), "%s", o->consumer);
+    } else {
+        char host[64] = "host", rnd[9];
+        gethostname(host, sizeof(host) - 1);
+        dlock__random_hex(rnd, 4);
+        snprintf(w->consumer, sizeof(w->consumer), "%s-%ld-%s", host, (long)getpid(), rnd);
+    }
+    w->buf = calloc((size_t)o->batch, sizeof(entry));
+    w->results = calloc((size_t)o->batch, sizeof(int));
+    w->ins = calloc((size_t)o->batch, sizeof(sk_order_in));
+    if (!w->buf || !w->results || !w->ins) {
+        snprintf(err, errlen, "out of memory");
+        return DLOCK_ENOMEM;
+    }
+    int rc = sk_db_open(o->database_url, &w->db, err, errlen);
+    if (rc) return rc;
+    return sk_persist_redis_open(o->redis_url, o->block_ms + 5000, &w->rc, err, errlen);
+}
+
+static void worker_free(worker *w)
+{
+    sk_db_close(w->db);
+    dlock__conn_close(w->rc);
+    free(w->camps);
+    free(w->buf);
+    free(w->results);
+    free(w->ins);
+}
+
+int sk_persist_run(const sk_persist_opts *o, sk_persist_stats *stats_out, char *err, size_t errlen)
+{
+    worker w;
+    int rc = worker_init(&w, o, err, errlen);
+    if (rc) {
+        worker_free(&w);
+        return rc;
+    }
+    wlog(&w, "persister %s started (%s)", w.consumer, sk_db_kind(w.db));
+    int attempt = 0;
+    while (!(o->stop && atomic_load(o->stop))) {
+        int r = worker_round(&w);
+        if (stats_out) *stats_out = w.st;
+        if (r == 1) break;
+        if (r < 0) {
+            int64_t pause = dlock__backoff_ms(50, attempt++, 2000);
+            wlog(&w, "round failed (%s); retrying in %" PRId64 " ms", sk_strerror(r), pause);
+            dlock__sleep_ms(pause);
+        } else {
+            attempt = 0;
+        }
+    }
+    if (stats_out) *stats_out = w.st;
+    wlog(&w, "persister %s stopping: persisted %" PRId64 " rejected %" PRId64 " duplicates %" PRId64
+             " dead %" PRId64 " reclaimed %" PRId64 " cancelled %" PRId64,
+         w.consumer, w.st.persisted, w.st.rejected, w.st.duplicates, w.st.dead_lettered, w.st.reclaimed,
+         w.st.cancelled);
+    worker_free(&w);
+    return 0;
+}

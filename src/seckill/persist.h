@@ -1,0 +1,92 @@
+/* persist.h: the order pipeline: persistence workers that move accepted
+ * orders from each campaign's stream ({c:<id>}:orders, consumer group
+ * seckill-persist) into the database, the payment-timeout sweeper, and the
+ * Redis half of a cancellation (release.lua).
+ * Invariant: an entry is XACKed only after the transaction that recorded
+ * it committed; an entry pending on a dead consumer is reclaimed after
+ * claim_idle_ms; after max_deliveries failed deliveries it moves to
+ * {c:<id>}:orders:dead with the error. Nothing accepted is lost.
+ * Thread-safety: sk_persist_run owns its connections; run one per thread. */
+#ifndef SK_PERSIST_H
+#define SK_PERSIST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db.h"
+#include "redis_io.h"
+
+#define SK_PERSIST_GROUP "seckill-persist"
+
+typedef struct sk_persist_opts {
+    const char *redis_url;    /* required */
+    const char *database_url; /* required */
+    const char *consumer;     /* NULL: "<host>-<pid>-<random>" */
+    const char *campaign;     /* NULL: every campaign (Redis set + DB) */
+    int batch;                /* entries per transaction (default 1000) */
+    int64_t block_ms;         /* XREADGROUP BLOCK (default 500) */
+    int64_t claim_idle_ms;    /* reclaim entries idle this long (default 30000) */
+    int max_deliveries;       /* then dead-letter (default 5) */
+    int64_t pay_timeout_ms;   /* cancel unpaid orders after this (default 15 min; <= 0: never) */
+    int64_t sweep_interval_ms;/* how often to look for unpaid orders (default 1000) */
+    bool drain;               /* return once every stream is drained */
+    atomic_int *stop;         /* set non-zero to make sk_persist_run return (may be NULL) */
+    void (*log)(const char *line, void *ud); /* NULL: silent */
+    void *log_ud;
+} sk_persist_opts;
+
+typedef struct sk_persist_stats {
+    int64_t persisted, rejected, duplicates, dead_lettered;
+    int64_t batches, reclaimed, db_errors, redis_errors;
+    int64_t cancelled, released;
+} sk_persist_stats;
+
+void sk_persist_opts_init(sk_persist_opts *o);
+
+/* Runs a worker until *stop (or, with drain, until every stream is
+ * drained). Returns 0, SK_EINVAL (bad options/url), SK_EDB / a dlock code
+ * when the database / Redis cannot be opened at start. Later failures are
+ * retried with back-off, counted in stats_out (may be NULL). */
+int sk_persist_run(const sk_persist_opts *o, sk_persist_stats *stats_out, char *err, size_t errlen);
+
+/* Opens a sync Redis connection for the pipeline (sentinel URLs resolved).
+ * command_timeout_ms must exceed any BLOCK used on it. */
+int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__conn **out, char *err,
+                          size_t errlen);
+
+/* Parses a duration: "1500" or "1500ms", "30s", "15m", "2h". 0 or SK_EINVAL. */
+int sk_persist_parse_duration(const char *s, int64_t *ms_out);
+
+/* Backlog of a campaign stream for group seckill-persist: entries pending
+ * (delivered, not acknowledged) and lag (never delivered). 0 or a code. */
+int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out);
+
+/* ---- lifecycle (lifecycle.c, release.c) ---------------------------------- */
+
+/* Runs release.lua for a cancelled order: units back to {c:<id>}:stock and
+ * the buyer's quota once (gate {c:<id>}:released), "restock" published.
+ * Returns 1 (released now), 0 (already released) or a negative code. */
+int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status);
+
+/* Runs persist_mirror.lua for a degraded-path order: its units leave
+ * {c:<id>}:stock and join the buyer in {c:<id>}:buyers, once (gate
+ * {c:<id>}:mirrored). 1 (now), 0 (already) or a negative code. */
+int sk_mirror_order(dlock__conn *rc, const sk_order_row *row);
+
+/* Cancels one order (database transition, then Redis release, then marks
+ * the release done). 0 when this call cancelled it, SK_ECONFLICT when it
+ * was not persisted (already cancelled, paid, rejected), SK_ENOTFOUND,
+ * SK_EDB. A failure after the database commit is repaired by the next
+ * sweep (sk_lifecycle_sweep re-runs pending releases). */
+int sk_order_cancel(sk_db *db, dlock__conn *rc, uint64_t order_id, const char *reason);
+
+/* Cancels orders of campaign (NULL: all) unpaid for pay_timeout_ms,
+ * mirrors degraded-path orders into Redis and finishes pending Redis
+ * releases, at most max each. Adds to
+ * *cancelled_out / *released_out. 0 or the last error. */
+int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t pay_timeout_ms, int max,
+                       int64_t *cancelled_out, int64_t *released_out);
+
+#endif

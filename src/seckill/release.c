@@ -1,0 +1,86 @@
+/* release.c: the Redis half of a cancellation: runs release.lua by EVALSHA
+ * (loading it on NOSCRIPT), whose SADD on {c:<id>}:released makes the
+ * give-back happen once however many workers and retries run it; and
+ * persist_mirror.lua, the same once-only take-out for degraded-path orders. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "dlock/dlock.h"
+#include "persist.h"
+#include "sk_err.h"
+
+extern const unsigned char sk_lua_release[];
+extern const unsigned char sk_lua_persist_mirror[];
+
+static void script_sha(const char *src, char hex_out[41])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(src, strlen(src), md, &n, EVP_sha1(), NULL);
+    for (unsigned int i = 0; i < n && i < 20; i++) snprintf(hex_out + 2 * i, 3, "%02x", md[i]);
+    hex_out[40] = '\0';
+}
+
+/* EVALSHA, then EVAL on NOSCRIPT. Returns 0 with *reply_out or a dlock code. */
+static int eval_script(dlock__conn *rc, const char *src, int nkeys, const char **keys, int nargs,
+                       const char **args, dlock__reply **reply_out)
+{
+    char sha[41], nk[16];
+    script_sha(src, sha);
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = "EVALSHA";
+    argv[argc++] = sha;
+    argv[argc++] = nk;
+    for (int i = 0; i < nkeys; i++) argv[argc++] = keys[i];
+    for (int i = 0; i < nargs; i++) argv[argc++] = args[i];
+    int err = dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
+    if (err || !dlock__reply_is_error(*reply_out, "NOSCRIPT")) return err;
+    dlock__reply_free(*reply_out);
+    *reply_out = NULL;
+    argv[0] = "EVAL";
+    argv[1] = src;
+    return dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
+}
+
+int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status)
+{
+    char k_rel[128], k_stock[128], k_buyers[128], k_order[160], k_events[128], oid[24], qty[24];
+    snprintf(k_rel, sizeof(k_rel), "{c:%s}:released", row->campaign);
+    snprintf(k_stock, sizeof(k_stock), "{c:%s}:stock", row->campaign);
+    snprintf(k_buyers, sizeof(k_buyers), "{c:%s}:buyers", row->campaign);
+    snprintf(k_order, sizeof(k_order), "{c:%s}:order:%" PRIu64, row->campaign, row->order_id);
+    snprintf(k_events, sizeof(k_events), "{c:%s}:events", row->campaign);
+    snprintf(oid, sizeof(oid), "%" PRIu64, row->order_id);
+    snprintf(qty, sizeof(qty), "%" PRId64, row->qty);
+    const char *keys[5] = {k_rel, k_stock, k_buyers, k_order, k_events};
+    const char *args[4] = {oid, row->user, qty, status ? status : "cancelled"};
+    dlock__reply *r = NULL;
+    int err = eval_script(rc, (const char *)sk_lua_release, 5, keys, 4, args, &r);
+    if (err) return err;
+    int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
+    dlock__reply_free(r);
+    return out;
+}
+
+int sk_mirror_order(dlock__conn *rc, const sk_order_row *row)
+{
+    char k_mir[128], k_stock[128], k_buyers[128], oid[24], qty[24];
+    snprintf(k_mir, sizeof(k_mir), "{c:%s}:mirrored", row->campaign);
+    snprintf(k_stock, sizeof(k_stock), "{c:%s}:stock", row->campaign);
+    snprintf(k_buyers, sizeof(k_buyers), "{c:%s}:buyers", row->campaign);
+    snprintf(oid, sizeof(oid), "%" PRIu64, row->order_id);
+    snprintf(qty, sizeof(qty), "%" PRId64, row->qty);
+    const char *keys[3] = {k_mir, k_stock, k_buyers};
+    const char *args[3] = {oid, row->user, qty};
+    dlock__reply *r = NULL;
+    int err = eval_script(rc, (const char *)sk_lua_persist_mirror, 3, keys, 3, args, &r);
+    if (err) return err;
+    int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
+    dlock__reply_free(r);
+    return out;
+}

@@ -1,0 +1,87 @@
+# test_cli_errors.sh: bad options (64), a malformed URL (78), an unreachable
+# server (69), a refused password (77): each one clear "dlock:" line on
+# stderr, nothing run, no crash; --help and --version work.
+. "$(dirname "$0")/lib.sh"
+
+# expect_fail CODE WHAT dlock-args...: exit CODE, stderr starts "dlock: ",
+# at most 2 lines (message + hint), COMMAND never ran.
+expect_fail() {
+    local code=$1 what=$2
+    shift 2
+    rm -f "$T_DIR/ran"
+    run_rc "$DLOCK_BIN" "$@" 2> "$T_DIR/err" > "$T_DIR/out"
+    expect_eq "$RC" "$code" "$what"
+    head -1 "$T_DIR/err" | grep -q '^dlock: ' || fail "$what: stderr is '$(cat "$T_DIR/err")'"
+    [ "$(wc -l < "$T_DIR/err")" -le 2 ] || fail "$what: more than 2 stderr lines: $(cat "$T_DIR/err")"
+    [ ! -e "$T_DIR/ran" ] || fail "$what: COMMAND ran"
+}
+T="touch $T_DIR/ran"
+
+expect_fail 64 "no arguments"
+expect_fail 64 "unknown option" --bogus x -- $T
+expect_fail 64 "unknown short option" -q x -- $T
+expect_fail 64 "missing COMMAND" x
+expect_fail 64 "missing COMMAND after --" x --
+expect_fail 64 "-w without value" -w
+expect_fail 64 "-w not a number" -w abc x -- $T
+expect_fail 64 "-w negative" -w -1 x -- $T
+expect_fail 64 "-w nan" -w nan x -- $T
+expect_fail 64 "-w inf" -w inf x -- $T
+expect_fail 64 "-w 1e3 (exponent)" -w 1e3 x -- $T
+expect_fail 64 "-w too large" -w 99999999999 x -- $T
+expect_fail 64 "-E 256" -E 256 x -- $T
+expect_fail 64 "-E junk" -E 1x x -- $T
+expect_fail 64 "--lease 0" --lease 0 x -- $T
+expect_fail 64 "--on-lost bad" --on-lost=maybe x -- $T
+expect_fail 64 "--semaphore 0" --semaphore 0 x -- $T
+expect_fail 64 "--read with --write" --read --write x -- $T
+expect_fail 64 "--reentrant with --fair" --reentrant --fair x -- $T
+expect_fail 64 "empty NAME" "" -- $T
+expect_fail 64 "release without --force" release x
+expect_fail 64 "status without NAME" status
+expect_fail 64 "status with extra argument" status x y
+expect_fail 64 "--json outside status" --json x -- $T
+expect_fail 64 "-c with COMMAND too" x -c "$T" extra
+
+# Bad URLs: rejected before any connection.
+expect_fail 78 "URL with a bad scheme" --url http://127.0.0.1:1 x -- $T
+expect_fail 78 "URL with a bad port" --url redis://127.0.0.1:99999 x -- $T
+DLOCK_URL=redis://127.0.0.1:notaport expect_fail 78 "bad DLOCK_URL" x -- $T
+expect_fail 78 "bad URL for status" status --url 'redis://:x@' x
+
+# Unreachable: a port nobody listens on.
+port=$(free_port)
+t0=$(now_ms)
+expect_fail 69 "unreachable server" --url "redis://127.0.0.1:$port" x -- $T
+expect_range "$(($(now_ms) - t0))" 0 5000 "unreachable reported quickly (ms)"
+expect_match "$(cat "$T_DIR/err")" "127.0.0.1:$port" "message names the server"
+expect_fail 69 "unreachable for status" status --url "redis://127.0.0.1:$port" x
+
+# A server with a password.
+REDIS_PASS=s3cret-pw
+start_redis --requirepass "$REDIS_PASS"
+expect_fail 77 "wrong password" --url "redis://:wrong-pw@127.0.0.1:$REDIS_PORT" x -- $T
+if grep -q wrong-pw "$T_DIR/err"; then fail "the password appears in the message"; fi
+pass "password not echoed"
+expect_fail 77 "no password" --url "redis://127.0.0.1:$REDIS_PORT" x -- $T
+run_rc "$DLOCK_BIN" --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" x -- true
+expect_eq "$RC" 0 "right password"
+
+# A server that does not answer (CLIENT PAUSE) is "unreachable" too, within
+# the command timeout (a third of --watchdog-lease, here 0.3 s), not a hang.
+rcli client pause 2000 all > /dev/null
+t0=$(now_ms)
+expect_fail 69 "server not answering" --watchdog-lease 0.9 \
+    --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" x -- $T
+expect_range "$(($(now_ms) - t0))" 0 1900 "no answer reported before the pause ended (ms)"
+expect_match "$(cat "$T_DIR/err")" "127.0.0.1:$REDIS_PORT" "message names the server"
+rcli client unpause > /dev/null # (itself waits for the pause to end)
+
+# A name past the library's limit is refused cleanly.
+long=$(head -c 2000 /dev/zero | tr '\0' n)
+expect_fail 64 "2000-byte NAME" --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" "$long" -- $T
+
+run_rc "$DLOCK_BIN" --help > "$T_DIR/out"
+expect_eq "$RC" 0 "--help exits 0"
+expect_match "$(cat "$T_DIR/out")" "Usage:" "--help prints usage"
+expect_eq "$("$DLOCK_BIN" --version)" "dlock 0.1.0" "--version"

@@ -1,0 +1,22 @@
+-- fenced_store.lua: the "storage" of the lock nemesis test. It remembers
+-- the highest fencing token it has seen, on reads and on writes, and
+-- refuses any operation carrying a lower one.
+-- KEYS[1] counter, KEYS[2] highest token seen, KEYS[3] list of the tokens
+-- of accepted writes (in acceptance order, for the checker)
+-- ARGV[1] "read" | "write", ARGV[2] token (decimal), ARGV[3] value (write)
+-- Returns {1, value} for an accepted read, {1, 0} for an accepted write,
+-- {0, highest} when refused.
+local function less(a, b) -- decimal strings without leading zeros
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+local highest = redis.call('GET', KEYS[2]) or '0'
+local token = ARGV[2]
+if less(token, highest) then return {0, highest} end
+redis.call('SET', KEYS[2], token)
+if ARGV[1] == 'read' then
+  return {1, tonumber(redis.call('GET', KEYS[1]) or '0')}
+end
+redis.call('SET', KEYS[1], ARGV[3])
+redis.call('RPUSH', KEYS[3], token)
+return {1, 0}

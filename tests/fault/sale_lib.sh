@@ -1,0 +1,113 @@
+# sale_lib.sh: a live flash sale for the fault scenarios. Starts Redis
+# (standalone, or master + replica + 3 sentinels), 3 seckilld instances and
+# 2 persisters on free loopback ports, runs seckill-bench in the background
+# (open loop, retries with the same Idempotency-Key), lets the scenario
+# inject its fault, then drains the pipeline and runs scripts/sale_check.py.
+# Everything is stopped by PID (scripts/lib.sh). Source after setting
+# SCENARIO; DLOCK_SOURCE_DIR and DLOCK_BUILD_DIR come from CTest or make.
+set -euo pipefail
+src=${DLOCK_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+build=${DLOCK_BUILD_DIR:-$src/build}
+. "$src/scripts/lib.sh"
+bin="$build/tools"
+work=$(mktemp -d /tmp/dlock-fault-XXXXXX)
+trap 'dl_cleanup; [ -n "${DLOCK_TEST_KEEP:-}" ] || rm -rf "$work"' EXIT
+BUYERS=${FAULT_BUYERS:-4000}
+RATE=${FAULT_RATE:-1000}
+STOCK=${FAULT_STOCK:-1500}
+TOKEN=fault-admin
+CAMPAIGN="f$(date +%s%N | tail -c 9)"
+SECKILLD_PIDS=()
+SECKILLD_URLS=()
+PERSIST_PIDS=()
+
+say() { echo "[$SCENARIO $(date +%T.%3N)] $*"; }
+
+start_services() { # uses REDIS_URL, DATABASE_URL
+    export REDIS_URL DATABASE_URL
+    for i in 1 2 3; do
+        port=$(dl_free_port)
+        "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" \
+            >"$work/seckilld-$i.log" 2>&1 &
+        dl_track $!
+        SECKILLD_PIDS+=($!)
+        SECKILLD_URLS+=("http://127.0.0.1:$port")
+    done
+    for i in 1 2; do start_persister; done
+    for u in "${SECKILLD_URLS[@]}"; do
+        dl_wait_http "$u/healthz" 150 || { say "seckilld $u not healthy"; cat "$work"/seckilld-*.log; exit 1; }
+    done
+}
+
+start_persister() {
+    "$bin/seckill-persist/seckill-persist" --claim-idle 2s --block 200ms \
+        >>"$work/persist-${#PERSIST_PIDS[@]}.log" 2>&1 &
+    # (a replacement persister discovers campaigns within its 2 s scan)
+    dl_track $!
+    PERSIST_PIDS+=($!)
+}
+
+# Creates the campaign and waits until every persister consumes its stream,
+# so a fault hits a pipeline that is really moving orders.
+create_campaign() {
+    "$bin/seckill-bench/seckill-bench" --url "${SECKILLD_URLS[0]}" --campaign "$CAMPAIGN" --create \
+        --admin-token "$TOKEN" --stock "$STOCK" --limit 1 --buyers 0 --scalpers 0 --bad 0 >/dev/null
+    for _ in $(seq 1 100); do
+        n=$( (grep -l "consuming {c:$CAMPAIGN}" "$work"/persist-*.log 2>/dev/null || true) | wc -l)
+        [ "$n" -ge "${#PERSIST_PIDS[@]}" ] && return 0
+        sleep 0.1
+    done
+    say "persisters did not pick up campaign $CAMPAIGN"
+    exit 1
+}
+
+start_sale() { # background; sets BENCH_PID
+    create_campaign
+    args=()
+    for u in "${SECKILLD_URLS[@]}"; do args+=(--url "$u"); done
+    "$bin/seckill-bench/seckill-bench" "${args[@]}" --campaign "$CAMPAIGN" \
+        --stock "$STOCK" --limit 1 --buyers "$BUYERS" --scalpers 5 \
+        --scalper-burst 40 --bad 40 --connections 64 --rate "$RATE" --retries 20 \
+        --json-out "$work/bench.json" --orders-out "$work/orders.txt" >"$work/bench.out" 2>&1 &
+    BENCH_PID=$!
+    dl_track "$BENCH_PID"
+    say "sale started: $BUYERS buyers at $RATE req/s, stock $STOCK"
+}
+
+# finish_sale [sale_check args...]: waits for the load, drains, checks.
+finish_sale() {
+    set +e
+    wait "$BENCH_PID"
+    bench_rc=$?
+    set -e
+    cat "$work/bench.out"
+    [ "$bench_rc" -le 1 ] || { say "load generator failed ($bench_rc)"; exit 1; }
+    local t0 rec_rc=1
+    t0=$(date +%s%N)
+    # Done when reconciliation is clean, or (when Redis lost writes and it
+    # cannot be) when the stream is drained: nothing pending, no lag.
+    for _ in $(seq 1 300); do
+        if "$bin/seckill/seckill" reconcile --campaign "$CAMPAIGN" --json >"$work/reconcile.json" 2>/dev/null; then
+            rec_rc=0
+            break
+        fi
+        "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))[0]["redis"]
+sys.exit(0 if r["pending"] == 0 and r["lag"] == 0 else 1)' "$work/reconcile.json" 2>/dev/null && break
+        sleep 0.1
+    done
+    DRAIN_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
+    "$bin/seckill/seckill" reconcile --campaign "$CAMPAIGN" || true
+    say "pipeline drained/reconciled after ${DRAIN_MS} ms (reconcile exit $rec_rc)"
+    "$PY" "$src/scripts/sale_check.py" --bench "$work/bench.json" --orders "$work/orders.txt" \
+        --reconcile "$work/reconcile.json" --reconcile-rc "$rec_rc" --database-url "$DATABASE_URL" \
+        --campaign "$CAMPAIGN" --stock "$STOCK" --scenario "$SCENARIO" \
+        --recover-ms "${RECOVER_MS:-0}" ${FAULT_RESULTS:+--summary-json "$FAULT_RESULTS"} "$@"
+}
+
+# wait_healthy URL budget_s: prints the ms it took until /healthz answered 200.
+wait_healthy_ms() {
+    local t0
+    t0=$(date +%s%N)
+    dl_wait_http "$1/healthz" "$(( $2 * 10 ))" || return 1
+    echo $(( ($(date +%s%N) - t0) / 1000000 ))
+}

@@ -1,0 +1,88 @@
+/* lock_support.c: see lock_support.h. The log buffer is guarded by a mutex
+ * since the library logs from its own threads. */
+#include "lock_support.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[65536];
+static size_t log_len;
+
+static void capture(dlock_log_level level, const char *msg, void *ud)
+{
+    (void)ud;
+    pthread_mutex_lock(&log_mu);
+    int n = snprintf(log_text + log_len, sizeof(log_text) - log_len, "[%d] %s\n", (int)level, msg);
+    if (n > 0 && log_len + (size_t)n < sizeof(log_text)) log_len += (size_t)n;
+    pthread_mutex_unlock(&log_mu);
+    if (getenv("DLOCK_TEST_VERBOSE")) fprintf(stderr, "log[%d]: %s\n", (int)level, msg);
+}
+
+bool ls_log_contains(const char *needle)
+{
+    pthread_mutex_lock(&log_mu);
+    bool found = strstr(log_text, needle) != NULL;
+    pthread_mutex_unlock(&log_mu);
+    return found;
+}
+
+void ls_log_clear(void)
+{
+    pthread_mutex_lock(&log_mu);
+    log_len = 0;
+    log_text[0] = '\0';
+    pthread_mutex_unlock(&log_mu);
+}
+
+dlock_client *ls_client_opts(const test_server *srv, dlock_client_options *o)
+{
+    o->url = srv->url;
+    o->key_prefix = test_prefix();
+    o->log_fn = capture;
+    o->log_level = DLOCK_LOG_DEBUG;
+    dlock_client *c = NULL;
+    int rc = dlock_client_create(o, &c);
+    if (rc) fprintf(stderr, "dlock_client_create(%s): %s\n", srv->url, dlock_strerror(rc));
+    return c;
+}
+
+dlock_client *ls_client(const test_server *srv, int64_t watchdog_ms)
+{
+    dlock_client_options o;
+    dlock_client_options_init(&o);
+    o.watchdog_timeout_ms = watchdog_ms > 0 ? watchdog_ms : 600;
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    return ls_client_opts(srv, &o);
+}
+
+dlock_lock *ls_lock(dlock_client *c, const char *name, dlock_lock_kind kind)
+{
+    dlock_lock_options lo;
+    dlock_lock_options_init(&lo);
+    lo.kind = kind;
+    dlock_lock *l = NULL;
+    int rc = dlock_lock_new(c, name, &lo, &l);
+    if (rc) {
+        fprintf(stderr, "dlock_lock_new(%s): %s\n", name, dlock_strerror(rc));
+        abort();
+    }
+    return l;
+}
+
+const char *ls_key(const char *name)
+{
+    static __thread char buf[512];
+    snprintf(buf, sizeof(buf), "%s%s", test_prefix(), name);
+    return buf;
+}
+
+bool ls_exists(const test_server *srv, const char *key)
+{
+    char out[64] = "";
+    const char *argv[2] = {"EXISTS", key};
+    return test_redis_cmd(srv, out, sizeof(out), 2, argv) == 0 && strcmp(out, "1") == 0;
+}

@@ -1,0 +1,209 @@
+/* test_engine_pipeline.c: the whole flash sale through the real engine
+ * (purchase.lua via sk_engine) into a SQLite file through a persister:
+ * 400 buyers for 100 units -> exactly 100 orders persisted and
+ * reconciliation clean; a cancellation gives the unit back in Redis, the
+ * engine's local sold-out flag clears and the unit sells again. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+
+#include "db.h"
+#include "engine.h"
+#include "persist.h"
+#include "reconcile.h"
+#include "servers.h"
+#include "sk_err.h"
+#include "util.h"
+
+static test_server srv;
+static char redis_url[128], db_url[400], dir[256];
+static sk_db *db;
+static dlock__conn *rc;
+static struct event_base *base;
+static sk_engine *eng;
+
+typedef struct tally {
+    int done, accepted, soldout, other;
+    uint64_t last_id;
+} tally;
+
+static void on_purchase(const sk_purchase_result *res, void *arg)
+{
+    tally *t = arg;
+    t->done++;
+    if (res->err == 0) {
+        t->accepted++;
+        t->last_id = res->order_id;
+    } else if (res->err == SK_ESOLDOUT || res->err == SK_ELIMIT) {
+        t->soldout++;
+    } else {
+        t->other++;
+    }
+}
+
+static void on_heat(int err, const sk_campaign_info *info, void *arg)
+{
+    (void)info;
+    *(int *)arg = err == 0 ? 1 : -1;
+}
+
+static void loop_until(volatile int *flag, int want, int64_t max_ms)
+{
+    int64_t end = dlock__now_ms() + max_ms;
+    while (*flag < want && dlock__now_ms() < end) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_redis_start(&srv, NULL) != 0) return -1;
+    snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", srv.port);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof(dir), "%s/sk-engine-XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(db_url, sizeof(db_url), "sqlite://%s/orders.db", dir);
+    char err[256];
+    if (sk_db_open(db_url, &db, err, sizeof(err)) || sk_persist_redis_open(redis_url, 5000, &rc, err, sizeof(err)))
+        return -1;
+    base = event_base_new();
+    sk_engine_opts o;
+    sk_engine_opts_init(&o);
+    o.soldout_poll_ms = 50;
+    if (sk_engine_new(base, redis_url, &o, &eng, err, sizeof(err)) != 0) return -1;
+    int64_t end = dlock__now_ms() + 5000;
+    while (!sk_engine_ready(eng) && dlock__now_ms() < end) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    return sk_engine_ready(eng) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sk_engine_free(eng);
+    event_base_free(base);
+    sk_db_close(db);
+    dlock__conn_close(rc);
+    test_server_stop(&srv);
+    if (!getenv("DLOCK_TEST_KEEP")) {
+        char p[320];
+        const char *f[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
+        for (int i = 0; f[i]; i++) {
+            snprintf(p, sizeof(p), "%s/%s", dir, f[i]);
+            unlink(p);
+        }
+        rmdir(dir);
+    }
+    return 0;
+}
+
+static void drain(void)
+{
+    sk_persist_opts o;
+    sk_persist_opts_init(&o);
+    o.redis_url = redis_url;
+    o.database_url = db_url;
+    o.campaign = "e2e";
+    o.block_ms = 50;
+    o.pay_timeout_ms = 0;
+    o.drain = true;
+    sk_persist_stats st;
+    char err[256];
+    assert_int_equal(sk_persist_run(&o, &st, err, sizeof(err)), 0);
+}
+
+static int diffs(void)
+{
+    sk_reconcile_report rep;
+    assert_int_equal(sk_reconcile_campaign(db, rc, "e2e", &rep), 0);
+    if (rep.ndiffs) {
+        dlock__buf b = {0};
+        sk_reconcile_format(&rep, false, &b);
+        fprintf(stderr, "%s", b.data);
+        dlock__buf_free(&b);
+    }
+    int n = rep.ndiffs;
+    sk_reconcile_report_free(&rep);
+    return n;
+}
+
+static void test_engine_sale_persists_exactly_the_stock_and_restocks_once(void **state)
+{
+    (void)state;
+    sk_campaign c = {.stock = 100, .per_user_limit = 1, .price_cents = 100};
+    snprintf(c.id, sizeof(c.id), "e2e");
+    snprintf(c.title, sizeof(c.title), "end to end");
+    assert_int_equal(sk_db_campaign_create(db, &c), 0); /* the engine's job in seckilld */
+    sk_campaign_def d = {.stock = 100, .per_user_limit = 1, .price_cents = 100};
+    snprintf(d.id, sizeof(d.id), "e2e");
+    snprintf(d.title, sizeof(d.title), "end to end");
+    d.starts_at_ms = 0;
+    d.ends_at_ms = dlock__wall_ms() + 3600 * 1000;
+    int heated = 0;
+    assert_int_equal(sk_engine_campaign_heat(eng, &d, SK_HEAT_CREATE, on_heat, &heated), 0);
+    loop_until(&heated, 1, 5000);
+    assert_int_equal(heated, 1);
+
+    tally t = {0};
+    int sent = 0;
+    for (int i = 0; i < 400; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "buyer%d", i);
+        int r = sk_engine_purchase(eng, "e2e", user, 1, NULL, NULL, on_purchase, &t);
+        if (r == 0) sent++;
+        else t.soldout += r == SK_ESOLDOUT;
+        if (i % 50 == 49) loop_until(&t.done, sent, 5000);
+    }
+    loop_until(&t.done, sent, 5000);
+    assert_int_equal(t.done, sent);
+    assert_int_equal(t.accepted, 100);
+    assert_int_equal(t.other, 0);
+
+    drain();
+    sk_db_campaign_stats s;
+    assert_int_equal(sk_db_campaign_stats_get(db, "e2e", &s), 0);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 100);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(diffs(), 0);
+
+    /* cancel one: the unit returns once and sells again through the engine */
+    assert_int_equal(sk_order_cancel(db, rc, t.last_id, "test"), 0);
+    assert_int_equal(sk_order_cancel(db, rc, t.last_id, "test"), SK_ECONFLICT);
+    assert_int_equal(diffs(), 0);
+    tally t2 = {0};
+    int64_t end = dlock__now_ms() + 3000;
+    while (t2.accepted == 0 && dlock__now_ms() < end) {
+        int target = t2.done + 1;
+        if (sk_engine_purchase(eng, "e2e", "latecomer", 1, NULL, NULL, on_purchase, &t2) == 0)
+            loop_until(&t2.done, target, 2000);
+        else
+            dlock__sleep_ms(20); /* locally sold out until the stock poll sees the restock */
+        if (t2.accepted == 0) {
+            struct timeval tv = {0, 20000};
+            event_base_loopexit(base, &tv);
+            event_base_dispatch(base);
+        }
+    }
+    assert_int_equal(t2.accepted, 1);
+    drain();
+    assert_int_equal(sk_db_campaign_stats_get(db, "e2e", &s), 0);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 100);
+    assert_int_equal(s.orders[SK_ST_CANCELLED], 1);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(diffs(), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_sale_persists_exactly_the_stock_and_restocks_once),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,1074 @@
+/* test_persist.c: the order pipeline against a real redis-server and a real
+ * database (a SQLite file, or a private PostgreSQL when built with
+ * SK_TEST_PG=1): batches persisted exactly once, the database guard,
+ * kill -9 of a persister mid-batch, dead letters, payment timeout and
+ * concurrent cancellation returning stock once, reconciliation. Redis
+ * acceptance is driven by a small test script that decides like the
+ * engine and XADDs entries in the contract's format. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "db.h"
+#include "db_sql.h"
+#include "persist.h"
+#include "reconcile.h"
+#include "servers.h"
+#include "sk_err.h"
+#include "util.h"
+
+#ifndef SK_TEST_PG
+#define SK_TEST_PG 0
+#endif
+
+static test_server redis_srv, pg_srv;
+static char redis_url[128], db_url[600], sqlite_dir[256];
+static dlock__conn *rc;
+static sk_db *db;
+static uint64_t next_order_id = 1000;
+
+/* Decides one purchase like the engine: stock and per-user limit, then
+ * deducts, records the buyer and XADDs the order. 1 accepted, 0 refused. */
+static const char ACCEPT_LUA[] =
+    "local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))\n"
+    "local q = tonumber(ARGV[3])\n"
+    "local stock = tonumber(redis.call('GET', KEYS[2]))\n"
+    "local held = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')\n"
+    "if ARGV[6] ~= 'force' and (stock < q or held + q > limit) then return 0 end\n"
+    "redis.call('DECRBY', KEYS[2], q)\n"
+    "redis.call('HINCRBY', KEYS[3], ARGV[2], q)\n"
+    "redis.call('XADD', KEYS[4], '*', 'order_id', ARGV[1], 'campaign', ARGV[4], 'user', ARGV[2],"
+    " 'qty', ARGV[3], 'idem', '', 'ts_ms', ARGV[5], 'path', 'redis')\n"
+    "return 1\n";
+
+static dlock__reply *cmdv(int argc, const char **argv)
+{
+    dlock__reply *r = NULL;
+    assert_int_equal(dlock__conn_cmd(rc, argc, argv, NULL, &r), 0);
+    if (dlock__reply_kind(r) == DLOCK__R_ERROR) fail_msg("redis %s: %s", argv[0], dlock__reply_str(r, NULL));
+    return r;
+}
+
+static int64_t rcmd_int(int argc, const char **argv)
+{
+    dlock__reply *r = cmdv(argc, argv);
+    int64_t v = 0;
+    if (dlock__reply_kind(r) == DLOCK__R_INTEGER) v = dlock__reply_int(r);
+    else if (dlock__reply_kind(r) == DLOCK__R_STRING) v = strtoll(dlock__reply_str(r, NULL), NULL, 10);
+    dlock__reply_free(r);
+    return v;
+}
+
+static void rkey(char *out, size_t len, const char *camp, const char *suffix)
+{
+    snprintf(out, len, "{c:%s}:%s", camp, suffix);
+}
+
+/* Campaign in the database and pre-heated in Redis. */
+static void seed(const char *camp, int64_t stock, int64_t limit)
+{
+    sk_campaign c = {0};
+    snprintf(c.id, sizeof(c.id), "%s", camp);
+    snprintf(c.title, sizeof(c.title), "test %s", camp);
+    c.stock = stock;
+    c.per_user_limit = limit;
+    c.price_cents = 999;
+    assert_int_equal(sk_db_campaign_create(db, &c), 0);
+    char meta[96], stk[96], s[24], l[24];
+    rkey(meta, sizeof(meta), camp, "meta");
+    rkey(stk, sizeof(stk), camp, "stock");
+    snprintf(s, sizeof(s), "%" PRId64, stock);
+    snprintf(l, sizeof(l), "%" PRId64, limit);
+    const char *h[] = {"HSET", meta, "title", c.title, "stock", s, "per_user_limit", l, "starts_at_ms", "0",
+                       "ends_at_ms", "0", "price_cents", "999"};
+    dlock__reply_free(cmdv(14, h));
+    const char *set[] = {"SET", stk, s};
+    dlock__reply_free(cmdv(3, set));
+}
+
+/* One purchase attempt through ACCEPT_LUA; force skips the decision (a
+ * Redis that lost writes). Returns 1 accepted / 0 refused; *oid_out. */
+static int buy(const char *camp, const char *user, int64_t qty, bool force, uint64_t *oid_out)
+{
+    char meta[96], stk[96], buyers[96], orders[96], oid[24], q[24], ts[24];
+    rkey(meta, sizeof(meta), camp, "meta");
+    rkey(stk, sizeof(stk), camp, "stock");
+    rkey(buyers, sizeof(buyers), camp, "buyers");
+    rkey(orders, sizeof(orders), camp, "orders");
+    uint64_t id = next_order_id++;
+    snprintf(oid, sizeof(oid), "%" PRIu64, id);
+    snprintf(q, sizeof(q), "%" PRId64, qty);
+    snprintf(ts, sizeof(ts), "%" PRId64, dlock__wall_ms());
+    const char *argv[] = {"EVAL", ACCEPT_LUA, "4", meta, stk, buyers, orders, oid, user, q, camp, ts,
+                          force ? "force" : "check"};
+    int ok = (int)rcmd_int(13, argv);
+    if (oid_out) *oid_out = id;
+    return ok;
+}
+
+static void persist_opts(sk_persist_opts *o, const char *camp)
+{
+    sk_persist_opts_init(o);
+    o->redis_url = redis_url;
+    o->database_url = db_url;
+    o->campaign = camp;
+    o->batch = 64;
+    o->block_ms = 50;
+    o->claim_idle_ms = 300;
+    o->pay_timeout_ms = 0;
+    o->drain = true;
+}
+
+static sk_persist_stats drain(const char *camp)
+{
+    sk_persist_opts o;
+    persist_opts(&o, camp);
+    sk_persist_stats st = {0};
+    char err[256];
+    assert_int_equal(sk_persist_run(&o, &st, err, sizeof(err)), 0);
+    return st;
+}
+
+static int reconcile_diffs(const char *camp, bool print)
+{
+    sk_reconcile_report rep;
+    assert_int_equal(sk_reconcile_campaign(db, rc, camp, &rep), 0);
+    if (print || rep.ndiffs) {
+        dlock__buf b = {0};
+        sk_reconcile_format(&rep, false, &b);
+        fprintf(stderr, "%s", b.data ? b.data : "");
+        dlock__buf_free(&b);
+    }
+    int n = rep.ndiffs;
+    sk_reconcile_report_free(&rep);
+    return n;
+}
+
+static void counts(const char *camp, sk_db_campaign_stats *st)
+{
+    assert_int_equal(sk_db_campaign_stats_get(db, camp, st), 0);
+}
+
+static const char *build_path(const char *rel, char *buf, size_t len)
+{
+    const char *b = getenv("DLOCK_BUILD_DIR");
+    snprintf(buf, len, "%s/%s", b ? b : ".", rel);
+    return buf;
+}
+
+/* Runs a tool binary; returns its exit status (or -1). */
+static int run_tool(const char *rel, const char *const *args)
+{
+    char path[512];
+    build_path(rel, path, sizeof(path));
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *argv[24] = {path};
+        int n = 1;
+        for (; args[n - 1] && n < 23; n++) argv[n] = args[n - 1];
+        argv[n] = NULL;
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 1);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- fixtures ---------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (test_redis_start(&redis_srv, NULL) != 0) return -1;
+    snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", redis_srv.port);
+    if (SK_TEST_PG) {
+        if (test_postgres_start(&pg_srv) != 0) return -1;
+        snprintf(db_url, sizeof(db_url), "%s", pg_srv.url);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(sqlite_dir, sizeof(sqlite_dir), "%s/sk-persist-XXXXXX", tmp ? tmp : "/tmp");
+        if (!mkdtemp(sqlite_dir)) return -1;
+        snprintf(db_url, sizeof(db_url), "sqlite://%s/orders.db", sqlite_dir);
+    }
+    char err[512];
+    if (sk_db_open(db_url, &db, err, sizeof(err)) != 0) {
+        fprintf(stderr, "open %s: %s\n", db_url, err);
+        return -1;
+    }
+    if (sk_persist_redis_open(redis_url, 5000, &rc, err, sizeof(err)) != 0) return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    sk_db_close(db);
+    dlock__conn_close(rc);
+    test_server_stop(&redis_srv);
+    if (SK_TEST_PG) test_server_stop(&pg_srv);
+    if (sqlite_dir[0] && !getenv("DLOCK_TEST_KEEP")) {
+        char p[400];
+        const char *files[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
+        for (int i = 0; files[i]; i++) {
+            snprintf(p, sizeof(p), "%s/%s", sqlite_dir, files[i]);
+            unlink(p);
+        }
+        rmdir(sqlite_dir);
+    }
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void test_bad_urls_and_inputs_are_refused_cleanly(void **state)
+{
+    (void)state;
+    sk_db *d = NULL;
+    char err[256];
+    assert_int_equal(sk_db_open("mysql://x", &d, err, sizeof(err)), SK_EINVAL);
+    assert_null(d);
+    assert_int_equal(sk_db_open("", &d, err, sizeof(err)), SK_EINVAL);
+    assert_int_equal(sk_db_open("sqlite://", &d, err, sizeof(err)), SK_EINVAL);
+    assert_int_equal(sk_db_open("/nonexistent-dir/x/y.db", &d, err, sizeof(err)), SK_EDB);
+    assert_int_equal(sk_db_open("postgresql://nobody@127.0.0.1:1/x?connect_timeout=1", &d, err, sizeof(err)), SK_EDB);
+    assert_non_null(strstr(err, "postgresql"));
+    sk_campaign c = {0};
+    snprintf(c.id, sizeof(c.id), "bad id!");
+    c.stock = 1;
+    c.per_user_limit = 1;
+    assert_int_equal(sk_db_campaign_create(db, &c), SK_EINVAL);
+    snprintf(c.id, sizeof(c.id), "ok-id");
+    c.per_user_limit = 0;
+    assert_int_equal(sk_db_campaign_create(db, &c), SK_EINVAL);
+    assert_int_equal(sk_db_campaign_get(db, "ok-id", NULL, NULL), SK_ENOTFOUND);
+    assert_int_equal(sk_db_order_get(db, 424242, NULL), SK_ENOTFOUND);
+    assert_int_equal(sk_db_order_pay(db, 424242, "u", NULL), SK_ENOTFOUND);
+    sk_order_in o = {0, "x", "u", 1, "redis", 0};
+    assert_non_null(sk_db_order_invalid(&o));
+    assert_int_equal(sk_db_apply_batch(db, &o, 1, NULL), SK_EINVAL);
+    int64_t ms = 0;
+    assert_int_equal(sk_persist_parse_duration("15m", &ms), 0);
+    assert_int_equal(ms, 900000);
+    assert_int_equal(sk_persist_parse_duration("5x", &ms), SK_EINVAL);
+    assert_int_equal(sk_persist_parse_duration("-1", &ms), SK_EINVAL);
+}
+
+static void test_migrations_are_versioned_and_idempotent(void **state)
+{
+    (void)state;
+    int v = 0;
+    assert_int_equal(sk_db_schema_version(db, &v), 0);
+    assert_int_equal(v, 5);
+    sk_db *d2 = NULL;
+    char err[256];
+    assert_int_equal(sk_db_open(db_url, &d2, err, sizeof(err)), 0); /* re-run: no-op */
+    assert_int_equal(sk_db_schema_version(d2, &v), 0);
+    assert_int_equal(v, 5);
+    sk_db_close(d2);
+    sk_campaign c = {0};
+    snprintf(c.id, sizeof(c.id), "mig");
+    c.stock = 3;
+    c.per_user_limit = 1;
+    assert_int_equal(sk_db_campaign_create(db, &c), 0);
+    assert_int_equal(sk_db_campaign_create(db, &c), SK_EEXIST);
+    int64_t rem = -1;
+    sk_campaign got;
+    assert_int_equal(sk_db_campaign_get(db, "mig", &got, &rem), 0);
+    assert_int_equal(rem, 3);
+    assert_int_equal(got.stock, 3);
+}
+
+static void test_sale_of_100_to_2000_buyers_persists_exactly_100(void **state)
+{
+    (void)state;
+    const char *camp = "sale100";
+    seed(camp, 100, 1);
+    int accepted = 0;
+    for (int i = 0; i < 2000; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "user%d", i % 1900); /* 100 users try twice */
+        accepted += buy(camp, user, 1, false, NULL);
+    }
+    assert_int_equal(accepted, 100);
+    sk_persist_stats st = drain(camp);
+    assert_int_equal(st.persisted, 100);
+    assert_int_equal(st.rejected, 0);
+    sk_db_campaign_stats s;
+    counts(camp, &s);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 100);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(s.user_total_units, 100);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+    const char *args[] = {"--redis-url", redis_url, "--database-url", db_url, "reconcile", "--campaign", camp,
+                          "--wait", "2s", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", args), 0);
+    /* a second drain finds nothing and changes nothing */
+    st = drain(camp);
+    assert_int_equal(st.persisted, 0);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+static void test_redelivered_orders_are_no_ops(void **state)
+{
+    (void)state;
+    const char *camp = "redeliver";
+    seed(camp, 10, 2);
+    sk_order_in in[3] = {{900001, camp, "a", 1, "redis", 1}, {900002, camp, "b", 2, "redis", 1},
+                         {900001, camp, "a", 1, "redis", 1}};
+    int res[3];
+    assert_int_equal(sk_db_apply_batch(db, in, 3, res), 0);
+    assert_int_equal(res[0], SK_APPLY_PERSISTED);
+    assert_int_equal(res[1], SK_APPLY_PERSISTED);
+    assert_int_equal(res[2], SK_APPLY_DUPLICATE);
+    assert_int_equal(sk_db_apply_batch(db, in, 2, res), 0);
+    assert_int_equal(res[0], SK_APPLY_DUPLICATE);
+    assert_int_equal(res[1], SK_APPLY_DUPLICATE);
+    int64_t rem = 0;
+    assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
+    assert_int_equal(rem, 7);
+    /* user ids with quotes, backslashes and braces survive (PostgreSQL arrays) */
+    sk_order_in odd[2] = {{900003, camp, "a\"b\\c{,}", 1, "redis", 1}, {900004, camp, "NULL", 1, "db", 1}};
+    assert_int_equal(sk_db_apply_batch(db, odd, 2, res), 0);
+    assert_int_equal(res[0], SK_APPLY_PERSISTED);
+    assert_int_equal(res[1], SK_APPLY_PERSISTED);
+    sk_order_row row;
+    assert_int_equal(sk_db_order_get(db, 900003, &row), 0);
+    assert_string_equal(row.user, "a\"b\\c{,}");
+    assert_int_equal(sk_db_order_get(db, 900004, &row), 0);
+    assert_string_equal(row.user, "NULL");
+    assert_string_equal(row.path, "db");
+}
+
+/* Stops the worker at a moment when it holds delivered, unacknowledged
+ * entries (it is mid-batch), then kills it with SIGKILL. */
+static int64_t pending_count(const char *camp)
+{
+    char key[96];
+    rkey(key, sizeof(key), camp, "orders");
+    int64_t pending = 0, lag = 0;
+    assert_int_equal(sk_persist_backlog(rc, camp, &pending, &lag), 0);
+    (void)key;
+    return pending;
+}
+
+static void test_kill9_mid_batch_then_restart_persists_every_order_once(void **state)
+{
+    (void)state;
+    const char *camp = "kill9";
+    const int n = 3000;
+    seed(camp, n, 1);
+    for (int i = 0; i < n; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "k%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    char path[512];
+    build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(path, path, "--redis-url", redis_url, "--database-url", db_url, "--campaign", camp, "--batch", "20",
+              "--block", "50", "--pay-timeout", "0", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    assert_true(pid > 0);
+    bool killed = false;
+    for (int tries = 0; tries < 4000 && !killed; tries++) {
+        dlock__sleep_ms(2);
+        kill(pid, SIGSTOP);
+        sk_db_campaign_stats s;
+        counts(camp, &s);
+        int64_t pending = pending_count(camp);
+        if (s.orders[SK_ST_PERSISTED] > 100 && pending > 0) {
+            kill(pid, SIGKILL);
+            killed = true;
+        } else {
+            kill(pid, SIGCONT);
+        }
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(killed);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    int64_t stranded = pending_count(camp);
+    assert_true(stranded > 0);
+    sk_db_campaign_stats s;
+    counts(camp, &s);
+    assert_true(s.orders[SK_ST_PERSISTED] < n);
+    /* a new worker reclaims the dead one's entries after claim_idle_ms */
+    sk_persist_stats ps = drain(camp);
+    assert_true(ps.reclaimed >= stranded);
+    counts(camp, &s);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], n);
+    assert_int_equal(s.orders[SK_ST_REJECTED], 0);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(pending_count(camp), 0);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+static void test_guard_rejects_what_the_database_cannot_sell(void **state)
+{
+    (void)state;
+    const char *camp = "guard";
+    seed(camp, 100, 1);
+    assert_int_equal(sk_db_stock_set(db, camp, 90), 0); /* behind Redis's back */
+    for (int i = 0; i < 100; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "g%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    /* a Redis that lost the buyer record accepts g0 twice */
+    uint64_t dup_user_order = 0;
+    char buyers[96];
+    rkey(buyers, sizeof(buyers), camp, "buyers");
+    assert_int_equal(buy(camp, "g0", 1, true, &dup_user_order), 1);
+    sk_persist_stats st = drain(camp);
+    assert_int_equal(st.persisted, 90);
+    assert_int_equal(st.rejected, 11);
+    sk_db_campaign_stats s;
+    counts(camp, &s);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 90);
+    assert_int_equal(s.orders[SK_ST_REJECTED], 11);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(s.user_total_units, 90);
+    sk_order_row row;
+    assert_int_equal(sk_db_order_get(db, dup_user_order, &row), 0);
+    assert_string_equal(row.status, "rejected");
+    assert_true(strcmp(row.reason, "per-user limit") == 0 || strcmp(row.reason, "sold out in database") == 0);
+    /* the metric */
+    char stats[96];
+    rkey(stats, sizeof(stats), camp, "pipeline");
+    const char *hg[] = {"HGET", stats, "rejected"};
+    assert_int_equal(rcmd_int(3, hg), 11);
+    /* reconciliation reports it, the tool exits 1 */
+    assert_true(reconcile_diffs(camp, true) > 0);
+    const char *args[] = {"--redis-url", redis_url, "--database-url", db_url, "reconcile", "--campaign", camp,
+                          "--json", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", args), 1);
+}
+
+static void test_pay_then_timeout_cancels_the_rest_returning_stock_once(void **state)
+{
+    (void)state;
+    const char *camp = "paytimeout";
+    seed(camp, 10, 1);
+    uint64_t ids[10];
+    for (int i = 0; i < 10; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "p%d", i);
+        assert_int_equal(buy(camp, user, 1, false, &ids[i]), 1);
+    }
+    drain(camp);
+    sk_order_row row;
+    assert_int_equal(sk_db_order_pay(db, ids[0], "p1", &row), SK_EFORBIDDEN);
+    for (int i = 0; i < 3; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "p%d", i);
+        assert_int_equal(sk_db_order_pay(db, ids[i], user, &row), 0);
+        assert_string_equal(row.status, "paid");
+        assert_int_equal(sk_db_order_pay(db, ids[i], user, &row), 0); /* idempotent */
+    }
+    /* listen for the restock signal */
+    dlock__conn *sub = NULL;
+    char err[256], events[96];
+    assert_int_equal(sk_persist_redis_open(redis_url, 2000, &sub, err, sizeof(err)), 0);
+    rkey(events, sizeof(events), camp, "events");
+    const char *sargv[] = {"SUBSCRIBE", events};
+    dlock__reply *r = NULL;
+    assert_int_equal(dlock__conn_cmd(sub, 2, sargv, NULL, &r), 0);
+    dlock__reply_free(r);
+    dlock__sleep_ms(120);
+    int64_t cancelled = 0, released = 0;
+    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 100, 500, &cancelled, &released), 0);
+    assert_int_equal(cancelled, 7);
+    assert_int_equal(released, 7);
+    sk_db_campaign_stats s;
+    counts(camp, &s);
+    assert_int_equal(s.orders[SK_ST_CANCELLED], 7);
+    char relkey[96];
+    rkey(relkey, sizeof(relkey), camp, "released");
+    const char *scard[] = {"SCARD", relkey};
+    assert_int_equal(rcmd_int(2, scard), 7);
+    assert_int_equal(s.orders[SK_ST_PAID], 3);
+    assert_int_equal(s.released_pending, 0);
+    r = NULL;
+    assert_int_equal(dlock__conn_read_push(sub, 2000, &r), 0);
+    assert_string_equal(dlock__reply_str(dlock__reply_at(r, 2), NULL), "restock");
+    dlock__reply_free(r);
+    dlock__conn_close(sub);
+    /* again: nothing more goes back */
+    int64_t c2 = 0, r2 = 0;
+    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 100, 500, &c2, &r2), 0);
+    assert_int_equal(c2, 0);
+    assert_int_equal(r2, 0);
+    assert_int_equal(sk_db_order_get(db, ids[5], &row), 0);
+    assert_string_equal(row.status, "cancelled");
+    assert_string_equal(row.reason, "payment timeout");
+    assert_int_equal(sk_db_order_pay(db, ids[5], "p5", NULL), SK_ECONFLICT);
+    char stk[96];
+    rkey(stk, sizeof(stk), camp, "stock");
+    const char *get[] = {"GET", stk};
+    assert_int_equal(rcmd_int(2, get), 7);
+    int64_t rem = 0;
+    assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
+    assert_int_equal(rem, 7);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+    /* the freed units can be bought again, by the same users too */
+    assert_int_equal(buy(camp, "p5", 1, false, NULL), 1);
+    drain(camp);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+typedef struct cancel_arg {
+    uint64_t order_id;
+} cancel_arg;
+
+static int cancel_child(void *p)
+{
+    cancel_arg *a = p;
+    sk_db *d = NULL;
+    dlock__conn *c = NULL;
+    char err[256];
+    if (sk_db_open(db_url, &d, err, sizeof(err)) || sk_persist_redis_open(redis_url, 5000, &c, err, sizeof(err)))
+        return 2;
+    int r = sk_order_cancel(d, c, a->order_id, "user cancelled");
+    /* also hammer the Redis gate directly, as a retrying worker would */
+    sk_order_row row;
+    int rel = 0;
+    if (sk_db_order_get(d, a->order_id, &row) == 0 && strcmp(row.status, "cancelled") == 0)
+        rel = sk_release_order(c, &row, "cancelled");
+    sk_db_close(d);
+    dlock__conn_close(c);
+    if (rel < 0) return 4;
+    return r == 0 ? 0 : r == SK_ECONFLICT ? 1 : 4;
+}
+
+static void test_concurrent_cancellations_return_stock_once(void **state)
+{
+    (void)state;
+    const char *camp = "concancel";
+    seed(camp, 5, 1);
+    uint64_t id = 0;
+    assert_int_equal(buy(camp, "cc", 1, false, &id), 1);
+    drain(camp);
+    cancel_arg a = {id};
+    enum { N = 8 };
+    pid_t pids[N];
+    for (int i = 0; i < N; i++) pids[i] = test_fork(cancel_child, &a);
+    int winners = 0, losers = 0, others = 0;
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (code == 0) winners++;
+        else if (code == 1) losers++;
+        else others++;
+    }
+    assert_int_equal(others, 0);
+    assert_int_equal(winners, 1);
+    assert_int_equal(losers, N - 1);
+    char stk[96], rel[96];
+    rkey(stk, sizeof(stk), camp, "stock");
+    rkey(rel, sizeof(rel), camp, "released");
+    const char *get[] = {"GET", stk};
+    assert_int_equal(rcmd_int(2, get), 5);
+    const char *sc[] = {"SCARD", rel};
+    assert_int_equal(rcmd_int(2, sc), 1);
+    int64_t rem = 0;
+    assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
+    assert_int_equal(rem, 5);
+    assert_int_equal(sk_order_cancel(db, rc, id, "again"), SK_ECONFLICT);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+static void test_malformed_and_poisoned_entries_go_to_dead_letters(void **state)
+{
+    (void)state;
+    const char *camp = "poison";
+    seed(camp, 50, 1);
+    char orders[96], dead[96];
+    rkey(orders, sizeof(orders), camp, "orders");
+    rkey(dead, sizeof(dead), camp, "orders:dead");
+    const char *bad[] = {"XADD", orders, "*", "order_id", "77", "campaign", camp, "user", "x", "qty", "abc",
+                         "ts_ms", "1", "path", "redis"};
+    dlock__reply_free(cmdv(15, bad));
+    /* a row the database refuses with an error (not a guard refusal) */
+    if (SK_TEST_PG) {
+        assert_int_equal(sk__db_script(db, "CREATE FUNCTION sk_poison() RETURNS trigger AS $$ BEGIN"
+                                           " IF NEW.user_id = 'poison' THEN RAISE EXCEPTION 'poisoned row'; END IF;"
+                                           " RETURN NEW; END $$ LANGUAGE plpgsql;"
+                                           "CREATE TRIGGER sk_poison BEFORE INSERT ON orders FOR EACH ROW"
+                                           " EXECUTE FUNCTION sk_poison()"),
+                         0);
+    } else {
+        assert_int_equal(sk__db_script(db, "CREATE TRIGGER sk_poison BEFORE INSERT ON orders"
+                                           " WHEN NEW.user_id = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned row'); END"),
+                         0);
+    }
+    for (int i = 0; i < 10; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "ok%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    assert_int_equal(buy(camp, "poison", 1, false, NULL), 1);
+    sk_persist_opts o;
+    persist_opts(&o, camp);
+    o.max_deliveries = 3;
+    o.claim_idle_ms = 100;
+    sk_persist_stats st = {0};
+    char err[256];
+    assert_int_equal(sk_persist_run(&o, &st, err, sizeof(err)), 0);
+    assert_int_equal(st.persisted, 10);
+    assert_int_equal(st.dead_lettered, 2);
+    const char *xl[] = {"XLEN", dead};
+    assert_int_equal(rcmd_int(2, xl), 2);
+    const char *xr[] = {"XRANGE", dead, "-", "+"};
+    dlock__reply *r = cmdv(4, xr);
+    int saw_poison = 0, saw_qty = 0;
+    for (size_t i = 0; i < dlock__reply_count(r); i++) {
+        const dlock__reply *f = dlock__reply_at(dlock__reply_at(r, i), 1);
+        for (size_t j = 0; j + 1 < dlock__reply_count(f); j += 2) {
+            const char *k = dlock__reply_str(dlock__reply_at(f, j), NULL);
+            const char *v = dlock__reply_str(dlock__reply_at(f, j + 1), NULL);
+            if (strcmp(k, "error") == 0 && strstr(v, "poisoned row")) saw_poison++;
+            if (strcmp(k, "error") == 0 && strcmp(v, "bad qty") == 0) saw_qty++;
+        }
+    }
+    dlock__reply_free(r);
+    assert_int_equal(saw_poison, 1);
+    assert_int_equal(saw_qty, 1);
+    assert_int_equal(pending_count(camp), 0);
+    if (!SK_TEST_PG) {
+        sk__db_script(db, "DROP TRIGGER IF EXISTS sk_poison");
+    } else {
+        sk__db_script(db, "DROP TRIGGER IF EXISTS sk_poison ON orders");
+        sk__db_script(db, "DROP FUNCTION IF EXISTS sk_poison()");
+    }
+    assert_true(reconcile_diffs(camp, false) > 0); /* dead letters are differences */
+}
+
+static void test_direct_purchase_keeps_the_guard_and_uniqueness(void **state)
+{
+    (void)state;
+    const char *camp = "direct";
+    seed(camp, 2, 1);
+    int64_t now = dlock__wall_ms();
+    assert_int_equal(sk_db_purchase_direct(db, 5000001, camp, "d1", 1, now), 0);
+    assert_int_equal(sk_db_purchase_direct(db, 5000002, camp, "d1", 1, now), SK_ELIMIT);
+    assert_int_equal(sk_db_purchase_direct(db, 5000001, camp, "d2", 1, now), SK_EEXIST);
+    assert_int_equal(sk_db_purchase_direct(db, 5000003, camp, "d2", 2, now), SK_ELIMIT);
+    assert_int_equal(sk_db_purchase_direct(db, 5000004, camp, "d2", 1, now), 0);
+    assert_int_equal(sk_db_purchase_direct(db, 5000005, camp, "d3", 1, now), SK_ESOLDOUT);
+    assert_int_equal(sk_db_purchase_direct(db, 5000006, "nocamp", "d3", 1, now), SK_ENOTFOUND);
+    assert_int_equal(sk_db_purchase_direct(db, 5000007, camp, "", 1, now), SK_EINVAL);
+    sk_order_row row;
+    assert_int_equal(sk_db_order_get(db, 5000004, &row), 0);
+    assert_string_equal(row.path, "db");
+    assert_string_equal(row.status, "persisted");
+    assert_int_equal(sk_db_order_get(db, 5000002, &row), SK_ENOTFOUND); /* refusals leave no row */
+    sk_db_campaign_stats s;
+    counts(camp, &s);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 2);
+}
+
+static int64_t redis_stock(const char *camp)
+{
+    char stk[96];
+    rkey(stk, sizeof(stk), camp, "stock");
+    const char *get[] = {"GET", stk};
+    return rcmd_int(2, get);
+}
+
+/* Orders decided by the database while Redis was down are taken out of
+ * Redis's stock once when it is back; cancelling one gives it back once. */
+static void test_degraded_orders_are_mirrored_into_redis_once(void **state)
+{
+    (void)state;
+    const char *camp = "degraded";
+    seed(camp, 10, 1);
+    assert_int_equal(buy(camp, "dr1", 1, false, NULL), 1);
+    assert_int_equal(buy(camp, "dr2", 1, false, NULL), 1);
+    drain(camp);
+    int64_t now = dlock__wall_ms();
+    for (int i = 0; i < 3; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "dd%d", i);
+        assert_int_equal(sk_db_purchase_direct(db, 8000000 + (uint64_t)i, camp, user, 1, now), 0);
+    }
+    assert_int_equal(sk_db_purchase_direct(db, 8000009, camp, "dr1", 1, now), SK_ELIMIT); /* bought via Redis */
+    assert_true(reconcile_diffs(camp, false) > 0); /* Redis 8, database 5 */
+    int64_t cancelled = 0, released = 0;
+    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
+    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
+    assert_int_equal(redis_stock(camp), 5);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+    assert_int_equal(sk_order_cancel(db, rc, 8000001, "changed mind"), 0);
+    assert_int_equal(sk_order_cancel(db, rc, 8000001, "changed mind"), SK_ECONFLICT);
+    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
+    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
+    assert_int_equal(released, 1);
+    assert_int_equal(redis_stock(camp), 6);
+    int64_t rem = 0;
+    assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
+    assert_int_equal(rem, 6);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+typedef struct thr_arg {
+    const char *camp;
+    int base, n;
+    int ok;
+} thr_arg;
+
+static void *direct_thread(void *p)
+{
+    thr_arg *a = p;
+    sk_db *d = NULL;
+    char err[256];
+    if (sk_db_open(db_url, &d, err, sizeof(err))) return NULL;
+    for (int i = 0; i < a->n; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "dt%d", i); /* the same users in every thread */
+        if (sk_db_purchase_direct(d, (uint64_t)(7000000 + a->base + i), a->camp, user, 1, dlock__wall_ms()) == 0)
+            a->ok++;
+    }
+    sk_db_close(d);
+    return NULL;
+}
+
+static void test_concurrent_direct_purchases_never_oversell(void **state)
+{
+    (void)state;
+    const char *camp = "directcc";
+    seed(camp, 30, 1);
+    enum { T = 4 };
+    pthread_t th[T];
+    thr_arg a[T];
+    for (int i = 0; i < T; i++) {
+        a[i] = (thr_arg){camp, i * 1000, 50, 0};
+        pthread_create(&th[i], NULL, direct_thread, &a[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        ok += a[i].ok;
+    }
+    assert_int_equal(ok, 30);
+    sk_db_campaign_stats s;
+    counts(camp, &s);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 30);
+    assert_int_equal(s.user_total_units, 30);
+}
+
+static void test_two_persisters_at_once_persist_each_order_once(void **state)
+{
+    (void)state;
+    const char *camp = "twoworkers";
+    const int n = 1500;
+    seed(camp, n, 1);
+    for (int i = 0; i < n; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "w%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    char path[512];
+    build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            execl(path, path, "--redis-url", redis_url, "--database-url", db_url, "--campaign", camp, "--batch", "32",
+                  "--block", "50", "--pay-timeout", "0", "--drain", "--quiet", (char *)NULL);
+            _exit(127);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    sk_db_campaign_stats s;
+    counts(camp, &s);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], n);
+    assert_int_equal(s.remaining, 0);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+typedef struct bg_worker {
+    sk_persist_opts o;
+    atomic_int stop;
+    sk_persist_stats st;
+    int rc;
+    pthread_t th;
+} bg_worker;
+
+static void *bg_main(void *p)
+{
+    bg_worker *b = p;
+    char err[256];
+    b->rc = sk_persist_run(&b->o, &b->st, err, sizeof(err));
+    return NULL;
+}
+
+/* Polls (<= 15 s); tolerates a database still in crash recovery. */
+static void wait_persisted(const char *camp, int64_t want)
+{
+    int64_t end = dlock__now_ms() + 15000;
+    sk_db_campaign_stats s = {0};
+    int err;
+    do {
+        err = sk_db_campaign_stats_get(db, camp, &s);
+        if (err == 0 && s.orders[SK_ST_PERSISTED] >= want) break;
+        dlock__sleep_ms(20);
+    } while (dlock__now_ms() < end);
+    assert_int_equal(err, 0);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], want);
+}
+
+/* Redis killed and restarted empty (no persistence): the worker keeps
+ * running, re-creates the group and persists what is accepted after. */
+static void test_worker_survives_a_redis_restart(void **state)
+{
+    (void)state;
+    const char *camp = "rrestart";
+    seed(camp, 100, 1);
+    static bg_worker b;
+    persist_opts(&b.o, camp);
+    b.o.drain = false;
+    b.o.stop = &b.stop;
+    atomic_store(&b.stop, 0);
+    assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
+    for (int i = 0; i < 20; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "r%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    wait_persisted(camp, 20);
+    test_server_kill(&redis_srv);
+    dlock__sleep_ms(300); /* the worker sees the outage and backs off */
+    assert_int_equal(test_redis_restart(&redis_srv, NULL), 0);
+    char meta[96], stk[96];
+    rkey(meta, sizeof(meta), camp, "meta");
+    rkey(stk, sizeof(stk), camp, "stock");
+    const char *h[] = {"HSET", meta, "stock", "100", "per_user_limit", "1"};
+    dlock__reply_free(cmdv(6, h));
+    const char *set[] = {"SET", stk, "80"};
+    dlock__reply_free(cmdv(3, set));
+    for (int i = 20; i < 40; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "r%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    wait_persisted(camp, 40);
+    atomic_store(&b.stop, 1);
+    pthread_join(b.th, NULL);
+    assert_int_equal(b.rc, 0);
+    assert_true(b.st.redis_errors > 0);
+    int64_t rem = 0;
+    assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
+    assert_int_equal(rem, 60);
+}
+
+/* Two seckill-persist processes sweep the same campaign: every unpaid
+ * order is cancelled once and its unit comes back once on each side. */
+static void test_two_workers_cancel_unpaid_orders_once(void **state)
+{
+    (void)state;
+    const char *camp = "sweep2";
+    seed(camp, 50, 1);
+    uint64_t ids[50];
+    for (int i = 0; i < 50; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "s%d", i);
+        assert_int_equal(buy(camp, user, 1, false, &ids[i]), 1);
+    }
+    drain(camp);
+    for (int i = 0; i < 10; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "s%d", i);
+        assert_int_equal(sk_db_order_pay(db, ids[i], user, NULL), 0);
+    }
+    char path[512];
+    build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            execl(path, path, "--redis-url", redis_url, "--database-url", db_url, "--campaign", camp, "--block", "20",
+                  "--pay-timeout", "150ms", "--sweep-interval", "10ms", "--batch", "4", "--quiet", (char *)NULL);
+            _exit(127);
+        }
+    }
+    sk_db_campaign_stats s;
+    int64_t end = dlock__now_ms() + 10000;
+    do {
+        dlock__sleep_ms(50);
+        counts(camp, &s);
+    } while ((s.orders[SK_ST_CANCELLED] < 40 || s.released_pending) && dlock__now_ms() < end);
+    for (int i = 0; i < 2; i++) {
+        kill(pids[i], SIGTERM);
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    counts(camp, &s);
+    assert_int_equal(s.orders[SK_ST_CANCELLED], 40);
+    assert_int_equal(s.orders[SK_ST_PAID], 10);
+    assert_int_equal(s.released_pending, 0);
+    assert_int_equal(s.remaining, 40);
+    char stk[96], rel[96];
+    rkey(stk, sizeof(stk), camp, "stock");
+    rkey(rel, sizeof(rel), camp, "released");
+    const char *get[] = {"GET", stk};
+    assert_int_equal(rcmd_int(2, get), 40);
+    const char *sc[] = {"SCARD", rel};
+    assert_int_equal(rcmd_int(2, sc), 40);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+/* PostgreSQL restarted under a running worker (and under this test's own
+ * handle): the worker reconnects between transactions, entries accepted
+ * meanwhile stay pending in Redis and are persisted afterwards. */
+static void test_worker_survives_a_database_restart(void **state)
+{
+    (void)state;
+    if (!SK_TEST_PG) skip(); /* SQLite is a file: nothing to restart */
+    const char *camp = "dbrestart";
+    seed(camp, 100, 1);
+    static bg_worker b;
+    persist_opts(&b.o, camp);
+    b.o.drain = false;
+    b.o.stop = &b.stop;
+    atomic_store(&b.stop, 0);
+    assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
+    for (int i = 0; i < 20; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "q%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    wait_persisted(camp, 20);
+    assert_int_equal(test_postgres_restart(&pg_srv), 0);
+    for (int i = 20; i < 40; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "q%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    wait_persisted(camp, 40);
+    atomic_store(&b.stop, 1);
+    pthread_join(b.th, NULL);
+    assert_int_equal(b.rc, 0);
+    assert_int_equal(pending_count(camp), 0);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+/* PostgreSQL killed (-9) for a while under a worker with max_deliveries 2:
+ * the outage dead-letters nothing; every order lands once it is back. */
+static void test_database_outage_dead_letters_nothing(void **state)
+{
+    (void)state;
+    if (!SK_TEST_PG) skip();
+    const char *camp = "dboutage";
+    seed(camp, 100, 1);
+    static bg_worker b;
+    persist_opts(&b.o, camp);
+    b.o.drain = false;
+    b.o.stop = &b.stop;
+    b.o.max_deliveries = 2;
+    b.o.claim_idle_ms = 200;
+    atomic_store(&b.stop, 0);
+    assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
+    for (int i = 0; i < 10; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "o%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    wait_persisted(camp, 10);
+    dlock__sleep_ms(700); /* the fixture runs synchronous_commit=off: let the WAL writer flush */
+    test_server_kill(&pg_srv);
+    for (int i = 10; i < 30; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "o%d", i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+    dlock__sleep_ms(2500); /* many worker rounds against a dead database */
+    assert_int_equal(test_postgres_restart(&pg_srv), 0);
+    wait_persisted(camp, 30);
+    atomic_store(&b.stop, 1);
+    pthread_join(b.th, NULL);
+    assert_int_equal(b.rc, 0);
+    assert_true(b.st.db_errors > 0);
+    assert_int_equal(b.st.dead_lettered, 0);
+    assert_int_equal(pending_count(camp), 0);
+    assert_int_equal(reconcile_diffs(camp, false), 0);
+}
+
+static void test_tools_refuse_bad_arguments(void **state)
+{
+    (void)state;
+    const char *a1[] = {"--database-url", db_url, "frobnicate", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a1), 2);
+    const char *a2[] = {"--database-url", "mysql://x", "campaigns", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a2), 2);
+    const char *a3[] = {"--database-url", db_url, "reconcile", "--campaign", "bad id!", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a3), 2);
+    const char *a4[] = {"--database-url", db_url, "order", "12x", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a4), 2);
+    const char *a5[] = {"--database-url", db_url, "--redis-url", "redis://127.0.0.1:1", "reconcile", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a5), 3);
+    const char *a6[] = {"--database-url", db_url, "order", "1", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a6), 1); /* not found */
+    const char *a8[] = {"--database-url", db_url, "reconcile", "--wait", "soon", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a8), 2);
+    const char *a7[] = {"--database-url", db_url, "campaigns", "--json", NULL};
+    assert_int_equal(run_tool("tools/seckill/seckill", a7), 0);
+    const char *p1[] = {"--database-url", db_url, "--batch", "0", NULL};
+    assert_int_equal(run_tool("tools/seckill-persist/seckill-persist", p1), 2);
+    const char *p2[] = {"--database-url", db_url, "--pay-timeout", "soon", NULL};
+    assert_int_equal(run_tool("tools/seckill-persist/seckill-persist", p2), 2);
+    const char *p3[] = {"--bogus", NULL};
+    assert_int_equal(run_tool("tools/seckill-persist/seckill-persist", p3), 2);
+    const char *p4[] = {"--database-url", db_url, "--redis-url", "redis://127.0.0.1:1", "--drain", "--quiet", NULL};
+    assert_int_equal(run_tool("tools/seckill-persist/seckill-persist", p4), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_urls_and_inputs_are_refused_cleanly),
+        cmocka_unit_test(test_migrations_are_versioned_and_idempotent),
+        cmocka_unit_test(test_sale_of_100_to_2000_buyers_persists_exactly_100),
+        cmocka_unit_test(test_redelivered_orders_are_no_ops),
+        cmocka_unit_test(test_kill9_mid_batch_then_restart_persists_every_order_once),
+        cmocka_unit_test(test_guard_rejects_what_the_database_cannot_sell),
+        cmocka_unit_test(test_pay_then_timeout_cancels_the_rest_returning_stock_once),
+        cmocka_unit_test(test_concurrent_cancellations_return_stock_once),
+        cmocka_unit_test(test_malformed_and_poisoned_entries_go_to_dead_letters),
+        cmocka_unit_test(test_direct_purchase_keeps_the_guard_and_uniqueness),
+        cmocka_unit_test(test_concurrent_direct_purchases_never_oversell),
+        cmocka_unit_test(test_degraded_orders_are_mirrored_into_redis_once),
+        cmocka_unit_test(test_two_persisters_at_once_persist_each_order_once),
+        cmocka_unit_test(test_two_workers_cancel_unpaid_orders_once),
+        cmocka_unit_test(test_worker_survives_a_database_restart),
+        cmocka_unit_test(test_database_outage_dead_letters_nothing),
+        cmocka_unit_test(test_tools_refuse_bad_arguments),
+        cmocka_unit_test(test_worker_survives_a_redis_restart), /* last: empties Redis */
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,748 @@
+/* test_seckilld.c: seckilld as users meet it: real redis-server, real
+ * seckilld processes, HTTP over sockets. 2000 concurrent buyers over 3
+ * instances against stock 100, a scalper's 200 concurrent requests, the
+ * per-user limit with quantity mixes, Idempotency-Key replay, time windows
+ * on the Redis clock, admin auth, the bad-input matrix, size limits, slow
+ * clients, signatures, rate limits, graceful shutdown, and Redis going
+ * away and coming back. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "redis_io.h"
+#include "servers.h"
+#include "skt.h"
+#include "util.h"
+
+#define ADMIN "Authorization: Bearer adm-token\r\n"
+
+static test_server redis;
+static skt_daemon d[3];
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_redis_start(&redis, NULL) != 0) return -1;
+    const char *extra[] = {"--admin-token", "adm-token", "--redis-timeout-ms", "500", NULL};
+    for (int i = 0; i < 3; i++)
+        if (skt_daemon_start(&d[i], redis.url, extra) != 0) return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) skt_daemon_stop(&d[i]);
+    test_server_stop(&redis);
+    return 0;
+}
+
+/* Creates a campaign through the admin API; window relative to now (s). */
+static int create(const char *id, long stock, long limit, long start_s, long end_s)
+{
+    char body[512], resp[1024];
+    int64_t now = dlock__wall_ms();
+    snprintf(body, sizeof(body),
+             "{\"id\":\"%s\",\"title\":\"test %s\",\"stock\":%ld,\"per_user_limit\":%ld,"
+             "\"starts_at\":%lld,\"ends_at\":%lld,\"price_cents\":990}",
+             id, id, stock, limit, (long long)(now + start_s * 1000), (long long)(now + end_s * 1000));
+    return skt_http(d[0].port, "POST", "/v1/campaigns", ADMIN, body, strlen(body), resp, sizeof(resp));
+}
+
+static int buy(int port, const char *campaign, const char *user, int qty, const char *idem,
+               char *resp, size_t cap)
+{
+    char path[128], hdr[256], body[64];
+    snprintf(path, sizeof(path), "/v1/campaigns/%s/purchase", campaign);
+    snprintf(hdr, sizeof(hdr), "X-User-Id: %s\r\n%s%s%s", user, idem ? "Idempotency-Key: " : "",
+             idem ? idem : "", idem ? "\r\n" : "");
+    snprintf(body, sizeof(body), "{\"quantity\":%d}", qty);
+    return skt_http(port, "POST", path, hdr, body, strlen(body), resp, cap);
+}
+
+static void expect_error(const char *resp, const char *code)
+{
+    char got[64] = "";
+    if (!skt_json_str(resp, "error", got, sizeof(got)) || strcmp(got, code) != 0)
+        fail_msg("expected error \"%s\", got: %s", code, resp);
+    assert_non_null(strstr(resp, "\"message\":\""));
+}
+
+static dlock__conn *redis_conn(void)
+{
+    dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = redis.port};
+    dlock__conn_opts o = {.connect_timeout_ms = 1000, .command_timeout_ms = 5000};
+    dlock__conn *c = NULL;
+    assert_int_equal(dlock__conn_open(&u, &o, &c, NULL, 0), 0);
+    return c;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
+{
+    (void)state;
+    assert_int_equal(create("big", 100, 1, -60, 3600), 201);
+    enum { N = 2000 };
+    skt_req *r = calloc(N, sizeof(*r));
+    assert_non_null(r);
+    for (int i = 0; i < N; i++) {
+        r[i].port = d[i % 3].port;
+        r[i].method = "POST";
+        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/big/purchase");
+        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: buyer%d\r\n", i);
+        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+    }
+    assert_int_equal(skt_run_concurrent(r, N, 20000), 0);
+    int accepted = 0, sold_out = 0;
+    char **ids = calloc(N, sizeof(char *));
+    for (int i = 0; i < N; i++) {
+        if (r[i].status == 201) {
+            char oid[32];
+            assert_true(skt_json_str(r[i].resp, "order_id", oid, sizeof(oid)));
+            ids[accepted++] = strdup(oid);
+        } else {
+            if (r[i].status != 409) fail_msg("buyer %d: status %d %s", i, r[i].status, r[i].resp);
+            expect_error(r[i].resp, "sold_out");
+            sold_out++;
+        }
+    }
+    assert_int_equal(accepted, 100);
+    assert_int_equal(sold_out, N - 100);
+    char resp[1024], v[32];
+    assert_int_equal(skt_http(d[1].port, "GET", "/v1/campaigns/big", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_true(skt_json_str(resp, "remaining", v, sizeof(v)));
+    assert_string_equal(v, "0");
+    assert_true(skt_json_str(resp, "sold", v, sizeof(v)));
+    assert_string_equal(v, "100");
+    assert_true(skt_json_str(resp, "state", v, sizeof(v)));
+    assert_string_equal(v, "sold_out");
+    /* every accepted order is in the stream exactly once */
+    dlock__conn *c = redis_conn();
+    const char *argv[] = {"XRANGE", "{c:big}:orders", "-", "+"};
+    dlock__reply *x = NULL;
+    assert_int_equal(dlock__conn_cmd(c, 4, argv, NULL, &x), 0);
+    assert_int_equal(dlock__reply_count(x), 100);
+    char **sids = calloc(100, sizeof(char *));
+    for (size_t i = 0; i < 100; i++) {
+        const dlock__reply *fields = dlock__reply_at(dlock__reply_at(x, i), 1);
+        for (size_t k = 0; k + 1 < dlock__reply_count(fields); k += 2)
+            if (!strcmp(dlock__reply_str(dlock__reply_at(fields, k), NULL), "order_id"))
+                sids[i] = strdup(dlock__reply_str(dlock__reply_at(fields, k + 1), NULL));
+        assert_non_null(sids[i]);
+    }
+    dlock__reply_free(x);
+    dlock__conn_close(c);
+    qsort(ids, 100, sizeof(char *), cmp_str);
+    qsort(sids, 100, sizeof(char *), cmp_str);
+    for (int i = 0; i < 100; i++) {
+        assert_string_equal(ids[i], sids[i]);
+        if (i) assert_true(strcmp(ids[i - 1], ids[i]) != 0);
+    }
+    for (int i = 0; i < 100; i++) {
+        free(ids[i]);
+        free(sids[i]);
+    }
+    free(ids);
+    free(sids);
+    free(r);
+}
+
+static void run_same_user(const char *campaign, const char *user, int n, int qty_mix, int *units_out,
+                          int *accepted_out)
+{
+    skt_req *r = calloc((size_t)n, sizeof(*r));
+    assert_non_null(r);
+    for (int i = 0; i < n; i++) {
+        r[i].port = d[i % 3].port;
+        r[i].method = "POST";
+        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/%s/purchase", campaign);
+        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: %s\r\n", user);
+        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":%d}", qty_mix ? 1 + i % 2 : 1);
+    }
+    assert_int_equal(skt_run_concurrent(r, (size_t)n, 10000), 0);
+    int units = 0, accepted = 0;
+    for (int i = 0; i < n; i++) {
+        if (r[i].status == 201) {
+            accepted++;
+            units += qty_mix ? 1 + i % 2 : 1;
+        } else {
+            if (r[i].status != 409) fail_msg("status %d %s", r[i].status, r[i].resp);
+            expect_error(r[i].resp, "limit_reached");
+        }
+    }
+    *units_out = units;
+    *accepted_out = accepted;
+    free(r);
+}
+
+static void test_one_user_with_200_concurrent_requests_gets_its_limit(void **state)
+{
+    (void)state;
+    assert_int_equal(create("lim1", 1000, 1, -60, 3600), 201);
+    int units, accepted;
+    run_same_user("lim1", "scalper", 200, 0, &units, &accepted);
+    assert_int_equal(accepted, 1);
+    assert_int_equal(units, 1);
+
+    assert_int_equal(create("lim2", 1000, 2, -60, 3600), 201);
+    run_same_user("lim2", "mixer", 100, 1, &units, &accepted);
+    assert_true(units >= 1 && units <= 2);
+    char held[32] = "";
+    const char *argv[] = {"HGET", "{c:lim2}:buyers", "mixer"};
+    assert_int_equal(test_redis_cmd(&redis, held, sizeof(held), 3, argv), 0);
+    assert_int_equal(strtol(held, NULL, 10), units);
+
+    char resp[512];
+    assert_int_equal(buy(d[0].port, "lim2", "u2", 2, NULL, resp, sizeof(resp)), 201);
+    assert_int_equal(buy(d[1].port, "lim2", "u2", 1, NULL, resp, sizeof(resp)), 409);
+    expect_error(resp, "limit_reached");
+    assert_int_equal(buy(d[2].port, "lim2", "u3", 1, NULL, resp, sizeof(resp)), 201);
+    assert_int_equal(buy(d[0].port, "lim2", "u3", 2, NULL, resp, sizeof(resp)), 409);
+    assert_int_equal(buy(d[0].port, "lim2", "u3", 1, NULL, resp, sizeof(resp)), 201);
+    assert_int_equal(buy(d[0].port, "lim2", "u4", 3, NULL, resp, sizeof(resp)), 400);
+    expect_error(resp, "bad_request");
+}
+
+static void test_idempotency_key_replay_returns_the_same_order(void **state)
+{
+    (void)state;
+    assert_int_equal(create("idem", 1, 1, -60, 3600), 201);
+    char first[512], again[512], other[512];
+    assert_int_equal(buy(d[0].port, "idem", "ann", 1, "key-1", first, sizeof(first)), 201);
+    /* sold out now; the replay still answers the first answer (no local flag) */
+    assert_int_equal(buy(d[0].port, "idem", "bob", 1, NULL, other, sizeof(other)), 409);
+    expect_error(other, "sold_out");
+    assert_int_equal(buy(d[0].port, "idem", "ann", 1, "key-1", again, sizeof(again)), 201);
+    assert_string_equal(first, again);
+    assert_int_equal(buy(d[2].port, "idem", "ann", 1, "key-1", again, sizeof(again)), 201);
+    assert_string_equal(first, again);
+    assert_int_equal(buy(d[1].port, "idem", "bob", 1, "key-1", other, sizeof(other)), 400);
+    expect_error(other, "bad_request");
+    /* the order is readable */
+    char oid[32], path[64], resp[512], v[64];
+    assert_true(skt_json_str(first, "order_id", oid, sizeof(oid)));
+    snprintf(path, sizeof(path), "/v1/orders/%s", oid);
+    assert_int_equal(skt_http(d[1].port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_true(skt_json_str(resp, "user", v, sizeof(v)));
+    assert_string_equal(v, "ann");
+    assert_true(skt_json_str(resp, "status", v, sizeof(v)));
+    assert_string_equal(v, "accepted");
+    assert_true(skt_json_str(resp, "campaign", v, sizeof(v)));
+    assert_string_equal(v, "idem");
+}
+
+static void test_time_window_uses_the_server_clock(void **state)
+{
+    (void)state;
+    char resp[1024], v[32];
+    assert_int_equal(create("later", 10, 1, 3600, 7200), 201);
+    assert_int_equal(buy(d[0].port, "later", "u1", 1, NULL, resp, sizeof(resp)), 409);
+    expect_error(resp, "not_started");
+    assert_int_equal(skt_http(d[0].port, "GET", "/v1/campaigns/later", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_true(skt_json_str(resp, "state", v, sizeof(v)));
+    assert_string_equal(v, "scheduled");
+    assert_int_equal(create("over", 10, 1, -7200, -3600), 201);
+    assert_int_equal(buy(d[1].port, "over", "u1", 1, NULL, resp, sizeof(resp)), 409);
+    expect_error(resp, "ended");
+    assert_int_equal(skt_http(d[0].port, "GET", "/v1/campaigns/over", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_true(skt_json_str(resp, "state", v, sizeof(v)));
+    assert_string_equal(v, "ended");
+    /* a window that opens in 2 s: refused, then accepted on the Redis clock */
+    int64_t t0 = dlock__now_ms();
+    assert_int_equal(create("soon", 10, 1, 2, 3600), 201);
+    assert_int_equal(buy(d[1].port, "soon", "u1", 1, NULL, resp, sizeof(resp)), 409);
+    assert_true(dlock__now_ms() - t0 < 1900); /* else the machine is too slow to tell */
+    dlock__sleep_ms(2100 - (dlock__now_ms() - t0));
+    assert_int_equal(buy(d[1].port, "soon", "u1", 1, NULL, resp, sizeof(resp)), 201);
+}
+
+static void test_unknown_campaign_and_admin_token(void **state)
+{
+    (void)state;
+    char resp[1024];
+    assert_int_equal(buy(d[0].port, "nosuch", "u1", 1, NULL, resp, sizeof(resp)), 404);
+    expect_error(resp, "not_found");
+    assert_int_equal(skt_http(d[0].port, "GET", "/v1/campaigns/nosuch", NULL, NULL, 0, resp, sizeof(resp)), 404);
+    expect_error(resp, "not_found");
+    const char *body = "{\"id\":\"adm\",\"stock\":1,\"starts_at\":0,\"ends_at\":1}";
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns", NULL, body, strlen(body), resp, sizeof(resp)), 401);
+    expect_error(resp, "unauthorized");
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns", "Authorization: Bearer wrong\r\n", body,
+                              strlen(body), resp, sizeof(resp)), 401);
+    expect_error(resp, "unauthorized");
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns", ADMIN, body, strlen(body), resp, sizeof(resp)), 201);
+    assert_int_equal(skt_http(d[1].port, "POST", "/v1/campaigns", ADMIN, body, strlen(body), resp, sizeof(resp)), 409);
+    expect_error(resp, "exists");
+    /* re-heat: refused while live unless forced */
+    assert_int_equal(create("live", 5, 1, -60, 3600), 201);
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns/live/preheat", ADMIN, "", 0, resp, sizeof(resp)), 409);
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns/live/preheat?force=1", NULL, "", 0, resp, sizeof(resp)), 401);
+    assert_int_equal(buy(d[0].port, "live", "u1", 1, NULL, resp, sizeof(resp)), 201);
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns/live/preheat?force=1", ADMIN, "", 0, resp, sizeof(resp)), 200);
+    char v[32];
+    assert_true(skt_json_str(resp, "remaining", v, sizeof(v)));
+    assert_string_equal(v, "4"); /* a re-heat keeps what buyers hold */
+}
+
+typedef struct bad_case {
+    const char *method, *path, *headers, *body;
+    int status;
+    const char *code;
+} bad_case;
+
+static void test_bad_input_matrix(void **state)
+{
+    (void)state;
+    assert_int_equal(create("m", 100, 2, -60, 3600), 201);
+    char long_user[128], long_key[128], a65[66], k65[66];
+    memset(a65, 'a', 65);
+    a65[65] = '\0';
+    memset(k65, 'k', 65);
+    k65[65] = '\0';
+    snprintf(long_user, sizeof(long_user), "X-User-Id: %s\r\n", a65);
+    snprintf(long_key, sizeof(long_key), "X-User-Id: u\r\nIdempotency-Key: %s\r\n", k65);
+    const char *P = "/v1/campaigns/m/purchase";
+    const bad_case cases[] = {
+        {"POST", P, "", "{\"quantity\":1}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: a b\r\n", "{\"quantity\":1}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: a/b\r\n", "{\"quantity\":1}", 400, "bad_request"},
+        {"POST", P, long_user, "{\"quantity\":1}", 400, "bad_request"},
+        {"POST", P, long_key, "{\"quantity\":1}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":0}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":-1}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":\"1\"}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":1.5}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":3}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":99999999999999999999}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"qty\":1}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "[1]", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":1}x", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "{\"quantity\":1,\"quantity\":1}", 400, "bad_request"},
+        {"POST", P, "X-User-Id: u\r\n", "\"\xff\"", 400, "bad_request"},
+        {"GET", P, "X-User-Id: u\r\n", NULL, 405, "method_not_allowed"},
+        {"DELETE", "/v1/campaigns/m", "", NULL, 405, "method_not_allowed"},
+        {"GET", "/v1/campaigns", "", NULL, 405, "method_not_allowed"},
+        {"GET", "/nope", "", NULL, 404, "not_found"},
+        {"GET", "/v1/campaigns/m/x", "", NULL, 404, "not_found"},
+        {"GET", "/v1/campaigns/bad.id", "", NULL, 404, "not_found"},
+        {"GET", "/v1/orders/abc", "", NULL, 404, "not_found"},
+        {"GET", "/v1/orders/99999999999999999999", "", NULL, 404, "not_found"},
+        {"GET", "/v1/orders/12345", "", NULL, 404, "not_found"},
+        {"POST", "/v1/campaigns", ADMIN, "{", 400, "bad_request"},
+        {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\"}", 400, "bad_request"},
+        {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\",\"stock\":1,\"starts_at\":5,\"ends_at\":4}", 400, "bad_request"},
+        {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\",\"stock\":1,\"starts_at\":\"yesterday\",\"ends_at\":4}", 400, "bad_request"},
+        {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z 1\",\"stock\":1,\"starts_at\":1,\"ends_at\":4}", 400, "bad_request"},
+        {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\",\"stock\":-1,\"starts_at\":1,\"ends_at\":4}", 400, "bad_request"},
+        {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\",\"stock\":1,\"per_user_limit\":0,\"starts_at\":1,\"ends_at\":4}", 400, "bad_request"},
+        {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\",\"stock\":1,\"starts_at\":1,\"ends_at\":4,\"extra\":1}", 400, "bad_request"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const bad_case *c = &cases[i];
+        char resp[1024];
+        int st = skt_http(d[i % 3].port, c->method, c->path, c->headers, c->body,
+                          c->body ? strlen(c->body) : 0, resp, sizeof(resp));
+        if (st != c->status) fail_msg("case %zu (%s %s %s): status %d, want %d: %s", i, c->method, c->path,
+                                      c->body ? c->body : "", st, c->status, resp);
+        expect_error(resp, c->code);
+    }
+    /* over 8 KiB */
+    size_t n = 9000;
+    char *big = malloc(n);
+    memset(big, ' ', n);
+    big[0] = '{';
+    big[n - 1] = '}';
+    char resp[1024];
+    assert_int_equal(skt_http(d[0].port, "POST", P, "X-User-Id: u\r\n", big, n, resp, sizeof(resp)), 413);
+    expect_error(resp, "too_large");
+    free(big);
+    /* nothing was bought by all of that */
+    char held[32] = "";
+    const char *argv[] = {"HLEN", "{c:m}:buyers"};
+    assert_int_equal(test_redis_cmd(&redis, held, sizeof(held), 2, argv), 0);
+    assert_string_equal(held, "0");
+    /* and the service is fine */
+    assert_int_equal(buy(d[0].port, "m", "u", 2, NULL, resp, sizeof(resp)), 201);
+}
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* ms until the server closes fd (reads EOF/reset), or -1 after wait_ms. */
+static int64_t ms_until_closed(int fd, int wait_ms)
+{
+    int64_t t0 = dlock__now_ms();
+    char buf[4096];
+    while (dlock__now_ms() - t0 < wait_ms) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) > 0) {
+            ssize_t r = recv(fd, buf, sizeof(buf), 0);
+            if (r <= 0) return dlock__now_ms() - t0;
+        }
+    }
+    return -1;
+}
+
+static void test_slow_and_silent_clients_are_timed_out(void **state)
+{
+    (void)state;
+    skt_daemon s;
+    const char *extra[] = {"--idle-timeout-ms", "1000", NULL};
+    assert_int_equal(skt_daemon_start(&s, redis.url, extra), 0);
+    int silent = raw_connect(s.port);
+    int slow = raw_connect(s.port);
+    const char *part = "POST /v1/campaigns/m/purchase HTTP/1.1\r\nHost: x\r\nX-User-Id: u";
+    assert_true(send(slow, part, strlen(part), MSG_NOSIGNAL) > 0);
+    int64_t a = ms_until_closed(silent, 4000), b = ms_until_closed(slow, 4000);
+    close(silent);
+    close(slow);
+    assert_true(a >= 0 && a < 3000); /* idle timeout is 1 s */
+    assert_true(b >= 0 && b < 3000);
+    char resp[256];
+    assert_int_equal(skt_http(s.port, "GET", "/ping", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_int_equal(skt_daemon_stop(&s), 0);
+}
+
+static void hmac_hex(const char *secret, const char *user, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)user, strlen(user), md, &n);
+    for (unsigned i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static void test_signature_and_graceful_shutdown(void **state)
+{
+    (void)state;
+    skt_daemon s;
+    const char *extra[] = {"--user-secret", "s3cret", NULL};
+    assert_int_equal(skt_daemon_start(&s, redis.url, extra), 0);
+    assert_int_equal(create("sig", 10, 1, -60, 3600), 201);
+    char resp[512], hdr[256], sig[65];
+    const char *body = "{\"quantity\":1}";
+    assert_int_equal(skt_http(s.port, "POST", "/v1/campaigns/sig/purchase", "X-User-Id: alice\r\n", body,
+                              strlen(body), resp, sizeof(resp)), 401);
+    expect_error(resp, "unauthorized");
+    hmac_hex("s3cret", "mallory", sig);
+    snprintf(hdr, sizeof(hdr), "X-User-Id: alice\r\nX-User-Signature: %s\r\n", sig);
+    assert_int_equal(skt_http(s.port, "POST", "/v1/campaigns/sig/purchase", hdr, body, strlen(body), resp,
+                              sizeof(resp)), 401);
+    hmac_hex("s3cret", "alice", sig);
+    snprintf(hdr, sizeof(hdr), "X-User-Id: alice\r\nX-User-Signature: %s\r\n", sig);
+    assert_int_equal(skt_http(s.port, "POST", "/v1/campaigns/sig/purchase", hdr, body, strlen(body), resp,
+                              sizeof(resp)), 201);
+    assert_int_equal(skt_daemon_stop(&s), 0); /* SIGTERM -> exit 0 */
+}
+
+static void test_rate_limit_stops_a_scalper_with_retry_after(void **state)
+{
+    (void)state;
+    skt_daemon s;
+    const char *extra[] = {"--user-rate-limit", "5", "--user-rate-window-ms", "10000", NULL};
+    assert_int_equal(skt_daemon_start(&s, redis.url, extra), 0);
+    assert_int_equal(create("rl", 1000, 1, -60, 3600), 201);
+    enum { N = 1000 };
+    skt_req *r = calloc(N, sizeof(*r));
+    for (int i = 0; i < N; i++) {
+        r[i].port = s.port;
+        r[i].method = "POST";
+        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/rl/purchase");
+        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: scalper\r\n");
+        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+    }
+    assert_int_equal(skt_run_concurrent(r, N, 20000), 0);
+    int acc = 0, lim = 0, rate = 0;
+    for (int i = 0; i < N; i++) {
+        if (r[i].status == 201) acc++;
+        else if (r[i].status == 409) {
+            expect_error(r[i].resp, "limit_reached");
+            lim++;
+        } else if (r[i].status == 429) {
+            expect_error(r[i].resp, "rate_limited");
+            rate++;
+        } else {
+            fail_msg("status %d %s", r[i].status, r[i].resp);
+        }
+    }
+    free(r);
+    assert_int_equal(acc, 1);
+    assert_int_equal(lim + acc, 5); /* 5 attempts per window reach the decision */
+    assert_int_equal(rate, N - 5);
+    char resp[512];
+    assert_int_equal(buy(s.port, "rl", "scalper", 1, NULL, resp, sizeof(resp)), 429);
+    const char *ra = strstr(skt_last_response(), "\r\nRetry-After: ");
+    assert_non_null(ra);
+    long secs = strtol(ra + 15, NULL, 10);
+    assert_true(secs >= 1 && secs <= 10);
+    assert_int_equal(skt_daemon_stop(&s), 0);
+}
+
+static void test_ip_rate_limit_with_forwarded_addresses(void **state)
+{
+    (void)state;
+    skt_daemon s;
+    const char *extra[] = {"--ip-rate-limit", "3", "--ip-rate-window-ms", "10000", "--trust-forwarded", NULL};
+    assert_int_equal(skt_daemon_start(&s, redis.url, extra), 0);
+    assert_int_equal(create("iprl", 100, 1, -60, 3600), 201);
+    char resp[512], hdr[128];
+    const char *body = "{\"quantity\":1}";
+    for (int i = 0; i < 5; i++) {
+        snprintf(hdr, sizeof(hdr), "X-User-Id: ip%d\r\nX-Forwarded-For: 10.0.0.1, 192.0.2.9\r\n", i);
+        int st = skt_http(s.port, "POST", "/v1/campaigns/iprl/purchase", hdr, body, strlen(body), resp, sizeof(resp));
+        assert_int_equal(st, i < 3 ? 201 : 429);
+        if (i >= 3) {
+            expect_error(resp, "rate_limited");
+            assert_non_null(strstr(skt_last_response(), "\r\nRetry-After: "));
+        }
+    }
+    /* another address is not affected */
+    snprintf(hdr, sizeof(hdr), "X-User-Id: ip9\r\nX-Forwarded-For: 10.0.0.2\r\n");
+    assert_int_equal(skt_http(s.port, "POST", "/v1/campaigns/iprl/purchase", hdr, body, strlen(body), resp,
+                              sizeof(resp)), 201);
+    assert_int_equal(skt_daemon_stop(&s), 0);
+}
+
+static void test_workers_share_one_port_and_stop_cleanly(void **state)
+{
+    (void)state;
+    char n[16] = "";
+    const char *argv[] = {"EVAL", "return #redis.call('KEYS', 'seckill:worker:*')", "0"};
+    assert_int_equal(test_redis_cmd(&redis, n, sizeof(n), 3, argv), 0);
+    long before = strtol(n, NULL, 10);
+    skt_daemon s;
+    const char *extra[] = {"--workers", "3", NULL};
+    assert_int_equal(skt_daemon_start(&s, redis.url, extra), 0);
+    assert_int_equal(create("wk", 30, 1, -60, 3600), 201);
+    enum { N = 60 };
+    skt_req r[N];
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < N; i++) {
+        r[i].port = s.port;
+        r[i].method = "POST";
+        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/wk/purchase");
+        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: w%d\r\n", i);
+        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+    }
+    /* each worker process leases its own order-id worker id; once all
+     * three are leased every worker is ready */
+    int64_t deadline = dlock__now_ms() + 5000;
+    do {
+        assert_int_equal(test_redis_cmd(&redis, n, sizeof(n), 3, argv), 0);
+        if (strtol(n, NULL, 10) >= before + 3) break;
+        dlock__sleep_ms(20);
+    } while (dlock__now_ms() < deadline);
+    assert_int_equal(strtol(n, NULL, 10), before + 3);
+    assert_int_equal(skt_run_concurrent(r, N, 10000), 0);
+    int acc = 0;
+    for (int i = 0; i < N; i++) acc += r[i].status == 201;
+    assert_int_equal(acc, 30);
+    assert_int_equal(skt_daemon_stop(&s), 0); /* parent forwards SIGTERM, all exit 0 */
+}
+
+typedef struct term_plan {
+    pid_t daemon;
+    int port;
+    int want;
+    const test_server *redis;
+} term_plan;
+
+/* Child: once all purchases wait for the frozen Redis (the daemon's own
+ * in-flight gauge says so), SIGTERM the daemon, then let Redis go on. */
+static int term_while_in_flight(void *arg)
+{
+    term_plan *p = arg;
+    static char m[65536];
+    int64_t deadline = dlock__now_ms() + 8000;
+    while (dlock__now_ms() < deadline) {
+        if (skt_http(p->port, "GET", "/metrics", NULL, NULL, 0, m, sizeof(m)) == 200) {
+            const char *g = strstr(m, "\nseckill_http_inflight ");
+            if (g && strtol(g + 23, NULL, 10) >= p->want) break;
+        }
+        dlock__sleep_ms(20);
+    }
+    kill(p->daemon, SIGTERM);
+    dlock__sleep_ms(200);
+    kill(p->redis->pid, SIGCONT);
+    return 0;
+}
+
+static void test_sigterm_finishes_in_flight_purchases(void **state)
+{
+    (void)state;
+    skt_daemon s;
+    const char *extra[] = {"--redis-timeout-ms", "5000", NULL};
+    assert_int_equal(skt_daemon_start(&s, redis.url, extra), 0);
+    assert_int_equal(create("term", 1000, 1, -60, 3600), 201);
+    enum { N = 100 };
+    skt_req r[N];
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < N; i++) {
+        r[i].port = s.port;
+        r[i].method = "POST";
+        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/term/purchase");
+        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: t%d\r\n", i);
+        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+    }
+    test_server_pause(&redis, true);
+    term_plan plan = {.daemon = s.pid, .port = s.port, .want = N, .redis = &redis};
+    pid_t helper = test_fork(term_while_in_flight, &plan);
+    assert_true(helper > 0);
+    assert_int_equal(skt_run_concurrent(r, N, 10000), 0);
+    waitpid(helper, NULL, 0);
+    int acc = 0;
+    for (int i = 0; i < N; i++) {
+        if (r[i].status != 201) fail_msg("request %d: %d %s", i, r[i].status, r[i].resp);
+        acc++;
+    }
+    assert_int_equal(acc, N); /* every request in flight at SIGTERM got its answer */
+    char xlen[16] = "";
+    const char *argv[] = {"XLEN", "{c:term}:orders"};
+    assert_int_equal(test_redis_cmd(&redis, xlen, sizeof(xlen), 2, argv), 0);
+    assert_string_equal(xlen, "100");
+    assert_int_equal(skt_daemon_stop(&s), 0); /* already exiting: status 0 */
+}
+
+static void test_metrics_and_ping(void **state)
+{
+    (void)state;
+    static char resp[65536];
+    assert_int_equal(skt_http(d[0].port, "GET", "/ping", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_int_equal(skt_http(d[0].port, "GET", "/metrics", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_non_null(strstr(resp, "seckill_http_requests_total{route=\"purchase\",status=\"201\"}"));
+    assert_non_null(strstr(resp, "seckill_purchases_total{outcome=\"sold_out\"}"));
+    assert_non_null(strstr(resp, "seckill_purchase_batch_size_bucket{le=\"+Inf\"}"));
+    assert_non_null(strstr(resp, "seckill_http_request_duration_seconds_bucket{route=\"purchase\""));
+    assert_non_null(strstr(resp, "seckill_redis_reconnects_total"));
+}
+
+/* What a client does after a 503: retry with the same Idempotency-Key (a
+ * loaded machine may need more than one attempt while connections settle). */
+static int buy_retrying(int port, const char *campaign, const char *user, const char *idem,
+                        char *resp, size_t cap)
+{
+    int64_t deadline = dlock__now_ms() + 5000;
+    int st;
+    for (;;) {
+        st = buy(port, campaign, user, 1, idem, resp, cap);
+        if (st != 503 || dlock__now_ms() >= deadline) return st;
+        dlock__sleep_ms(50);
+    }
+}
+
+static void test_frozen_redis_and_vanishing_clients(void **state)
+{
+    (void)state;
+    char resp[512];
+    assert_int_equal(create("frz", 10, 1, -60, 3600), 201);
+    test_server_pause(&redis, true);
+    /* a client that gives up while its purchase waits for Redis */
+    int fd = raw_connect(d[0].port);
+    const char *req = "POST /v1/campaigns/frz/purchase HTTP/1.1\r\nHost: x\r\nX-User-Id: gone\r\n"
+                      "Content-Length: 14\r\n\r\n{\"quantity\":1}";
+    assert_true(send(fd, req, strlen(req), MSG_NOSIGNAL) > 0);
+    dlock__sleep_ms(50);
+    close(fd);
+    /* one that waits: 503, outcome unknown, after the reply deadline */
+    int64_t t0 = dlock__now_ms();
+    assert_int_equal(buy(d[0].port, "frz", "waits", 1, "w-1", resp, sizeof(resp)), 503);
+    expect_error(resp, "unavailable");
+    assert_non_null(strstr(resp, "unknown"));
+    assert_true(dlock__now_ms() - t0 < 3000);
+    test_server_pause(&redis, false);
+    int64_t deadline = dlock__now_ms() + 5000;
+    while (skt_http(d[0].port, "GET", "/healthz", NULL, NULL, 0, resp, sizeof(resp)) != 200) {
+        assert_true(dlock__now_ms() < deadline);
+        dlock__sleep_ms(50);
+    }
+    /* the retry with the same key learns the outcome (accepted or not, once) */
+    int st = buy_retrying(d[0].port, "frz", "waits", "w-1", resp, sizeof(resp));
+    if (st != 201) fail_msg("retry: %d %s (log %s)", st, resp, d[0].log);
+    char first[512];
+    snprintf(first, sizeof(first), "%s", resp);
+    assert_int_equal(buy_retrying(d[1].port, "frz", "waits", "w-1", resp, sizeof(resp)), 201);
+    assert_string_equal(first, resp);
+}
+
+static void test_redis_down_answers_503_and_recovers(void **state)
+{
+    (void)state;
+    char resp[512];
+    assert_int_equal(create("rec", 10, 1, -60, 3600), 201);
+    test_server_kill(&redis);
+    assert_int_equal(buy(d[0].port, "rec", "u1", 1, NULL, resp, sizeof(resp)), 503);
+    expect_error(resp, "unavailable");
+    assert_int_equal(skt_http(d[1].port, "GET", "/healthz", NULL, NULL, 0, resp, sizeof(resp)), 503);
+    assert_int_equal(skt_http(d[2].port, "GET", "/v1/campaigns/rec", NULL, NULL, 0, resp, sizeof(resp)), 503);
+    assert_int_equal(test_redis_restart(&redis, NULL), 0);
+    int64_t deadline = dlock__now_ms() + 8000;
+    for (int i = 0; i < 3; i++)
+        while (skt_http(d[i].port, "GET", "/healthz", NULL, NULL, 0, resp, sizeof(resp)) != 200) {
+            assert_true(dlock__now_ms() < deadline);
+            dlock__sleep_ms(50);
+        }
+    /* the restarted server is empty (no persistence): heat again and buy */
+    int st;
+    while ((st = create("rec", 10, 1, -60, 3600)) == 503 && dlock__now_ms() < deadline) dlock__sleep_ms(50);
+    assert_true(st == 201 || st == 409); /* 409: an earlier 503 attempt did create it */
+    for (int i = 0; i < 3; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "r%d", i);
+        assert_int_equal(buy_retrying(d[i].port, "rec", user, user, resp, sizeof(resp)), 201);
+    }
+}
+
+static void test_instances_finish_and_exit_0_on_sigterm(void **state)
+{
+    (void)state;
+    /* under ASan a leak or memory error makes the exit status non-zero */
+    for (int i = 0; i < 3; i++) assert_int_equal(skt_daemon_stop(&d[i]), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_2000_buyers_on_3_instances_get_exactly_the_stock),
+        cmocka_unit_test(test_one_user_with_200_concurrent_requests_gets_its_limit),
+        cmocka_unit_test(test_idempotency_key_replay_returns_the_same_order),
+        cmocka_unit_test(test_time_window_uses_the_server_clock),
+        cmocka_unit_test(test_unknown_campaign_and_admin_token),
+        cmocka_unit_test(test_bad_input_matrix),
+        cmocka_unit_test(test_slow_and_silent_clients_are_timed_out),
+        cmocka_unit_test(test_signature_and_graceful_shutdown),
+        cmocka_unit_test(test_rate_limit_stops_a_scalper_with_retry_after),
+        cmocka_unit_test(test_ip_rate_limit_with_forwarded_addresses),
+        cmocka_unit_test(test_workers_share_one_port_and_stop_cleanly),
+        cmocka_unit_test(test_sigterm_finishes_in_flight_purchases),
+        cmocka_unit_test(test_metrics_and_ping),
+        cmocka_unit_test(test_frozen_redis_and_vanishing_clients),
+        cmocka_unit_test(test_redis_down_answers_503_and_recovers), /* wipes Redis */
+        cmocka_unit_test(test_instances_finish_and_exit_0_on_sigterm),
+    };
+    if (getenv("SKT_FILTER")) cmocka_set_test_filter(getenv("SKT_FILTER"));
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

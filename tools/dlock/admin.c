@@ -1,0 +1,175 @@
+/* admin.c: `dlock status NAME` (read-only: holder, TTL, last fencing
+ * token, as text or --json) and `dlock release --force NAME` (deletes the
+ * lock whoever holds it and says what it removed). Neither changes
+ * anything unless asked to by --force.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dlock/lock.h"
+#include "dlock/semaphore.h"
+#include "lockface.h"
+
+static const char *kind_name(const dlock_lock_status *st)
+{
+    return st->kind == DLOCK_LOCK_REENTRANT ? "reentrant" : "simple";
+}
+
+/* Writes s as a JSON string (quotes included). */
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void print_ttl(int64_t ttl_ms)
+{
+    if (ttl_ms == -1) printf("  ttl:        none (never expires)\n");
+    else if (ttl_ms >= 0) printf("  ttl:        %.3f s\n", (double)ttl_ms / 1000.0);
+}
+
+static void print_text(const cli_options *o, const dlock_lock_status *st)
+{
+    printf("lock '%s': %s\n", o->name, st->locked ? "held" : "free");
+    if (o->prefix[0]) printf("  key:        %s%s\n", o->prefix, o->name);
+    if (st->locked) {
+        printf("  layout:     %s\n", kind_name(st));
+        printf("  holder:     %s\n", st->holder[0] ? st->holder : "(not a dlock lock value)");
+        if (st->kind == DLOCK_LOCK_REENTRANT)
+            printf("  hold count: %" PRId64 "\n", st->hold_count);
+        print_ttl(st->ttl_ms);
+    }
+    if (st->last_fence) printf("  last fence: %" PRIu64 "\n", st->last_fence);
+    else printf("  last fence: none\n");
+}
+
+static void print_json(const cli_options *o, const dlock_lock_status *st)
+{
+    printf("{\"name\":");
+    json_string(stdout, o->name);
+    printf(",\"key\":");
+    char key[2200];
+    snprintf(key, sizeof(key), "%s%s", o->prefix, o->name);
+    json_string(stdout, key);
+    printf(",\"held\":%s", st->locked ? "true" : "false");
+    if (st->locked) {
+        printf(",\"layout\":\"%s\",\"holder\":", kind_name(st));
+        json_string(stdout, st->holder);
+        printf(",\"hold_count\":%" PRId64 ",\"ttl_ms\":%" PRId64, st->hold_count, st->ttl_ms);
+    } else {
+        printf(",\"holder\":null,\"hold_count\":0,\"ttl_ms\":null");
+    }
+    printf(",\"last_fence\":%" PRIu64 "}\n", st->last_fence);
+}
+
+/* status/release read the lock key's layout; the fair lock shares the
+ * reentrant layout. Read-write locks and semaphores keep other keys. */
+static int check_kind(const cli_options *o, const char *sub)
+{
+    const char *opt = NULL;
+    if (o->kind == CLI_KIND_READ || o->kind == CLI_KIND_WRITE) opt = "--read/--write";
+    else if (o->kind == CLI_KIND_SEMAPHORE && strcmp(sub, "release") == 0) opt = "--semaphore";
+    if (!opt) return 0;
+    cli_err("'dlock %s' does not support %s", sub, opt);
+    return CLI_EXIT_USAGE;
+}
+
+/* Semaphore status: free permits out of N. */
+static int semaphore_status(const cli_options *o, dlock_client *c)
+{
+    dlock_semaphore_options so;
+    dlock_semaphore_options_init(&so);
+    so.permits = o->permits;
+    dlock_semaphore *sem = NULL;
+    int64_t avail = 0;
+    int rc = dlock_semaphore_new(c, o->name, &so, &sem);
+    if (rc == 0) rc = dlock_semaphore_available(sem, &avail);
+    dlock_semaphore_free(sem);
+    if (rc == DLOCK_EINVAL) {
+        cli_err("semaphore '%s' is in use with a different N than %d", o->name, o->permits);
+        return CLI_EXIT_USAGE;
+    }
+    if (rc != 0) return cli_fail_name(o, rc, "cannot read semaphore");
+    if (o->json) {
+        printf("{\"name\":");
+        json_string(stdout, o->name);
+        printf(",\"permits\":%d,\"available\":%" PRId64 ",\"held\":%" PRId64 "}\n",
+               o->permits, avail, (int64_t)o->permits - avail);
+    } else {
+        printf("semaphore '%s': %" PRId64 " of %d permits free\n", o->name, avail, o->permits);
+    }
+    return 0;
+}
+
+int cli_cmd_status(const cli_options *o)
+{
+    int code = check_kind(o, "status");
+    if (code != 0) return code;
+    dlock_client *c = NULL;
+    code = cli_client_open(o, &c);
+    if (code != 0) return code;
+    if (o->kind == CLI_KIND_SEMAPHORE) {
+        code = semaphore_status(o, c);
+        dlock_client_destroy(c);
+        return code;
+    }
+    dlock_lock_status st;
+    memset(&st, 0, sizeof(st));
+    int rc = dlock_lock_status_get(c, o->name, &st);
+    if (rc != 0) {
+        code = cli_fail_name(o, rc, "cannot read lock");
+    } else {
+        if (o->json) print_json(o, &st);
+        else print_text(o, &st);
+        code = fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
+    }
+    dlock_client_destroy(c);
+    return code;
+}
+
+/* Deletes the lock whatever its holder; prints what went. */
+static int force_release(const cli_options *o, dlock_client *c, const dlock_lock_status *st)
+{
+    bool removed = false;
+    int rc = dlock_force_unlock(c, o->name, st->kind, &removed);
+    if (rc != 0) return cli_fail_name(o, rc, "cannot release lock");
+    if (!removed) {
+        /* Gone in between (expired or released): nothing to do. */
+        if (!st->holder[0]) {
+            cli_err("key '%s%s' is not a dlock lock: nothing removed", o->prefix, o->name);
+            return CLI_EXIT_CONFLICT;
+        }
+        printf("lock '%s' was released before we could remove it: nothing removed\n", o->name);
+        return 0;
+    }
+    printf("removed lock '%s' (key '%s%s', %s layout, holder %s", o->name, o->prefix, o->name,
+           kind_name(st), st->holder);
+    if (st->kind == DLOCK_LOCK_REENTRANT) printf(", hold count %" PRId64, st->hold_count);
+    if (st->ttl_ms >= 0) printf(", %.3f s left", (double)st->ttl_ms / 1000.0);
+    printf(")\n");
+    return 0;
+}
+
+int cli_cmd_release(const cli_options *o)
+{
+    int code = check_kind(o, "release");
+    if (code != 0) return code;
+    dlock_client *c = NULL;
+    code = cli_client_open(o, &c);
+    if (code != 0) return code;
+    dlock_lock_status st;
+    memset(&st, 0, sizeof(st));
+    int rc = dlock_lock_status_get(c, o->name, &st);
+    if (rc != 0) code = cli_fail_name(o, rc, "cannot read lock");
+    else if (!st.locked) printf("lock '%s' is free: nothing removed\n", o->name);
+    else code = force_release(o, c, &st);
+    dlock_client_destroy(c);
+    return code;
+}

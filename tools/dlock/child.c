@@ -1,0 +1,387 @@
+/* child.c: runs COMMAND under a held lock. Signal handlers and the
+ * library's lost-lock callback (on the watchdog thread) only write one byte
+ * to a non-blocking self-pipe; the main thread reads it and does the work
+ * (forward, stop COMMAND, reap), so nothing unsafe runs in a handler.
+ * COMMAND runs in its own process group so a lost lock stops the whole job,
+ * not just its first process; it gets the terminal when dlock had it.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
+
+#include "child.h"
+
+static int ev_pipe[2] = {-1, -1};
+/* Backstop for a full pipe: the lost notice must never be dropped. */
+static atomic_int ev_lost_pending;
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define N_FORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
+static bool caught[N_FORWARDED]; /* we installed a handler (not ignored on entry) */
+
+int64_t cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void cli_events_post(unsigned char ev)
+{
+    int saved = errno;
+    if (ev == CLI_EV_LOST) atomic_store(&ev_lost_pending, 1);
+    ssize_t n = write(ev_pipe[1], &ev, 1);
+    (void)n; /* a full pipe already holds a wake-up */
+    errno = saved;
+}
+
+static void on_signal(int sig)
+{
+    cli_events_post((unsigned char)sig);
+}
+
+/* ---- file descriptors COMMAND inherits ---------------------------------- */
+
+/* The descriptors dlock was started with (above stderr), sorted: COMMAND
+ * inherits these, as with flock(1), but not the library's Redis sockets. */
+#define CLI_MAX_KEPT_FDS 256
+static int kept_fds[CLI_MAX_KEPT_FDS];
+static int n_kept_fds = -1; /* -1: unknown, close nothing */
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static void snapshot_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return;
+    int dfd = dirfd(d), n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end = NULL;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || end == e->d_name || fd <= 2 || fd == dfd) continue;
+        if (n == CLI_MAX_KEPT_FDS) {
+            closedir(d);
+            return; /* too many to track: leave all open */
+        }
+        kept_fds[n++] = (int)fd;
+    }
+    closedir(d);
+    qsort(kept_fds, (size_t)n, sizeof(int), cmp_int);
+    n_kept_fds = n;
+}
+
+/* Closes [lo, hi] in the forked child (async-signal-safe). */
+static void close_span(int lo, int hi)
+{
+    if (lo > hi) return;
+#if defined(__linux__) && defined(SYS_close_range)
+    if (syscall(SYS_close_range, (unsigned)lo, (unsigned)hi, 0u) == 0) return;
+#endif
+    int cap = hi < 65535 ? hi : 65535; /* no close_range: bounded loop */
+    for (int fd = lo; fd <= cap; fd++) close(fd);
+}
+
+/* In the child: closes every descriptor above stderr that dlock did not
+ * start with, except keep (the exec-error pipe). */
+static void close_foreign_fds(int keep)
+{
+    if (n_kept_fds < 0) return;
+    int lo = 3;
+    for (int i = 0; i <= n_kept_fds; i++) {
+        int next = i < n_kept_fds ? kept_fds[i] : INT_MAX;
+        if (keep >= lo && keep < next) {
+            close_span(lo, keep - 1);
+            lo = keep + 1;
+        }
+        close_span(lo, next - 1);
+        if (next == INT_MAX) break;
+        lo = next + 1;
+    }
+}
+
+int cli_events_init(void)
+{
+    snapshot_fds();
+    if (pipe(ev_pipe) != 0) return -1;
+    for (int i = 0; i < 2; i++) {
+        if (fcntl(ev_pipe[i], F_SETFD, FD_CLOEXEC) != 0) return -1;
+        if (fcntl(ev_pipe[i], F_SETFL, O_NONBLOCK) != 0) return -1;
+    }
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_FORWARDED; i++) {
+        /* A signal ignored on entry (nohup, background jobs) stays ignored,
+         * for us and for COMMAND, as a shell would do. */
+        if (sigaction(forwarded[i], NULL, &old) != 0) return -1;
+        if (old.sa_handler == SIG_IGN) continue;
+        if (sigaction(forwarded[i], &sa, NULL) != 0) return -1;
+        caught[i] = true;
+    }
+    /* Stops are reported too: see follow_stop(). */
+    return sigaction(SIGCHLD, &sa, NULL);
+}
+
+int cli_events_next(int64_t timeout_ms)
+{
+    for (;;) {
+        unsigned char ev;
+        ssize_t n = read(ev_pipe[0], &ev, 1);
+        if (n == 1) return ev;
+        if (atomic_exchange(&ev_lost_pending, 0)) return CLI_EV_LOST;
+        if (timeout_ms == 0) return 0;
+        struct pollfd p = {.fd = ev_pipe[0], .events = POLLIN};
+        int timeout = timeout_ms < 0 ? -1 : timeout_ms > 60000 ? 60000 : (int)timeout_ms;
+        int rc = poll(&p, 1, timeout);
+        if (rc == 0) return 0;
+        if (rc < 0 && errno != EINTR) return 0;
+    }
+}
+
+/* ---- starting COMMAND ------------------------------------------------ */
+
+/* True when dlock runs in the terminal's foreground process group, so
+ * COMMAND (in its own group) must be given the terminal to read it and to
+ * get the keyboard's ^C directly. */
+static bool owns_terminal(void)
+{
+    if (!isatty(STDIN_FILENO)) return false;
+    pid_t fg = tcgetpgrp(STDIN_FILENO);
+    return fg != -1 && fg == getpgrp();
+}
+
+/* Sets the terminal's foreground group with SIGTTOU held off (a background
+ * group may not otherwise do it). */
+static void give_terminal(pid_t pgid)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    (void)tcsetpgrp(STDIN_FILENO, pgid);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* In the forked child: never returns. Reports exec failure's errno on
+ * err_fd (close-on-exec, so a successful exec reports nothing). mask is
+ * the signal mask dlock started with. */
+static void exec_child(const cli_options *o, bool tty, pid_t parent, int err_fd,
+                       const sigset_t *mask)
+{
+    setpgid(0, 0);
+    if (tty) give_terminal(getpgrp());
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < N_FORWARDED; i++) {
+        if (caught[i]) sigaction(forwarded[i], &sa, NULL);
+    }
+    sigaction(SIGCHLD, &sa, NULL);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    close_foreign_fds(err_fd);
+#ifdef __linux__
+    /* If dlock itself is killed (-9), COMMAND must not run on unlocked. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(CLI_EXIT_LOST);
+#else
+    (void)parent;
+#endif
+    if (o->shell_cmd) execl("/bin/sh", "sh", "-c", o->shell_cmd, (char *)NULL);
+    else execvp(o->cmd[0], o->cmd);
+    int e = errno;
+    ssize_t n = write(err_fd, &e, sizeof(e));
+    (void)n;
+    _exit(e == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC);
+}
+
+/* Forks and execs COMMAND; returns its pid, or -exit_code on failure. */
+static pid_t start_child(const cli_options *o, bool tty)
+{
+    int errp[2];
+    if (pipe(errp) != 0) {
+        cli_err("cannot create a pipe: %s", strerror(errno));
+        return -CLI_EXIT_OSERR;
+    }
+    fcntl(errp[0], F_SETFD, FD_CLOEXEC);
+    fcntl(errp[1], F_SETFD, FD_CLOEXEC);
+    /* Signals wait until the child has dropped our handlers (which would
+     * write into our pipe) and the parent has recorded its pid. */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+        cli_err("cannot fork: %s", strerror(errno));
+        close(errp[0]);
+        close(errp[1]);
+        return -CLI_EXIT_OSERR;
+    }
+    if (pid == 0) {
+        close(errp[0]);
+        exec_child(o, tty, parent, errp[1], &old);
+    }
+    close(errp[1]);
+    setpgid(pid, pid); /* also here: no race with our first kill(-pid) */
+    if (tty) give_terminal(pid);
+    int e = 0;
+    ssize_t n;
+    do {
+        n = read(errp[0], &e, sizeof(e));
+    } while (n < 0 && errno == EINTR);
+    close(errp[0]);
+    if (n != (ssize_t)sizeof(e)) return pid; /* exec succeeded */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    const char *what = o->shell_cmd ? "/bin/sh" : o->cmd[0];
+    if (e == ENOENT) {
+        cli_err("%s: command not found", what);
+        return -CLI_EXIT_NOTFOUND;
+    }
+    cli_err("%s: cannot execute: %s", what, strerror(e));
+    return -CLI_EXIT_NOEXEC;
+}
+
+/* ---- waiting for COMMAND --------------------------------------------- */
+
+typedef struct run_state {
+    const cli_options *o;
+    pid_t pid;
+    bool tty;            /* COMMAND was given the terminal */
+    int64_t kill_at_ms;  /* SIGKILL deadline after a lost lock; 0: none */
+    cli_child_result *res;
+} run_state;
+
+static void lock_lost(run_state *st, const char *why)
+{
+    if (st->res->lost) return;
+    st->res->lost = true;
+    switch (st->o->on_lost) {
+    case CLI_ON_LOST_IGNORE:
+        cli_err("lock '%s' lost (%s); COMMAND keeps running (--on-lost=ignore)",
+                st->o->name, why);
+        return;
+    case CLI_ON_LOST_KILL:
+        cli_err("lock '%s' lost (%s); killing COMMAND (pid %ld)", st->o->name, why,
+                (long)st->pid);
+        kill(-st->pid, SIGKILL);
+        break;
+    case CLI_ON_LOST_TERM:
+        cli_err("lock '%s' lost (%s); sending SIGTERM to COMMAND (pid %ld), SIGKILL in %.3g s",
+                st->o->name, why, (long)st->pid, (double)st->o->kill_grace_ms / 1000.0);
+        kill(-st->pid, SIGTERM);
+        kill(-st->pid, SIGCONT); /* a stopped (^Z) job must see it too */
+        st->kill_at_ms = cli_now_ms() + st->o->kill_grace_ms;
+        break;
+    }
+    st->res->stopped_by_us = true;
+}
+
+/* ^Z on the terminal stopped COMMAND's group: give the terminal back and
+ * stop dlock too, so the shell sees the job stopped; when continued in the
+ * foreground ("fg"), hand the terminal to COMMAND again and wake it. */
+static void follow_stop(const run_state *st)
+{
+    if (!st->tty) return;
+    give_terminal(getpgrp());
+    kill(getpid(), SIGSTOP);
+    if (tcgetpgrp(STDIN_FILENO) == getpgrp()) give_terminal(st->pid);
+    kill(-st->pid, SIGCONT);
+}
+
+/* Reaps COMMAND if it exited; true when it did. A job that lost its lock
+ * must not leave workers behind: its group gets SIGKILL while the leader
+ * is still unreaped, so the group id cannot have been reused. */
+static bool reap(run_state *st)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)st->pid, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT) != 0 ||
+        si.si_pid == 0)
+        return false;
+    if (si.si_code != CLD_STOPPED && si.si_code != CLD_TRAPPED && st->res->stopped_by_us)
+        kill(-st->pid, SIGKILL);
+    int ws;
+    pid_t r;
+    while ((r = waitpid(st->pid, &ws, WUNTRACED)) < 0 && errno == EINTR) {
+    }
+    if (r != st->pid) return false;
+    if (WIFSTOPPED(ws)) {
+        follow_stop(st);
+        return false;
+    }
+    if (WIFEXITED(ws)) st->res->status = WEXITSTATUS(ws);
+    else st->res->status = 128 + WTERMSIG(ws);
+    return true;
+}
+
+/* Milliseconds until the next deadline (SIGKILL, lease end), -1: none. */
+static int64_t next_timeout(const run_state *st, int64_t lease_deadline_ms)
+{
+    int64_t t = -1;
+    if (st->kill_at_ms) t = st->kill_at_ms;
+    if (lease_deadline_ms && !st->res->lost && (t < 0 || lease_deadline_ms < t))
+        t = lease_deadline_ms;
+    if (t < 0) return -1;
+    t -= cli_now_ms();
+    return t > 0 ? t : 0;
+}
+
+/* How often kinds without a lost-lock callback are checked. */
+#define CLI_POLL_MS 200
+
+int cli_child_run(const cli_options *o, cli_lock *lk, int64_t lease_deadline_ms,
+                  cli_child_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    bool tty = owns_terminal();
+    pid_t pid = start_child(o, tty);
+    if (pid < 0) return -pid;
+    cli_verbose(o, "started COMMAND, pid %ld", (long)pid);
+    run_state st = {.o = o, .pid = pid, .tty = tty, .res = res};
+    bool poll = cli_lock_needs_poll(lk);
+    while (!reap(&st)) {
+        int64_t timeout = next_timeout(&st, lease_deadline_ms);
+        if (poll && (timeout < 0 || timeout > CLI_POLL_MS)) timeout = CLI_POLL_MS;
+        int ev = cli_events_next(timeout);
+        int64_t now = cli_now_ms();
+        if (ev == CLI_EV_LOST || (poll && !res->lost && cli_lock_poll_lost(lk)))
+            lock_lost(&st, "it was found gone or could not be renewed for a whole lease");
+        if (ev > 0 && ev != SIGCHLD && ev < CLI_EV_ACQUIRED) {
+            cli_verbose(o, "forwarding signal %d to COMMAND", ev);
+            kill(-pid, ev);
+        }
+        if (lease_deadline_ms && now >= lease_deadline_ms) lock_lost(&st, "its --lease ran out");
+        if (st.kill_at_ms && now >= st.kill_at_ms) {
+            cli_err("COMMAND still running %.3g s after SIGTERM: sending SIGKILL",
+                    (double)o->kill_grace_ms / 1000.0);
+            kill(-pid, SIGKILL);
+            st.kill_at_ms = 0;
+        }
+    }
+    if (tty) give_terminal(getpgrp());
+    cli_verbose(o, "COMMAND exited with status %d", res->status);
+    return 0;
+}

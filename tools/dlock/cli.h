@@ -1,0 +1,95 @@
+/* cli.h: the dlock program's shared declarations: parsed options, the
+ * documented exit codes (kept in step with dlock.1 and docs/cli.md) and the
+ * entry points of its parts (options.c, child.c, locking.c, admin.c).
+ * Invariant: every path out of the program maps to exactly one code below.
+ */
+#ifndef DLOCK_TOOLS_CLI_H
+#define DLOCK_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit codes. COMMAND's own status passes through unchanged (128+N when
+ * it died of signal N); these are the codes dlock itself uses. They follow
+ * sysexits(3) so they rarely collide with a job's own codes. */
+enum {
+    CLI_EXIT_CONFLICT = 1,     /* default for -n / -w giving up (-E changes it) */
+    CLI_EXIT_USAGE = 64,       /* bad option or argument */
+    CLI_EXIT_UNAVAILABLE = 69, /* Redis unreachable, timed out, outcome unknown */
+    CLI_EXIT_SOFTWARE = 70,    /* unexpected server reply or internal error */
+    CLI_EXIT_OSERR = 71,       /* fork/pipe/signal set-up failed */
+    CLI_EXIT_LOST = 75,        /* the lock was lost while COMMAND ran */
+    CLI_EXIT_NOPERM = 77,      /* Redis refused AUTH */
+    CLI_EXIT_CONFIG = 78,      /* malformed --url / DLOCK_URL */
+    CLI_EXIT_NOEXEC = 126,     /* COMMAND found but could not be executed */
+    CLI_EXIT_NOTFOUND = 127,   /* COMMAND not found */
+};
+
+typedef enum cli_mode {
+    CLI_MODE_RUN = 0, /* dlock [options] NAME -- COMMAND... */
+    CLI_MODE_STATUS,  /* dlock status NAME */
+    CLI_MODE_RELEASE, /* dlock release --force NAME */
+    CLI_MODE_HELP,
+    CLI_MODE_VERSION,
+} cli_mode;
+
+typedef enum cli_kind {
+    CLI_KIND_SIMPLE = 0, /* SET NX PX token: redis-py Lock / node redlock layout */
+    CLI_KIND_REENTRANT,  /* Redisson hash layout */
+    CLI_KIND_FAIR,
+    CLI_KIND_READ,
+    CLI_KIND_WRITE,
+    CLI_KIND_SEMAPHORE,
+} cli_kind;
+
+typedef enum cli_on_lost {
+    CLI_ON_LOST_TERM = 0, /* SIGTERM, SIGKILL after the grace period */
+    CLI_ON_LOST_KILL,     /* SIGKILL at once */
+    CLI_ON_LOST_IGNORE,   /* warn only; COMMAND runs on */
+} cli_on_lost;
+
+typedef struct cli_options {
+    cli_mode mode;
+    cli_kind kind;
+    int64_t wait_ms;        /* -1: wait forever (default); 0: -n */
+    int conflict_code;      /* -E */
+    int64_t lease_ms;       /* --lease; 0: watchdog mode */
+    int64_t watchdog_ms;    /* --watchdog-lease; 0: library default */
+    int64_t kill_grace_ms;  /* --kill-grace */
+    cli_on_lost on_lost;
+    const char *url;        /* --url, else $DLOCK_URL, else the default */
+    const char *prefix;     /* --prefix */
+    const char *name;       /* NAME */
+    int permits;            /* --semaphore N */
+    bool verbose;
+    bool json;              /* status --json */
+    bool force;             /* release --force */
+    const char *shell_cmd;  /* -c STRING: run via /bin/sh -c */
+    char **cmd;             /* COMMAND [ARGS...], NULL-terminated (points into argv) */
+} cli_options;
+
+#define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+
+/* options.c */
+/* Parses argv into *o. Returns 0, or CLI_EXIT_USAGE after printing one
+ * "dlock: ..." line (plus a hint) on stderr. Never exits. */
+int cli_parse(int argc, char **argv, cli_options *o);
+void cli_print_usage(void);
+/* Parses a non-negative decimal number of seconds ("0.5", "10") into ms.
+ * Returns 0 or -1 (empty, trailing junk, negative, NaN, too large). */
+int cli_parse_seconds(const char *s, int64_t *ms_out);
+
+/* locking.c: the lock kinds behind one face; returns an exit code. */
+int cli_cmd_run(const cli_options *o);
+
+/* admin.c: status / release --force; return an exit code. */
+int cli_cmd_status(const cli_options *o);
+int cli_cmd_release(const cli_options *o);
+
+/* Prints "dlock: " + message on stderr. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints on stderr only with -v. */
+void cli_verbose(const cli_options *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,47 @@
+/* lockface.h: the lock kinds dlock offers (simple, reentrant, fair, read,
+ * write, semaphore) behind one small face, plus connecting to Redis and
+ * turning library errors into one stderr line and a documented exit code.
+ * Only libdlock's public headers are used.
+ */
+#ifndef DLOCK_TOOLS_LOCKFACE_H
+#define DLOCK_TOOLS_LOCKFACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli.h"
+#include "dlock/dlock.h"
+
+typedef struct cli_lock cli_lock;
+
+/* Connects (o->url, o->prefix, o->watchdog_ms). Returns 0 and *client_out,
+ * or an exit code after printing why. */
+int cli_client_open(const cli_options *o, dlock_client **client_out);
+
+/* Connects and makes a handle of kind o->kind for o->name; the lost-lock
+ * notice is posted to the self-pipe (child.h). 0 or an exit code. */
+int cli_lock_open(const cli_options *o, cli_lock **lk_out);
+/* Library codes (0, DLOCK_EBUSY, DLOCK_ETIMEOUT, ...). *has_fence_out is
+ * false for kinds without fencing tokens. */
+int cli_lock_acquire(cli_lock *lk, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out,
+                     bool *has_fence_out);
+void cli_lock_cancel(cli_lock *lk); /* any thread */
+int cli_lock_release(cli_lock *lk);
+int cli_lock_ttl(cli_lock *lk, int64_t *ttl_ms_out);
+/* Kinds without a lost-lock callback (semaphore) are polled: true when
+ * the library has found the hold lost. */
+bool cli_lock_needs_poll(const cli_lock *lk);
+bool cli_lock_poll_lost(cli_lock *lk);
+void cli_lock_close(cli_lock *lk); /* frees the handle and the client */
+
+/* Maps a library code to an exit code. */
+int cli_exit_code(int rc);
+/* Prints "dlock: WHAT 'NAME': <reason>" (with the server and the
+ * library's last logged detail where that helps) and returns cli_exit_code. */
+int cli_fail_name(const cli_options *o, int rc, const char *what);
+int cli_fail(cli_lock *lk, int rc, const char *what);
+
+/* Writes url with any password replaced by "***" into out. */
+void cli_redact_url(const char *url, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,176 @@
+/* locking.c: `dlock NAME -- COMMAND`: connect, acquire (interruptible by
+ * SIGINT/SIGTERM/SIGHUP/SIGQUIT), run COMMAND, release after it exited.
+ * The acquire runs on a helper thread so the main thread can cancel it when
+ * a signal arrives; everything else happens on the main thread.
+ * Invariant: the lock is released only after COMMAND exited; every outcome
+ * maps to one documented exit code.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "child.h"
+#include "cli.h"
+#include "lockface.h"
+
+typedef struct acquire_job {
+    cli_lock *lk;
+    int64_t wait_ms;
+    int64_t lease_ms;
+    uint64_t fence;
+    bool has_fence;
+    int rc;
+} acquire_job;
+
+static void *acquire_main(void *arg)
+{
+    acquire_job *j = arg;
+    j->rc = cli_lock_acquire(j->lk, j->wait_ms, j->lease_ms, &j->fence, &j->has_fence);
+    cli_events_post(CLI_EV_ACQUIRED);
+    return NULL;
+}
+
+static bool is_stop_signal(int ev)
+{
+    return ev == SIGINT || ev == SIGTERM || ev == SIGHUP || ev == SIGQUIT;
+}
+
+/* Acquires on a helper thread; a stop signal cancels the wait. Returns the
+ * library code; *sig_out = the stop signal that arrived (0: none). */
+static int acquire_interruptibly(cli_lock *lk, acquire_job *j, int *sig_out)
+{
+    pthread_t t;
+    *sig_out = 0;
+    if (pthread_create(&t, NULL, acquire_main, j) != 0) {
+        acquire_main(j); /* cannot be interrupted then, but still works */
+        (void)cli_events_next(0);
+        return j->rc;
+    }
+    for (;;) {
+        int ev = cli_events_next(-1);
+        if (ev == CLI_EV_ACQUIRED) break;
+        if (is_stop_signal(ev) && !*sig_out) {
+            *sig_out = ev;
+            cli_lock_cancel(lk);
+        }
+    }
+    pthread_join(t, NULL);
+    return j->rc;
+}
+
+/* In fixed-lease mode: the monotonic time by which the lease surely ends.
+ * Mutex kinds ask the server for the TTL (measured from before asking, so
+ * it errs early). Other kinds: a single attempt began at t_start; after a
+ * wait, the winning attempt was sent a round trip before it returned, so
+ * a margin of a tenth of the lease (at most 250 ms) is kept. */
+static int64_t lease_deadline(const cli_options *o, cli_lock *lk, int64_t t_start)
+{
+    if (o->lease_ms <= 0) return 0;
+    int64_t before = cli_now_ms();
+    int64_t ttl = -1;
+    if (cli_lock_ttl(lk, &ttl) == 0 && ttl > 0 && ttl <= o->lease_ms) return before + ttl;
+    if (o->wait_ms == 0) return t_start + o->lease_ms;
+    int64_t margin = o->lease_ms / 10 < 250 ? o->lease_ms / 10 : 250;
+    return before + o->lease_ms - margin;
+}
+
+static int report_acquire_failure(const cli_options *o, cli_lock *lk, int rc)
+{
+    switch (rc) {
+    case DLOCK_EBUSY:
+        cli_verbose(o, "lock '%s' is held by someone else", o->name);
+        return o->conflict_code;
+    case DLOCK_ETIMEOUT:
+        cli_verbose(o, "gave up waiting for lock '%s'", o->name);
+        return o->conflict_code;
+    case DLOCK_EINVAL:
+        if (o->kind != CLI_KIND_SEMAPHORE) return cli_fail(lk, rc, "cannot acquire lock");
+        cli_err("semaphore '%s' is in use with a different N than %d", o->name, o->permits);
+        return CLI_EXIT_USAGE;
+    default:
+        return cli_fail(lk, rc, "cannot acquire lock");
+    }
+}
+
+/* Exports DLOCK_NAME and DLOCK_FENCE for COMMAND. */
+static int export_env(const cli_options *o, const acquire_job *j)
+{
+    char fence[32];
+    if (setenv("DLOCK_NAME", o->name, 1) != 0) return -1;
+    if (!j->has_fence) return unsetenv("DLOCK_FENCE");
+    snprintf(fence, sizeof(fence), "%" PRIu64, j->fence);
+    return setenv("DLOCK_FENCE", fence, 1);
+}
+
+/* The final exit code from COMMAND's result and the release outcome. */
+static int finish(const cli_options *o, cli_lock *lk, const cli_child_result *res)
+{
+    bool lost = res->lost;
+    int rc = cli_lock_release(lk);
+    if (rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER || rc == DLOCK_ENOTHELD) {
+        if (!lost)
+            cli_err("lock '%s' was no longer held when COMMAND exited (it expired or was "
+                    "taken): COMMAND may have run partly without it", o->name);
+        lost = true;
+    } else if (rc != 0) {
+        cli_err("could not release lock '%s' (%s): it expires on its lease", o->name,
+                dlock_strerror(rc));
+    } else {
+        cli_verbose(o, "released lock '%s'", o->name);
+    }
+    if (lost && o->on_lost != CLI_ON_LOST_IGNORE) return CLI_EXIT_LOST;
+    return res->status;
+}
+
+int cli_cmd_run(const cli_options *o)
+{
+    if (cli_events_init() != 0) {
+        cli_err("cannot set up signal handling");
+        return CLI_EXIT_OSERR;
+    }
+    cli_lock *lk = NULL;
+    int code = cli_lock_open(o, &lk);
+    if (code != 0) return code;
+
+    acquire_job j = {.lk = lk, .wait_ms = o->wait_ms, .lease_ms = o->lease_ms};
+    int sig = 0;
+    int64_t t_start = cli_now_ms();
+    if (o->wait_ms < 0) cli_verbose(o, "acquiring lock '%s' (no time limit)", o->name);
+    else cli_verbose(o, "acquiring lock '%s' (waiting up to %.3f s)", o->name,
+                     (double)o->wait_ms / 1000.0);
+    int rc = acquire_interruptibly(lk, &j, &sig);
+    if (rc == 0 && sig) {
+        cli_lock_release(lk); /* acquired just as the signal came */
+    }
+    if (sig) {
+        cli_verbose(o, "interrupted by signal %d while waiting for the lock", sig);
+        cli_lock_close(lk);
+        return 128 + sig;
+    }
+    if (rc != 0) {
+        code = report_acquire_failure(o, lk, rc);
+        cli_lock_close(lk);
+        return code;
+    }
+    if (j.has_fence) cli_verbose(o, "acquired lock '%s', fence %" PRIu64, o->name, j.fence);
+    else cli_verbose(o, "acquired lock '%s'", o->name);
+
+    if (export_env(o, &j) != 0) {
+        cli_err("cannot set the environment for COMMAND");
+        cli_lock_release(lk);
+        cli_lock_close(lk);
+        return CLI_EXIT_OSERR;
+    }
+    cli_child_result res;
+    code = cli_child_run(o, lk, lease_deadline(o, lk, t_start), &res);
+    if (code != 0) {
+        cli_lock_release(lk);
+    } else {
+        code = finish(o, lk, &res);
+    }
+    cli_lock_close(lk);
+    return code;
+}

@@ -1,0 +1,23 @@
+/* main.c: the dlock program, a distributed flock(1): parse the command
+ * line and hand over to the run, status or release command. Every path
+ * returns one of the exit codes documented in cli.h and dlock.1.
+ */
+#include <stdio.h>
+
+#include "cli.h"
+#include "dlock/dlock.h"
+
+int main(int argc, char **argv)
+{
+    cli_options o;
+    int code = cli_parse(argc, argv, &o);
+    if (code != 0) return code;
+    switch (o.mode) {
+    case CLI_MODE_HELP: cli_print_usage(); return 0;
+    case CLI_MODE_VERSION: printf("dlock %s\n", DLOCK_VERSION); return 0;
+    case CLI_MODE_STATUS: return cli_cmd_status(&o);
+    case CLI_MODE_RELEASE: return cli_cmd_release(&o);
+    case CLI_MODE_RUN: break;
+    }
+    return cli_cmd_run(&o);
+}

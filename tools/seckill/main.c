@@ -1,0 +1,307 @@
+/* seckill: admin tool of the order pipeline: reconcile Redis with the
+ * database, list campaigns, show / pay / cancel an order, run migrations.
+ * Exit status: 0 ok (reconcile: consistent), 1 differences or refused,
+ * 2 usage error, 3 cannot reach Redis or the database. */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock/dlock.h"
+#include "persist.h"
+#include "reconcile.h"
+#include "sk_err.h"
+#include "util.h"
+
+typedef struct cli {
+    const char *redis_url, *database_url, *campaign, *reason;
+    int64_t wait_ms; /* reconcile: wait this long for the streams to drain first */
+    bool json;
+    const char *pos[4];
+    int npos;
+    sk_db *db;
+    dlock__conn *rc;
+} cli;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: seckill [--redis-url URL] [--database-url URL] COMMAND [args]\n"
+               "  reconcile [--campaign ID] [--json] [--wait DUR]\n"
+               "                                       compare Redis with the database; exit 0 only if consistent;\n"
+               "                                       --wait: first wait up to DUR for the streams to drain\n"
+               "  campaigns [--json]                   list campaigns (database) with remaining stock\n"
+               "  order ORDER_ID [--json]              show an order from the database\n"
+               "  pay ORDER_ID USER                    mark a persisted order paid\n"
+               "  cancel ORDER_ID [--reason TEXT]      cancel a persisted order; stock returns once\n"
+               "  migrate                              create / migrate the schema, print its version\n"
+               "Environment: REDIS_URL (default redis://127.0.0.1:6379), DATABASE_URL (required).\n");
+}
+
+static int open_db(cli *c)
+{
+    char err[512];
+    if (!c->database_url) {
+        fprintf(stderr, "seckill: no database: set --database-url or DATABASE_URL\n");
+        return 2;
+    }
+    int rc = sk_db_open(c->database_url, &c->db, err, sizeof(err));
+    if (rc) fprintf(stderr, "seckill: database: %s\n", err);
+    return rc ? (rc == SK_EINVAL ? 2 : 3) : 0;
+}
+
+static int open_redis(cli *c)
+{
+    char err[512];
+    int rc = sk_persist_redis_open(c->redis_url, 5000, &c->rc, err, sizeof(err));
+    if (rc) fprintf(stderr, "seckill: redis: %s\n", err);
+    return rc ? (rc == DLOCK_EURL ? 2 : 3) : 0;
+}
+
+typedef struct id_list {
+    char (*ids)[65];
+    size_t n, cap;
+} id_list;
+
+static void id_add(id_list *l, const char *id)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->ids[i], id) == 0) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char(*n)[65] = realloc(l->ids, cap * sizeof(*n));
+        if (!n) return;
+        l->ids = n;
+        l->cap = cap;
+    }
+    snprintf(l->ids[l->n++], 65, "%s", id);
+}
+
+static void camp_id_cb(const sk_campaign *c, int64_t remaining, void *ud)
+{
+    (void)remaining;
+    id_add(ud, c->id);
+}
+
+/* Waits until every listed stream has nothing pending or unread (or the
+ * deadline passes: reconcile then reports the backlog). */
+static void wait_drained(cli *c, const id_list *l)
+{
+    int64_t end = dlock__now_ms() + c->wait_ms;
+    for (;;) {
+        bool drained = true;
+        for (size_t i = 0; i < l->n && drained; i++) {
+            int64_t pending = 0, lag = 0;
+            drained = sk_persist_backlog(c->rc, l->ids[i], &pending, &lag) == 0 && pending == 0 && lag == 0;
+        }
+        if (drained || dlock__now_ms() >= end) return;
+        dlock__sleep_ms(50);
+    }
+}
+
+static int cmd_reconcile(cli *c)
+{
+    id_list l = {0};
+    if (c->campaign) {
+        id_add(&l, c->campaign);
+    } else {
+        if (sk_db_campaign_list(c->db, camp_id_cb, &l)) {
+            fprintf(stderr, "seckill: %s\n", sk_db_errmsg(c->db));
+            return 3;
+        }
+        const char *argv[] = {"SMEMBERS", "seckill:campaigns"}; /* campaigns only Redis knows */
+        dlock__reply *r = NULL;
+        if (dlock__conn_cmd(c->rc, 2, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_ARRAY)
+            for (size_t i = 0; i < dlock__reply_count(r); i++) {
+                const char *id = dlock__reply_str(dlock__reply_at(r, i), NULL);
+                if (id && sk_db_id_valid(id)) id_add(&l, id);
+            }
+        dlock__reply_free(r);
+    }
+    if (c->wait_ms > 0) wait_drained(c, &l);
+    int status = 0;
+    dlock__buf out = {0};
+    if (c->json) dlock__buf_printf(&out, "[");
+    for (size_t i = 0; i < l.n; i++) {
+        sk_reconcile_report rep;
+        int rc = sk_reconcile_campaign(c->db, c->rc, l.ids[i], &rep);
+        if (rc == SK_ENOTFOUND) {
+            static const char why[] = "listed in Redis (seckill:campaigns) but not in the database";
+            if (c->json)
+                dlock__buf_printf(&out, "%s{\"campaign\":\"%s\",\"consistent\":false,\"differences\":[\"%s\"]}",
+                                  i ? "," : "", l.ids[i], why);
+            else
+                dlock__buf_printf(&out, "campaign %s: DIFFERENCES\n  - %s\n", l.ids[i], why);
+            status = status ? status : 1;
+        } else if (rc) {
+            fprintf(stderr, "seckill: reconcile %s: %s%s%s\n", l.ids[i], sk_strerror(rc),
+                    rc == SK_EDB ? ": " : "", rc == SK_EDB ? sk_db_errmsg(c->db) : "");
+            status = rc == SK_ENOTFOUND || rc == SK_EINVAL ? (status ? status : 1) : 3;
+        } else {
+            if (c->json && i) dlock__buf_printf(&out, ",");
+            sk_reconcile_format(&rep, c->json, &out);
+            if (rep.ndiffs && !status) status = 1;
+        }
+        sk_reconcile_report_free(&rep);
+    }
+    if (c->json) dlock__buf_printf(&out, "]\n");
+    if (out.data) fputs(out.data, stdout);
+    if (!c->json && l.n == 0) printf("no campaigns\n");
+    dlock__buf_free(&out);
+    free(l.ids);
+    return status;
+}
+
+typedef struct camp_print {
+    bool json;
+    int n;
+} camp_print;
+
+static void camp_print_cb(const sk_campaign *cp, int64_t remaining, void *ud)
+{
+    camp_print *p = ud;
+    if (p->json)
+        printf("%s{\"id\":\"%s\",\"stock\":%" PRId64 ",\"remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64
+               ",\"starts_at_ms\":%" PRId64 ",\"ends_at_ms\":%" PRId64 ",\"price_cents\":%" PRId64 "}",
+               p->n ? "," : "", cp->id, cp->stock, remaining, cp->per_user_limit, cp->starts_at_ms, cp->ends_at_ms,
+               cp->price_cents);
+    else
+        printf("%-24s remaining %8" PRId64 " of %8" PRId64 "  limit %" PRId64 "  %s\n", cp->id, remaining, cp->stock,
+               cp->per_user_limit, cp->title);
+    p->n++;
+}
+
+static int cmd_campaigns(cli *c)
+{
+    camp_print p = {c->json, 0};
+    if (c->json) printf("[");
+    if (sk_db_campaign_list(c->db, camp_print_cb, &p)) {
+        fprintf(stderr, "seckill: %s\n", sk_db_errmsg(c->db));
+        return 3;
+    }
+    if (c->json) printf("]\n");
+    return 0;
+}
+
+static int parse_order_id(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    unsigned long long v = s && *s != '-' ? strtoull(s, &end, 10) : 0;
+    if (!s || end == s || *end || v == 0) {
+        fprintf(stderr, "seckill: bad order id '%s'\n", s ? s : "");
+        return 2;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static void print_order(const sk_order_row *r, bool json)
+{
+    if (json)
+        printf("{\"order_id\":\"%" PRIu64 "\",\"campaign\":\"%s\",\"user\":\"%s\",\"qty\":%" PRId64
+               ",\"status\":\"%s\",\"reason\":\"%s\",\"path\":\"%s\"}\n",
+               r->order_id, r->campaign, r->user, r->qty, r->status, r->reason, r->path);
+    else
+        printf("order %" PRIu64 ": campaign %s user %s qty %" PRId64 " status %s%s%s (path %s)\n", r->order_id,
+               r->campaign, r->user, r->qty, r->status, r->reason[0] ? ", " : "", r->reason, r->path);
+}
+
+static int cmd_order(cli *c, const char *what)
+{
+    uint64_t id = 0;
+    if (c->npos < 2) {
+        usage(stderr);
+        return 2;
+    }
+    int rc = parse_order_id(c->pos[1], &id);
+    if (rc) return rc;
+    sk_order_row row;
+    if (strcmp(what, "order") == 0) {
+        rc = sk_db_order_get(c->db, id, &row);
+    } else if (strcmp(what, "pay") == 0) {
+        if (c->npos < 3) {
+            usage(stderr);
+            return 2;
+        }
+        rc = sk_db_order_pay(c->db, id, c->pos[2], &row);
+    } else {
+        rc = sk_order_cancel(c->db, c->rc, id, c->reason ? c->reason : "cancelled by admin");
+        if (rc == 0 || rc == SK_ECONFLICT) sk_db_order_get(c->db, id, &row);
+    }
+    if (rc && !(rc == SK_ECONFLICT && strcmp(what, "cancel") == 0)) {
+        fprintf(stderr, "seckill: %s %" PRIu64 ": %s\n", what, id, sk_strerror(rc));
+        return rc == SK_EDB ? 3 : 1;
+    }
+    print_order(&row, c->json);
+    if (rc) fprintf(stderr, "seckill: cancel %" PRIu64 ": not cancelled now (status %s)\n", id, row.status);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli c = {0};
+    c.redis_url = getenv("REDIS_URL") ? getenv("REDIS_URL") : "redis://127.0.0.1:6379";
+    c.database_url = getenv("DATABASE_URL");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            c.json = true;
+        } else if (strncmp(a, "--", 2) == 0) {
+            if (!v) {
+                fprintf(stderr, "seckill: %s needs a value (or is unknown; see --help)\n", a);
+                return 2;
+            }
+            if (strcmp(a, "--redis-url") == 0) c.redis_url = v;
+            else if (strcmp(a, "--database-url") == 0) c.database_url = v;
+            else if (strcmp(a, "--campaign") == 0) c.campaign = v;
+            else if (strcmp(a, "--reason") == 0) c.reason = v;
+            else if (strcmp(a, "--wait") == 0) {
+                if (sk_persist_parse_duration(v, &c.wait_ms)) {
+                    fprintf(stderr, "seckill: bad --wait '%s' (e.g. 500ms, 10s)\n", v);
+                    return 2;
+                }
+            } else {
+                fprintf(stderr, "seckill: unknown option %s (see --help)\n", a);
+                return 2;
+            }
+            i++;
+        } else if (c.npos < 4) {
+            c.pos[c.npos++] = a;
+        } else {
+            fprintf(stderr, "seckill: too many arguments\n");
+            return 2;
+        }
+    }
+    if (c.npos == 0) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = c.pos[0];
+    bool needs_redis = strcmp(cmd, "reconcile") == 0 || strcmp(cmd, "cancel") == 0;
+    if (strcmp(cmd, "reconcile") && strcmp(cmd, "campaigns") && strcmp(cmd, "order") && strcmp(cmd, "pay") &&
+        strcmp(cmd, "cancel") && strcmp(cmd, "migrate")) {
+        fprintf(stderr, "seckill: unknown command '%s' (see --help)\n", cmd);
+        return 2;
+    }
+    if (c.campaign && !sk_db_id_valid(c.campaign)) {
+        fprintf(stderr, "seckill: bad campaign id '%s'\n", c.campaign);
+        return 2;
+    }
+    int rc = open_db(&c);
+    if (!rc && needs_redis) rc = open_redis(&c);
+    if (!rc) {
+        if (strcmp(cmd, "reconcile") == 0) rc = cmd_reconcile(&c);
+        else if (strcmp(cmd, "campaigns") == 0) rc = cmd_campaigns(&c);
+        else if (strcmp(cmd, "migrate") == 0) {
+            int v = 0;
+            sk_db_schema_version(c.db, &v);
+            printf("schema version %d (%s)\n", v, sk_db_kind(c.db));
+        } else rc = cmd_order(&c, cmd);
+    }
+    sk_db_close(c.db);
+    dlock__conn_close(c.rc);
+    return rc;
+}

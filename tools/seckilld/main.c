@@ -1,0 +1,284 @@
+/* main.c: seckilld: parse settings, then run one event loop (or fork
+ * --workers loops sharing the port with SO_REUSEPORT, supervised by the
+ * parent). SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit
+ * 0. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "db.h"
+#include "dlock/dlock.h"
+#include "engine.h"
+#include "http.h"
+#include "url.h"
+#include "util.h"
+
+static int min_level = DLOCK_LOG_INFO;
+
+static void log_line(int level, const char *msg, void *ud)
+{
+    (void)ud;
+    if (level < min_level) return;
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    char ts[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    fprintf(stderr, "%s seckilld[%d] %s: %s\n", ts, (int)getpid(), names[level & 3], msg);
+}
+
+typedef struct worker {
+    const seckilld_config *c;
+    struct event_base *base;
+    sk_engine *engine;
+    sk_http *http;
+    struct event *drain_ev;
+    int64_t drain_deadline_ms;
+    int64_t flush_deadline_ms; /* once nothing is in flight: wait for writes */
+    bool draining;
+} worker;
+
+static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    worker *w = arg;
+    int64_t now = dlock__now_ms();
+    size_t busy = sk_http_inflight(w->http) + sk_engine_pending(w->engine);
+    if (busy && now >= w->drain_deadline_ms) {
+        log_line(DLOCK_LOG_WARN, "shutdown timeout: answering the rest with errors", NULL);
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    if (busy) return;
+    /* every request is answered; let the answers reach the sockets */
+    if (!w->flush_deadline_ms) w->flush_deadline_ms = now + 1000;
+    if (sk_http_unflushed(w->http) == 0 || now >= w->flush_deadline_ms) event_base_loopexit(w->base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    worker *w = arg;
+    if (w->draining) return;
+    char msg[96];
+    snprintf(msg, sizeof(msg), "signal %d: stop accepting, finishing %zu in-flight requests", (int)sig,
+             sk_http_inflight(w->http));
+    log_line(DLOCK_LOG_INFO, msg, NULL);
+    w->draining = true;
+    sk_http_stop_accepting(w->http);
+    w->drain_deadline_ms = dlock__now_ms() + w->c->shutdown_timeout_ms;
+    struct timeval tv = {0, 20000};
+    event_add(w->drain_ev, &tv);
+}
+
+static void limit_connections(int64_t max_conn)
+{
+    /* Accepting beyond RLIMIT_NOFILE fails with EMFILE; the listener then
+     * pauses (http.c), so this is the connection limit. 64 fds are kept
+     * for Redis, the database, the listener and the loop. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = (rlim_t)max_conn + 64;
+    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max) {
+        log_line(DLOCK_LOG_WARN, "max-connections above the hard fd limit: using the hard limit", NULL);
+        want = rl.rlim_max;
+    }
+    rl.rlim_cur = want;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static int run_worker(const seckilld_config *c)
+{
+    worker w = {.c = c};
+    int rc = 1;
+    char err[256] = "";
+    sk_db *db = NULL;
+    struct event *sigterm = NULL, *sigint = NULL;
+    signal(SIGPIPE, SIG_IGN);
+    limit_connections(c->max_connections);
+    w.base = event_base_new();
+    if (!w.base) return 1;
+    sk_engine_opts eo;
+    sk_engine_opts_init(&eo);
+    eo.max_batch = c->max_batch;
+    eo.linger_us = c->linger_us;
+    eo.soldout_poll_ms = c->soldout_poll_ms;
+    eo.user_rate_limit = c->user_rate_limit;
+    eo.user_rate_window_ms = c->user_rate_window_ms ? c->user_rate_window_ms : 1000;
+    eo.ip_rate_limit = c->ip_rate_limit;
+    eo.ip_rate_window_ms = c->ip_rate_window_ms ? c->ip_rate_window_ms : 1000;
+    eo.command_timeout_ms = c->redis_timeout_ms;
+    eo.log = log_line;
+    if (c->database_url && *c->database_url) {
+        if (sk_db_open(c->database_url, &db, err, sizeof(err)) != 0) {
+            fprintf(stderr, "seckilld: database: %s\n", err);
+            rc = 2;
+            goto out;
+        }
+    }
+    if (sk_engine_new(w.base, c->redis_url, &eo, &w.engine, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckilld: redis-url: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    sk_http_opts ho;
+    sk_http_opts_init(&ho);
+    ho.admin_token = c->admin_token;
+    ho.user_secret = c->user_secret;
+    ho.idle_timeout_ms = c->idle_timeout_ms;
+    ho.max_body = (size_t)c->max_body;
+    ho.max_headers = (size_t)c->max_headers;
+    ho.trust_forwarded = c->trust_forwarded;
+    ho.db = db;
+    if (sk_http_new(w.base, w.engine, &ho, &w.http) != 0) goto out;
+    int port = 0;
+    if (sk_http_listen(w.http, c->bind, c->port, c->reuseport || c->workers > 1, &port, err,
+                       sizeof(err)) != 0) {
+        fprintf(stderr, "seckilld: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    w.drain_ev = event_new(w.base, -1, EV_PERSIST, on_drain_tick, &w);
+    sigterm = evsignal_new(w.base, SIGTERM, on_signal, &w);
+    sigint = evsignal_new(w.base, SIGINT, on_signal, &w);
+    if (!w.drain_ev || !sigterm || !sigint) goto out;
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    char where[160] = "?";
+    dlock__url u;
+    if (dlock__url_parse(c->redis_url, &u, NULL, 0) == 0) {
+        dlock__url_describe(&u, where, sizeof(where)); /* no password in logs */
+        dlock__url_free(&u);
+    }
+    snprintf(err, sizeof(err), "listening on %s:%d (redis %s, database %s)", c->bind, port, where,
+             db ? sk_db_kind(db) : "none");
+    log_line(DLOCK_LOG_INFO, err, NULL);
+    event_base_dispatch(w.base);
+    rc = 0;
+out:;
+    /* Shutting down: a second SIGTERM must not kill the clean-up (freeing
+     * the signal events gives the default action back). */
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGINT);
+    sigprocmask(SIG_BLOCK, &term, NULL);
+    /* engine first: its pending callbacks still answer through http */
+    sk_engine_free(w.engine);
+    sk_http_free(w.http);
+    if (w.drain_ev) event_free(w.drain_ev);
+    if (sigterm) event_free(sigterm);
+    if (sigint) event_free(sigint);
+    sk_db_close(db);
+    if (w.base) event_base_free(w.base);
+    return rc;
+}
+
+/* ---- --workers N: a small supervisor ------------------------------------ */
+
+static volatile sig_atomic_t got_term;
+static void note_term(int sig)
+{
+    (void)sig;
+    got_term = 1;
+}
+
+static pid_t spawn(const seckilld_config *c, sigset_t *old)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        sigprocmask(SIG_SETMASK, old, NULL);
+        _exit(run_worker(c));
+    }
+    return pid;
+}
+
+static int supervise(const seckilld_config *c)
+{
+    int n = c->workers;
+    pid_t *pids = calloc((size_t)n, sizeof(pid_t));
+    if (!pids) return 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = note_term;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    for (int i = 0; i < n; i++) pids[i] = spawn(c, &old);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    int rc = 0, alive = n;
+    bool stopping = false;
+    while (alive > 0) {
+        if (got_term && !stopping) {
+            stopping = true;
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0) kill(pids[i], SIGTERM);
+        }
+        int st;
+        pid_t p = waitpid(-1, &st, 0);
+        if (p < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (pids[i] != p) continue;
+            pids[i] = -1;
+            alive--;
+            int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+            if (stopping) {
+                if (code) rc = 1;
+            } else if (code == 2) {
+                /* bad configuration: restarting would fail the same way */
+                got_term = 1;
+                rc = 2;
+            } else {
+                log_line(DLOCK_LOG_WARN, "worker exited unexpectedly: restarting it in 1 s", NULL);
+                dlock__sleep_ms(1000);
+                sigprocmask(SIG_BLOCK, &block, NULL);
+                pids[i] = spawn(c, &old);
+                sigprocmask(SIG_SETMASK, &old, NULL);
+                if (pids[i] > 0) alive++;
+            }
+        }
+    }
+    free(pids);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    seckilld_config c;
+    int r = seckilld_config_load(&c, argc, argv);
+    if (r != 0) {
+        seckilld_config_free(&c);
+        return r > 0 ? 0 : 2;
+    }
+    if (c.check_only) {
+        seckilld_config_print(&c, stdout);
+        seckilld_config_free(&c);
+        return 0;
+    }
+    if (!strcmp(c.log_level, "debug")) min_level = DLOCK_LOG_DEBUG;
+    else if (!strcmp(c.log_level, "warn")) min_level = DLOCK_LOG_WARN;
+    else if (!strcmp(c.log_level, "error")) min_level = DLOCK_LOG_ERROR;
+    int rc = c.workers > 1 ? supervise(&c) : run_worker(&c);
+    seckilld_config_free(&c);
+    return rc;
+}
