@@ -98,3 +98,22 @@ void fam_child_dispatch(int argc, char **argv, const fam_role *roles)
     fprintf(stderr, "fam-child: unknown role %s\n", argv[2]);
     exit(125);
 }
+
+test_server fam_srv;
+dlock_client *fam_cli;
+
+int fam_setup(void **state)
+{
+    (void)state;
+    if (test_redis_start(&fam_srv, NULL) != 0) return -1;
+    fam_cli = fam_client(&fam_srv, 0);
+    return fam_cli ? 0 : -1;
+}
+
+int fam_teardown(void **state)
+{
+    (void)state;
+    dlock_client_destroy(fam_cli);
+    test_server_stop(&fam_srv);
+    return 0;
+}

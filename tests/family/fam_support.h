@@ -23,6 +23,13 @@ const char *fam_prefix(void);
  * watchdog_ms (0: 900 ms). NULL on failure (message on stderr). */
 dlock_client *fam_client(const test_server *s, int64_t watchdog_ms);
 
+/* Group fixture shared by the single-server family tests: a private
+ * redis-server in fam_srv and a fam_client() on it in fam_cli. */
+extern test_server fam_srv;
+extern dlock_client *fam_cli;
+int fam_setup(void **state);
+int fam_teardown(void **state);
+
 /* Integer result of a command on s (argv style); LLONG_MIN on error. */
 long long fam_int(const test_server *s, int argc, const char **argv);
 

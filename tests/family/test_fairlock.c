@@ -21,24 +21,6 @@
 #include "redis_io.h"
 #include "util.h"
 
-static test_server srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cli = fam_client(&srv, 0);
-    return cli ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cli);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static dlock_fairlock *fair(dlock_client *c, const char *name, int64_t ttl)
 {
@@ -55,7 +37,7 @@ static long long queue_len(const char *name)
     char key[256];
     snprintf(key, sizeof(key), "{%s%s}:fair:q", fam_prefix(), name);
     const char *llen[2] = {"LLEN", key};
-    return fam_int(&srv, 2, llen);
+    return fam_int(&fam_srv, 2, llen);
 }
 
 static void wait_queue_len(const char *name, long long n)
@@ -68,7 +50,7 @@ static void wait_queue_len(const char *name, long long n)
 static void test_reentrant_and_exclusive(void **state)
 {
     (void)state;
-    dlock_fairlock *a = fair(cli, "fl:basic", 0), *b = fair(cli, "fl:basic", 0);
+    dlock_fairlock *a = fair(fam_cli, "fl:basic", 0), *b = fair(fam_cli, "fl:basic", 0);
     assert_int_equal(dlock_fairlock_lock(a, 0, 0), 0);
     assert_int_equal(dlock_fairlock_lock(a, 0, 0), 0);
     assert_int_equal(dlock_fairlock_hold_count(a), 2);
@@ -96,7 +78,7 @@ typedef struct q_arg {
 static void *queued_waiter(void *p)
 {
     q_arg *a = p;
-    dlock_fairlock *fl = fair(cli, "fl:fifo", 0);
+    dlock_fairlock *fl = fair(fam_cli, "fl:fifo", 0);
     a->rc = dlock_fairlock_lock(fl, 10000, 0);
     if (a->rc == 0) {
         a->slot = atomic_fetch_add(a->next_slot, 1);
@@ -110,7 +92,7 @@ static void *queued_waiter(void *p)
 static void test_eight_waiters_acquire_in_queue_order(void **state)
 {
     (void)state;
-    dlock_fairlock *holder = fair(cli, "fl:fifo", 0);
+    dlock_fairlock *holder = fair(fam_cli, "fl:fifo", 0);
     assert_int_equal(dlock_fairlock_lock(holder, 0, 0), 0);
     atomic_int next = 0;
     q_arg a[8];
@@ -135,7 +117,7 @@ static void test_eight_waiters_acquire_in_queue_order(void **state)
 static void *lock_and_release(void *p)
 {
     q_arg *a = p;
-    dlock_fairlock *fl = fair(cli, "fl:wake", 0);
+    dlock_fairlock *fl = fair(fam_cli, "fl:wake", 0);
     a->rc = dlock_fairlock_lock(fl, 10000, 0);
     if (a->rc == 0) {
         a->slot = atomic_fetch_add(a->next_slot, 1);
@@ -149,7 +131,7 @@ static void *lock_and_release(void *p)
 static void test_release_wakes_only_the_head_waiter(void **state)
 {
     (void)state;
-    dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = srv.port};
+    dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = fam_srv.port};
     dlock__conn_opts co = {.connect_timeout_ms = 500, .command_timeout_ms = 1000};
     dlock__conn *sub = NULL;
     assert_int_equal(dlock__conn_open(&u, &co, &sub, NULL, 0), 0);
@@ -160,7 +142,7 @@ static void test_release_wakes_only_the_head_waiter(void **state)
     assert_int_equal(dlock__conn_cmd(sub, 2, psub, NULL, &r), 0);
     dlock__reply_free(r);
 
-    dlock_fairlock *holder = fair(cli, "fl:wake", 0);
+    dlock_fairlock *holder = fair(fam_cli, "fl:wake", 0);
     assert_int_equal(dlock_fairlock_lock(holder, 0, 0), 0);
     atomic_int next = 0;
     q_arg a[3];
@@ -228,12 +210,12 @@ static void *timed_lock(void *p)
 static void test_killed_waiter_is_purged_and_the_next_proceeds(void **state)
 {
     (void)state;
-    dlock_fairlock *holder = fair(cli, "fl:deadwaiter", 600);
+    dlock_fairlock *holder = fair(fam_cli, "fl:deadwaiter", 600);
     assert_int_equal(dlock_fairlock_lock(holder, 0, 0), 0);
-    pid_t pid = fam_spawn("dying_waiter", &srv, NULL);
+    pid_t pid = fam_spawn("dying_waiter", &fam_srv, NULL);
     assert_true(pid > 0);
     wait_queue_len("fl:deadwaiter", 1);
-    timed_arg w = {fair(cli, "fl:deadwaiter", 600), 0, 1};
+    timed_arg w = {fair(fam_cli, "fl:deadwaiter", 600), 0, 1};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, timed_lock, &w), 0);
     wait_queue_len("fl:deadwaiter", 2);
@@ -266,14 +248,14 @@ static int dying_holder(const test_server *srv_, const char *arg)
 static void test_killed_holder_lock_returns_within_its_lease(void **state)
 {
     (void)state;
-    pid_t pid = fam_spawn("dying_holder", &srv, NULL);
+    pid_t pid = fam_spawn("dying_holder", &fam_srv, NULL);
     assert_true(pid > 0);
     const char *get[2] = {"GET", "fl:held"};
     int64_t t0 = dlock__now_ms();
-    while (fam_int(&srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
-    assert_int_equal(fam_int(&srv, 2, get), 1);
+    while (fam_int(&fam_srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
+    assert_int_equal(fam_int(&fam_srv, 2, get), 1);
     dlock__sleep_ms(1000); /* watchdog renewed it past one lease */
-    dlock_fairlock *fl = fair(cli, "fl:deadholder", 0);
+    dlock_fairlock *fl = fair(fam_cli, "fl:deadholder", 0);
     assert_int_equal(dlock_fairlock_lock(fl, 0, 0), DLOCK_EBUSY);
     fam_kill_child(pid);
     int64_t killed = dlock__now_ms();
@@ -290,7 +272,7 @@ static void test_killed_holder_lock_returns_within_its_lease(void **state)
 static void test_timeout_and_cancel_leave_the_queue(void **state)
 {
     (void)state;
-    dlock_fairlock *holder = fair(cli, "fl:leave", 0), *w = fair(cli, "fl:leave", 0);
+    dlock_fairlock *holder = fair(fam_cli, "fl:leave", 0), *w = fair(fam_cli, "fl:leave", 0);
     assert_int_equal(dlock_fairlock_lock(holder, 0, 0), 0);
     int64_t t0 = dlock__now_ms();
     assert_int_equal(dlock_fairlock_lock(w, 150, 0), DLOCK_ETIMEOUT);
@@ -315,11 +297,11 @@ static void test_timeout_and_cancel_leave_the_queue(void **state)
 static void test_watchdog_detects_a_deleted_lock_and_the_handle_recovers(void **state)
 {
     (void)state;
-    dlock_fairlock *fl = fair(cli, "fl:lost", 0);
+    dlock_fairlock *fl = fair(fam_cli, "fl:lost", 0);
     assert_int_equal(dlock_fairlock_lock(fl, 0, 0), 0);
     char key[256];
     const char *del[2] = {"DEL", fam_key("fl:lost", key, sizeof(key))};
-    assert_int_equal(fam_int(&srv, 2, del), 1);
+    assert_int_equal(fam_int(&fam_srv, 2, del), 1);
     dlock__sleep_ms(700);
     assert_int_equal(dlock_fairlock_unlock(fl), DLOCK_ELOST);
     assert_int_equal(dlock_fairlock_hold_count(fl), 0);
@@ -336,11 +318,11 @@ static void test_bad_input_is_refused(void **state)
     dlock_fairlock_options_init(&o);
     o.waiter_ttl_ms = 5;
     dlock_fairlock *fl = NULL;
-    assert_int_equal(dlock_fairlock_new(cli, "x", &o, &fl), DLOCK_EINVAL);
-    assert_int_equal(dlock_fairlock_new(cli, "", NULL, &fl), DLOCK_EINVAL);
+    assert_int_equal(dlock_fairlock_new(fam_cli, "x", &o, &fl), DLOCK_EINVAL);
+    assert_int_equal(dlock_fairlock_new(fam_cli, "", NULL, &fl), DLOCK_EINVAL);
     assert_int_equal(dlock_fairlock_new(NULL, "x", NULL, &fl), DLOCK_EINVAL);
     assert_null(fl);
-    fl = fair(cli, "fl:bad", 0);
+    fl = fair(fam_cli, "fl:bad", 0);
     assert_int_equal(dlock_fairlock_lock(fl, 0, -1), DLOCK_EINVAL);
     assert_int_equal(dlock_fairlock_lock(fl, -2, 0), DLOCK_EINVAL);
     assert_int_equal(dlock_fairlock_unlock(fl), DLOCK_ENOTHELD);
@@ -364,5 +346,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_watchdog_detects_a_deleted_lock_and_the_handle_recovers),
         cmocka_unit_test(test_bad_input_is_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fam_setup, fam_teardown);
 }

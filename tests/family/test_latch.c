@@ -17,29 +17,11 @@
 #include "fam_support.h"
 #include "util.h"
 
-static test_server srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cli = fam_client(&srv, 0);
-    return cli ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cli);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static dlock_latch *latch(const char *name)
 {
     dlock_latch *l = NULL;
-    assert_int_equal(dlock_latch_new(cli, name, &l), 0);
+    assert_int_equal(dlock_latch_new(fam_cli, name, &l), 0);
     return l;
 }
 
@@ -162,7 +144,7 @@ static int arming_worker(const test_server *srv_, const char *arg)
 static void test_latch_armed_by_a_killed_worker_opens_on_its_expiry(void **state)
 {
     (void)state;
-    pid_t pid = fam_spawn("arming_worker", &srv, NULL);
+    pid_t pid = fam_spawn("arming_worker", &fam_srv, NULL);
     assert_true(pid > 0);
     dlock_latch *l = latch("latch:crash");
     int64_t n = 0, t0 = dlock__now_ms();
@@ -184,7 +166,7 @@ static void test_bad_input_is_refused(void **state)
 {
     (void)state;
     dlock_latch *l = NULL;
-    assert_int_equal(dlock_latch_new(cli, "", &l), DLOCK_EINVAL);
+    assert_int_equal(dlock_latch_new(fam_cli, "", &l), DLOCK_EINVAL);
     assert_int_equal(dlock_latch_new(NULL, "x", &l), DLOCK_EINVAL);
     assert_null(l);
     l = latch("latch:bad");
@@ -212,5 +194,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_latch_armed_by_a_killed_worker_opens_on_its_expiry),
         cmocka_unit_test(test_bad_input_is_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fam_setup, fam_teardown);
 }

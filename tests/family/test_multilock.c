@@ -22,24 +22,6 @@
 #include "fam_support.h"
 #include "util.h"
 
-static test_server srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cli = fam_client(&srv, 0);
-    return cli ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cli);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static dlock_multilock *multi(dlock_client *c, const char *const *names, size_t n)
 {
@@ -52,14 +34,14 @@ static long long exists(const char *name)
 {
     char key[256];
     const char *ex[2] = {"EXISTS", fam_key(name, key, sizeof(key))};
-    return fam_int(&srv, 2, ex);
+    return fam_int(&fam_srv, 2, ex);
 }
 
 static void test_same_slot_names_are_taken_atomically(void **state)
 {
     (void)state;
     const char *ab[2] = {"{order:1}:a", "{order:1}:b"}, *bc[2] = {"{order:1}:c", "{order:1}:b"};
-    dlock_multilock *m1 = multi(cli, ab, 2), *m2 = multi(cli, bc, 2);
+    dlock_multilock *m1 = multi(fam_cli, ab, 2), *m2 = multi(fam_cli, bc, 2);
     assert_true(dlock_multilock_is_atomic(m1));
     assert_int_equal(dlock_multilock_lock(m1, 0, 0), 0);
     assert_int_equal(dlock_multilock_lock(m1, 0, 0), 0); /* re-entry */
@@ -97,13 +79,13 @@ static void test_cross_slot_names_roll_back_and_wait_for_a_reentrant_lock(void *
     (void)state;
     /* tags {a} {b} {c}: three different Cluster slots whatever the prefix */
     const char *names[3] = {"{a}acct:1", "{b}acct:2", "{c}acct:3"};
-    dlock_multilock *ml = multi(cli, names, 3);
+    dlock_multilock *ml = multi(fam_cli, names, 3);
     assert_false(dlock_multilock_is_atomic(ml));
     dlock_lock_options lo;
     dlock_lock_options_init(&lo);
     lo.kind = DLOCK_LOCK_REENTRANT;
     dlock_lock *other = NULL;
-    assert_int_equal(dlock_lock_new(cli, "{b}acct:2", &lo, &other), 0);
+    assert_int_equal(dlock_lock_new(fam_cli, "{b}acct:2", &lo, &other), 0);
     assert_int_equal(dlock_lock_try_lock(other, 0, 0, NULL), 0);
     assert_int_equal(dlock_multilock_lock(ml, 0, 0), DLOCK_EBUSY);
     assert_int_equal(exists("{a}acct:1"), 0); /* rolled back */
@@ -136,7 +118,7 @@ static void *order_thread(void *p)
 {
     dl_arg *a = p;
     dlock_multilock *ml = NULL;
-    a->rc = dlock_multilock_new(cli, a->names, 3, &ml);
+    a->rc = dlock_multilock_new(fam_cli, a->names, 3, &ml);
     for (int i = 0; i < 15 && a->rc == 0; i++) {
         a->rc = dlock_multilock_lock(ml, 5000, 0);
         if (a->rc) break;
@@ -170,7 +152,7 @@ static void test_watchdog_keeps_all_names(void **state)
 {
     (void)state;
     const char *names[2] = {"wd:a", "wd:b"};
-    dlock_multilock *m1 = multi(cli, names, 2), *m2 = multi(cli, names, 2);
+    dlock_multilock *m1 = multi(fam_cli, names, 2), *m2 = multi(fam_cli, names, 2);
     assert_int_equal(dlock_multilock_lock(m1, 0, 0), 0);
     dlock__sleep_ms(2200); /* > 2 leases of 900 ms */
     assert_int_equal(dlock_multilock_lock(m2, 0, 0), DLOCK_EBUSY);
@@ -201,15 +183,15 @@ static int dying_holder(const test_server *srv_, const char *arg)
 static void test_killed_holder_names_return_within_the_lease(void **state)
 {
     (void)state;
-    pid_t pid = fam_spawn("dying_holder", &srv, NULL);
+    pid_t pid = fam_spawn("dying_holder", &fam_srv, NULL);
     assert_true(pid > 0);
     const char *get[2] = {"GET", "ml:held"};
     int64_t t0 = dlock__now_ms();
-    while (fam_int(&srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
-    assert_int_equal(fam_int(&srv, 2, get), 1);
+    while (fam_int(&fam_srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
+    assert_int_equal(fam_int(&fam_srv, 2, get), 1);
     dlock__sleep_ms(1000);
     const char *names[2] = {"crash:b", "crash:a"};
-    dlock_multilock *ml = multi(cli, names, 2);
+    dlock_multilock *ml = multi(fam_cli, names, 2);
     assert_int_equal(dlock_multilock_lock(ml, 0, 0), DLOCK_EBUSY);
     fam_kill_child(pid);
     int64_t killed = dlock__now_ms();
@@ -225,7 +207,7 @@ static void test_cancel_wakes_a_waiting_lock(void **state)
 {
     (void)state;
     const char *names[2] = {"cancel:a", "cancel:b"};
-    dlock_multilock *m1 = multi(cli, names, 2), *m2 = multi(cli, names, 2);
+    dlock_multilock *m1 = multi(fam_cli, names, 2), *m2 = multi(fam_cli, names, 2);
     assert_int_equal(dlock_multilock_lock(m1, 0, 0), 0);
     ml_arg a = {m2, DLOCK_WAIT_FOREVER, 1, 0};
     pthread_t th;
@@ -249,14 +231,14 @@ static void test_bad_input_is_refused(void **state)
     (void)state;
     dlock_multilock *ml = NULL;
     const char *dup[2] = {"d", "d"}, *empty[2] = {"d", ""}, *one[1] = {"d"};
-    assert_int_equal(dlock_multilock_new(cli, dup, 2, &ml), DLOCK_EINVAL);
-    assert_int_equal(dlock_multilock_new(cli, empty, 2, &ml), DLOCK_EINVAL);
-    assert_int_equal(dlock_multilock_new(cli, one, 0, &ml), DLOCK_EINVAL);
-    assert_int_equal(dlock_multilock_new(cli, one, DLOCK_MULTILOCK_MAX + 1, &ml), DLOCK_EINVAL);
-    assert_int_equal(dlock_multilock_new(cli, NULL, 1, &ml), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_new(fam_cli, dup, 2, &ml), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_new(fam_cli, empty, 2, &ml), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_new(fam_cli, one, 0, &ml), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_new(fam_cli, one, DLOCK_MULTILOCK_MAX + 1, &ml), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_new(fam_cli, NULL, 1, &ml), DLOCK_EINVAL);
     assert_int_equal(dlock_multilock_new(NULL, one, 1, &ml), DLOCK_EINVAL);
     assert_null(ml);
-    ml = multi(cli, one, 1);
+    ml = multi(fam_cli, one, 1);
     assert_int_equal(dlock_multilock_lock(ml, 0, -1), DLOCK_EINVAL);
     assert_int_equal(dlock_multilock_lock(ml, -4, 0), DLOCK_EINVAL);
     assert_int_equal(dlock_multilock_unlock(ml), DLOCK_ENOTHELD);
@@ -278,5 +260,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cancel_wakes_a_waiting_lock),
         cmocka_unit_test(test_bad_input_is_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fam_setup, fam_teardown);
 }

@@ -62,24 +62,6 @@ time_t time(time_t *t)
     return ts.tv_sec;
 }
 
-static test_server srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cli = fam_client(&srv, 0);
-    return cli ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cli);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static dlock_ratelimit *limiter(dlock_client *c, const char *name, int64_t rate, int64_t period,
                                 int64_t burst)
@@ -97,7 +79,7 @@ static dlock_ratelimit *limiter(dlock_client *c, const char *name, int64_t rate,
 static void test_burst_is_allowed_then_refused_with_exact_retry_hint(void **state)
 {
     (void)state;
-    dlock_ratelimit *rl = limiter(cli, "rl:burst", 10, 1000, 5);
+    dlock_ratelimit *rl = limiter(fam_cli, "rl:burst", 10, 1000, 5);
     dlock_ratelimit_result r;
     for (int i = 0; i < 5; i++) {
         assert_int_equal(dlock_ratelimit_try_acquire(rl, "u1", 1, &r), 0);
@@ -116,7 +98,7 @@ static void test_burst_is_allowed_then_refused_with_exact_retry_hint(void **stat
     /* the bucket key expires once full again: no memory kept for idle users */
     char key[256];
     const char *pttl[2] = {"PTTL", fam_key("rl:burst:u1", key, sizeof(key))};
-    long long ttl = fam_int(&srv, 2, pttl);
+    long long ttl = fam_int(&fam_srv, 2, pttl);
     assert_true(ttl > 0 && ttl <= 501);
     dlock_ratelimit_free(rl);
 }
@@ -124,7 +106,7 @@ static void test_burst_is_allowed_then_refused_with_exact_retry_hint(void **stat
 static void test_subjects_have_independent_buckets(void **state)
 {
     (void)state;
-    dlock_ratelimit *rl = limiter(cli, "rl:subj", 1, 10000, 2);
+    dlock_ratelimit *rl = limiter(fam_cli, "rl:subj", 1, 10000, 2);
     dlock_ratelimit_result r;
     assert_int_equal(dlock_ratelimit_try_acquire(rl, "ip:10.0.0.1", 2, &r), 0);
     assert_true(r.allowed);
@@ -145,17 +127,17 @@ static void test_bad_input_is_refused_and_changes_nothing(void **state)
     dlock_ratelimit_options_init(&o);
     dlock_ratelimit *rl = NULL;
     assert_int_equal(dlock_ratelimit_new(NULL, "x", &o, &rl), DLOCK_EINVAL);
-    assert_int_equal(dlock_ratelimit_new(cli, "", &o, &rl), DLOCK_EINVAL);
-    assert_int_equal(dlock_ratelimit_new(cli, NULL, &o, &rl), DLOCK_EINVAL);
+    assert_int_equal(dlock_ratelimit_new(fam_cli, "", &o, &rl), DLOCK_EINVAL);
+    assert_int_equal(dlock_ratelimit_new(fam_cli, NULL, &o, &rl), DLOCK_EINVAL);
     o.rate = 0;
-    assert_int_equal(dlock_ratelimit_new(cli, "x", &o, &rl), DLOCK_EINVAL);
+    assert_int_equal(dlock_ratelimit_new(fam_cli, "x", &o, &rl), DLOCK_EINVAL);
     o.rate = 2000000; /* interval below 1 us */
-    assert_int_equal(dlock_ratelimit_new(cli, "x", &o, &rl), DLOCK_EINVAL);
+    assert_int_equal(dlock_ratelimit_new(fam_cli, "x", &o, &rl), DLOCK_EINVAL);
     o.rate = 10;
     o.burst = -1;
-    assert_int_equal(dlock_ratelimit_new(cli, "x", &o, &rl), DLOCK_EINVAL);
+    assert_int_equal(dlock_ratelimit_new(fam_cli, "x", &o, &rl), DLOCK_EINVAL);
     assert_null(rl);
-    rl = limiter(cli, "rl:bad", 10, 1000, 3);
+    rl = limiter(fam_cli, "rl:bad", 10, 1000, 3);
     dlock_ratelimit_result r;
     assert_int_equal(dlock_ratelimit_try_acquire(rl, "u", 4, &r), DLOCK_ELIMIT);
     assert_int_equal(dlock_ratelimit_try_acquire(rl, "u", 0, &r), DLOCK_EINVAL);
@@ -172,7 +154,7 @@ static void test_bad_input_is_refused_and_changes_nothing(void **state)
 static void test_acquire_waits_for_a_token_or_times_out(void **state)
 {
     (void)state;
-    dlock_ratelimit *rl = limiter(cli, "rl:wait", 10, 1000, 1);
+    dlock_ratelimit *rl = limiter(fam_cli, "rl:wait", 10, 1000, 1);
     int64_t first = dlock__now_ms();
     assert_int_equal(dlock_ratelimit_acquire(rl, "u", 1, 0), 0);
     assert_int_equal(dlock_ratelimit_acquire(rl, "u", 1, 0), DLOCK_EBUSY);
@@ -201,7 +183,7 @@ static void *wait_forever(void *p)
 static void test_cancel_wakes_a_waiting_acquire(void **state)
 {
     (void)state;
-    dlock_ratelimit *rl = limiter(cli, "rl:cancel", 1, 60000, 1);
+    dlock_ratelimit *rl = limiter(fam_cli, "rl:cancel", 1, 60000, 1);
     assert_int_equal(dlock_ratelimit_acquire(rl, "u", 1, 0), 0);
     waiter_arg a = {rl, 1};
     pthread_t th;
@@ -292,12 +274,12 @@ static void test_four_clients_one_skewed_admit_the_configured_rate(void **state)
     int64_t start = dlock__now_ms() + 400; /* time for clients to connect */
     char start_s[32];
     snprintf(start_s, sizeof(start_s), "%lld", (long long)start);
-    pid_t pid = fam_spawn("skewed_child", &srv, start_s);
+    pid_t pid = fam_spawn("skewed_child", &fam_srv, start_s);
     assert_true(pid > 0);
     hammer_arg a[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
-        a[i] = (hammer_arg){.s = &srv, .start_ms = start};
+        a[i] = (hammer_arg){.s = &fam_srv, .start_ms = start};
         assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &a[i]), 0);
     }
     long total = 0;
@@ -308,7 +290,7 @@ static void test_four_clients_one_skewed_admit_the_configured_rate(void **state)
     }
     assert_int_equal(fam_wait_child(pid), 0);
     const char *get[2] = {"GET", "rl:child-allowed"};
-    long long from_child = fam_int(&srv, 2, get);
+    long long from_child = fam_int(&fam_srv, 2, get);
     assert_true(from_child > 0); /* the skewed client was admitted too */
     total += (long)from_child;
     /* A full bucket admits BURST at once, then RATE per second. */
@@ -322,7 +304,7 @@ static void test_four_clients_one_skewed_admit_the_configured_rate(void **state)
 static void test_skewed_client_clock_does_not_refill_a_bucket(void **state)
 {
     (void)state;
-    dlock_ratelimit *rl = limiter(cli, "rl:skew", 1, 60000, 1);
+    dlock_ratelimit *rl = limiter(fam_cli, "rl:skew", 1, 60000, 1);
     dlock_ratelimit_result r;
     assert_int_equal(dlock_ratelimit_try_acquire(rl, "u", 1, &r), 0);
     assert_true(r.allowed);
@@ -354,5 +336,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_skewed_client_clock_does_not_refill_a_bucket),
         cmocka_unit_test(test_four_clients_one_skewed_admit_the_configured_rate),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fam_setup, fam_teardown);
 }

@@ -20,24 +20,6 @@
 #include "fam_support.h"
 #include "util.h"
 
-static test_server srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cli = fam_client(&srv, 0);
-    return cli ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cli);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static dlock_rwlock *rwl(const char *name, int64_t intent_ms)
 {
@@ -45,7 +27,7 @@ static dlock_rwlock *rwl(const char *name, int64_t intent_ms)
     dlock_rwlock_options_init(&o);
     if (intent_ms >= 0) o.writer_intent_ms = intent_ms;
     dlock_rwlock *rw = NULL;
-    assert_int_equal(dlock_rwlock_new(cli, name, &o, &rw), 0);
+    assert_int_equal(dlock_rwlock_new(fam_cli, name, &o, &rw), 0);
     return rw;
 }
 
@@ -340,13 +322,13 @@ static int crashing_holder(const test_server *srv_, const char *arg)
 static void crash_case(bool write)
 {
     const char *del[2] = {"DEL", "rw:crash-held"};
-    test_redis_cmd(&srv, NULL, 0, 2, del);
-    pid_t pid = fam_spawn("crashing_holder", &srv, write ? "w" : "r");
+    test_redis_cmd(&fam_srv, NULL, 0, 2, del);
+    pid_t pid = fam_spawn("crashing_holder", &fam_srv, write ? "w" : "r");
     assert_true(pid > 0);
     const char *get[2] = {"GET", "rw:crash-held"};
     int64_t t0 = dlock__now_ms();
-    while (fam_int(&srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
-    assert_int_equal(fam_int(&srv, 2, get), 1);
+    while (fam_int(&fam_srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
+    assert_int_equal(fam_int(&fam_srv, 2, get), 1);
     dlock__sleep_ms(1000); /* renewed past one lease (900 ms) */
     dlock_rwlock *w = rwl("rw:crash", -1);
     assert_int_equal(dlock_rwlock_write_lock(w, 0), DLOCK_EBUSY);
@@ -376,7 +358,7 @@ static void test_watchdog_detects_a_deleted_lock_and_the_handle_recovers(void **
     char key[256];
     snprintf(key, sizeof(key), "{%srw:lost}:rw:w", fam_prefix());
     const char *del[2] = {"DEL", key};
-    assert_int_equal(fam_int(&srv, 2, del), 1); /* an admin deletes it */
+    assert_int_equal(fam_int(&fam_srv, 2, del), 1); /* an admin deletes it */
     dlock__sleep_ms(700); /* > one renewal period (300 ms) */
     assert_int_equal(dlock_rwlock_write_unlock(w), DLOCK_ELOST);
     assert_int_equal(dlock_rwlock_write_count(w), 0);
@@ -393,8 +375,8 @@ static void test_bad_input_is_refused(void **state)
     dlock_rwlock_options o;
     dlock_rwlock_options_init(&o);
     o.lease_ms = -1;
-    assert_int_equal(dlock_rwlock_new(cli, "x", &o, &rw), DLOCK_EINVAL);
-    assert_int_equal(dlock_rwlock_new(cli, "", NULL, &rw), DLOCK_EINVAL);
+    assert_int_equal(dlock_rwlock_new(fam_cli, "x", &o, &rw), DLOCK_EINVAL);
+    assert_int_equal(dlock_rwlock_new(fam_cli, "", NULL, &rw), DLOCK_EINVAL);
     assert_int_equal(dlock_rwlock_new(NULL, "x", NULL, &rw), DLOCK_EINVAL);
     assert_null(rw);
     rw = rwl("rw:bad", -1);
@@ -423,5 +405,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_watchdog_detects_a_deleted_lock_and_the_handle_recovers),
         cmocka_unit_test(test_bad_input_is_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fam_setup, fam_teardown);
 }

@@ -21,24 +21,6 @@
 #include "fam_support.h"
 #include "util.h"
 
-static test_server srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cli = fam_client(&srv, 0);
-    return cli ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cli);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static dlock_semaphore *sem(dlock_client *c, const char *name, int64_t n, int64_t lease)
 {
@@ -61,7 +43,7 @@ static int64_t available(dlock_semaphore *s)
 static void test_permits_are_bounded_by_n(void **state)
 {
     (void)state;
-    dlock_semaphore *a = sem(cli, "sem:basic", 3, 0), *b = sem(cli, "sem:basic", 3, 0);
+    dlock_semaphore *a = sem(fam_cli, "sem:basic", 3, 0), *b = sem(fam_cli, "sem:basic", 3, 0);
     assert_int_equal(available(a), 3);
     assert_int_equal(dlock_semaphore_acquire(a, 2, 0), 0);
     assert_int_equal(dlock_semaphore_acquire(b, 2, 0), DLOCK_EBUSY);
@@ -79,7 +61,7 @@ static void test_permits_are_bounded_by_n(void **state)
 static void test_release_above_what_is_held_is_refused(void **state)
 {
     (void)state;
-    dlock_semaphore *a = sem(cli, "sem:limit", 2, 0);
+    dlock_semaphore *a = sem(fam_cli, "sem:limit", 2, 0);
     assert_int_equal(dlock_semaphore_release(a, 1), DLOCK_ELIMIT); /* holds none */
     assert_int_equal(dlock_semaphore_acquire(a, 1, 0), 0);
     assert_int_equal(dlock_semaphore_release(a, 2), DLOCK_ELIMIT);
@@ -93,7 +75,7 @@ static void test_release_above_what_is_held_is_refused(void **state)
     char key[128];
     const char *used[3] = {"HGET", key, "used"};
     snprintf(key, sizeof(key), "{%ssem:limit}:sem", fam_prefix());
-    assert_int_equal(fam_int(&srv, 3, used), 0);
+    assert_int_equal(fam_int(&fam_srv, 3, used), 0);
     dlock_semaphore_free(a);
 }
 
@@ -104,21 +86,21 @@ static void test_bad_input_is_refused(void **state)
     dlock_semaphore_options_init(&o);
     dlock_semaphore *s = NULL;
     o.permits = 0;
-    assert_int_equal(dlock_semaphore_new(cli, "sem:bad", &o, &s), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_new(fam_cli, "sem:bad", &o, &s), DLOCK_EINVAL);
     o.permits = 2;
     o.lease_ms = -1;
-    assert_int_equal(dlock_semaphore_new(cli, "sem:bad", &o, &s), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_new(fam_cli, "sem:bad", &o, &s), DLOCK_EINVAL);
     o.lease_ms = 0;
-    assert_int_equal(dlock_semaphore_new(cli, "", &o, &s), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_new(fam_cli, "", &o, &s), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_new(NULL, "x", &o, &s), DLOCK_EINVAL);
     assert_null(s);
-    s = sem(cli, "sem:bad", 2, 0);
+    s = sem(fam_cli, "sem:bad", 2, 0);
     assert_int_equal(dlock_semaphore_acquire(s, 0, 0), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_acquire(s, 3, 0), DLOCK_ELIMIT);
     assert_int_equal(dlock_semaphore_acquire(s, 1, -7), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_acquire(s, 1, 0), 0);
     /* the same name with another N is refused, nothing changes */
-    dlock_semaphore *other = sem(cli, "sem:bad", 5, 0);
+    dlock_semaphore *other = sem(fam_cli, "sem:bad", 5, 0);
     assert_int_equal(dlock_semaphore_acquire(other, 1, 0), DLOCK_EINVAL);
     assert_int_equal(available(s), 1);
     char id[DLOCK_PERMIT_ID_LEN];
@@ -150,7 +132,7 @@ static void *acquire_thread(void *p)
 static void test_release_wakes_a_waiter_and_waits_time_out(void **state)
 {
     (void)state;
-    dlock_semaphore *a = sem(cli, "sem:wake", 2, 0), *b = sem(cli, "sem:wake", 2, 0);
+    dlock_semaphore *a = sem(fam_cli, "sem:wake", 2, 0), *b = sem(fam_cli, "sem:wake", 2, 0);
     assert_int_equal(dlock_semaphore_acquire(a, 2, 0), 0);
     int64_t t0 = dlock__now_ms();
     assert_int_equal(dlock_semaphore_acquire(b, 1, 120), DLOCK_ETIMEOUT);
@@ -173,7 +155,7 @@ static void test_release_wakes_a_waiter_and_waits_time_out(void **state)
 static void test_cancel_wakes_a_waiting_acquire(void **state)
 {
     (void)state;
-    dlock_semaphore *a = sem(cli, "sem:cancel", 1, 0), *b = sem(cli, "sem:cancel", 1, 0);
+    dlock_semaphore *a = sem(fam_cli, "sem:cancel", 1, 0), *b = sem(fam_cli, "sem:cancel", 1, 0);
     assert_int_equal(dlock_semaphore_acquire(a, 1, 0), 0);
     acq_arg w = {b, 1, -1, 1, 0};
     pthread_t th;
@@ -193,7 +175,7 @@ static void test_watchdog_keeps_permits_past_several_leases(void **state)
 {
     (void)state;
     /* the client's watchdog lease is 900 ms */
-    dlock_semaphore *a = sem(cli, "sem:wd", 1, 0), *b = sem(cli, "sem:wd", 1, 0);
+    dlock_semaphore *a = sem(fam_cli, "sem:wd", 1, 0), *b = sem(fam_cli, "sem:wd", 1, 0);
     assert_int_equal(dlock_semaphore_acquire(a, 1, 0), 0);
     dlock__sleep_ms(2500);
     assert_int_equal(dlock_semaphore_acquire(b, 1, 0), DLOCK_EBUSY);
@@ -208,7 +190,7 @@ static void test_watchdog_keeps_permits_past_several_leases(void **state)
 static void test_fixed_lease_permits_expire_and_release_reports_lost(void **state)
 {
     (void)state;
-    dlock_semaphore *a = sem(cli, "sem:lease", 1, 200), *b = sem(cli, "sem:lease", 1, 0);
+    dlock_semaphore *a = sem(fam_cli, "sem:lease", 1, 200), *b = sem(fam_cli, "sem:lease", 1, 0);
     assert_int_equal(dlock_semaphore_acquire(a, 1, 0), 0);
     assert_int_equal(dlock_semaphore_acquire(b, 1, 1000), 0); /* after a's lease */
     assert_int_equal(dlock_semaphore_release(a, 1), DLOCK_ELOST);
@@ -222,12 +204,12 @@ static void test_fixed_lease_permits_expire_and_release_reports_lost(void **stat
 static void test_watchdog_detects_lost_permits_and_the_handle_recovers(void **state)
 {
     (void)state;
-    dlock_semaphore *s = sem(cli, "sem:lost", 2, 0);
+    dlock_semaphore *s = sem(fam_cli, "sem:lost", 2, 0);
     assert_int_equal(dlock_semaphore_acquire(s, 2, 0), 0);
     char key[256];
     snprintf(key, sizeof(key), "{%ssem:lost}:sem:exp", fam_prefix());
     const char *del[2] = {"DEL", key};
-    assert_int_equal(fam_int(&srv, 2, del), 1); /* the holder record vanishes */
+    assert_int_equal(fam_int(&fam_srv, 2, del), 1); /* the holder record vanishes */
     dlock__sleep_ms(700);
     assert_int_equal(dlock_semaphore_held(s), 0); /* the watchdog noticed */
     assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_ELOST);
@@ -238,7 +220,7 @@ static void test_watchdog_detects_lost_permits_and_the_handle_recovers(void **st
     snprintf(k1, sizeof(k1), "{%ssem:lost}:sem", fam_prefix());
     snprintf(k2, sizeof(k2), "{%ssem:lost}:sem:cnt", fam_prefix());
     const char *reset[3] = {"DEL", k1, k2};
-    assert_int_equal(fam_int(&srv, 3, reset), 2);
+    assert_int_equal(fam_int(&fam_srv, 3, reset), 2);
     assert_int_equal(dlock_semaphore_acquire(s, 1, 0), 0);
     dlock__sleep_ms(1200); /* renewed again */
     assert_int_equal(available(s), 1);
@@ -264,14 +246,14 @@ static int crashing_holder(const test_server *srv_, const char *arg)
 static void test_killed_holder_permits_come_back_within_its_lease(void **state)
 {
     (void)state;
-    pid_t pid = fam_spawn("crashing_holder", &srv, NULL);
+    pid_t pid = fam_spawn("crashing_holder", &fam_srv, NULL);
     assert_true(pid > 0);
     const char *get[2] = {"GET", "sem:crash-held"};
     int64_t t0 = dlock__now_ms();
-    while (fam_int(&srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
-    assert_int_equal(fam_int(&srv, 2, get), 1);
+    while (fam_int(&fam_srv, 2, get) != 1 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
+    assert_int_equal(fam_int(&fam_srv, 2, get), 1);
     dlock__sleep_ms(1200); /* the child's watchdog renewed past one lease */
-    dlock_semaphore *s = sem(cli, "sem:crash", 2, 0);
+    dlock_semaphore *s = sem(fam_cli, "sem:crash", 2, 0);
     assert_int_equal(dlock_semaphore_acquire(s, 1, 0), DLOCK_EBUSY);
     fam_kill_child(pid);
     int64_t killed = dlock__now_ms();
@@ -287,7 +269,7 @@ static void test_killed_holder_permits_come_back_within_its_lease(void **state)
 static void test_expirable_permits_expire_unless_extended(void **state)
 {
     (void)state;
-    dlock_semaphore *s = sem(cli, "sem:permits", 2, 0);
+    dlock_semaphore *s = sem(fam_cli, "sem:permits", 2, 0);
     char p1[DLOCK_PERMIT_ID_LEN], p2[DLOCK_PERMIT_ID_LEN], p3[DLOCK_PERMIT_ID_LEN];
     assert_int_equal(dlock_permits_acquire(s, 300, 0, p1), 0);
     assert_int_equal(dlock_permits_acquire(s, 300, 0, p2), 0);
@@ -306,7 +288,7 @@ static void test_expirable_permits_expire_unless_extended(void **state)
     assert_int_equal(dlock_permits_release(s, p1), 0);
     assert_int_equal(dlock_permits_release(s, p1), DLOCK_ELIMIT);
     /* any handle knowing the id may release it */
-    dlock_semaphore *other = sem(cli, "sem:permits", 2, 0);
+    dlock_semaphore *other = sem(fam_cli, "sem:permits", 2, 0);
     assert_int_equal(dlock_permits_release(other, p3), 0);
     assert_int_equal(available(s), 2);
     dlock_semaphore_free(other);
@@ -400,21 +382,21 @@ static void test_never_more_than_n_holders_across_processes(void **state)
     int64_t end = dlock__now_ms() + RUN_MS;
     char end_s[32];
     snprintf(end_s, sizeof(end_s), "%lld", (long long)end);
-    pid_t pid = fam_spawn("stress_child", &srv, end_s);
+    pid_t pid = fam_spawn("stress_child", &fam_srv, end_s);
     assert_true(pid > 0);
     long v = 0;
-    long rounds = stress(&srv, end, &v);
+    long rounds = stress(&fam_srv, end, &v);
     int child = fam_wait_child(pid);
     print_message("%ld rounds in this process, %ld violations\n", rounds, v);
     assert_int_equal(v, 0);
     assert_true(rounds > 0);
     assert_int_equal(child, 0);
     const char *get[2] = {"GET", "sem:stress:inside"};
-    assert_int_equal(fam_int(&srv, 2, get), 0);
+    assert_int_equal(fam_int(&fam_srv, 2, get), 0);
     char key[128];
     snprintf(key, sizeof(key), "{%ssem:stress}:sem", fam_prefix());
     const char *used[3] = {"HGET", key, "used"};
-    assert_int_equal(fam_int(&srv, 3, used), 0);
+    assert_int_equal(fam_int(&fam_srv, 3, used), 0);
 }
 
 static const fam_role roles[] = {{"crashing_holder", crashing_holder}, {"stress_child", stress_child}, {NULL, NULL}};
@@ -435,5 +417,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expirable_permits_expire_unless_extended),
         cmocka_unit_test(test_never_more_than_n_holders_across_processes),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fam_setup, fam_teardown);
 }

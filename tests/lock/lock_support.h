@@ -11,6 +11,13 @@
 #include "dlock/lock.h"
 #include "servers.h"
 
+/* Group fixture of the single-server lock tests: a private redis-server in
+ * ls_srv and an ls_client(&ls_srv, 600) in ls_cl. */
+extern test_server ls_srv;
+extern dlock_client *ls_cl;
+int ls_setup(void **state);
+int ls_teardown(void **state);
+
 /* Client on srv with watchdog_ms (0: default 600), the test prefix and the
  * capturing log hook. Returns NULL on failure (message on stderr). */
 dlock_client *ls_client(const test_server *srv, int64_t watchdog_ms);

@@ -18,25 +18,6 @@
 #include "lock_support.h"
 #include "util.h"
 
-static test_server srv;
-static dlock_client *cl;
-
-static int setup(void **state)
-{
-    (void)state;
-    test_prefix();
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cl = ls_client(&srv, 600);
-    return cl ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cl);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static void test_bad_names_are_invalid_arguments(void **state)
 {
@@ -45,27 +26,27 @@ static void test_bad_names_are_invalid_arguments(void **state)
     char longname[DLOCK__NAME_MAX + 2];
     memset(longname, 'x', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
-    assert_int_equal(dlock_lock_new(cl, "", NULL, &l), DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_new(cl, NULL, NULL, &l), DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_new(cl, longname, NULL, &l), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(ls_cl, "", NULL, &l), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(ls_cl, NULL, NULL, &l), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(ls_cl, longname, NULL, &l), DLOCK_EINVAL);
     assert_null(l);
     assert_int_equal(dlock_lock_new(NULL, "a", NULL, &l), DLOCK_EINVAL);
     dlock_lock_options lo;
     dlock_lock_options_init(&lo);
     lo.owner_id = "";
-    assert_int_equal(dlock_lock_new(cl, "a", &lo, &l), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(ls_cl, "a", &lo, &l), DLOCK_EINVAL);
     lo.owner_id = NULL;
     lo.kind = (dlock_lock_kind)7;
-    assert_int_equal(dlock_lock_new(cl, "a", &lo, &l), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_new(ls_cl, "a", &lo, &l), DLOCK_EINVAL);
     longname[DLOCK__NAME_MAX] = '\0'; /* exactly the maximum is fine */
-    assert_int_equal(dlock_lock_new(cl, longname, NULL, &l), 0);
+    assert_int_equal(dlock_lock_new(ls_cl, longname, NULL, &l), 0);
     assert_int_equal(dlock_lock_try_lock(l, 0, -5, NULL), DLOCK_EINVAL);
     dlock_lock_free(l);
-    assert_int_equal(dlock_force_unlock(cl, "", DLOCK_LOCK_SIMPLE, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_force_unlock(ls_cl, "", DLOCK_LOCK_SIMPLE, NULL), DLOCK_EINVAL);
     uint64_t h;
-    assert_int_equal(dlock_fence_guard(cl, "", 5, &h), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_guard(ls_cl, "", 5, &h), DLOCK_EINVAL);
     dlock_lock_status st;
-    assert_int_equal(dlock_lock_status_get(cl, NULL, &st), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_status_get(ls_cl, NULL, &st), DLOCK_EINVAL);
 }
 
 static void test_companion_keys_share_the_hash_slot(void **state)
@@ -82,23 +63,23 @@ static void test_companion_keys_share_the_hash_slot(void **state)
                                           sizeof(out)),
                      DLOCK_EINVAL);
     char key[32];
-    assert_int_equal(dlock__client_key(cl, "n", key, sizeof(key)), 0);
+    assert_int_equal(dlock__client_key(ls_cl, "n", key, sizeof(key)), 0);
     assert_string_equal(key, ls_key("n"));
-    assert_int_equal(dlock__client_key(cl, "", key, sizeof(key)), DLOCK_EINVAL);
+    assert_int_equal(dlock__client_key(ls_cl, "", key, sizeof(key)), DLOCK_EINVAL);
 }
 
 static void test_simple_lock_layout_and_double_acquire(void **state)
 {
     (void)state;
-    dlock_lock *a = ls_lock(cl, "simple1", DLOCK_LOCK_SIMPLE);
-    dlock_lock *b = ls_lock(cl, "simple1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *a = ls_lock(ls_cl, "simple1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *b = ls_lock(ls_cl, "simple1", DLOCK_LOCK_SIMPLE);
     uint64_t f = 0;
     assert_int_equal(dlock_lock_try_lock(a, 0, 1000, &f), 0);
     assert_true(f > 0);
     /* layout: plain string key holding the 32-hex token, with a PX lease */
     char val[128] = "";
     const char *get[2] = {"GET", ls_key("simple1")};
-    assert_int_equal(test_redis_cmd(&srv, val, sizeof(val), 2, get), 0);
+    assert_int_equal(test_redis_cmd(&ls_srv, val, sizeof(val), 2, get), 0);
     assert_string_equal(val, dlock_lock_owner(a));
     assert_int_equal(strlen(val), 32);
     assert_int_equal(dlock_lock_try_lock(a, 0, 1000, NULL), DLOCK_EALREADY);
@@ -109,7 +90,7 @@ static void test_simple_lock_layout_and_double_acquire(void **state)
     assert_int_equal(dlock_lock_unlock(a), 0);
     assert_false(dlock_lock_is_held(a));
     assert_int_equal(dlock_lock_unlock(a), DLOCK_ENOTHELD); /* double release */
-    assert_false(ls_exists(&srv, ls_key("simple1")));
+    assert_false(ls_exists(&ls_srv, ls_key("simple1")));
     dlock_lock_free(a);
     dlock_lock_free(b);
 }
@@ -117,7 +98,7 @@ static void test_simple_lock_layout_and_double_acquire(void **state)
 static void test_reentrant_counts_and_redisson_layout(void **state)
 {
     (void)state;
-    dlock_lock *l = ls_lock(cl, "re1", DLOCK_LOCK_REENTRANT);
+    dlock_lock *l = ls_lock(ls_cl, "re1", DLOCK_LOCK_REENTRANT);
     uint64_t f1 = 0, f2 = 0, f3 = 0;
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, &f1), 0);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, &f2), 0);
@@ -128,18 +109,18 @@ static void test_reentrant_counts_and_redisson_layout(void **state)
     assert_int_equal(dlock_lock_hold_count(l, &n), 0);
     assert_int_equal(n, 3);
     char owner[128], val[64] = "";
-    dlock__thread_owner(cl, owner, sizeof(owner));
+    dlock__thread_owner(ls_cl, owner, sizeof(owner));
     assert_string_equal(dlock_lock_owner(l), owner);
     const char *hget[3] = {"HGET", ls_key("re1"), owner};
-    assert_int_equal(test_redis_cmd(&srv, val, sizeof(val), 3, hget), 0);
+    assert_int_equal(test_redis_cmd(&ls_srv, val, sizeof(val), 3, hget), 0);
     assert_string_equal(val, "3");
     assert_int_equal(dlock_lock_unlock(l), 0);
     assert_int_equal(dlock_lock_unlock(l), 0);
-    assert_true(ls_exists(&srv, ls_key("re1")));
+    assert_true(ls_exists(&ls_srv, ls_key("re1")));
     assert_int_equal(dlock_lock_hold_count(l, &n), 0);
     assert_int_equal(n, 1);
     assert_int_equal(dlock_lock_unlock(l), 0);
-    assert_false(ls_exists(&srv, ls_key("re1")));
+    assert_false(ls_exists(&ls_srv, ls_key("re1")));
     assert_int_equal(dlock_lock_unlock(l), DLOCK_ENOTHELD);
     dlock_lock_free(l);
 }
@@ -170,7 +151,7 @@ static void *lock_with_own_handle(void *arg)
 static void test_release_by_non_owner_is_refused(void **state)
 {
     (void)state;
-    dlock_lock *l = ls_lock(cl, "re2", DLOCK_LOCK_REENTRANT);
+    dlock_lock *l = ls_lock(ls_cl, "re2", DLOCK_LOCK_REENTRANT);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
     /* another thread, same handle: refused locally */
     other_ctx x = {.l = l};
@@ -184,12 +165,12 @@ static void test_release_by_non_owner_is_refused(void **state)
     lo.kind = DLOCK_LOCK_REENTRANT;
     lo.owner_id = "someone-else:1";
     dlock_lock *o = NULL;
-    assert_int_equal(dlock_lock_new(cl, "re2", &lo, &o), 0);
+    assert_int_equal(dlock_lock_new(ls_cl, "re2", &lo, &o), 0);
     assert_int_equal(dlock_lock_unlock(o), DLOCK_ENOTOWNER);
     assert_int_equal(dlock_lock_try_lock(o, 0, 0, NULL), DLOCK_EBUSY);
-    assert_true(ls_exists(&srv, ls_key("re2")));
+    assert_true(ls_exists(&ls_srv, ls_key("re2")));
     /* a simple lock of the same name is excluded too (different type) */
-    dlock_lock *s = ls_lock(cl, "re2", DLOCK_LOCK_SIMPLE);
+    dlock_lock *s = ls_lock(ls_cl, "re2", DLOCK_LOCK_SIMPLE);
     assert_int_equal(dlock_lock_try_lock(s, 0, 500, NULL), DLOCK_EBUSY);
     assert_int_equal(dlock_lock_unlock(l), 0);
     assert_int_equal(dlock_lock_unlock(o), DLOCK_ENOTHELD);
@@ -206,12 +187,12 @@ static void test_explicit_owner_shares_a_reentrant_hold(void **state)
     lo.kind = DLOCK_LOCK_REENTRANT;
     lo.owner_id = "request-42";
     dlock_lock *a = NULL, *b = NULL;
-    assert_int_equal(dlock_lock_new(cl, "re3", &lo, &a), 0);
-    assert_int_equal(dlock_lock_new(cl, "re3", &lo, &b), 0);
+    assert_int_equal(dlock_lock_new(ls_cl, "re3", &lo, &a), 0);
+    assert_int_equal(dlock_lock_new(ls_cl, "re3", &lo, &b), 0);
     assert_int_equal(dlock_lock_try_lock(a, 0, 1000, NULL), 0);
     assert_int_equal(dlock_lock_try_lock(b, 0, 1000, NULL), 0); /* same owner: re-entry */
     dlock_lock_status st;
-    assert_int_equal(dlock_lock_status_get(cl, "re3", &st), 0);
+    assert_int_equal(dlock_lock_status_get(ls_cl, "re3", &st), 0);
     assert_true(st.locked);
     assert_int_equal(st.kind, DLOCK_LOCK_REENTRANT);
     assert_string_equal(st.holder, "request-42");
@@ -220,7 +201,7 @@ static void test_explicit_owner_shares_a_reentrant_hold(void **state)
     assert_true(st.last_fence > 0);
     assert_int_equal(dlock_lock_unlock(b), 0);
     assert_int_equal(dlock_lock_unlock(a), 0);
-    assert_false(ls_exists(&srv, ls_key("re3")));
+    assert_false(ls_exists(&ls_srv, ls_key("re3")));
     dlock_lock_free(a);
     dlock_lock_free(b);
 }
@@ -228,8 +209,8 @@ static void test_explicit_owner_shares_a_reentrant_hold(void **state)
 static void test_lease_expires_without_watchdog(void **state)
 {
     (void)state;
-    dlock_lock *a = ls_lock(cl, "lease1", DLOCK_LOCK_SIMPLE);
-    dlock_lock *b = ls_lock(cl, "lease1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *a = ls_lock(ls_cl, "lease1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *b = ls_lock(ls_cl, "lease1", DLOCK_LOCK_SIMPLE);
     assert_int_equal(dlock_lock_try_lock(a, 0, 300, NULL), 0);
     int64_t ttl = 0;
     assert_int_equal(dlock_lock_remaining_ttl(a, &ttl), 0);
@@ -251,7 +232,7 @@ static void test_watchdog_keeps_lock_past_three_timeouts(void **state)
     (void)state;
     for (int k = 0; k < 2; k++) {
         dlock_lock_kind kind = k ? DLOCK_LOCK_REENTRANT : DLOCK_LOCK_SIMPLE;
-        dlock_lock *l = ls_lock(cl, "wd1", kind);
+        dlock_lock *l = ls_lock(ls_cl, "wd1", kind);
         assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
         dlock__sleep_ms(3 * 600 + 300);
         assert_true(dlock_lock_is_held(l));
@@ -265,7 +246,7 @@ static void test_watchdog_keeps_lock_past_three_timeouts(void **state)
         dlock_lock_free(l);
     }
     char *text = NULL;
-    assert_int_equal(dlock_metrics_render(cl, &text), 0);
+    assert_int_equal(dlock_metrics_render(ls_cl, &text), 0);
     assert_null(strstr(text, "lock_watchdog_renew_total 0\n"));
     dlock_free(text);
 }
@@ -273,7 +254,7 @@ static void test_watchdog_keeps_lock_past_three_timeouts(void **state)
 static void test_extend_switches_to_explicit_lease(void **state)
 {
     (void)state;
-    dlock_lock *l = ls_lock(cl, "ext1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *l = ls_lock(ls_cl, "ext1", DLOCK_LOCK_SIMPLE);
     assert_int_equal(dlock_lock_extend(l, 500), DLOCK_ENOTHELD);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
     assert_int_equal(dlock_lock_extend(l, 5000), 0);
@@ -295,14 +276,14 @@ static void *cancel_later(void *arg)
 static void test_cancel_from_another_thread(void **state)
 {
     (void)state;
-    dlock_lock *a = ls_lock(cl, "cancel1", DLOCK_LOCK_REENTRANT);
+    dlock_lock *a = ls_lock(ls_cl, "cancel1", DLOCK_LOCK_REENTRANT);
     assert_int_equal(dlock_lock_try_lock(a, 0, 0, NULL), 0);
     dlock_lock_options lo;
     dlock_lock_options_init(&lo);
     lo.kind = DLOCK_LOCK_REENTRANT;
     lo.owner_id = "waiter";
     dlock_lock *b = NULL;
-    assert_int_equal(dlock_lock_new(cl, "cancel1", &lo, &b), 0);
+    assert_int_equal(dlock_lock_new(ls_cl, "cancel1", &lo, &b), 0);
     pthread_t t;
     pthread_create(&t, NULL, cancel_later, b);
     int64_t t0 = dlock__now_ms();
@@ -322,8 +303,8 @@ static void test_release_wakes_a_waiter_promptly(void **state)
     (void)state;
     for (int k = 0; k < 2; k++) {
         dlock_lock_kind kind = k ? DLOCK_LOCK_REENTRANT : DLOCK_LOCK_SIMPLE;
-        dlock_lock *a = ls_lock(cl, "wake1", kind);
-        dlock_lock *b = ls_lock(cl, "wake1", kind);
+        dlock_lock *a = ls_lock(ls_cl, "wake1", kind);
+        dlock_lock *b = ls_lock(ls_cl, "wake1", kind);
         assert_int_equal(dlock_lock_try_lock(a, 0, 5000, NULL), 0);
         other_ctx x = {.l = b};
         pthread_t t;
@@ -346,7 +327,7 @@ static long long evalsha_calls(void)
 {
     char info[4096] = "";
     const char *argv[2] = {"INFO", "commandstats"};
-    if (test_redis_cmd(&srv, info, sizeof(info), 2, argv) != 0) return -1;
+    if (test_redis_cmd(&ls_srv, info, sizeof(info), 2, argv) != 0) return -1;
     const char *p = strstr(info, "cmdstat_evalsha:calls=");
     return p ? strtoll(p + strlen("cmdstat_evalsha:calls="), NULL, 10) : 0;
 }
@@ -356,8 +337,8 @@ static void test_waiting_on_a_foreign_holder_does_not_busy_poll(void **state)
     (void)state;
     /* a foreign holder (plain SET, as redis-py does) never publishes */
     const char *set[6] = {"SET", ls_key("poll1"), "foreign-token", "PX", "1500", "NX"};
-    assert_int_equal(test_redis_cmd(&srv, NULL, 0, 6, set), 0);
-    dlock_lock *l = ls_lock(cl, "poll1", DLOCK_LOCK_SIMPLE);
+    assert_int_equal(test_redis_cmd(&ls_srv, NULL, 0, 6, set), 0);
+    dlock_lock *l = ls_lock(ls_cl, "poll1", DLOCK_LOCK_SIMPLE);
     long long before = evalsha_calls();
     int64_t t0 = dlock__now_ms();
     assert_int_equal(dlock_lock_try_lock(l, 4000, 1000, NULL), 0);
@@ -373,7 +354,7 @@ static void test_waiting_on_a_foreign_holder_does_not_busy_poll(void **state)
 static void test_fencing_tokens_increase_across_release_expiry_and_key_loss(void **state)
 {
     (void)state;
-    dlock_lock *l = ls_lock(cl, "fence1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *l = ls_lock(ls_cl, "fence1", DLOCK_LOCK_SIMPLE);
     uint64_t prev = 0, f = 0;
     for (int i = 0; i < 5; i++) {
         assert_int_equal(dlock_lock_try_lock(l, 0, 1000, &f), 0);
@@ -395,13 +376,13 @@ static void test_fencing_tokens_increase_across_release_expiry_and_key_loss(void
     char fk[256];
     assert_int_equal(dlock__companion_key(ls_key("fence1"), ":fence", fk, sizeof(fk)), 0);
     const char *del[2] = {"DEL", fk};
-    assert_int_equal(test_redis_cmd(&srv, NULL, 0, 2, del), 0);
+    assert_int_equal(test_redis_cmd(&ls_srv, NULL, 0, 2, del), 0);
     assert_int_equal(dlock_lock_try_lock(l, 0, 1000, &f), 0);
     assert_true(f > prev);
     /* the fence key has an expiry (no unbounded key growth) */
     char ttl[32] = "";
     const char *pttl[2] = {"PTTL", fk};
-    assert_int_equal(test_redis_cmd(&srv, ttl, sizeof(ttl), 2, pttl), 0);
+    assert_int_equal(test_redis_cmd(&ls_srv, ttl, sizeof(ttl), 2, pttl), 0);
     assert_true(strtoll(ttl, NULL, 10) > 0);
     assert_int_equal(dlock_lock_unlock(l), 0);
     dlock_lock_free(l);
@@ -411,13 +392,13 @@ static void test_fence_guard_rejects_stale_tokens(void **state)
 {
     (void)state;
     uint64_t h = 0;
-    assert_int_equal(dlock_fence_guard(cl, "store1", 100, &h), 0);
+    assert_int_equal(dlock_fence_guard(ls_cl, "store1", 100, &h), 0);
     assert_int_equal(h, 100);
-    assert_int_equal(dlock_fence_guard(cl, "store1", 100, &h), 0); /* same holder again */
-    assert_int_equal(dlock_fence_guard(cl, "store1", 99, &h), DLOCK_ESTALE);
+    assert_int_equal(dlock_fence_guard(ls_cl, "store1", 100, &h), 0); /* same holder again */
+    assert_int_equal(dlock_fence_guard(ls_cl, "store1", 99, &h), DLOCK_ESTALE);
     assert_int_equal(h, 100);
-    assert_int_equal(dlock_fence_guard(cl, "store1", 18446744073709551615ULL, &h), 0);
-    assert_int_equal(dlock_fence_guard(cl, "store1", 9999999999999999999ULL, &h), DLOCK_ESTALE);
+    assert_int_equal(dlock_fence_guard(ls_cl, "store1", 18446744073709551615ULL, &h), 0);
+    assert_int_equal(dlock_fence_guard(ls_cl, "store1", 9999999999999999999ULL, &h), DLOCK_ESTALE);
     assert_true(dlock_fence_compare(1, 2) < 0);
     assert_true(dlock_fence_compare(2, 2) == 0);
 }
@@ -425,17 +406,17 @@ static void test_fence_guard_rejects_stale_tokens(void **state)
 static void test_force_unlock_is_audited_and_wakes(void **state)
 {
     (void)state;
-    dlock_lock *l = ls_lock(cl, "force1", DLOCK_LOCK_REENTRANT);
+    dlock_lock *l = ls_lock(ls_cl, "force1", DLOCK_LOCK_REENTRANT);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
     bool removed = true;
-    assert_int_equal(dlock_force_unlock(cl, "force1", DLOCK_LOCK_SIMPLE, &removed), 0);
+    assert_int_equal(dlock_force_unlock(ls_cl, "force1", DLOCK_LOCK_SIMPLE, &removed), 0);
     assert_false(removed); /* wrong kind: untouched */
-    assert_true(ls_exists(&srv, ls_key("force1")));
+    assert_true(ls_exists(&ls_srv, ls_key("force1")));
     ls_log_clear();
-    assert_int_equal(dlock_force_unlock(cl, "force1", DLOCK_LOCK_REENTRANT, &removed), 0);
+    assert_int_equal(dlock_force_unlock(ls_cl, "force1", DLOCK_LOCK_REENTRANT, &removed), 0);
     assert_true(removed);
     assert_true(ls_log_contains("audit: force_unlock force1"));
-    assert_false(ls_exists(&srv, ls_key("force1")));
+    assert_false(ls_exists(&ls_srv, ls_key("force1")));
     dlock__sleep_ms(700); /* the watchdog notices */
     assert_false(dlock_lock_is_held(l));
     assert_int_equal(dlock_lock_unlock(l), DLOCK_ELOST);
@@ -445,12 +426,12 @@ static void test_force_unlock_is_audited_and_wakes(void **state)
 static void test_script_flush_while_locks_are_held(void **state)
 {
     (void)state;
-    dlock_lock *a = ls_lock(cl, "flush1", DLOCK_LOCK_SIMPLE);
-    dlock_lock *b = ls_lock(cl, "flush2", DLOCK_LOCK_REENTRANT);
+    dlock_lock *a = ls_lock(ls_cl, "flush1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *b = ls_lock(ls_cl, "flush2", DLOCK_LOCK_REENTRANT);
     assert_int_equal(dlock_lock_try_lock(a, 0, 0, NULL), 0);
     assert_int_equal(dlock_lock_try_lock(b, 0, 0, NULL), 0);
     const char *flush[2] = {"SCRIPT", "FLUSH"};
-    assert_int_equal(test_redis_cmd(&srv, NULL, 0, 2, flush), 0);
+    assert_int_equal(test_redis_cmd(&ls_srv, NULL, 0, 2, flush), 0);
     dlock__sleep_ms(900); /* watchdog renewals hit NOSCRIPT and recover */
     assert_true(dlock_lock_is_held(a));
     assert_true(dlock_lock_is_held(b));
@@ -465,14 +446,14 @@ static void test_script_flush_while_locks_are_held(void **state)
 static void test_metrics_use_the_alert_rule_names(void **state)
 {
     (void)state;
-    dlock_lock *a = ls_lock(cl, "metrics1", DLOCK_LOCK_SIMPLE);
-    dlock_lock *b = ls_lock(cl, "metrics1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *a = ls_lock(ls_cl, "metrics1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *b = ls_lock(ls_cl, "metrics1", DLOCK_LOCK_SIMPLE);
     assert_int_equal(dlock_lock_try_lock(a, 0, 1000, NULL), 0);
     assert_int_equal(dlock_lock_try_lock(b, 0, 1000, NULL), DLOCK_EBUSY);
     assert_int_equal(dlock_lock_try_lock(b, 50, 1000, NULL), DLOCK_ETIMEOUT);
     assert_int_equal(dlock_lock_unlock(a), 0);
     char *t = NULL;
-    assert_int_equal(dlock_metrics_render(cl, &t), 0);
+    assert_int_equal(dlock_metrics_render(ls_cl, &t), 0);
     const char *must[] = {"# TYPE lock_acquire_total counter\nlock_acquire_total ",
                           "lock_acquire_fail_total{reason=\"timeout\"} ",
                           "lock_acquire_fail_total{reason=\"busy\"} ",
@@ -498,7 +479,7 @@ static void test_metrics_use_the_alert_rule_names(void **state)
 static void test_hold_time_summary_reflects_holds(void **state)
 {
     (void)state;
-    dlock_client *c2 = ls_client(&srv, 600);
+    dlock_client *c2 = ls_client(&ls_srv, 600);
     assert_non_null(c2);
     dlock_lock *l = ls_lock(c2, "hold1", DLOCK_LOCK_REENTRANT);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
@@ -522,14 +503,14 @@ static void test_hold_time_summary_reflects_holds(void **state)
 static void test_client_destroy_reports_held_locks(void **state)
 {
     (void)state;
-    dlock_client *c2 = ls_client(&srv, 600);
+    dlock_client *c2 = ls_client(&ls_srv, 600);
     assert_non_null(c2);
     dlock_lock *l = ls_lock(c2, "destroy1", DLOCK_LOCK_SIMPLE);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
     ls_log_clear();
     dlock_client_destroy(c2);
     assert_true(ls_log_contains("destroy1 (simple) is held"));
-    assert_true(ls_exists(&srv, ls_key("destroy1"))); /* not released silently */
+    assert_true(ls_exists(&ls_srv, ls_key("destroy1"))); /* not released silently */
     dlock_lock_free(l);                              /* still allowed */
 }
 
@@ -542,7 +523,7 @@ static void test_client_rejects_bad_options(void **state)
     o.url = "redis://127.0.0.1:notaport";
     assert_int_equal(dlock_client_create(&o, &c), DLOCK_EURL);
     dlock_client_options_init(&o);
-    o.url = srv.url;
+    o.url = ls_srv.url;
     o.pool_size = 0;
     assert_int_equal(dlock_client_create(&o, &c), DLOCK_EINVAL);
     assert_null(c);
@@ -552,13 +533,13 @@ static void test_client_rejects_bad_options(void **state)
     o.url = url;
     o.connect_timeout_ms = 300;
     assert_int_equal(dlock_client_create(&o, &c), DLOCK_ECONN);
-    assert_int_equal(strlen(dlock_client_id(cl)), 32);
+    assert_int_equal(strlen(dlock_client_id(ls_cl)), 32);
 }
 
 static void *debug_sleep(void *arg)
 {
     const char *argv[3] = {"DEBUG", "SLEEP", arg};
-    test_redis_cmd(&srv, NULL, 0, 3, argv);
+    test_redis_cmd(&ls_srv, NULL, 0, 3, argv);
     return NULL;
 }
 
@@ -569,7 +550,7 @@ static void test_outcome_unknown_is_resolved_or_reported(void **state)
     dlock_client_options_init(&o);
     o.command_timeout_ms = 200;
     o.watchdog_timeout_ms = 5000;
-    dlock_client *c = ls_client_opts(&srv, &o);
+    dlock_client *c = ls_client_opts(&ls_srv, &o);
     assert_non_null(c);
     dlock_lock *l = ls_lock(c, "unknown1", DLOCK_LOCK_SIMPLE);
     /* server stalls 350 ms: the acquire's reply is late (EUNKNOWN), the
@@ -595,7 +576,7 @@ static void test_outcome_unknown_is_resolved_or_reported(void **state)
     assert_int_equal(dlock_lock_is_held_by_me(l, &mine), 0);
     assert_true(mine);
     assert_int_equal(dlock_lock_unlock(l), 0);
-    assert_false(ls_exists(&srv, ls_key("unknown1")));
+    assert_false(ls_exists(&ls_srv, ls_key("unknown1")));
     dlock_lock_free(l);
     dlock_client_destroy(c);
 }
@@ -604,18 +585,18 @@ static void test_sentinel_url_follows_the_master(void **state)
 {
     (void)state;
     test_server sen;
-    assert_int_equal(test_sentinel_start(&sen, &srv, "dlockmaster", 1), 0);
+    assert_int_equal(test_sentinel_start(&sen, &ls_srv, "dlockmaster", 1), 0);
     char url[256];
     snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/dlockmaster", sen.port);
     dlock_client_options o;
     dlock_client_options_init(&o);
-    test_server fake = srv;
+    test_server fake = ls_srv;
     snprintf(fake.url, sizeof(fake.url), "%s", url);
     dlock_client *c = ls_client_opts(&fake, &o);
     assert_non_null(c);
     dlock_lock *l = ls_lock(c, "sentinel1", DLOCK_LOCK_REENTRANT);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
-    assert_true(ls_exists(&srv, ls_key("sentinel1"))); /* on the master sentinel named */
+    assert_true(ls_exists(&ls_srv, ls_key("sentinel1"))); /* on the master sentinel named */
     assert_int_equal(dlock_lock_unlock(l), 0);
     dlock_lock_free(l);
     dlock_client_destroy(c);
@@ -648,5 +629,5 @@ int main(void)
         cmocka_unit_test(test_outcome_unknown_is_resolved_or_reported),
         cmocka_unit_test(test_sentinel_url_follows_the_master),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ls_setup, ls_teardown);
 }

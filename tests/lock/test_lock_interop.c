@@ -14,32 +14,13 @@
 #include "lock_support.h"
 #include "util.h"
 
-static test_server srv;
-static dlock_client *cl;
-
-static int setup(void **state)
-{
-    (void)state;
-    test_prefix();
-    if (test_redis_start(&srv, NULL) != 0) return -1;
-    cl = ls_client(&srv, 600);
-    return cl ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_destroy(cl);
-    test_server_stop(&srv);
-    return 0;
-}
 
 static FILE *peer(const char *mode, const char *name, int hold_ms)
 {
     const char *src = getenv("DLOCK_SOURCE_DIR");
     char cmd[1024];
     snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/lock/redis_py_peer.py %s %d '%s' %d",
-             src ? src : ".", mode, srv.port, ls_key(name), hold_ms);
+             src ? src : ".", mode, ls_srv.port, ls_key(name), hold_ms);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     return f;
@@ -55,7 +36,7 @@ static void read_line(FILE *f, char *buf, size_t len)
 static void test_redis_py_lock_is_excluded_by_dlock(void **state)
 {
     (void)state;
-    dlock_lock *l = ls_lock(cl, "interop1", DLOCK_LOCK_SIMPLE);
+    dlock_lock *l = ls_lock(ls_cl, "interop1", DLOCK_LOCK_SIMPLE);
     assert_int_equal(dlock_lock_try_lock(l, 0, 5000, NULL), 0);
     char line[64];
     FILE *f = peer("try", "interop1", 0);
@@ -73,7 +54,7 @@ static void test_redis_py_lock_is_excluded_by_dlock(void **state)
 static void test_dlock_is_excluded_by_redis_py_lock(void **state)
 {
     (void)state;
-    dlock_lock *l = ls_lock(cl, "interop2", DLOCK_LOCK_SIMPLE);
+    dlock_lock *l = ls_lock(ls_cl, "interop2", DLOCK_LOCK_SIMPLE);
     char line[64];
     FILE *f = peer("hold", "interop2", 700);
     read_line(f, line, sizeof(line));
@@ -97,5 +78,5 @@ int main(void)
         cmocka_unit_test(test_redis_py_lock_is_excluded_by_dlock),
         cmocka_unit_test(test_dlock_is_excluded_by_redis_py_lock),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ls_setup, ls_teardown);
 }

@@ -119,6 +119,16 @@ static int buy(const char *camp, const char *user, int64_t qty, bool force, uint
     return ok;
 }
 
+/* Users <prefix><from> .. <prefix><to - 1> buy one unit each; all accepted. */
+static void buy_range(const char *camp, const char *prefix, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "%s%d", prefix, i);
+        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+    }
+}
+
 static void persist_opts(sk_persist_opts *o, const char *camp)
 {
     sk_persist_opts_init(o);
@@ -373,11 +383,7 @@ static void test_kill9_mid_batch_then_restart_persists_every_order_once(void **s
     const char *camp = "kill9";
     const int n = 3000;
     seed(camp, n, 1);
-    for (int i = 0; i < n; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "k%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "k", 0, n);
     char path[512];
     build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
     pid_t pid = fork();
@@ -427,11 +433,7 @@ static void test_guard_rejects_what_the_database_cannot_sell(void **state)
     const char *camp = "guard";
     seed(camp, 100, 1);
     assert_int_equal(sk_db_stock_set(db, camp, 90), 0); /* behind Redis's back */
-    for (int i = 0; i < 100; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "g%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "g", 0, 100);
     /* a Redis that lost the buyer record accepts g0 twice */
     uint64_t dup_user_order = 0;
     char buyers[96];
@@ -620,11 +622,7 @@ static void test_malformed_and_poisoned_entries_go_to_dead_letters(void **state)
                                            " WHEN NEW.user_id = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned row'); END"),
                          0);
     }
-    for (int i = 0; i < 10; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "ok%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "ok", 0, 10);
     assert_int_equal(buy(camp, "poison", 1, false, NULL), 1);
     sk_persist_opts o;
     persist_opts(&o, camp);
@@ -783,11 +781,7 @@ static void test_two_persisters_at_once_persist_each_order_once(void **state)
     const char *camp = "twoworkers";
     const int n = 1500;
     seed(camp, n, 1);
-    for (int i = 0; i < n; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "w%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "w", 0, n);
     char path[512];
     build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
     pid_t pids[2];
@@ -827,6 +821,16 @@ static void *bg_main(void *p)
     return NULL;
 }
 
+/* Starts a persister for camp on a thread; it runs until b->stop is set. */
+static void bg_start(bg_worker *b, const char *camp)
+{
+    persist_opts(&b->o, camp);
+    b->o.drain = false;
+    b->o.stop = &b->stop;
+    atomic_store(&b->stop, 0);
+    assert_int_equal(pthread_create(&b->th, NULL, bg_main, b), 0);
+}
+
 /* Polls (<= 15 s); tolerates a database still in crash recovery. */
 static void wait_persisted(const char *camp, int64_t want)
 {
@@ -850,16 +854,8 @@ static void test_worker_survives_a_redis_restart(void **state)
     const char *camp = "rrestart";
     seed(camp, 100, 1);
     static bg_worker b;
-    persist_opts(&b.o, camp);
-    b.o.drain = false;
-    b.o.stop = &b.stop;
-    atomic_store(&b.stop, 0);
-    assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
-    for (int i = 0; i < 20; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "r%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    bg_start(&b, camp);
+    buy_range(camp, "r", 0, 20);
     wait_persisted(camp, 20);
     test_server_kill(&redis_srv);
     dlock__sleep_ms(300); /* the worker sees the outage and backs off */
@@ -871,11 +867,7 @@ static void test_worker_survives_a_redis_restart(void **state)
     dlock__reply_free(cmdv(6, h));
     const char *set[] = {"SET", stk, "80"};
     dlock__reply_free(cmdv(3, set));
-    for (int i = 20; i < 40; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "r%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "r", 20, 40);
     wait_persisted(camp, 40);
     atomic_store(&b.stop, 1);
     pthread_join(b.th, NULL);
@@ -953,23 +945,11 @@ static void test_worker_survives_a_database_restart(void **state)
     const char *camp = "dbrestart";
     seed(camp, 100, 1);
     static bg_worker b;
-    persist_opts(&b.o, camp);
-    b.o.drain = false;
-    b.o.stop = &b.stop;
-    atomic_store(&b.stop, 0);
-    assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
-    for (int i = 0; i < 20; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "q%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    bg_start(&b, camp);
+    buy_range(camp, "q", 0, 20);
     wait_persisted(camp, 20);
     assert_int_equal(test_postgres_restart(&pg_srv), 0);
-    for (int i = 20; i < 40; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "q%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "q", 20, 40);
     wait_persisted(camp, 40);
     atomic_store(&b.stop, 1);
     pthread_join(b.th, NULL);
@@ -994,19 +974,11 @@ static void test_database_outage_dead_letters_nothing(void **state)
     b.o.claim_idle_ms = 200;
     atomic_store(&b.stop, 0);
     assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
-    for (int i = 0; i < 10; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "o%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "o", 0, 10);
     wait_persisted(camp, 10);
     dlock__sleep_ms(700); /* the fixture runs synchronous_commit=off: let the WAL writer flush */
     test_server_kill(&pg_srv);
-    for (int i = 10; i < 30; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "o%d", i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
-    }
+    buy_range(camp, "o", 10, 30);
     dlock__sleep_ms(2500); /* many worker rounds against a dead database */
     assert_int_equal(test_postgres_restart(&pg_srv), 0);
     wait_persisted(camp, 30);

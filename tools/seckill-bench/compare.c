@@ -22,6 +22,8 @@
 #include <event2/event.h>
 
 #include "compare.h"
+
+#include "args.h"
 #include "dlock/dlock.h"
 #include "dlock/lock.h"
 #include "engine.h"
@@ -541,18 +543,6 @@ static void usage(FILE *f)
           f);
 }
 
-static int int_arg(const char *name, const char *v, long lo, long hi, int *out)
-{
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (!*v || *end || n < lo || n > hi) {
-        fprintf(stderr, "seckill-bench: %s must be an integer in %ld..%ld\n", name, lo, hi);
-        return -1;
-    }
-    *out = (int)n;
-    return 0;
-}
-
 static int parse_strategies(cmp_opts *o, const char *list)
 {
     memset(o->run, 0, sizeof(o->run));
@@ -602,11 +592,11 @@ static int parse(cmp_opts *o, int argc, char **argv)
                 rc = -1;
             }
             break;
-        case 't': rc = int_arg("--threads", optarg, 1, 1000, &o->threads); break;
-        case 'i': rc = int_arg("--inflight", optarg, 1, 100000, &o->inflight); break;
-        case 's': rc = int_arg("--stock", optarg, 0, 100000000, &o->stock); break;
-        case 'u': rc = int_arg("--users", optarg, 1, 10000000, &o->users); break;
-        case 'p': rc = int_arg("--repeat", optarg, 1, 1000, &o->repeat); break;
+        case 't': rc = parse_int_opt("--threads", optarg, 1, 1000, &o->threads); break;
+        case 'i': rc = parse_int_opt("--inflight", optarg, 1, 100000, &o->inflight); break;
+        case 's': rc = parse_int_opt("--stock", optarg, 0, 100000000, &o->stock); break;
+        case 'u': rc = parse_int_opt("--users", optarg, 1, 10000000, &o->users); break;
+        case 'p': rc = parse_int_opt("--repeat", optarg, 1, 1000, &o->repeat); break;
         case 'S': rc = parse_strategies(o, optarg); break;
         case 'c': o->csv = 1; break;
         case 'Z': o->smoke = 1; break;

@@ -16,6 +16,7 @@
 #include <openssl/hmac.h>
 
 #include "compare.h"
+#include "args.h"
 #include "httpload.h"
 #include "util.h"
 
@@ -455,7 +456,7 @@ static void print_csv(const bench *b, const hl_result *r)
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.999), (unsigned long long)r->latency.max_us);
 }
 
-static int parse_int_opt(const char *name, const char *v, long lo, long hi, int *out)
+int parse_int_opt(const char *name, const char *v, long lo, long hi, int *out)
 {
     char *end = NULL;
     long n = strtol(v, &end, 10);
@@ -467,7 +468,7 @@ static int parse_int_opt(const char *name, const char *v, long lo, long hi, int 
     return 0;
 }
 
-static int parse_double_opt(const char *name, const char *v, double *out)
+int parse_double_opt(const char *name, const char *v, double *out)
 {
     char *end = NULL;
     double d = strtod(v, &end);
