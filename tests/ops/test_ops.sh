@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_ops.sh: every metric the alert rules (docs/ops/alerts.yml) and the
 # Grafana dashboard (docs/ops/grafana-dashboard.json) use is exported by a
-# real seckilld or a real libdlock client, with the labels they select on.
+# real seckilld, a real libdlock client or `seckill metrics`, with the
+# labels they select on.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}
 build=${DLOCK_BUILD_DIR:?}
@@ -10,14 +11,16 @@ work=$(mktemp -d /tmp/dlock-ops-XXXXXX)
 trap 'dl_cleanup; rm -rf "$work"' EXIT
 dl_start_redis "$work"
 port=$(dl_free_port)
+export REDIS_URL="redis://127.0.0.1:$REDIS_PORT" DATABASE_URL="sqlite://$work/orders.db"
 "$build/tools/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token t \
-    --redis-url "redis://127.0.0.1:$REDIS_PORT" >"$work/seckilld.log" 2>&1 &
+    >"$work/seckilld.log" 2>&1 &
 dl_track $!
 dl_wait_http "http://127.0.0.1:$port/healthz"
 "$build/tools/seckill-bench/seckill-bench" --url "http://127.0.0.1:$port" --smoke --create \
     --admin-token t --campaign ops >/dev/null
 curl -s "http://127.0.0.1:$port/metrics" >"$work/exported.txt"
 "$build/tests/ops/metrics_dump" "redis://127.0.0.1:$REDIS_PORT" >>"$work/exported.txt"
+"$build/tools/seckill/seckill" metrics >>"$work/exported.txt"
 "$PY" - "$src/docs/ops" "$work/exported.txt" <<'PY'
 import json, re, sys
 ops, exported = sys.argv[1], open(sys.argv[2]).read()

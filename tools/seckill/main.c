@@ -30,6 +30,8 @@ static void usage(FILE *f)
                "  reconcile [--campaign ID] [--json] [--wait DUR]\n"
                "                                       compare Redis with the database; exit 0 only if consistent;\n"
                "                                       --wait: first wait up to DUR for the streams to drain\n"
+               "  metrics [--campaign ID]              backlog, dead letters, differences, stock, orders as\n"
+               "                                       Prometheus text (for node_exporter's textfile collector)\n"
                "  campaigns [--json]                   list campaigns (database) with remaining stock\n"
                "  order ORDER_ID [--json]              show an order from the database\n"
                "  pay ORDER_ID USER                    mark a persisted order paid\n"
@@ -99,25 +101,83 @@ static void wait_drained(cli *c, const id_list *l)
     }
 }
 
+/* The campaigns to look at: --campaign, else every one the database or
+ * Redis (seckill:campaigns) knows. 0 or 3 (database unreachable). */
+static int collect_campaigns(cli *c, id_list *l)
+{
+    if (c->campaign) {
+        id_add(l, c->campaign);
+        return 0;
+    }
+    if (sk_db_campaign_list(c->db, camp_id_cb, l)) {
+        fprintf(stderr, "seckill: %s\n", sk_db_errmsg(c->db));
+        return 3;
+    }
+    const char *argv[] = {"SMEMBERS", "seckill:campaigns"}; /* campaigns only Redis knows */
+    dlock__reply *r = NULL;
+    if (dlock__conn_cmd(c->rc, 2, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_ARRAY)
+        for (size_t i = 0; i < dlock__reply_count(r); i++) {
+            const char *id = dlock__reply_str(dlock__reply_at(r, i), NULL);
+            if (id && sk_db_id_valid(id)) id_add(l, id);
+        }
+    dlock__reply_free(r);
+    return 0;
+}
+
+/* Prometheus text of the pipeline's state, for node_exporter's textfile
+ * collector (docs/ops/README.md): backlog, dead letters, differences and
+ * stock per campaign. Exit 0, or 3 when a store is unreachable. */
+static int cmd_metrics(cli *c)
+{
+    id_list l = {0};
+    int status = collect_campaigns(c, &l);
+    static const char *const statuses[4] = {"persisted", "paid", "cancelled", "rejected"};
+    dlock__buf out = {0};
+    dlock__buf_printf(&out,
+                      "# HELP seckill_pipeline_backlog Accepted orders not yet in the database (stream lag + pending).\n"
+                      "# TYPE seckill_pipeline_backlog gauge\n"
+                      "# HELP seckill_pipeline_dead_letters Entries moved to the dead-letter stream.\n"
+                      "# TYPE seckill_pipeline_dead_letters gauge\n"
+                      "# HELP seckill_reconcile_differences Differences between Redis and the database.\n"
+                      "# TYPE seckill_reconcile_differences gauge\n"
+                      "# HELP seckill_stock_remaining Remaining stock as each store sees it.\n"
+                      "# TYPE seckill_stock_remaining gauge\n"
+                      "# HELP seckill_db_orders Orders in the database by status.\n"
+                      "# TYPE seckill_db_orders gauge\n");
+    for (size_t i = 0; i < l.n && status == 0; i++) {
+        sk_reconcile_report rep;
+        int rc = sk_reconcile_campaign(c->db, c->rc, l.ids[i], &rep);
+        if (rc == 0) {
+            const char *id = l.ids[i];
+            dlock__buf_printf(&out, "seckill_pipeline_backlog{campaign=\"%s\"} %lld\n", id,
+                              (long long)(rep.r_lag + rep.r_pending));
+            dlock__buf_printf(&out, "seckill_pipeline_dead_letters{campaign=\"%s\"} %lld\n", id,
+                              (long long)rep.r_dead);
+            dlock__buf_printf(&out, "seckill_reconcile_differences{campaign=\"%s\"} %d\n", id, rep.ndiffs);
+            dlock__buf_printf(&out, "seckill_stock_remaining{campaign=\"%s\",store=\"redis\"} %lld\n", id,
+                              (long long)rep.r_stock);
+            dlock__buf_printf(&out, "seckill_stock_remaining{campaign=\"%s\",store=\"db\"} %lld\n", id,
+                              (long long)rep.d.remaining);
+            for (int k = 0; k < 4; k++)
+                dlock__buf_printf(&out, "seckill_db_orders{campaign=\"%s\",status=\"%s\"} %lld\n", id,
+                                  statuses[k], (long long)rep.d.orders[k]);
+        } else if (rc != SK_ENOTFOUND && rc != SK_EINVAL) {
+            fprintf(stderr, "seckill: metrics %s: %s\n", l.ids[i], sk_strerror(rc));
+            status = 3;
+        }
+        sk_reconcile_report_free(&rep);
+    }
+    if (status == 0 && out.data) fputs(out.data, stdout);
+    dlock__buf_free(&out);
+    free(l.ids);
+    return status;
+}
+
 static int cmd_reconcile(cli *c)
 {
     id_list l = {0};
-    if (c->campaign) {
-        id_add(&l, c->campaign);
-    } else {
-        if (sk_db_campaign_list(c->db, camp_id_cb, &l)) {
-            fprintf(stderr, "seckill: %s\n", sk_db_errmsg(c->db));
-            return 3;
-        }
-        const char *argv[] = {"SMEMBERS", "seckill:campaigns"}; /* campaigns only Redis knows */
-        dlock__reply *r = NULL;
-        if (dlock__conn_cmd(c->rc, 2, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_ARRAY)
-            for (size_t i = 0; i < dlock__reply_count(r); i++) {
-                const char *id = dlock__reply_str(dlock__reply_at(r, i), NULL);
-                if (id && sk_db_id_valid(id)) id_add(&l, id);
-            }
-        dlock__reply_free(r);
-    }
+    int collected = collect_campaigns(c, &l);
+    if (collected) return collected;
     if (c->wait_ms > 0) wait_drained(c, &l);
     int status = 0;
     dlock__buf out = {0};
@@ -280,9 +340,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = c.pos[0];
-    bool needs_redis = strcmp(cmd, "reconcile") == 0 || strcmp(cmd, "cancel") == 0;
+    bool needs_redis = strcmp(cmd, "reconcile") == 0 || strcmp(cmd, "cancel") == 0 ||
+                       strcmp(cmd, "metrics") == 0;
     if (strcmp(cmd, "reconcile") && strcmp(cmd, "campaigns") && strcmp(cmd, "order") && strcmp(cmd, "pay") &&
-        strcmp(cmd, "cancel") && strcmp(cmd, "migrate")) {
+        strcmp(cmd, "cancel") && strcmp(cmd, "migrate") && strcmp(cmd, "metrics")) {
         fprintf(stderr, "seckill: unknown command '%s' (see --help)\n", cmd);
         return 2;
     }
@@ -294,6 +355,7 @@ int main(int argc, char **argv)
     if (!rc && needs_redis) rc = open_redis(&c);
     if (!rc) {
         if (strcmp(cmd, "reconcile") == 0) rc = cmd_reconcile(&c);
+        else if (strcmp(cmd, "metrics") == 0) rc = cmd_metrics(&c);
         else if (strcmp(cmd, "campaigns") == 0) rc = cmd_campaigns(&c);
         else if (strcmp(cmd, "migrate") == 0) {
             int v = 0;
