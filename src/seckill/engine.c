@@ -78,6 +78,12 @@ bool sk__ready(const sk_engine *e)
 
 bool sk_engine_ready(const sk_engine *e) { return sk__ready(e); }
 
+int sk_engine_next_order_id(sk_engine *e, uint64_t *id_out)
+{
+    if (!e->lease_held || e->gen.worker < 0) return SK_EUNAVAIL;
+    return sk_orderid_next(&e->gen, dlock__wall_ms(), id_out);
+}
+
 size_t sk_engine_pending(const sk_engine *e) { return e->pending; }
 
 void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out) { *out = e->st; }

@@ -49,6 +49,10 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
 void sk_engine_free(sk_engine *e);
 /* Connected and holding an order-id worker lease. */
 bool sk_engine_ready(const sk_engine *e);
+/* The next order id from the engine's generator while its worker-id lease
+ * is held (also while Redis is down, until the lease would have expired):
+ * for the degraded database path. 0, SK_EUNAVAIL (no lease) or SK_EINVAL. */
+int sk_engine_next_order_id(sk_engine *e, uint64_t *id_out);
 /* Requests queued or in flight (for graceful shutdown). */
 size_t sk_engine_pending(const sk_engine *e);
 

@@ -20,6 +20,7 @@
 #include <openssl/hmac.h>
 
 #include "db.h"
+#include "degraded.h"
 #include "dlock/dlock.h"
 #include "http_metrics.h"
 #include "json.h"
@@ -470,7 +471,8 @@ static void answer_purchase(hreq *q, const sk_purchase_result *r)
         reply_error(q, 409, "sold_out", msg);
         return;
     case SK_ELIMIT:
-        snprintf(msg, sizeof(msg), "per-user limit reached (you hold %lld)", (long long)r->value);
+        if (r->value < 0) snprintf(msg, sizeof(msg), "per-user limit reached");
+        else snprintf(msg, sizeof(msg), "per-user limit reached (you hold %lld)", (long long)r->value);
         reply_error(q, 409, "limit_reached", msg);
         return;
     case SK_ENOTSTARTED:
@@ -548,10 +550,20 @@ static void handle_purchase(hreq *q)
     free(body);
     char ip[64];
     client_ip(q, ip, sizeof(ip));
-    rc = sk_engine_purchase(q->h->engine, q->id, q->user, qty, idem, ip, on_purchase, q);
+    bool degraded = sk_degraded_active(q->h->o.degraded);
+    if (degraded && idem) {
+        /* the database keeps no Idempotency-Keys: never risk a second order */
+        reply_error(q, 503, "unavailable",
+                    "Redis unavailable: purchases with an Idempotency-Key wait for it; retry later");
+        return;
+    }
+    if (degraded) rc = sk_degraded_purchase(q->h->o.degraded, q->id, q->user, qty, ip, on_purchase, q);
+    else rc = sk_engine_purchase(q->h->engine, q->id, q->user, qty, idem, ip, on_purchase, q);
     if (rc) {
         sk_purchase_result r = {.err = rc, .value = 1};
         if (rc == SK_EINVAL) reply_error(q, 400, "bad_request", "bad purchase");
+        else if (degraded && rc == SK_EUNAVAIL)
+            reply_error(q, 503, "unavailable", "Redis unavailable and the database path is busy; retry later");
         else if (rc == SK_EUNAVAIL || rc == DLOCK_ENOMEM) reply_error(q, 503, "unavailable", "Redis unavailable");
         else answer_purchase(q, &r);
     }
@@ -662,10 +674,13 @@ static void on_health(int err, void *arg)
     hreq *q = arg;
     dlock__buf b = {0};
     bool ready = sk_engine_ready(q->h->engine);
-    dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\"}\n",
-                      !err && ready ? "ok" : "unavailable", err ? "down" : "up",
-                      ready ? "ready" : "no worker lease");
-    reply_json(q, !err && ready ? 200 : 503, &b);
+    /* degraded: purchases are still served (by the database path) */
+    bool degraded = sk_degraded_active(q->h->o.degraded);
+    bool ok = (!err && ready) || degraded;
+    dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\",\"mode\":\"%s\"}\n",
+                      degraded ? "degraded" : ok ? "ok" : "unavailable", err ? "down" : "up",
+                      ready ? "ready" : "no worker lease", degraded ? "degraded" : "redis");
+    reply_json(q, ok ? 200 : 503, &b);
 }
 
 static void handle_healthz(hreq *q)
@@ -680,6 +695,9 @@ static void handle_metrics(hreq *q)
     dlock__buf b = {0};
     /* this request counts as in flight until answered; report the others */
     sk_metrics_render(&q->h->m, &st, q->h->inflight - 1, sk_engine_ready(q->h->engine), &b);
+    sk_degraded_stats ds = {0};
+    if (q->h->o.degraded) sk_degraded_get_stats(q->h->o.degraded, &ds);
+    sk_metrics_render_degraded(&ds, &b);
     reply(q, 200, "OK", "text/plain; version=0.0.4", &b);
     dlock__buf_free(&b);
 }

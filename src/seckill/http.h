@@ -2,8 +2,9 @@
  * the JSON API of docs/http-api.md, /healthz, /metrics and /ping. One
  * server lives on one event loop with one engine; nothing here blocks on
  * the purchase path (database calls happen only for admin, pay and order
- * reads). Every answer, also every error, is JSON {"error","message"}
- * except /metrics (Prometheus text) and /ping. */
+ * reads; degraded-mode purchases run on sk_degraded's own thread). Every
+ * answer, also every error, is JSON {"error","message"} except /metrics
+ * (Prometheus text) and /ping. */
 #ifndef SK_HTTP_H
 #define SK_HTTP_H
 
@@ -16,6 +17,7 @@
 struct event_base;
 typedef struct sk_http sk_http;
 struct sk_db;
+struct sk_degraded;
 
 typedef struct sk_http_opts {
     const char *admin_token;     /* NULL/"": the admin API answers 401 */
@@ -25,6 +27,7 @@ typedef struct sk_http_opts {
     size_t max_headers;          /* header bytes (default 8192) */
     bool trust_forwarded;        /* take the client ip from X-Forwarded-For */
     struct sk_db *db;            /* NULL: Redis only */
+    struct sk_degraded *degraded;/* NULL: no database path when Redis is down (503) */
 } sk_http_opts;
 
 void sk_http_opts_init(sk_http_opts *o);

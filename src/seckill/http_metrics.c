@@ -96,3 +96,23 @@ void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size
     dlock__buf_printf(o, "# HELP seckill_ready 1 when Redis is connected and an order-id worker id is leased.\n"
                          "# TYPE seckill_ready gauge\nseckill_ready %d\n", ready);
 }
+
+void sk_metrics_render_degraded(const sk_degraded_stats *ds, dlock__buf *o)
+{
+    dlock__buf_printf(o, "# HELP seckill_mode Purchase path: 0 Redis, 1 degraded (database path, Redis down).\n"
+                         "# TYPE seckill_mode gauge\nseckill_mode %d\n", ds->mode);
+    dlock__buf_printf(o, "# HELP seckill_degraded_entered_total Switches to the degraded database path.\n"
+                         "# TYPE seckill_degraded_entered_total counter\nseckill_degraded_entered_total %llu\n",
+                      (unsigned long long)ds->entered);
+    dlock__buf_printf(o, "# HELP seckill_db_purchases_total Purchases decided by the database path, by outcome.\n"
+                         "# TYPE seckill_db_purchases_total counter\n");
+    for (int i = 0; i < SK_STAT_OUTCOMES; i++)
+        dlock__buf_printf(o, "seckill_db_purchases_total{outcome=\"%s\"} %llu\n", sk_outcome_name(i),
+                          (unsigned long long)ds->outcomes[i]);
+    dlock__buf_printf(o, "# HELP seckill_db_throttled_total Database-path purchases refused at once (queue full).\n"
+                         "# TYPE seckill_db_throttled_total counter\nseckill_db_throttled_total %llu\n",
+                      (unsigned long long)ds->throttled);
+    dlock__buf_printf(o, "# HELP seckill_db_queued Database-path purchases queued, running or held.\n"
+                         "# TYPE seckill_db_queued gauge\nseckill_db_queued %llu\n",
+                      (unsigned long long)ds->queued);
+}

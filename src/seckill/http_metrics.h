@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "degraded.h"
 #include "engine.h"
 #include "util.h"
 
@@ -38,5 +39,8 @@ void sk_metrics_observe(sk_http_metrics *m, sk_route r, int status, int64_t us);
 /* Appends the Prometheus text exposition of m, st and the gauges. */
 void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size_t inflight,
                        int ready, dlock__buf *out);
+/* Appends the degraded-mode figures (mode gauge, database-path outcomes);
+ * all zero when seckilld runs without a database. */
+void sk_metrics_render_degraded(const sk_degraded_stats *ds, dlock__buf *out);
 
 #endif

@@ -62,6 +62,12 @@ static const opt opts[] = {
      "a Redis reply later than this drops and reopens the connection"},
     {"shutdown-timeout-ms", "SECKILL_SHUTDOWN_TIMEOUT_MS", T_INT, "10000", OFF(shutdown_timeout_ms),
      "on SIGTERM, longest wait for in-flight requests"},
+    {"degraded-after-ms", "SECKILL_DEGRADED_AFTER_MS", T_INT, "1000", OFF(degraded_after_ms),
+     "with a database-url: Redis unreachable this long -> purchases take the database path"},
+    {"degraded-recover-ms", "SECKILL_DEGRADED_RECOVER_MS", T_INT, "2000", OFF(degraded_recover_ms),
+     "Redis healthy this long (and every database-path order mirrored) -> back to Redis"},
+    {"degraded-max-inflight", "SECKILL_DEGRADED_MAX_INFLIGHT", T_INT, "64", OFF(degraded_max_inflight),
+     "database-path purchases queued or running per process; beyond: 503 at once"},
     {"log-level", "SECKILL_LOG_LEVEL", T_STR, "info", OFF(log_level), "debug, info, warn or error"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -215,9 +221,10 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
         if (set_opt(c, o, val, "command line")) return -1;
     }
     if (c->port < 0 || c->workers < 1 || c->workers > 256 || c->max_batch < 1 || c->max_batch > 512 ||
-        c->max_connections < 1 || c->max_body < 1 || c->max_headers < 256) {
+        c->max_connections < 1 || c->max_body < 1 || c->max_headers < 256 ||
+        c->degraded_max_inflight < 1 || c->degraded_max_inflight > 100000) {
         fprintf(stderr, "seckilld: out-of-range setting (workers 1..256, max-batch 1..512, "
-                        "max-connections >= 1, max-headers >= 256)\n");
+                        "max-connections >= 1, max-headers >= 256, degraded-max-inflight 1..100000)\n");
         return -1;
     }
     if (strcmp(c->log_level, "debug") && strcmp(c->log_level, "info") && strcmp(c->log_level, "warn") &&

@@ -31,6 +31,7 @@ typedef struct seckilld_config {
     int64_t soldout_poll_ms;
     int64_t redis_timeout_ms;
     int64_t shutdown_timeout_ms;
+    int64_t degraded_after_ms, degraded_recover_ms, degraded_max_inflight;
     char *log_level;
     bool check_only; /* --check-config */
 } seckilld_config;

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "db.h"
+#include "degraded.h"
 #include "dlock/dlock.h"
 #include "engine.h"
 #include "http.h"
@@ -104,6 +105,7 @@ static int run_worker(const seckilld_config *c)
     int rc = 1;
     char err[256] = "";
     sk_db *db = NULL;
+    sk_degraded *dg = NULL;
     struct event *sigterm = NULL, *sigint = NULL;
     signal(SIGPIPE, SIG_IGN);
     limit_connections(c->max_connections);
@@ -132,6 +134,19 @@ static int run_worker(const seckilld_config *c)
         rc = 2;
         goto out;
     }
+    if (db) {
+        sk_degraded_opts dopt;
+        sk_degraded_opts_init(&dopt);
+        dopt.after_ms = c->degraded_after_ms;
+        dopt.recover_ms = c->degraded_recover_ms;
+        dopt.max_inflight = (int)c->degraded_max_inflight;
+        dopt.log = log_line;
+        if (sk_degraded_new(w.base, w.engine, c->database_url, &dopt, &dg, err, sizeof(err)) != 0) {
+            fprintf(stderr, "seckilld: database path: %s\n", err);
+            rc = 2;
+            goto out;
+        }
+    }
     sk_http_opts ho;
     sk_http_opts_init(&ho);
     ho.admin_token = c->admin_token;
@@ -141,6 +156,7 @@ static int run_worker(const seckilld_config *c)
     ho.max_headers = (size_t)c->max_headers;
     ho.trust_forwarded = c->trust_forwarded;
     ho.db = db;
+    ho.degraded = dg;
     if (sk_http_new(w.base, w.engine, &ho, &w.http) != 0) goto out;
     int port = 0;
     if (sk_http_listen(w.http, c->bind, c->port, c->reuseport || c->workers > 1, &port, err,
@@ -176,6 +192,7 @@ out:;
     sigprocmask(SIG_BLOCK, &term, NULL);
     /* engine first: its pending callbacks still answer through http */
     sk_engine_free(w.engine);
+    sk_degraded_free(dg); /* before http too: it answers what it still holds */
     sk_http_free(w.http);
     if (w.drain_ev) event_free(w.drain_ev);
     if (sigterm) event_free(sigterm);
