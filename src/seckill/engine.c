@@ -240,21 +240,8 @@ static void drop_connection(sk_engine *e, const char *why)
 static void connect_now(sk_engine *e)
 {
     char err[256] = "";
-    dlock__url target;
-    const dlock__url *u = &e->url;
-    bool resolved = false;
-    if (e->url.kind == DLOCK__URL_SENTINEL) {
-        dlock__conn_opts co = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
-        if (dlock__sentinel_resolve(&e->url, &co, &target, err, sizeof(err)) != 0) {
-            sk__log(e, DLOCK_LOG_WARN, "sentinel: %s", err);
-            schedule_reconnect(e);
-            return;
-        }
-        u = &target;
-        resolved = true;
-    }
-    int rc = dlock__aconn_open(e->base, u, on_state, e, &e->ac, err, sizeof(err));
-    if (resolved) dlock__url_free(&target);
+    /* A sentinel URL is resolved by dlock__aconn_open at every (re)connect. */
+    int rc = dlock__aconn_open(e->base, &e->url, on_state, e, &e->ac, err, sizeof(err));
     if (rc) {
         e->ac = NULL;
         sk__log(e, DLOCK_LOG_WARN, "redis: %s", err);

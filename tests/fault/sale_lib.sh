@@ -104,10 +104,16 @@ sys.exit(0 if r["pending"] == 0 and r["lag"] == 0 else 1)' "$work/reconcile.json
         --recover-ms "${RECOVER_MS:-0}" ${FAULT_RESULTS:+--summary-json "$FAULT_RESULTS"} "$@"
 }
 
-# wait_healthy URL budget_s: prints the ms it took until /healthz answered 200.
+# wait_healthy_ms URL budget_s: prints the ms it took until /healthz said
+# "status":"ok", i.e. the instance decides on Redis again (a degraded
+# instance answers 200 too, but with "status":"degraded").
 wait_healthy_ms() {
-    local t0
+    local t0 i=0
     t0=$(date +%s%N)
-    dl_wait_http "$1/healthz" "$(( $2 * 10 ))" || return 1
+    until curl -s "$1/healthz" | grep -q '"status":"ok"'; do
+        i=$((i + 1))
+        [ "$i" -gt $(( $2 * 10 )) ] && return 1
+        sleep 0.1
+    done
     echo $(( ($(date +%s%N) - t0) / 1000000 ))
 }
