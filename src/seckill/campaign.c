@@ -11,7 +11,7 @@
 
 #define MAX_LOOKUP_CAMPAIGNS 1024
 
-int sk_campaign_def_check(const sk_campaign_def *d, char *err, size_t errlen)
+int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
 {
     const char *why = NULL;
     if (!sk_valid_campaign_id(d->id)) why = "id must be 1-64 characters of [A-Za-z0-9_-]";
@@ -137,10 +137,10 @@ static void on_heat(sk_engine *e, const dlock__reply *r, int err, void *priv)
     free(q);
 }
 
-int sk_engine_campaign_heat(sk_engine *e, const sk_campaign_def *d, sk_heat_mode mode,
+int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
                             sk_campaign_cb cb, void *arg)
 {
-    if (!cb || sk_campaign_def_check(d, NULL, 0)) return SK_EINVAL;
+    if (!cb || sk_campaign_check(d, NULL, 0)) return SK_EINVAL;
     camp_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
     q->cb = cb;

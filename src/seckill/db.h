@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "campaign_def.h"
+
 typedef struct sk_db sk_db;
 
 /* Opens url and runs the schema migrations (idempotent, safe when several
@@ -30,11 +32,6 @@ int sk_db_ping(sk_db *db);
 /* Current schema version (after migrations). */
 int sk_db_schema_version(sk_db *db, int *version_out);
 
-typedef struct sk_campaign {
-    char id[65];
-    char title[257];
-    int64_t stock, per_user_limit, starts_at_ms, ends_at_ms, price_cents;
-} sk_campaign;
 
 /* Creates the campaign and its campaign_stock row (remaining = stock).
  * 0, SK_EEXIST, SK_EINVAL (bad id, stock < 0, limit < 1) or SK_EDB. */

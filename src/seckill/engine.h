@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "campaign_def.h"
 #include "sk_err.h"
 
 struct event_base;
@@ -83,14 +84,8 @@ int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int
 
 /* ---- campaigns and orders --------------------------------------------- */
 
-typedef struct sk_campaign_def {
-    char id[65];
-    char title[257];
-    int64_t stock, per_user_limit, starts_at_ms, ends_at_ms, price_cents;
-} sk_campaign_def;
-
 typedef struct sk_campaign_info {
-    sk_campaign_def def;
+    sk_campaign def;
     int64_t remaining;
     int64_t sold;        /* stock - remaining */
     int64_t now_ms;      /* Redis server clock */
@@ -108,10 +103,10 @@ typedef void (*sk_campaign_cb)(int err, const sk_campaign_info *info, void *arg)
 
 /* Checks a definition (id charset, stock >= 0, limit >= 1, starts < ends,
  * price >= 0, title length); 0 or SK_EINVAL with a reason in err. */
-int sk_campaign_def_check(const sk_campaign_def *d, char *err, size_t errlen);
+int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen);
 /* Pre-heats d into Redis (meta, stock) and adds it to seckill:campaigns;
  * cb gets the resulting info. */
-int sk_engine_campaign_heat(sk_engine *e, const sk_campaign_def *d, sk_heat_mode mode,
+int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
                             sk_campaign_cb cb, void *arg);
 int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void *arg);
 

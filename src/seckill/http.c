@@ -299,7 +299,7 @@ static int json_time(const sk_json_val *v, int64_t *ms_out)
 }
 
 /* Fills d from a campaign JSON object; 0 or SK_EINVAL with msg. */
-static int parse_campaign(const sk_json_doc *doc, sk_campaign_def *d, char *msg, size_t msglen)
+static int parse_campaign(const sk_json_doc *doc, sk_campaign *d, char *msg, size_t msglen)
 {
     const sk_json_val *root = &doc->nodes[0];
     memset(d, 0, sizeof(*d));
@@ -349,7 +349,7 @@ static int parse_campaign(const sk_json_doc *doc, sk_campaign_def *d, char *msg,
         snprintf(msg, msglen, "id, stock, starts_at and ends_at are required");
         return SK_EINVAL;
     }
-    return sk_campaign_def_check(d, msg, msglen);
+    return sk_campaign_check(d, msg, msglen);
 }
 
 static void handle_campaign_create(hreq *q)
@@ -364,7 +364,7 @@ static void handle_campaign_create(hreq *q)
         return;
     }
     sk_json_doc doc;
-    sk_campaign_def d;
+    sk_campaign d;
     rc = sk_json_parse(body, len, &doc, msg, sizeof(msg));
     free(body);
     if (rc) {
@@ -380,16 +380,7 @@ static void handle_campaign_create(hreq *q)
     if (q->h->o.db) {
         /* The system of record first: a campaign Redis knows but the
          * database does not could sell orders the pipeline must reject. */
-        sk_campaign c;
-        memset(&c, 0, sizeof(c));
-        snprintf(c.id, sizeof(c.id), "%s", d.id);
-        snprintf(c.title, sizeof(c.title), "%s", d.title);
-        c.stock = d.stock;
-        c.per_user_limit = d.per_user_limit;
-        c.starts_at_ms = d.starts_at_ms;
-        c.ends_at_ms = d.ends_at_ms;
-        c.price_cents = d.price_cents;
-        rc = sk_db_campaign_create(q->h->o.db, &c);
+        rc = sk_db_campaign_create(q->h->o.db, &d);
         if (rc == SK_EEXIST) {
             reply_error(q, 409, "exists", "campaign already exists");
             return;
@@ -423,16 +414,7 @@ static void handle_campaign_preheat(hreq *q, const char *query)
         sk_campaign c;
         int rc = sk_db_campaign_get(q->h->o.db, q->id, &c, NULL);
         if (rc == 0) {
-            sk_campaign_def d;
-            memset(&d, 0, sizeof(d));
-            snprintf(d.id, sizeof(d.id), "%s", c.id);
-            snprintf(d.title, sizeof(d.title), "%s", c.title);
-            d.stock = c.stock;
-            d.per_user_limit = c.per_user_limit;
-            d.starts_at_ms = c.starts_at_ms;
-            d.ends_at_ms = c.ends_at_ms;
-            d.price_cents = c.price_cents;
-            rc = sk_engine_campaign_heat(q->h->engine, &d, q->mode, on_campaign, q);
+            rc = sk_engine_campaign_heat(q->h->engine, &c, q->mode, on_campaign, q);
             if (rc) reply_err_code(q, rc, "pre-heat");
             return;
         }

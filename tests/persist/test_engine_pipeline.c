@@ -141,7 +141,7 @@ static void test_engine_sale_persists_exactly_the_stock_and_restocks_once(void *
     snprintf(c.id, sizeof(c.id), "e2e");
     snprintf(c.title, sizeof(c.title), "end to end");
     assert_int_equal(sk_db_campaign_create(db, &c), 0); /* the engine's job in seckilld */
-    sk_campaign_def d = {.stock = 100, .per_user_limit = 1, .price_cents = 100};
+    sk_campaign d = {.stock = 100, .per_user_limit = 1, .price_cents = 100};
     snprintf(d.id, sizeof(d.id), "e2e");
     snprintf(d.title, sizeof(d.title), "end to end");
     d.starts_at_ms = 0;

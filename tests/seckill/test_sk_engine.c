@@ -84,7 +84,7 @@ static void on_heat(int err, const sk_campaign_info *ci, void *arg)
 
 static void heat(struct event_base *base, sk_engine *e, const char *id, int64_t stock, int64_t limit)
 {
-    sk_campaign_def d;
+    sk_campaign d;
     memset(&d, 0, sizeof(d));
     snprintf(d.id, sizeof(d.id), "%s", id);
     d.stock = stock;

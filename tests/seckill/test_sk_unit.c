@@ -239,10 +239,10 @@ static void test_identifier_validation(void **state)
     assert_true(sk_valid_user_id(long_id));
     assert_true(sk_valid_idem_key("key-123/abc"));
     assert_false(sk_valid_idem_key("has space"));
-    sk_campaign_def d = {.id = "c1", .stock = 1, .per_user_limit = 1, .starts_at_ms = 1, .ends_at_ms = 2};
-    assert_int_equal(sk_campaign_def_check(&d, NULL, 0), 0);
+    sk_campaign d = {.id = "c1", .stock = 1, .per_user_limit = 1, .starts_at_ms = 1, .ends_at_ms = 2};
+    assert_int_equal(sk_campaign_check(&d, NULL, 0), 0);
     d.ends_at_ms = 1;
-    assert_int_equal(sk_campaign_def_check(&d, NULL, 0), SK_EINVAL);
+    assert_int_equal(sk_campaign_check(&d, NULL, 0), SK_EINVAL);
 }
 
 int main(void)

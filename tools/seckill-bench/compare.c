@@ -371,7 +371,7 @@ static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, c
         loop_until(r.base, &never, 10);
         ready = sk_engine_ready(r.e);
     }
-    sk_campaign_def d = {.stock = stock, .per_user_limit = 1, .price_cents = 100};
+    sk_campaign d = {.stock = stock, .per_user_limit = 1, .price_cents = 100};
     snprintf(d.id, sizeof(d.id), "%s", w->campaign);
     snprintf(d.title, sizeof(d.title), "seckill-bench compare");
     d.starts_at_ms = dlock__wall_ms() - 60000;

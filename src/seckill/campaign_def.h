@@ -1,0 +1,18 @@
+/* campaign_def.h: a flash-sale campaign's definition, the one type the
+ * engine (Redis) and the database (system of record) both use, so a
+ * campaign passes between them without copying field by field. */
+#ifndef SK_CAMPAIGN_DEF_H
+#define SK_CAMPAIGN_DEF_H
+
+#include <stdint.h>
+
+typedef struct sk_campaign {
+    char id[65];       /* 1-64 of [A-Za-z0-9_-] */
+    char title[257];
+    int64_t stock;     /* its own (promotional) stock */
+    int64_t per_user_limit;
+    int64_t starts_at_ms, ends_at_ms; /* [starts, ends), unix ms, checked on the Redis clock */
+    int64_t price_cents;
+} sk_campaign;
+
+#endif
