@@ -152,6 +152,27 @@ static bool was_paused(const holding *h, const pause_iv *p, int np)
     return false;
 }
 
+/* With DLOCK_NEMESIS_HISTORY=FILE, writes the history: one line a holding
+ * (worker, token, acquire and release in monotonic us, outcome, paused)
+ * and one a pause, for reading after a failure. */
+static void write_history(int n, const pause_iv *p, int np)
+{
+    const char *path = getenv("DLOCK_NEMESIS_HISTORY");
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f) return;
+    static const char *const outcome[] = {"write-accepted", "read-refused", "write-refused", "storage-error"};
+    fprintf(f, "# hold worker token acquire_us release_us outcome paused\n# pause worker from_us to_us\n");
+    for (int i = 0; i < n; i++) {
+        const holding *h = &sh->events[i];
+        fprintf(f, "hold %d %llu %lld %lld %s %s\n", h->worker, (unsigned long long)h->token,
+                (long long)h->t_acq_us, (long long)h->t_rel_us, outcome[h->outcome & 3],
+                was_paused(h, p, np) ? "paused" : "-");
+    }
+    for (int i = 0; i < np; i++)
+        fprintf(f, "pause %d %lld %lld\n", p[i].worker, (long long)p[i].from_us, (long long)p[i].to_us);
+    fclose(f);
+}
+
 static int cmp_acq(const void *a, const void *b)
 {
     const holding *x = a, *y = b;
@@ -236,6 +257,7 @@ int main(int argc, char **argv)
     }
     /* holders never paused must never overlap */
     qsort(sh->events, (size_t)n, sizeof(holding), cmp_acq);
+    write_history(n, pauses, np);
     int overlaps = 0;
     for (int i = 0; i < n; i++) {
         if (was_paused(&sh->events[i], pauses, np)) continue;
