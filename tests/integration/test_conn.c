@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -18,15 +19,16 @@
 #include "util.h"
 
 static test_server srv;
+static char sock_dir[64];
 static char sock_path[300];
 
 static int setup(void **state)
 {
     (void)state;
     static char unixsocket[320];
-    char dir[] = "/tmp/dlock-sock-XXXXXX";
-    if (!mkdtemp(dir)) return -1;
-    snprintf(sock_path, sizeof(sock_path), "%s/r.sock", dir);
+    snprintf(sock_dir, sizeof(sock_dir), "/tmp/dlock-sock-XXXXXX");
+    if (!mkdtemp(sock_dir)) return -1;
+    snprintf(sock_path, sizeof(sock_path), "%s/r.sock", sock_dir);
     snprintf(unixsocket, sizeof(unixsocket), "unixsocket %s", sock_path);
     const char *extra[] = {"requirepass hunter2", "user alice on >wonderland ~* &* +@all",
                            unixsocket, "unixsocketperm 700", NULL};
@@ -37,6 +39,8 @@ static int teardown(void **state)
 {
     (void)state;
     test_server_stop(&srv);
+    unlink(sock_path);
+    rmdir(sock_dir);
     return 0;
 }
 
