@@ -829,6 +829,23 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     return 0;
 }
 
+/* The listener's user pointer belongs to evhttp (evhttp_bind_listener sets
+ * it), so its error callback cannot carry our handle: bound listeners are
+ * looked up here instead (a process has one or a few). */
+#define MAX_LISTENERS 16
+static sk_http *bound_http[MAX_LISTENERS];
+
+static void remember_listener(sk_http *h, bool on)
+{
+    for (int i = 0; i < MAX_LISTENERS; i++) {
+        if (on && !bound_http[i]) {
+            bound_http[i] = h;
+            return;
+        }
+        if (!on && bound_http[i] == h) bound_http[i] = NULL;
+    }
+}
+
 /* accept() failed (EMFILE: the connection limit, set as RLIMIT_NOFILE by
  * seckilld): pause accepting for 100 ms instead of spinning. */
 static void on_resume(evutil_socket_t fd, short what, void *arg)
@@ -841,10 +858,14 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 
 static void on_accept_error(struct evconnlistener *l, void *arg)
 {
-    sk_http *h = arg;
+    (void)arg; /* evhttp's, not ours */
+    sk_http *h = NULL;
+    for (int i = 0; i < MAX_LISTENERS && !h; i++)
+        if (bound_http[i] && bound_http[i]->listener == l) h = bound_http[i];
+    if (!h || !h->resume_ev) return; /* not ours: leave the listener as it is */
     evconnlistener_disable(l);
     struct timeval tv = {0, 100000};
-    if (h->resume_ev) event_add(h->resume_ev, &tv);
+    event_add(h->resume_ev, &tv);
 }
 
 int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *port_out,
@@ -873,6 +894,7 @@ int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *
         return DLOCK_EIO;
     }
     h->resume_ev = event_new(h->base, -1, 0, on_resume, h);
+    remember_listener(h, true);
     evconnlistener_set_error_cb(h->listener, on_accept_error);
     h->bound = evhttp_bind_listener(h->http, h->listener);
     if (!h->bound) {
@@ -908,6 +930,7 @@ void sk_http_free(sk_http *h)
     if (!h) return;
     sk_http_stop_accepting(h);
     if (h->http) evhttp_free(h->http);
+    remember_listener(h, false);
     if (h->resume_ev) event_free(h->resume_ev);
     free(h->admin_token);
     free(h->user_secret);
