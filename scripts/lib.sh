@@ -6,6 +6,17 @@
 DLOCK_PIDS=""
 PY=/usr/bin/python3
 
+# Command prefix: runs a program with PR_SET_PDEATHSIG=SIGKILL, so servers
+# die with the shell that started them even when it is killed with -9 (an
+# EXIT trap cannot run then). Best effort: some sandboxes (this project's
+# build machine among them) accept the setting but never deliver the
+# signal; the EXIT traps remain the real cleanup. It execs, so $! is the
+# program's own PID.
+DL_PDEATHSIG=("$PY" -c 'import ctypes, os, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)
+os.execvp(sys.argv[1], sys.argv[1:])')
+
 dl_free_port() {
     "$PY" -c 'import socket
 while True:
@@ -36,7 +47,7 @@ dl_cleanup() {
 dl_start_redis() {
     dir=$1; shift
     REDIS_PORT=$(dl_free_port)
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$dir" --save '' \
+    "${DL_PDEATHSIG[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$dir" --save '' \
         --appendonly no --protected-mode no --enable-debug-command local "$@" \
         >"$dir/redis-$REDIS_PORT.log" 2>&1 &
     REDIS_PID=$!
@@ -68,7 +79,7 @@ dl_wait_http() {
 dl_start_replica() {
     dir=$1
     REPLICA_PORT=$(dl_free_port)
-    redis-server --port "$REPLICA_PORT" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
+    "${DL_PDEATHSIG[@]}" redis-server --port "$REPLICA_PORT" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
         --protected-mode no --replicaof 127.0.0.1 "$2" >"$dir/replica-$REPLICA_PORT.log" 2>&1 &
     REPLICA_PID=$!
     dl_track "$REPLICA_PID"
@@ -89,7 +100,7 @@ dl_start_sentinels() {
         p=$(dl_free_port)
         printf 'port %s\nbind 127.0.0.1\ndir %s\nprotected-mode no\nsentinel monitor %s 127.0.0.1 %s 2\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n' \
             "$p" "$dir" "$3" "$2" "$3" "$3" >"$dir/sentinel-$p.conf"
-        redis-sentinel "$dir/sentinel-$p.conf" >"$dir/sentinel-$p.log" 2>&1 &
+        "${DL_PDEATHSIG[@]}" redis-sentinel "$dir/sentinel-$p.conf" >"$dir/sentinel-$p.log" 2>&1 &
         dl_track $!
         SENTINEL_PORTS="$SENTINEL_PORTS $p"
     done

@@ -1,11 +1,12 @@
 # lib.sh: fixture for the dlock CLI tests (sourced by tests/cli/test_*.sh).
 # Starts a private redis-server on a free 127.0.0.1 port (never 6379) in a
-# temp dir, with PR_SET_PDEATHSIG so it dies with the test even on kill -9,
+# temp dir, with PR_SET_PDEATHSIG so it dies with the test even on kill -9
+# (where the kernel delivers it),
 # and stops it and every process the test started by PID on exit.
 set -u
+. "${DLOCK_SOURCE_DIR:?set DLOCK_SOURCE_DIR}/scripts/lib.sh"
 
 DLOCK_BIN=${DLOCK_BIN:-${DLOCK_BUILD_DIR:?set DLOCK_BUILD_DIR}/tools/dlock/dlock}
-PY=/usr/bin/python3
 T_DIR=$(mktemp -d /tmp/dlock-cli-XXXXXX)
 T_PIDS=()
 T_NAME=$(basename "$0" .sh)
@@ -63,21 +64,9 @@ wait_until() {
     done
 }
 
-free_port() {
-    local p
-    while :; do
-        p=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-        [ "$p" != 6379 ] && { echo "$p"; return; }
-    done
-}
-
 # Command prefixes (arrays, so "$@" & forks one process whose PID is the
-# program's own: a shell function would put a subshell in between).
-# PDEATHSIG: run with PR_SET_PDEATHSIG=SIGKILL (dies with this shell).
-PDEATHSIG=("$PY" -c 'import ctypes, os, signal, sys
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)
-os.execvp(sys.argv[1], sys.argv[1:])')
+# program's own: a shell function would put a subshell in between); the
+# parent-death one, DL_PDEATHSIG, and dl_free_port come from scripts/lib.sh.
 # DEFSIG: run with SIGINT/SIGQUIT/SIGPIPE at their defaults (a
 # non-interactive shell starts background jobs with SIGINT/SIGQUIT ignored).
 DEFSIG=("$PY" -c 'import os, signal, sys
@@ -87,8 +76,8 @@ os.execvp(sys.argv[1], sys.argv[1:])')
 
 # start_redis [redis-server options...]: sets REDIS_PORT, REDIS_PID, REDIS_URL.
 start_redis() {
-    REDIS_PORT=$(free_port)
-    "${PDEATHSIG[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' \
+    REDIS_PORT=$(dl_free_port)
+    "${DL_PDEATHSIG[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' \
         --appendonly no --dir "$T_DIR" --logfile "$T_DIR/redis.log" "$@" &
     REDIS_PID=$!
     T_PIDS+=("$REDIS_PID")

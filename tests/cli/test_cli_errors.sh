@@ -50,7 +50,7 @@ DLOCK_URL=redis://127.0.0.1:notaport expect_fail 78 "bad DLOCK_URL" x -- $T
 expect_fail 78 "bad URL for status" status --url 'redis://:x@' x
 
 # Unreachable: a port nobody listens on.
-port=$(free_port)
+port=$(dl_free_port)
 t0=$(now_ms)
 expect_fail 69 "unreachable server" --url "redis://127.0.0.1:$port" x -- $T
 expect_range "$(($(now_ms) - t0))" 0 5000 "unreachable reported quickly (ms)"

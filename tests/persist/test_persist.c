@@ -119,13 +119,14 @@ static int buy(const char *camp, const char *user, int64_t qty, bool force, uint
     return ok;
 }
 
-/* Users <prefix><from> .. <prefix><to - 1> buy one unit each; all accepted. */
-static void buy_range(const char *camp, const char *prefix, int from, int to)
+/* Users <prefix><from> .. <prefix><to - 1> buy one unit each; all accepted.
+ * ids_out (may be NULL) gets the order ids, ids_out[i - from]. */
+static void buy_range(const char *camp, const char *prefix, int from, int to, uint64_t *ids_out)
 {
     for (int i = from; i < to; i++) {
         char user[32];
         snprintf(user, sizeof(user), "%s%d", prefix, i);
-        assert_int_equal(buy(camp, user, 1, false, NULL), 1);
+        assert_int_equal(buy(camp, user, 1, false, ids_out ? &ids_out[i - from] : NULL), 1);
     }
 }
 
@@ -383,7 +384,7 @@ static void test_kill9_mid_batch_then_restart_persists_every_order_once(void **s
     const char *camp = "kill9";
     const int n = 3000;
     seed(camp, n, 1);
-    buy_range(camp, "k", 0, n);
+    buy_range(camp, "k", 0, n, NULL);
     char path[512];
     build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
     pid_t pid = fork();
@@ -433,7 +434,7 @@ static void test_guard_rejects_what_the_database_cannot_sell(void **state)
     const char *camp = "guard";
     seed(camp, 100, 1);
     assert_int_equal(sk_db_stock_set(db, camp, 90), 0); /* behind Redis's back */
-    buy_range(camp, "g", 0, 100);
+    buy_range(camp, "g", 0, 100, NULL);
     /* a Redis that lost the buyer record accepts g0 twice */
     uint64_t dup_user_order = 0;
     char buyers[96];
@@ -470,11 +471,7 @@ static void test_pay_then_timeout_cancels_the_rest_returning_stock_once(void **s
     const char *camp = "paytimeout";
     seed(camp, 10, 1);
     uint64_t ids[10];
-    for (int i = 0; i < 10; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "p%d", i);
-        assert_int_equal(buy(camp, user, 1, false, &ids[i]), 1);
-    }
+    buy_range(camp, "p", 0, 10, ids);
     drain(camp);
     sk_order_row row;
     assert_int_equal(sk_db_order_pay(db, ids[0], "p1", &row), SK_EFORBIDDEN);
@@ -622,7 +619,7 @@ static void test_malformed_and_poisoned_entries_go_to_dead_letters(void **state)
                                            " WHEN NEW.user_id = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned row'); END"),
                          0);
     }
-    buy_range(camp, "ok", 0, 10);
+    buy_range(camp, "ok", 0, 10, NULL);
     assert_int_equal(buy(camp, "poison", 1, false, NULL), 1);
     sk_persist_opts o;
     persist_opts(&o, camp);
@@ -781,7 +778,7 @@ static void test_two_persisters_at_once_persist_each_order_once(void **state)
     const char *camp = "twoworkers";
     const int n = 1500;
     seed(camp, n, 1);
-    buy_range(camp, "w", 0, n);
+    buy_range(camp, "w", 0, n, NULL);
     char path[512];
     build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
     pid_t pids[2];
@@ -855,7 +852,7 @@ static void test_worker_survives_a_redis_restart(void **state)
     seed(camp, 100, 1);
     static bg_worker b;
     bg_start(&b, camp);
-    buy_range(camp, "r", 0, 20);
+    buy_range(camp, "r", 0, 20, NULL);
     wait_persisted(camp, 20);
     test_server_kill(&redis_srv);
     dlock__sleep_ms(300); /* the worker sees the outage and backs off */
@@ -867,7 +864,7 @@ static void test_worker_survives_a_redis_restart(void **state)
     dlock__reply_free(cmdv(6, h));
     const char *set[] = {"SET", stk, "80"};
     dlock__reply_free(cmdv(3, set));
-    buy_range(camp, "r", 20, 40);
+    buy_range(camp, "r", 20, 40, NULL);
     wait_persisted(camp, 40);
     atomic_store(&b.stop, 1);
     pthread_join(b.th, NULL);
@@ -886,11 +883,7 @@ static void test_two_workers_cancel_unpaid_orders_once(void **state)
     const char *camp = "sweep2";
     seed(camp, 50, 1);
     uint64_t ids[50];
-    for (int i = 0; i < 50; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "s%d", i);
-        assert_int_equal(buy(camp, user, 1, false, &ids[i]), 1);
-    }
+    buy_range(camp, "s", 0, 50, ids);
     drain(camp);
     for (int i = 0; i < 10; i++) {
         char user[32];
@@ -946,10 +939,10 @@ static void test_worker_survives_a_database_restart(void **state)
     seed(camp, 100, 1);
     static bg_worker b;
     bg_start(&b, camp);
-    buy_range(camp, "q", 0, 20);
+    buy_range(camp, "q", 0, 20, NULL);
     wait_persisted(camp, 20);
     assert_int_equal(test_postgres_restart(&pg_srv), 0);
-    buy_range(camp, "q", 20, 40);
+    buy_range(camp, "q", 20, 40, NULL);
     wait_persisted(camp, 40);
     atomic_store(&b.stop, 1);
     pthread_join(b.th, NULL);
@@ -974,11 +967,11 @@ static void test_database_outage_dead_letters_nothing(void **state)
     b.o.claim_idle_ms = 200;
     atomic_store(&b.stop, 0);
     assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
-    buy_range(camp, "o", 0, 10);
+    buy_range(camp, "o", 0, 10, NULL);
     wait_persisted(camp, 10);
     dlock__sleep_ms(700); /* the fixture runs synchronous_commit=off: let the WAL writer flush */
     test_server_kill(&pg_srv);
-    buy_range(camp, "o", 10, 30);
+    buy_range(camp, "o", 10, 30, NULL);
     dlock__sleep_ms(2500); /* many worker rounds against a dead database */
     assert_int_equal(test_postgres_restart(&pg_srv), 0);
     wait_persisted(camp, 30);

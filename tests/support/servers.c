@@ -1,7 +1,8 @@
 /* servers.c: real-server fixtures for tests (see servers.h).
  * Invariant: every process started here is recorded by PID, and only those
  * PIDs are ever signalled; an atexit hook and fatal-signal handlers stop
- * whatever is still running, and PR_SET_PDEATHSIG covers kill -9. */
+ * whatever is still running, and PR_SET_PDEATHSIG covers kill -9 where the
+ * kernel delivers it (some sandboxes accept it and never send it). */
 #include "servers.h"
 
 #include <arpa/inet.h>

@@ -2,7 +2,8 @@
  * with replicas), redis-sentinel and PostgreSQL, each in its own temp dir
  * on a free 127.0.0.1 port, and stop them by the PID they started. Never
  * port 6379, never a server the test did not start. Child servers get
- * PR_SET_PDEATHSIG, so even a test killed with -9 leaves none behind. */
+ * PR_SET_PDEATHSIG, so a test killed with -9 leaves none behind where the
+ * kernel delivers that signal (a best effort: some sandboxes do not). */
 #ifndef DLOCK_TEST_SERVERS_H
 #define DLOCK_TEST_SERVERS_H
 
