@@ -23,6 +23,7 @@
 #include "degraded.h"
 #include "dlock/dlock.h"
 #include "http_metrics.h"
+#include "common_err.h"
 #include "json.h"
 #include "util.h"
 
@@ -128,7 +129,7 @@ static void reply_error(hreq *q, int status, const char *code, const char *msg)
 {
     dlock__buf b = {0};
     dlock__buf_printf(&b, "{\"error\":\"%s\",\"message\":", code);
-    sk_json_put_str(&b, msg, strlen(msg));
+    dlock__json_put_str(&b, msg, strlen(msg));
     dlock__buf_append(&b, "}\n", 2);
     reply_json(q, status, &b);
 }
@@ -260,9 +261,9 @@ static void put_campaign(dlock__buf *b, const sk_campaign_info *ci)
     sk_http_format_time(ci->def.starts_at_ms, s);
     sk_http_format_time(ci->def.ends_at_ms, e);
     dlock__buf_append(b, "{\"id\":", 6);
-    sk_json_put_str(b, ci->def.id, strlen(ci->def.id));
+    dlock__json_put_str(b, ci->def.id, strlen(ci->def.id));
     dlock__buf_append(b, ",\"title\":", 9);
-    sk_json_put_str(b, ci->def.title, strlen(ci->def.title));
+    dlock__json_put_str(b, ci->def.title, strlen(ci->def.title));
     dlock__buf_printf(b,
                       ",\"stock\":%lld,\"remaining\":%lld,\"sold\":%lld,\"per_user_limit\":%lld,"
                       "\"price_cents\":%lld,\"starts_at\":\"%s\",\"ends_at\":\"%s\","
@@ -288,47 +289,47 @@ static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
     reply_json(q, q->route == SK_ROUTE_CAMPAIGN_CREATE ? 201 : 200, &b);
 }
 
-static int json_time(const sk_json_val *v, int64_t *ms_out)
+static int json_time(const dlock__json_val *v, int64_t *ms_out)
 {
-    if (v->type == SK_JSON_NUMBER && v->is_int && v->i >= 0) {
+    if (v->type == DLOCK__JSON_NUMBER && v->is_int && v->i >= 0) {
         *ms_out = v->i;
         return 0;
     }
-    if (v->type == SK_JSON_STRING) return sk_http_parse_time(v->s, v->len, ms_out);
+    if (v->type == DLOCK__JSON_STRING) return sk_http_parse_time(v->s, v->len, ms_out);
     return SK_EINVAL;
 }
 
 /* Fills d from a campaign JSON object; 0 or SK_EINVAL with msg. */
-static int parse_campaign(const sk_json_doc *doc, sk_campaign *d, char *msg, size_t msglen)
+static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg, size_t msglen)
 {
-    const sk_json_val *root = &doc->nodes[0];
+    const dlock__json_val *root = &doc->nodes[0];
     memset(d, 0, sizeof(*d));
     d->per_user_limit = 1;
     bool has_id = false, has_stock = false, has_start = false, has_end = false;
-    if (root->type != SK_JSON_OBJECT) {
+    if (root->type != DLOCK__JSON_OBJECT) {
         snprintf(msg, msglen, "body must be a JSON object");
         return SK_EINVAL;
     }
     for (int c = root->first; c >= 0; c = doc->nodes[c].next) {
-        const sk_json_val *v = &doc->nodes[c];
+        const dlock__json_val *v = &doc->nodes[c];
         const char *k = v->key;
         bool ok = true;
         if (strcmp(k, "id") == 0) {
-            ok = v->type == SK_JSON_STRING && v->len < sizeof(d->id) && strlen(v->s) == v->len;
+            ok = v->type == DLOCK__JSON_STRING && v->len < sizeof(d->id) && strlen(v->s) == v->len;
             if (ok) snprintf(d->id, sizeof(d->id), "%s", v->s);
             has_id = true;
         } else if (strcmp(k, "title") == 0) {
-            ok = v->type == SK_JSON_STRING && v->len < sizeof(d->title) && strlen(v->s) == v->len;
+            ok = v->type == DLOCK__JSON_STRING && v->len < sizeof(d->title) && strlen(v->s) == v->len;
             if (ok) snprintf(d->title, sizeof(d->title), "%s", v->s);
         } else if (strcmp(k, "stock") == 0) {
-            ok = v->type == SK_JSON_NUMBER && v->is_int;
+            ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             d->stock = v->i;
             has_stock = true;
         } else if (strcmp(k, "per_user_limit") == 0) {
-            ok = v->type == SK_JSON_NUMBER && v->is_int;
+            ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             d->per_user_limit = v->i;
         } else if (strcmp(k, "price_cents") == 0) {
-            ok = v->type == SK_JSON_NUMBER && v->is_int;
+            ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             d->price_cents = v->i;
         } else if (strcmp(k, "starts_at") == 0) {
             ok = json_time(v, &d->starts_at_ms) == 0;
@@ -363,16 +364,16 @@ static void handle_campaign_create(hreq *q)
         else reply_error(q, 500, "internal", "out of memory");
         return;
     }
-    sk_json_doc doc;
+    dlock__json_doc doc;
     sk_campaign d;
-    rc = sk_json_parse(body, len, &doc, msg, sizeof(msg));
+    rc = dlock__json_parse(body, len, &doc, msg, sizeof(msg));
     free(body);
     if (rc) {
         reply_error(q, 400, "bad_request", rc == SK_EINVAL ? msg : "out of memory");
         return;
     }
     rc = parse_campaign(&doc, &d, msg, sizeof(msg));
-    sk_json_free(&doc);
+    dlock__json_free(&doc);
     if (rc) {
         reply_error(q, 400, "bad_request", msg);
         return;
@@ -505,24 +506,24 @@ static void handle_purchase(hreq *q)
     }
     int64_t qty = 1;
     if (len > 0) {
-        sk_json_doc doc;
-        rc = sk_json_parse(body, len, &doc, msg, sizeof(msg));
+        dlock__json_doc doc;
+        rc = dlock__json_parse(body, len, &doc, msg, sizeof(msg));
         if (rc) {
             free(body);
-            reply_error(q, 400, "bad_request", rc == SK_EINVAL ? msg : "out of memory");
+            reply_error(q, 400, "bad_request", rc == DLOCK__EINVAL ? msg : "out of memory");
             return;
         }
-        const sk_json_val *root = &doc.nodes[0];
+        const dlock__json_val *root = &doc.nodes[0];
         const char *bad = NULL;
-        if (root->type != SK_JSON_OBJECT) bad = "body must be a JSON object";
-        for (int c = root->type == SK_JSON_OBJECT ? root->first : -1; c >= 0 && !bad; c = doc.nodes[c].next) {
-            const sk_json_val *v = &doc.nodes[c];
+        if (root->type != DLOCK__JSON_OBJECT) bad = "body must be a JSON object";
+        for (int c = root->type == DLOCK__JSON_OBJECT ? root->first : -1; c >= 0 && !bad; c = doc.nodes[c].next) {
+            const dlock__json_val *v = &doc.nodes[c];
             if (strcmp(v->key, "quantity") != 0) bad = "unknown field (only \"quantity\")";
-            else if (v->type != SK_JSON_NUMBER || !v->is_int || v->i < 1 || v->i > 1000000)
+            else if (v->type != DLOCK__JSON_NUMBER || !v->is_int || v->i < 1 || v->i > 1000000)
                 bad = "quantity must be a positive integer";
             else qty = v->i;
         }
-        sk_json_free(&doc);
+        dlock__json_free(&doc);
         if (bad) {
             free(body);
             reply_error(q, 400, "bad_request", bad);
@@ -557,14 +558,14 @@ static void put_order(dlock__buf *b, uint64_t id, const char *campaign, const ch
                       int64_t qty, const char *status, const char *reason)
 {
     dlock__buf_printf(b, "{\"order_id\":\"%llu\",\"campaign\":", (unsigned long long)id);
-    sk_json_put_str(b, campaign, strlen(campaign));
+    dlock__json_put_str(b, campaign, strlen(campaign));
     dlock__buf_append(b, ",\"user\":", 8);
-    sk_json_put_str(b, user, strlen(user));
+    dlock__json_put_str(b, user, strlen(user));
     dlock__buf_printf(b, ",\"quantity\":%lld,\"status\":", (long long)qty);
-    sk_json_put_str(b, status, strlen(status));
+    dlock__json_put_str(b, status, strlen(status));
     if (reason && *reason) {
         dlock__buf_append(b, ",\"reason\":", 10);
-        sk_json_put_str(b, reason, strlen(reason));
+        dlock__json_put_str(b, reason, strlen(reason));
     }
     dlock__buf_append(b, "}\n", 2);
 }

@@ -13,20 +13,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    sk_json_doc d;
+    dlock__json_doc d;
     char err[128];
-    int rc = sk_json_parse((const char *)data, size, &d, err, sizeof(err));
+    int rc = dlock__json_parse((const char *)data, size, &d, err, sizeof(err));
     if (rc == 0) {
         for (int i = 0; i < d.n; i++) {
-            const sk_json_val *v = &d.nodes[i];
+            const dlock__json_val *v = &d.nodes[i];
             if (v->first >= d.n || v->next >= d.n) abort();
-            if (v->type == SK_JSON_OBJECT) {
+            if (v->type == DLOCK__JSON_OBJECT) {
                 for (int c = v->first; c >= 0; c = d.nodes[c].next)
                     if (!d.nodes[c].key) abort();
-                if (v->first >= 0 && !sk_json_get(&d, v, d.nodes[v->first].key)) abort();
+                if (v->first >= 0 && !dlock__json_get(&d, v, d.nodes[v->first].key)) abort();
             }
         }
-        sk_json_free(&d);
+        dlock__json_free(&d);
     } else if (rc != SK_EINVAL) {
         abort();
     }

@@ -14,44 +14,45 @@
 
 #include "engine.h"
 #include "http.h"
+#include "common_err.h"
 #include "json.h"
 #include "orderid.h"
 #include "sk_err.h"
 #include "util.h"
 
-static int parse(const char *s, sk_json_doc *doc)
+static int parse(const char *s, dlock__json_doc *doc)
 {
     char err[128];
-    return sk_json_parse(s, strlen(s), doc, err, sizeof(err));
+    return dlock__json_parse(s, strlen(s), doc, err, sizeof(err));
 }
 
 static void test_json_accepts_valid_documents(void **state)
 {
     (void)state;
-    sk_json_doc d;
+    dlock__json_doc d;
     assert_int_equal(parse(" {\"quantity\": 2, \"a\":[1,-2.5e3,true,false,null,\"x\\u00e9\\ud83d\\ude00\"],\"o\":{}} ", &d), 0);
-    const sk_json_val *q = sk_json_get(&d, &d.nodes[0], "quantity");
+    const dlock__json_val *q = dlock__json_get(&d, &d.nodes[0], "quantity");
     assert_non_null(q);
     assert_true(q->is_int);
     assert_int_equal(q->i, 2);
-    const sk_json_val *a = sk_json_get(&d, &d.nodes[0], "a");
-    assert_int_equal(a->type, SK_JSON_ARRAY);
+    const dlock__json_val *a = dlock__json_get(&d, &d.nodes[0], "a");
+    assert_int_equal(a->type, DLOCK__JSON_ARRAY);
     assert_int_equal(a->count, 6);
-    const sk_json_val *s = &d.nodes[a->first];
+    const dlock__json_val *s = &d.nodes[a->first];
     for (int i = 0; i < 5; i++) s = &d.nodes[s->next];
-    assert_int_equal(s->type, SK_JSON_STRING);
+    assert_int_equal(s->type, DLOCK__JSON_STRING);
     assert_string_equal(s->s, "x\xc3\xa9\xf0\x9f\x98\x80");
-    assert_null(sk_json_get(&d, &d.nodes[0], "missing"));
-    sk_json_free(&d);
+    assert_null(dlock__json_get(&d, &d.nodes[0], "missing"));
+    dlock__json_free(&d);
     assert_int_equal(parse("9223372036854775807", &d), 0);
     assert_true(d.nodes[0].is_int);
-    sk_json_free(&d);
+    dlock__json_free(&d);
     assert_int_equal(parse("9223372036854775808", &d), 0);
     assert_false(d.nodes[0].is_int); /* out of int64: not an integer for us */
-    sk_json_free(&d);
+    dlock__json_free(&d);
     assert_int_equal(parse("1.0", &d), 0);
     assert_false(d.nodes[0].is_int);
-    sk_json_free(&d);
+    dlock__json_free(&d);
 }
 
 static void test_json_rejects_invalid_documents(void **state)
@@ -64,22 +65,22 @@ static void test_json_rejects_invalid_documents(void **state)
         "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xff\"", "/*c*/1", "NaN",
         "[\"a\"]]", "{\"q\":1} x"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        sk_json_doc d;
+        dlock__json_doc d;
         char err[128] = "";
-        int rc = sk_json_parse(bad[i], strlen(bad[i]), &d, err, sizeof(err));
-        if (rc != SK_EINVAL) fail_msg("accepted invalid JSON #%zu: %s", i, bad[i]);
+        int rc = dlock__json_parse(bad[i], strlen(bad[i]), &d, err, sizeof(err));
+        if (rc != DLOCK__EINVAL) fail_msg("accepted invalid JSON #%zu: %s", i, bad[i]);
         assert_true(err[0] != '\0');
     }
     /* nesting limit */
     char deep[200];
     memset(deep, '[', 100);
     memset(deep + 100, ']', 100);
-    sk_json_doc d;
-    assert_int_equal(sk_json_parse(deep, sizeof(deep), &d, NULL, 0), SK_EINVAL);
+    dlock__json_doc d;
+    assert_int_equal(dlock__json_parse(deep, sizeof(deep), &d, NULL, 0), DLOCK__EINVAL);
 }
 
 /* Randomized mutation fuzzing: flips, inserts, deletes and splices bytes
- * of valid seeds; every input must parse or fail with SK_EINVAL without
+ * of valid seeds; every input must parse or fail with DLOCK__EINVAL without
  * memory errors (ASan) and, when it parses, re-parse of a canonical
  * string must hold. Deterministic seed for reproducibility. */
 static uint64_t rng = 88172645463325252ull;
@@ -131,15 +132,15 @@ static void test_json_survives_mutation_fuzzing(void **state)
         char *in = malloc(n ? n : 1);
         assert_non_null(in);
         memcpy(in, buf, n);
-        sk_json_doc d;
+        dlock__json_doc d;
         char err[128];
-        int rc = sk_json_parse(in, n, &d, err, sizeof(err));
+        int rc = dlock__json_parse(in, n, &d, err, sizeof(err));
         if (rc == 0) {
             parsed++;
             assert_true(d.n >= 1);
-            sk_json_free(&d);
+            dlock__json_free(&d);
         } else {
-            assert_int_equal(rc, SK_EINVAL);
+            assert_int_equal(rc, DLOCK__EINVAL);
             refused++;
         }
         free(in);
@@ -153,14 +154,14 @@ static void test_json_string_escaping_round_trips(void **state)
     (void)state;
     const char raw[] = "a\"b\\c\n\x01\x1f\xe4\xb8\xad";
     dlock__buf b = {0};
-    sk_json_put_str(&b, raw, sizeof(raw) - 1);
+    dlock__json_put_str(&b, raw, sizeof(raw) - 1);
     assert_false(b.oom);
     assert_string_equal(b.data, "\"a\\\"b\\\\c\\u000a\\u0001\\u001f\xe4\xb8\xad\"");
-    sk_json_doc d;
-    assert_int_equal(sk_json_parse(b.data, b.len, &d, NULL, 0), 0);
+    dlock__json_doc d;
+    assert_int_equal(dlock__json_parse(b.data, b.len, &d, NULL, 0), 0);
     assert_int_equal(d.nodes[0].len, sizeof(raw) - 1);
     assert_memory_equal(d.nodes[0].s, raw, sizeof(raw) - 1);
-    sk_json_free(&d);
+    dlock__json_free(&d);
     dlock__buf_free(&b);
 }
 

@@ -9,12 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock/dlock.h"
-#include "sk_err.h"
+#include "common_err.h"
 
 typedef struct parser {
     const unsigned char *p, *start, *end;
-    sk_json_doc *doc;
+    dlock__json_doc *doc;
     int cap;
     size_t arena_len;
     char *err;
@@ -25,7 +24,7 @@ static int fail(parser *ps, const char *what)
 {
     if (ps->err && ps->errlen)
         snprintf(ps->err, ps->errlen, "%s at byte %zu", what, (size_t)(ps->p - ps->start));
-    return SK_EINVAL;
+    return DLOCK__EINVAL;
 }
 
 static void skip_ws(parser *ps)
@@ -34,11 +33,11 @@ static void skip_ws(parser *ps)
         ps->p++;
 }
 
-static int new_node(parser *ps, sk_json_type t)
+static int new_node(parser *ps, dlock__json_type t)
 {
     if (ps->doc->n >= ps->cap) return -1;
     int i = ps->doc->n++;
-    sk_json_val *v = &ps->doc->nodes[i];
+    dlock__json_val *v = &ps->doc->nodes[i];
     memset(v, 0, sizeof(*v));
     v->type = t;
     v->first = -1;
@@ -139,13 +138,13 @@ static int parse_string(parser *ps, const char **s_out, size_t *len_out)
             case 't': o[n++] = '\t'; break;
             case 'u': {
                 unsigned cp, lo;
-                if (hex4(ps, &cp)) return SK_EINVAL;
+                if (hex4(ps, &cp)) return DLOCK__EINVAL;
                 if (cp >= 0xDC00 && cp <= 0xDFFF) return fail(ps, "lone low surrogate");
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
                     if (ps->end - ps->p < 2 || ps->p[0] != '\\' || ps->p[1] != 'u')
                         return fail(ps, "lone high surrogate");
                     ps->p += 2;
-                    if (hex4(ps, &lo)) return SK_EINVAL;
+                    if (hex4(ps, &lo)) return DLOCK__EINVAL;
                     if (lo < 0xDC00 || lo > 0xDFFF) return fail(ps, "bad low surrogate");
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 }
@@ -169,7 +168,7 @@ static int parse_string(parser *ps, const char **s_out, size_t *len_out)
     return 0;
 }
 
-static int parse_number(parser *ps, sk_json_val *v)
+static int parse_number(parser *ps, dlock__json_val *v)
 {
     const unsigned char *s = ps->p;
     bool integral = true;
@@ -232,9 +231,9 @@ static int parse_container(parser *ps, int depth, int idx, bool object)
         size_t key_len = 0;
         if (object) {
             if (ps->p >= ps->end || *ps->p != '"') return fail(ps, "expected a key string");
-            if (parse_string(ps, &key, &key_len)) return SK_EINVAL;
+            if (parse_string(ps, &key, &key_len)) return DLOCK__EINVAL;
             for (int c = ps->doc->nodes[idx].first; c >= 0; c = ps->doc->nodes[c].next) {
-                const sk_json_val *m = &ps->doc->nodes[c];
+                const dlock__json_val *m = &ps->doc->nodes[c];
                 if (m->key_len == key_len && memcmp(m->key, key, key_len) == 0)
                     return fail(ps, "duplicate key");
             }
@@ -265,49 +264,49 @@ static int parse_container(parser *ps, int depth, int idx, bool object)
 
 static int parse_value(parser *ps, int depth, int *idx_out)
 {
-    if (depth > SK_JSON_MAX_DEPTH) return fail(ps, "nesting too deep");
+    if (depth > DLOCK__JSON_MAX_DEPTH) return fail(ps, "nesting too deep");
     skip_ws(ps);
     if (ps->p >= ps->end) return fail(ps, "expected a value");
     unsigned c = *ps->p;
-    sk_json_type t;
-    if (c == '{') t = SK_JSON_OBJECT;
-    else if (c == '[') t = SK_JSON_ARRAY;
-    else if (c == '"') t = SK_JSON_STRING;
-    else if (c == 't' || c == 'f') t = SK_JSON_BOOL;
-    else if (c == 'n') t = SK_JSON_NULL;
-    else if (c == '-' || (c >= '0' && c <= '9')) t = SK_JSON_NUMBER;
+    dlock__json_type t;
+    if (c == '{') t = DLOCK__JSON_OBJECT;
+    else if (c == '[') t = DLOCK__JSON_ARRAY;
+    else if (c == '"') t = DLOCK__JSON_STRING;
+    else if (c == 't' || c == 'f') t = DLOCK__JSON_BOOL;
+    else if (c == 'n') t = DLOCK__JSON_NULL;
+    else if (c == '-' || (c >= '0' && c <= '9')) t = DLOCK__JSON_NUMBER;
     else return fail(ps, "unexpected character");
     int idx = new_node(ps, t);
     if (idx < 0) return fail(ps, "too many values");
     *idx_out = idx;
-    sk_json_val *v = &ps->doc->nodes[idx];
+    dlock__json_val *v = &ps->doc->nodes[idx];
     switch (t) {
-    case SK_JSON_OBJECT: return parse_container(ps, depth, idx, true);
-    case SK_JSON_ARRAY: return parse_container(ps, depth, idx, false);
-    case SK_JSON_STRING: return parse_string(ps, &v->s, &v->len);
-    case SK_JSON_BOOL:
+    case DLOCK__JSON_OBJECT: return parse_container(ps, depth, idx, true);
+    case DLOCK__JSON_ARRAY: return parse_container(ps, depth, idx, false);
+    case DLOCK__JSON_STRING: return parse_string(ps, &v->s, &v->len);
+    case DLOCK__JSON_BOOL:
         v->b = c == 't';
         return expect_word(ps, v->b ? "true" : "false");
-    case SK_JSON_NULL: return expect_word(ps, "null");
+    case DLOCK__JSON_NULL: return expect_word(ps, "null");
     default: return parse_number(ps, v);
     }
 }
 
-int sk_json_parse(const char *in, size_t len, sk_json_doc *doc, char *err, size_t errlen)
+int dlock__json_parse(const char *in, size_t len, dlock__json_doc *doc, char *err, size_t errlen)
 {
     memset(doc, 0, sizeof(*doc));
     if (!in || len > (size_t)1 << 24) {
         if (err && errlen) snprintf(err, errlen, "input missing or too large");
-        return SK_EINVAL;
+        return DLOCK__EINVAL;
     }
     /* Every value starts at a distinct input byte, so len + 1 nodes suffice;
      * decoded strings never exceed their encoded length (+ NUL each). */
     int cap = (int)len + 1;
-    doc->nodes = malloc((size_t)cap * sizeof(sk_json_val));
+    doc->nodes = malloc((size_t)cap * sizeof(dlock__json_val));
     doc->arena = malloc(len + 1);
     if (!doc->nodes || !doc->arena) {
-        sk_json_free(doc);
-        return DLOCK_ENOMEM;
+        dlock__json_free(doc);
+        return DLOCK__ENOMEM;
     }
     parser ps = {.p = (const unsigned char *)in, .start = (const unsigned char *)in,
                  .end = (const unsigned char *)in + len, .doc = doc, .cap = cap,
@@ -318,29 +317,29 @@ int sk_json_parse(const char *in, size_t len, sk_json_doc *doc, char *err, size_
         skip_ws(&ps);
         if (ps.p != ps.end) rc = fail(&ps, "trailing characters");
     }
-    if (rc) sk_json_free(doc);
+    if (rc) dlock__json_free(doc);
     return rc;
 }
 
-void sk_json_free(sk_json_doc *doc)
+void dlock__json_free(dlock__json_doc *doc)
 {
     free(doc->nodes);
     free(doc->arena);
     memset(doc, 0, sizeof(*doc));
 }
 
-const sk_json_val *sk_json_get(const sk_json_doc *doc, const sk_json_val *obj, const char *key)
+const dlock__json_val *dlock__json_get(const dlock__json_doc *doc, const dlock__json_val *obj, const char *key)
 {
-    if (!obj || obj->type != SK_JSON_OBJECT) return NULL;
+    if (!obj || obj->type != DLOCK__JSON_OBJECT) return NULL;
     size_t kl = strlen(key);
     for (int c = obj->first; c >= 0; c = doc->nodes[c].next) {
-        const sk_json_val *m = &doc->nodes[c];
+        const dlock__json_val *m = &doc->nodes[c];
         if (m->key_len == kl && memcmp(m->key, key, kl) == 0) return m;
     }
     return NULL;
 }
 
-void sk_json_put_str(dlock__buf *b, const char *s, size_t len)
+void dlock__json_put_str(dlock__buf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
     dlock__buf_append(b, "\"", 1);

@@ -1,0 +1,26 @@
+/* common_err.h: the error codes of the common layer (src/common). Layer 1
+ * includes nothing from the layers above, so it has its own small set;
+ * libdlock maps them to dlock_err at its edge (src/lib/errors.c), the engine
+ * to its own codes. "Outcome unknown" (sent, then the reply was lost) is kept
+ * apart from every "not applied" code, as everywhere in dlock. */
+#ifndef DLOCK_COMMON_ERR_H
+#define DLOCK_COMMON_ERR_H
+
+typedef enum dlock__err {
+    DLOCK__OK = 0,
+    DLOCK__EINVAL = -1,   /* bad argument or malformed input */
+    DLOCK__EURL = -2,     /* malformed URL */
+    DLOCK__ETLS = -3,     /* TLS asked for, not available with this hiredis */
+    DLOCK__EAUTH = -4,    /* AUTH refused */
+    DLOCK__ECONN = -5,    /* could not connect */
+    DLOCK__ETIMEOUT = -6, /* a bounded wait ran out */
+    DLOCK__EIO = -7,      /* I/O error before anything was sent */
+    DLOCK__ESERVER = -8,  /* the server answered an error, or bad protocol */
+    DLOCK__EUNKNOWN = -9, /* sent, then lost or timed out: outcome unknown */
+    DLOCK__ENOMEM = -10,  /* out of memory */
+} dlock__err;
+
+/* Short English description of a dlock__err; never NULL. */
+const char *dlock__strerror(int err);
+
+#endif
