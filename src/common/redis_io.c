@@ -2,8 +2,8 @@
  * Only calls and fields that hiredis 0.14.1 and 1.x both have are used:
  * redisConnectWithTimeout/UnixWithTimeout, redisSetTimeout,
  * redisEnableKeepAlive, redisCommandArgv, redisAppendCommandArgv,
- * redisGetReply, redisBufferWrite, redisAsyncConnect/ConnectUnix, redisAsyncCommandArgv,
- * redisLibeventAttach, and redisReply's type/integer/str/len/elements. */
+ * redisGetReply, redisGetReplyFromReader, redisBufferWrite, and redisReply's
+ * type/integer/str/len/elements. The async half is redis_async.c. */
 #include "redis_io.h"
 
 #include <errno.h>
@@ -13,12 +13,9 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include "dlock/dlock.h"
+#include "common_err.h"
 
 /* dlock__reply is redisReply; the cast lives only here. */
 #define R(r) ((const redisReply *)(const void *)(r))
@@ -106,12 +103,12 @@ static int handshake(dlock__conn *c)
         redisReply *r = redisCommandArgv(c->ctx, argc, argv, NULL);
         if (!r) {
             set_err(c, "AUTH", c->ctx->errstr);
-            return DLOCK_ECONN;
+            return DLOCK__ECONN;
         }
         int bad = r->type == REDIS_REPLY_ERROR;
         if (bad) set_err(c, "AUTH refused", r->str);
         freeReplyObject(r);
-        if (bad) return DLOCK_EAUTH;
+        if (bad) return DLOCK__EAUTH;
     }
     if (!u->password) {
         /* Without credentials a protected server refuses the first command
@@ -121,12 +118,12 @@ static int handshake(dlock__conn *c)
         redisReply *r = redisCommandArgv(c->ctx, 1, argv, NULL);
         if (!r) {
             set_err(c, "PING", c->ctx->errstr);
-            return DLOCK_ECONN;
+            return DLOCK__ECONN;
         }
         int noauth = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0;
         if (noauth) set_err(c, "server requires a password", r->str);
         freeReplyObject(r);
-        if (noauth) return DLOCK_EAUTH;
+        if (noauth) return DLOCK__EAUTH;
     }
     if (u->db != 0) {
         char db[16];
@@ -135,13 +132,13 @@ static int handshake(dlock__conn *c)
         redisReply *r = redisCommandArgv(c->ctx, 2, argv, NULL);
         if (!r) {
             set_err(c, "SELECT", c->ctx->errstr);
-            return DLOCK_ECONN;
+            return DLOCK__ECONN;
         }
         int bad = r->type == REDIS_REPLY_ERROR;
         if (bad) set_err(c, "SELECT refused", r->str);
         if (bad && strncmp(r->str, "NOAUTH", 6) == 0) bad = 2;
         freeReplyObject(r);
-        if (bad) return bad == 2 ? DLOCK_EAUTH : DLOCK_ESERVER;
+        if (bad) return bad == 2 ? DLOCK__EAUTH : DLOCK__ESERVER;
     }
     return 0;
 }
@@ -154,13 +151,13 @@ static int check_master_role(dlock__conn *c)
     redisReply *r = redisCommandArgv(c->ctx, 1, argv, NULL);
     if (!r) {
         set_err(c, "ROLE", c->ctx->errstr);
-        return DLOCK_ECONN;
+        return DLOCK__ECONN;
     }
     int ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
              r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
     freeReplyObject(r);
     if (!ok) set_err(c, "connect", "the node the sentinels named is not (yet) a master");
-    return ok ? 0 : DLOCK_ECONN;
+    return ok ? 0 : DLOCK__ECONN;
 }
 
 static int reopen(dlock__conn *c)
@@ -179,25 +176,25 @@ static int reopen(dlock__conn *c)
         int rc = dlock__sentinel_resolve(&c->url, &c->opts, &m, why, sizeof(why));
         if (rc) {
             set_err(c, "sentinel", why[0] ? why : "no sentinel answered");
-            return rc == DLOCK_ENOMEM ? rc : DLOCK_ECONN;
+            return rc == DLOCK__ENOMEM ? rc : DLOCK__ECONN;
         }
         c->ctx = redisConnectWithTimeout(m.host, m.port, ctv);
         dlock__url_free(&m);
     }
     if (!c->ctx) {
         set_err(c, "connect", "out of memory");
-        return DLOCK_ENOMEM;
+        return DLOCK__ENOMEM;
     }
     if (c->ctx->err) {
         set_err(c, "connect", c->ctx->errstr);
         drop_ctx(c);
-        return DLOCK_ECONN;
+        return DLOCK__ECONN;
     }
     if (redisSetTimeout(c->ctx, tv_ms(c->opts.command_timeout_ms)) != REDIS_OK ||
         (c->url.kind == DLOCK__URL_TCP && redisEnableKeepAlive(c->ctx) != REDIS_OK)) {
         set_err(c, "socket options", c->ctx->errstr);
         drop_ctx(c);
-        return DLOCK_ECONN;
+        return DLOCK__ECONN;
     }
     int rc = handshake(c);
     if (rc == 0 && c->url.kind == DLOCK__URL_SENTINEL) rc = check_master_role(c);
@@ -210,7 +207,7 @@ int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock_
 {
     *out = NULL;
     dlock__conn *c = calloc(1, sizeof(*c));
-    if (!c) return DLOCK_ENOMEM;
+    if (!c) return DLOCK__ENOMEM;
     c->opts = *opts;
     int rc = dlock__url_copy(url, &c->url);
     if (rc == 0) rc = reopen(c);
@@ -248,7 +245,7 @@ static int transport_failed(dlock__conn *c)
 {
     set_err(c, "reply", c->ctx->errstr[0] ? c->ctx->errstr : "connection lost");
     drop_ctx(c);
-    return DLOCK_EUNKNOWN;
+    return DLOCK__EUNKNOWN;
 }
 
 int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *lens,
@@ -273,7 +270,7 @@ int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char 
         if (redisAppendCommandArgv(c->ctx, argcs[i], (const char **)argvs[i], lens ? lens[i] : NULL) != REDIS_OK) {
             set_err(c, "append", "out of memory");
             drop_ctx(c);
-            return DLOCK_ENOMEM;
+            return DLOCK__ENOMEM;
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -293,37 +290,37 @@ int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char 
 int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **reply_out)
 {
     *reply_out = NULL;
-    if (!c->ctx) return DLOCK_ECONN;
+    if (!c->ctx) return DLOCK__ECONN;
     void *r = NULL;
     /* A whole reply may already be buffered from an earlier read. */
-    if (redisGetReplyFromReader(c->ctx, &r) != REDIS_OK) return transport_failed(c), DLOCK_EIO;
+    if (redisGetReplyFromReader(c->ctx, &r) != REDIS_OK) return transport_failed(c), DLOCK__EIO;
     if (r) {
         *reply_out = r;
         return 0;
     }
     struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
     int n = poll(&p, 1, timeout_ms < 0 ? 0 : (int)(timeout_ms > 60000 ? 60000 : timeout_ms));
-    if (n == 0) return DLOCK_ETIMEOUT;
-    if (n < 0) return errno == EINTR ? DLOCK_ETIMEOUT : (transport_failed(c), DLOCK_EIO);
-    if (redisGetReply(c->ctx, &r) != REDIS_OK || !r) return transport_failed(c), DLOCK_EIO;
+    if (n == 0) return DLOCK__ETIMEOUT;
+    if (n < 0) return errno == EINTR ? DLOCK__ETIMEOUT : (transport_failed(c), DLOCK__EIO);
+    if (redisGetReply(c->ctx, &r) != REDIS_OK || !r) return transport_failed(c), DLOCK__EIO;
     *reply_out = r;
     return 0;
 }
 
 int dlock__conn_send(dlock__conn *c, int argc, const char **argv, const size_t *lens)
 {
-    if (!c->ctx) return DLOCK_ECONN;
+    if (!c->ctx) return DLOCK__ECONN;
     if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
         set_err(c, "append", "out of memory");
         drop_ctx(c);
-        return DLOCK_ENOMEM;
+        return DLOCK__ENOMEM;
     }
     int done = 0;
     while (!done) {
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) {
             set_err(c, "write", c->ctx->errstr[0] ? c->ctx->errstr : "write failed");
             drop_ctx(c);
-            return DLOCK_ECONN;
+            return DLOCK__ECONN;
         }
     }
     return 0;
@@ -347,8 +344,8 @@ bool dlock__conn_is_open(const dlock__conn *c)
 int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts,
                             dlock__url *master_out, char *err, size_t errlen)
 {
-    if (url->kind != DLOCK__URL_SENTINEL) return DLOCK_EINVAL;
-    int last = DLOCK_ECONN;
+    if (url->kind != DLOCK__URL_SENTINEL) return DLOCK__EINVAL;
+    int last = DLOCK__ECONN;
     for (size_t i = 0; i < url->n_sentinels; i++) {
         dlock__url s = {.kind = DLOCK__URL_TCP, .host = url->sentinels[i].host,
                         .port = url->sentinels[i].port};
@@ -366,183 +363,16 @@ int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts,
                 master_out->kind = DLOCK__URL_TCP;
                 master_out->host = strdup(host);
                 master_out->port = (int)strtol(port, NULL, 10);
-                last = master_out->host ? 0 : DLOCK_ENOMEM;
+                last = master_out->host ? 0 : DLOCK__ENOMEM;
                 if (last) dlock__url_free(master_out);
             }
         } else if (last == 0) {
             if (err && errlen) snprintf(err, errlen, "sentinel does not know master '%s'", url->master_name);
-            last = DLOCK_ECONN;
+            last = DLOCK__ECONN;
         }
         dlock__reply_free(r);
         dlock__conn_close(c);
         if (last == 0) return 0;
     }
     return last;
-}
-
-/* ---- async ----------------------------------------------------------- */
-
-struct dlock__aconn {
-    redisAsyncContext *ctx; /* NULL once hiredis has freed it */
-    struct event_base *base;
-    dlock__astate_cb on_state;
-    void *priv;
-    bool up;
-    bool closing;
-    int in_cb; /* >0 while hiredis is calling us: freeing must wait */
-};
-
-typedef struct acmd {
-    dlock__aconn *ac;
-    dlock__acb cb;
-    void *priv;
-} acmd;
-
-static void free_aconn_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    free(arg);
-}
-
-static void on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
-{
-    (void)ctx;
-    acmd *cmd = privdata;
-    dlock__aconn *ac = cmd->ac;
-    ac->in_cb++;
-    cmd->cb(ac, reply, reply ? 0 : DLOCK_EUNKNOWN, cmd->priv);
-    ac->in_cb--;
-    free(cmd);
-}
-
-static void on_connect(const redisAsyncContext *ctx, int status)
-{
-    dlock__aconn *ac = ctx->data;
-    ac->in_cb++;
-    if (status == REDIS_OK) {
-        ac->up = true;
-        if (!ac->closing) ac->on_state(ac, true, "connected", ac->priv);
-    } else {
-        ac->ctx = NULL; /* hiredis frees it after this callback */
-        ac->up = false;
-        if (!ac->closing) ac->on_state(ac, false, ctx->errstr, ac->priv);
-    }
-    ac->in_cb--;
-}
-
-static void on_disconnect(const redisAsyncContext *ctx, int status)
-{
-    dlock__aconn *ac = ctx->data;
-    ac->ctx = NULL;
-    ac->up = false;
-    ac->in_cb++;
-    if (!ac->closing) ac->on_state(ac, false, status == REDIS_OK ? "closed" : ctx->errstr, ac->priv);
-    ac->in_cb--;
-}
-
-static void queue_auth_select(dlock__aconn *ac, const dlock__url *u);
-
-int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
-                      void *priv, dlock__aconn **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    dlock__aconn *ac = calloc(1, sizeof(*ac));
-    if (!ac) return DLOCK_ENOMEM;
-    ac->base = base;
-    ac->on_state = on_state;
-    ac->priv = priv;
-    if (url->kind == DLOCK__URL_UNIX) {
-        ac->ctx = redisAsyncConnectUnix(url->path);
-    } else if (url->kind == DLOCK__URL_TCP) {
-        ac->ctx = redisAsyncConnect(url->host, url->port);
-    } else {
-        /* Sentinel: resolved synchronously (bounded: 500 ms a sentinel);
-         * callers reconnect through here after a failover. */
-        dlock__conn_opts so = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
-        dlock__url m;
-        int rc = dlock__sentinel_resolve(url, &so, &m, err, errlen);
-        if (rc) {
-            free(ac);
-            return rc == DLOCK_ENOMEM ? rc : DLOCK_ECONN;
-        }
-        ac->ctx = redisAsyncConnect(m.host, m.port);
-        dlock__url_free(&m);
-    }
-    if (!ac->ctx || ac->ctx->err) {
-        if (err && errlen) snprintf(err, errlen, "connect: %s", ac->ctx ? ac->ctx->errstr : "bad URL kind");
-        if (ac->ctx) redisAsyncFree(ac->ctx);
-        free(ac);
-        return DLOCK_ECONN;
-    }
-    ac->ctx->data = ac;
-    if (redisLibeventAttach(ac->ctx, base) != REDIS_OK) {
-        redisAsyncFree(ac->ctx);
-        free(ac);
-        return DLOCK_ENOMEM;
-    }
-    redisAsyncSetConnectCallback(ac->ctx, on_connect);
-    redisAsyncSetDisconnectCallback(ac->ctx, on_disconnect);
-    queue_auth_select(ac, url);
-    *out = ac;
-    return 0;
-}
-
-static void ignore_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
-{
-    (void)priv;
-    (void)err;
-    /* A refused AUTH/SELECT makes every later command fail with NOAUTH or
-     * use the wrong db: drop the connection so the owner sees it go down. */
-    if (reply && dlock__reply_is_error(reply, NULL) && ac->ctx) redisAsyncDisconnect(ac->ctx);
-}
-
-static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
-{
-    if (u->password) {
-        const char *argv[3] = {"AUTH", u->user ? u->user : u->password, u->password};
-        dlock__aconn_cmd(ac, ignore_reply, NULL, u->user ? 3 : 2, argv, NULL);
-    }
-    if (u->db) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", u->db);
-        const char *argv[2] = {"SELECT", db};
-        dlock__aconn_cmd(ac, ignore_reply, NULL, 2, argv, NULL);
-    }
-}
-
-int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
-                     const size_t *lens)
-{
-    if (!ac->ctx || ac->closing) return DLOCK_ECONN;
-    acmd *cmd = malloc(sizeof(*cmd));
-    if (!cmd) return DLOCK_ENOMEM;
-    *cmd = (acmd){.ac = ac, .cb = cb, .priv = priv};
-    if (redisAsyncCommandArgv(ac->ctx, on_reply, cmd, argc, argv, lens) != REDIS_OK) {
-        free(cmd);
-        return DLOCK_ECONN;
-    }
-    return 0;
-}
-
-void dlock__aconn_close(dlock__aconn *ac)
-{
-    if (!ac) return;
-    ac->closing = true;
-    if (ac->ctx) {
-        redisAsyncContext *ctx = ac->ctx;
-        ac->ctx = NULL;
-        redisAsyncFree(ctx); /* deferred by hiredis when inside its callback */
-    }
-    if (ac->in_cb) {
-        /* hiredis may still call us on this stack; free on the next turn. */
-        struct timeval zero = {0, 0};
-        if (event_base_once(ac->base, -1, EV_TIMEOUT, free_aconn_cb, ac, &zero) == 0) return;
-    }
-    free(ac);
-}
-
-bool dlock__aconn_is_up(const dlock__aconn *ac)
-{
-    return ac && ac->up && ac->ctx;
 }

@@ -1,10 +1,12 @@
-/* redis_io.h: the only door to hiredis. Everything else in dlock talks to
- * Redis through these types, so a hiredis upgrade (0.14 -> 1.x) touches
- * redis_io.c alone. Only API shared by hiredis 0.14.1 and 1.x is used.
+/* redis_io.h: the door to hiredis, sync half (replies, sync connections,
+ * Sentinel lookup); redis_async.h is the async (libevent) half. Everything
+ * else in dlock talks to Redis through these types, so a hiredis upgrade
+ * (0.14 -> 1.x) touches redis_io.c and redis_async.c alone. Only API shared
+ * by hiredis 0.14.1 and 1.x is used. Error codes are dlock__err
+ * (common_err.h).
  *
  * Sync connections (dlock__conn) are used by one thread at a time; the
- * caller serialises. Async connections (dlock__aconn) live on one libevent
- * loop and are used only from that loop's thread.
+ * caller serialises.
  * Replies: a reply passed to the caller is owned by the caller and released
  * with dlock__reply_free (top-level reply only; elements belong to it),
  * except in async callbacks, where the reply is freed after the callback.
@@ -16,12 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common_err.h"
 #include "url.h"
 
 typedef struct dlock__reply dlock__reply;
 typedef struct dlock__conn dlock__conn;
-typedef struct dlock__aconn dlock__aconn;
-struct event_base;
 
 typedef enum dlock__reply_type {
     DLOCK__R_STRING = 1,
@@ -94,27 +95,5 @@ bool dlock__conn_is_open(const dlock__conn *c);
  * writes a TCP url (auth and db taken from url) to *master_out. */
 int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts,
                             dlock__url *master_out, char *err, size_t errlen);
-
-/* ---- async connections (libevent) ---------------------------------- */
-
-/* Reply callback: reply is NULL when the command failed without a reply
- * (err then is EUNKNOWN if it was sent, ECONN otherwise). Called exactly
- * once per accepted command, also when the connection goes away. */
-typedef void (*dlock__acb)(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
-/* Connection state callback: up=true once connected (AUTH/SELECT queued),
- * up=false when the connection is gone; the aconn is then unusable and
- * must be released with dlock__aconn_close after this callback returns. */
-typedef void (*dlock__astate_cb)(dlock__aconn *ac, bool up, const char *why, void *priv);
-
-/* Starts connecting (TCP, UNIX, or the master named by the sentinels of a
- * sentinel URL: that lookup is synchronous, at most 500 ms a sentinel). */
-int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
-                      void *priv, dlock__aconn **out, char *err, size_t errlen);
-/* Queues a command; returns 0 (cb will run) or ECONN/ENOMEM (cb will not). */
-int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
-                     const size_t *lens);
-/* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok. */
-void dlock__aconn_close(dlock__aconn *ac);
-bool dlock__aconn_is_up(const dlock__aconn *ac);
 
 #endif

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock/dlock.h"
+#include "common_err.h"
 
 #define URL_MAX_LEN 4096
 
@@ -26,7 +26,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
     }
-    return DLOCK_EURL;
+    return DLOCK__EURL;
 }
 
 static char *dup_range(const char *s, size_t n)
@@ -122,7 +122,7 @@ static int parse_hostport(const char *s, size_t n, dlock__hostport *hp, int defa
     }
     hp->host = dup_range(host, hlen);
     hp->port = port;
-    return hp->host ? 0 : DLOCK_ENOMEM;
+    return hp->host ? 0 : DLOCK__ENOMEM;
 }
 
 /* "?db=N" query; anything else is refused so typos are not ignored. */
@@ -150,12 +150,12 @@ static int parse_userinfo(const char **auth, size_t *alen, dlock__url *u, char *
     if (namelen) {
         u->user = decode_range(ui, namelen, &bad);
         if (bad) return fail(err, errlen, "bad percent-escape in user name");
-        if (!u->user) return DLOCK_ENOMEM;
+        if (!u->user) return DLOCK__ENOMEM;
     }
     if (colon) {
         u->password = decode_range(colon + 1, (size_t)(at - colon - 1), &bad);
         if (bad) return fail(err, errlen, "bad percent-escape in password");
-        if (!u->password) return DLOCK_ENOMEM;
+        if (!u->password) return DLOCK__ENOMEM;
         if (!u->user && !*u->password) {
             free(u->password);
             u->password = NULL;
@@ -201,7 +201,7 @@ static int parse_unix(const char *rest, dlock__url *u, char *err, size_t errlen)
     int bad = 0;
     u->path = decode_range(rest, plen, &bad);
     if (bad) return fail(err, errlen, "bad percent-escape in path");
-    if (!u->path) return DLOCK_ENOMEM;
+    if (!u->path) return DLOCK__ENOMEM;
     return rest[plen] == '?' ? parse_query(rest + plen + 1, &u->db, err, errlen) : 0;
 }
 
@@ -216,7 +216,7 @@ static int parse_sentinel(const char *rest, dlock__url *u, char *err, size_t err
     size_t cap = 1;
     for (size_t i = 0; i < alen; i++) cap += auth[i] == ',';
     u->sentinels = calloc(cap, sizeof(*u->sentinels));
-    if (!u->sentinels) return DLOCK_ENOMEM;
+    if (!u->sentinels) return DLOCK__ENOMEM;
     const char *p = auth, *end = auth + alen;
     while (p <= end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
@@ -231,14 +231,14 @@ static int parse_sentinel(const char *rest, dlock__url *u, char *err, size_t err
     if (nlen == 0) return fail(err, errlen, "empty sentinel master name");
     if (name[nlen] == '/') return fail(err, errlen, "junk after the master name");
     u->master_name = dup_range(name, nlen);
-    if (!u->master_name) return DLOCK_ENOMEM;
+    if (!u->master_name) return DLOCK__ENOMEM;
     return name[nlen] == '?' ? parse_query(name + nlen + 1, &u->db, err, errlen) : 0;
 }
 
 int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
-    if (!s || !out) return DLOCK_EINVAL;
+    if (!s || !out) return DLOCK__EINVAL;
     memset(out, 0, sizeof(*out));
     size_t n = strnlen(s, URL_MAX_LEN + 1);
     if (n == 0) return fail(err, errlen, "empty URL");
@@ -258,7 +258,7 @@ int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen)
         rc = parse_sentinel(s + 17, out, err, errlen);
     } else if (strncmp(s, "rediss://", 9) == 0) {
         fail(err, errlen, "rediss:// (TLS) needs hiredis >= 1.0; this build links hiredis 0.14");
-        rc = DLOCK_ETLS;
+        rc = DLOCK__ETLS;
     } else {
         rc = fail(err, errlen, "unknown scheme (expected redis://, unix:// or redis-sentinel://)");
     }
@@ -297,7 +297,7 @@ int dlock__url_copy(const dlock__url *src, dlock__url *dst)
     }
     if (oom) {
         dlock__url_free(dst);
-        return DLOCK_ENOMEM;
+        return DLOCK__ENOMEM;
     }
     return 0;
 }

@@ -31,11 +31,11 @@ typedef struct dlock__url {
     char *master_name;          /* SENTINEL */
 } dlock__url;
 
-/* Parses s into *out (zeroed first). Returns 0, DLOCK_EURL (err says why),
- * DLOCK_ETLS for rediss://, DLOCK_EINVAL for NULL, DLOCK_ENOMEM. */
+/* Parses s into *out (zeroed first). Returns 0, DLOCK__EURL (err says why),
+ * DLOCK__ETLS for rediss://, DLOCK__EINVAL for NULL, DLOCK__ENOMEM. */
 int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen);
 
-/* Deep copy; returns 0 or DLOCK_ENOMEM. */
+/* Deep copy; returns 0 or DLOCK__ENOMEM. */
 int dlock__url_copy(const dlock__url *src, dlock__url *dst);
 
 void dlock__url_free(dlock__url *u);

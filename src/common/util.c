@@ -9,7 +9,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "dlock/dlock.h"
+#include "common_err.h"
 
 static int64_t clock_us(clockid_t id)
 {
@@ -29,7 +29,7 @@ int dlock__random_bytes(void *buf, size_t n)
         ssize_t got = getrandom(p, n, 0);
         if (got < 0) {
             if (errno == EINTR) continue;
-            return DLOCK_EIO;
+            return DLOCK__EIO;
         }
         p += got;
         n -= (size_t)got;
@@ -41,7 +41,7 @@ int dlock__random_hex(char *out, size_t n)
 {
     static const char digits[] = "0123456789abcdef";
     unsigned char raw[64];
-    if (n > sizeof(raw)) return DLOCK_EINVAL;
+    if (n > sizeof(raw)) return DLOCK__EINVAL;
     int rc = dlock__random_bytes(raw, n);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++) {

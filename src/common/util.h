@@ -14,7 +14,7 @@ int64_t dlock__now_us(void);
 /* Wall clock, for log lines and records only (never for timeouts). */
 int64_t dlock__wall_ms(void);
 
-/* Fills buf with n random bytes from getrandom(2); 0 or DLOCK_EIO. */
+/* Fills buf with n random bytes from getrandom(2); 0 or DLOCK__EIO. */
 int dlock__random_bytes(void *buf, size_t n);
 /* Writes 2*n lowercase hex digits + NUL of n random bytes into out. */
 int dlock__random_hex(char *out, size_t n);

@@ -136,7 +136,7 @@ void dlock__held_remove(dlock_client *c, dlock__held *h)
 int dlock__client_master(dlock_client *c, dlock__url *out, uint64_t *gen_out)
 {
     pthread_mutex_lock(&c->mu);
-    int rc = dlock__url_copy(&c->master, out);
+    int rc = dlock__err_from_common(dlock__url_copy(&c->master, out));
     if (gen_out) *gen_out = c->master_gen;
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -147,7 +147,7 @@ void dlock__client_reresolve(dlock_client *c)
     if (c->url.kind != DLOCK__URL_SENTINEL) return;
     dlock__url m;
     char err[256] = "";
-    int rc = dlock__sentinel_resolve(&c->url, &c->copts, &m, err, sizeof(err));
+    int rc = dlock__err_from_common(dlock__sentinel_resolve(&c->url, &c->copts, &m, err, sizeof(err)));
     if (rc) {
         dlock__log(c, DLOCK_LOG_WARN, "sentinel: cannot resolve master: %s", err);
         return;
@@ -191,12 +191,12 @@ static int pool_get(dlock_client *c, dlock__pooled *out)
     }
     c->n_open++;
     dlock__url m;
-    int rc = dlock__url_copy(&c->master, &m);
+    int rc = dlock__err_from_common(dlock__url_copy(&c->master, &m));
     out->gen = c->master_gen;
     pthread_mutex_unlock(&c->mu);
     char err[256] = "";
     if (rc == 0) {
-        rc = dlock__conn_open(&m, &c->copts, &out->conn, err, sizeof(err));
+        rc = dlock__err_from_common(dlock__conn_open(&m, &c->copts, &out->conn, err, sizeof(err)));
         dlock__url_free(&m);
         if (rc) dlock__log(c, DLOCK_LOG_WARN, "connect: %s", err);
     }
@@ -265,7 +265,7 @@ typedef struct cmd_ctx {
 static int run_cmd(dlock_client *c, dlock__conn *conn, void *ctx)
 {
     cmd_ctx *x = ctx;
-    int rc = dlock__conn_cmd(conn, x->argc, x->argv, x->lens, x->out);
+    int rc = dlock__err_from_common(dlock__conn_cmd(conn, x->argc, x->argv, x->lens, x->out));
     return rc ? rc : check_readonly(c, x->out);
 }
 
@@ -322,7 +322,7 @@ static int eval_on(dlock_client *c, dlock__conn *conn, eval_ctx *x)
     for (int i = 0; i < x->nkeys; i++) argv[3 + i] = x->keys[i];
     for (int i = 0; i < x->nargs; i++) argv[3 + x->nkeys + i] = x->args[i];
     int argc = 3 + x->nkeys + x->nargs;
-    int rc = dlock__conn_cmd(conn, argc, argv, NULL, x->out);
+    int rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
     if (rc == 0 && sha && dlock__reply_is_error(*x->out, "NOSCRIPT")) {
         /* Script cache emptied (restart, failover, SCRIPT FLUSH): EVAL
          * runs it and caches it again. */
@@ -331,7 +331,7 @@ static int eval_on(dlock_client *c, dlock__conn *conn, eval_ctx *x)
         *x->out = NULL;
         argv[0] = "EVAL";
         argv[1] = (const char *)x->s->src;
-        rc = dlock__conn_cmd(conn, argc, argv, NULL, x->out);
+        rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
     }
     if (rc) return rc;
     return check_readonly(c, x->out);
@@ -347,7 +347,7 @@ static int run_eval(dlock_client *c, dlock__conn *conn, void *ctx)
     snprintf(t, sizeof(t), "%lld", (long long)x->timeout_ms);
     const char *argv[3] = {"WAIT", n, t};
     dlock__reply *w = NULL;
-    rc = dlock__conn_cmd(conn, 3, argv, NULL, &w);
+    rc = dlock__err_from_common(dlock__conn_cmd(conn, 3, argv, NULL, &w));
     if (rc == DLOCK_ECONN) rc = DLOCK_EUNKNOWN; /* the eval did run: never retry it */
     if (rc == 0 && dlock__reply_kind(w) == DLOCK__R_INTEGER) *x->acked_out = (int)dlock__reply_int(w);
     else if (rc == 0) rc = DLOCK_ESERVER;
@@ -403,7 +403,7 @@ static int run_pipeline(dlock_client *c, dlock__conn *conn, void *ctx)
             argcs[i] = 3 + m->nkeys + m->nargs;
             argvs[i] = a;
         }
-        rc = dlock__conn_pipeline(conn, x->n, argcs, argvs, NULL, x->replies);
+        rc = dlock__err_from_common(dlock__conn_pipeline(conn, x->n, argcs, argvs, NULL, x->replies));
     }
     free(argcs);
     free(flat);
@@ -461,16 +461,16 @@ static int first_contact(dlock_client *c)
     char err[256] = "";
     int rc;
     if (c->url.kind == DLOCK__URL_SENTINEL) {
-        rc = dlock__sentinel_resolve(&c->url, &c->copts, &c->master, err, sizeof(err));
+        rc = dlock__err_from_common(dlock__sentinel_resolve(&c->url, &c->copts, &c->master, err, sizeof(err)));
         if (rc) {
             dlock__log(c, DLOCK_LOG_ERROR, "sentinel: %s", err);
             return rc;
         }
-    } else if ((rc = dlock__url_copy(&c->url, &c->master)) != 0) {
+    } else if ((rc = dlock__err_from_common(dlock__url_copy(&c->url, &c->master))) != 0) {
         return rc;
     }
     dlock__pooled p = {.gen = 0};
-    rc = dlock__conn_open(&c->master, &c->copts, &p.conn, err, sizeof(err));
+    rc = dlock__err_from_common(dlock__conn_open(&c->master, &c->copts, &p.conn, err, sizeof(err)));
     if (rc) {
         dlock__log(c, DLOCK_LOG_ERROR, "connect: %s", err);
         return rc;
@@ -480,7 +480,7 @@ static int first_contact(dlock_client *c)
         const dlock__script *s = dlock__preload_scripts[i];
         const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->src};
         dlock__reply *r = NULL;
-        rc = dlock__conn_cmd(p.conn, 3, argv, NULL, &r);
+        rc = dlock__err_from_common(dlock__conn_cmd(p.conn, 3, argv, NULL, &r));
         if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_STRING) {
             dlock__log(c, DLOCK_LOG_ERROR, "SCRIPT LOAD %s: %s", s->name, dlock__reply_str(r, NULL));
             rc = DLOCK_ESERVER;
@@ -510,9 +510,9 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
     dlock__metrics_init(c);
     rc = copy_options(c, opts);
     char err[256] = "";
-    if (rc == 0) rc = dlock__url_parse(c->url_copy, &c->url, err, sizeof(err));
+    if (rc == 0) rc = dlock__err_from_common(dlock__url_parse(c->url_copy, &c->url, err, sizeof(err)));
     if (rc == DLOCK_EURL) dlock__log(c, DLOCK_LOG_ERROR, "url: %s", err);
-    if (rc == 0) rc = dlock__random_hex(c->id, 16);
+    if (rc == 0) rc = dlock__err_from_common(dlock__random_hex(c->id, 16));
     if (rc == 0) rc = first_contact(c);
     if (rc == 0) rc = dlock__subscriber_start(c);
     if (rc == 0) rc = dlock__watchdog_start(c);

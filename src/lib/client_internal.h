@@ -22,6 +22,14 @@
 #include "dlock/dlock.h"
 #include "redis_io.h"
 
+/* ---- errors ---------------------------------------------------------- */
+
+/* The edge between the layers: maps a code from src/common (dlock__err,
+ * common_err.h) to the dlock_err with the same meaning. Every result of a
+ * dlock__conn_* / dlock__url_* / dlock__random_* / sentinel call passes
+ * through here before libdlock compares it or returns it. */
+int dlock__err_from_common(int rc);
+
 /* ---- keys ------------------------------------------------------------ */
 
 #define DLOCK__NAME_MAX 1024 /* longest lock/object name accepted */

@@ -1,8 +1,10 @@
-/* errors.c: names for dlock_err codes; the one table every program and the
- * docs refer to. Invariant: every enumerator has a distinct message. */
+/* errors.c: names for dlock_err codes, the one table every program and the
+ * docs refer to, and the edge where the common layer's codes (common_err.h)
+ * become dlock_err. Invariant: every enumerator has a distinct message. */
 #include <stdlib.h>
 
-#include "dlock/dlock.h"
+#include "client_internal.h"
+#include "common_err.h"
 
 DLOCK_API const char *dlock_strerror(int err)
 {
@@ -37,4 +39,22 @@ DLOCK_API const char *dlock_strerror(int err)
 DLOCK_API void dlock_free(void *p)
 {
     free(p);
+}
+
+int dlock__err_from_common(int rc)
+{
+    switch ((dlock__err)rc) {
+    case DLOCK__OK: return DLOCK_OK;
+    case DLOCK__EINVAL: return DLOCK_EINVAL;
+    case DLOCK__EURL: return DLOCK_EURL;
+    case DLOCK__ETLS: return DLOCK_ETLS;
+    case DLOCK__EAUTH: return DLOCK_EAUTH;
+    case DLOCK__ECONN: return DLOCK_ECONN;
+    case DLOCK__ETIMEOUT: return DLOCK_ETIMEOUT;
+    case DLOCK__EIO: return DLOCK_EIO;
+    case DLOCK__ESERVER: return DLOCK_ESERVER;
+    case DLOCK__EUNKNOWN: return DLOCK_EUNKNOWN;
+    case DLOCK__ENOMEM: return DLOCK_ENOMEM;
+    }
+    return DLOCK_EIO; /* not a common code: never produced by src/common */
 }

@@ -16,7 +16,7 @@
 int dlock__fam_owner(const dlock_client *c, char out[DLOCK__FAM_OWNER_LEN])
 {
     char rnd[17];
-    int rc = dlock__random_hex(rnd, 8);
+    int rc = dlock__err_from_common(dlock__random_hex(rnd, 8));
     if (rc) return rc;
     int n = snprintf(out, DLOCK__FAM_OWNER_LEN, "%s:%s", dlock_client_id(c), rnd);
     return n > 0 && n < DLOCK__FAM_OWNER_LEN ? 0 : DLOCK_EINVAL;

@@ -196,7 +196,7 @@ static int call_owner(const dlock_lock *l, char *out, size_t len)
         snprintf(out, len, "%s", l->explicit_owner);
         return 0;
     }
-    if (l->kind == DLOCK_LOCK_SIMPLE) return dlock__random_hex(out, 16);
+    if (l->kind == DLOCK_LOCK_SIMPLE) return dlock__err_from_common(dlock__random_hex(out, 16));
     dlock__thread_owner(l->c, out, len);
     return 0;
 }

@@ -109,7 +109,7 @@ DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock
     for (size_t i = 0; rc == 0 && i < opts->n_urls; i++) {
         rl_node *nd = &rl->nodes[i];
         char err[256];
-        rc = dlock__url_parse(opts->urls[i], &nd->url, err, sizeof(err));
+        rc = dlock__err_from_common(dlock__url_parse(opts->urls[i], &nd->url, err, sizeof(err)));
         if (rc == 0 && nd->url.kind == DLOCK__URL_SENTINEL) rc = DLOCK_EURL;
         if (rc) {
             if (rc != DLOCK_ENOMEM) rc = DLOCK_EURL;
@@ -176,11 +176,11 @@ static void *node_run(void *p)
     j->rc = 0;
     if (!nd->conn) {
         char err[256];
-        j->rc = dlock__conn_open(&nd->url, &j->rl->copts, &nd->conn, err, sizeof(err));
+        j->rc = dlock__err_from_common(dlock__conn_open(&nd->url, &j->rl->copts, &nd->conn, err, sizeof(err)));
         if (j->rc) nd->conn = NULL;
     }
     dlock__reply *r = NULL;
-    if (j->rc == 0) j->rc = dlock__conn_cmd(nd->conn, j->argc, j->argv, NULL, &r);
+    if (j->rc == 0) j->rc = dlock__err_from_common(dlock__conn_cmd(nd->conn, j->argc, j->argv, NULL, &r));
     if (j->rc == 0) {
         if (dlock__reply_kind(r) == DLOCK__R_INTEGER)
             j->result = dlock__reply_int(r);

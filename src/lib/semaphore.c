@@ -250,7 +250,7 @@ DLOCK_API int dlock_permits_acquire(dlock_semaphore *sem, int64_t lease_ms, int6
     if (!sem || !id_out || lease_ms < 1 || wait_ms < -1) return DLOCK_EINVAL;
     id_out[0] = '\0';
     char id[DLOCK_PERMIT_ID_LEN];
-    int rc = dlock__random_hex(id, (DLOCK_PERMIT_ID_LEN - 1) / 2);
+    int rc = dlock__err_from_common(dlock__random_hex(id, (DLOCK_PERMIT_ID_LEN - 1) / 2));
     if (rc) return rc;
     rc = take(sem, id, 1, lease_ms, wait_ms);
     if (rc == 0) memcpy(id_out, id, DLOCK_PERMIT_ID_LEN);

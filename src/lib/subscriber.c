@@ -271,14 +271,14 @@ static void sync_subscriptions(dlock_client *c)
         int rc = 0;
         if (ch->refs == 0 && now - ch->idle_since_ms >= LINGER_MS && (ch->confirmed || !c->sub_conn)) {
             const char *argv[2] = {"UNSUBSCRIBE", ch->name};
-            if (ch->confirmed) rc = dlock__conn_send(c->sub_conn, 2, argv, NULL);
+            if (ch->confirmed) rc = dlock__err_from_common(dlock__conn_send(c->sub_conn, 2, argv, NULL));
             *pp = ch->next;
             free(ch->name);
             free(ch);
         } else {
             if (!ch->sent && c->sub_conn) {
                 const char *argv[2] = {"SUBSCRIBE", ch->name};
-                rc = dlock__conn_send(c->sub_conn, 2, argv, NULL);
+                rc = dlock__err_from_common(dlock__conn_send(c->sub_conn, 2, argv, NULL));
                 ch->sent = rc == 0;
             }
             pp = &ch->next;
@@ -294,7 +294,7 @@ static bool sub_connect(dlock_client *c)
     if (dlock__client_master(c, &m, NULL) != 0) return false;
     char err[256] = "";
     dlock__conn *conn = NULL;
-    int rc = dlock__conn_open(&m, &c->copts, &conn, err, sizeof(err));
+    int rc = dlock__err_from_common(dlock__conn_open(&m, &c->copts, &conn, err, sizeof(err)));
     dlock__url_free(&m);
     if (rc) {
         dlock__log(c, DLOCK_LOG_WARN, "subscriber: connect: %s", err);
@@ -325,7 +325,7 @@ static bool read_pushes(dlock_client *c)
 {
     for (;;) {
         dlock__reply *r = NULL;
-        int rc = dlock__conn_read_push(c->sub_conn, 0, &r);
+        int rc = dlock__err_from_common(dlock__conn_read_push(c->sub_conn, 0, &r));
         if (rc == DLOCK_ETIMEOUT) return true;
         if (rc) return false;
         handle_push(c, r);

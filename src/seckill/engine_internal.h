@@ -9,7 +9,7 @@
 
 #include "engine.h"
 #include "orderid.h"
-#include "redis_io.h"
+#include "redis_async.h"
 #include "url.h"
 
 enum { SK__LUA_PURCHASE = 0, SK__LUA_HEAT, SK__LUA_INFO, SK__LUA_LEASE, SK__NLUA };

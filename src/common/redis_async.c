@@ -1,0 +1,181 @@
+/* redis_async.c: hiredis's async API on a libevent loop, behind
+ * dlock__aconn (see redis_async.h). Invariant: every accepted command's
+ * callback runs exactly once, and an aconn is never freed while hiredis is
+ * still calling into it. Uses only redisAsyncConnect/ConnectUnix,
+ * redisAsyncCommandArgv, redisAsyncDisconnect/Free and redisLibeventAttach,
+ * which hiredis 0.14.1 and 1.x share. */
+#include "redis_async.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+struct dlock__aconn {
+    redisAsyncContext *ctx; /* NULL once hiredis has freed it */
+    struct event_base *base;
+    dlock__astate_cb on_state;
+    void *priv;
+    bool up;
+    bool closing;
+    int in_cb; /* >0 while hiredis is calling us: freeing must wait */
+};
+
+typedef struct acmd {
+    dlock__aconn *ac;
+    dlock__acb cb;
+    void *priv;
+} acmd;
+
+static void free_aconn_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    free(arg);
+}
+
+static void on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
+{
+    (void)ctx;
+    acmd *cmd = privdata;
+    dlock__aconn *ac = cmd->ac;
+    ac->in_cb++;
+    cmd->cb(ac, reply, reply ? 0 : DLOCK__EUNKNOWN, cmd->priv);
+    ac->in_cb--;
+    free(cmd);
+}
+
+static void on_connect(const redisAsyncContext *ctx, int status)
+{
+    dlock__aconn *ac = ctx->data;
+    ac->in_cb++;
+    if (status == REDIS_OK) {
+        ac->up = true;
+        if (!ac->closing) ac->on_state(ac, true, "connected", ac->priv);
+    } else {
+        ac->ctx = NULL; /* hiredis frees it after this callback */
+        ac->up = false;
+        if (!ac->closing) ac->on_state(ac, false, ctx->errstr, ac->priv);
+    }
+    ac->in_cb--;
+}
+
+static void on_disconnect(const redisAsyncContext *ctx, int status)
+{
+    dlock__aconn *ac = ctx->data;
+    ac->ctx = NULL;
+    ac->up = false;
+    ac->in_cb++;
+    if (!ac->closing) ac->on_state(ac, false, status == REDIS_OK ? "closed" : ctx->errstr, ac->priv);
+    ac->in_cb--;
+}
+
+static void queue_auth_select(dlock__aconn *ac, const dlock__url *u);
+
+int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
+                      void *priv, dlock__aconn **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    dlock__aconn *ac = calloc(1, sizeof(*ac));
+    if (!ac) return DLOCK__ENOMEM;
+    ac->base = base;
+    ac->on_state = on_state;
+    ac->priv = priv;
+    if (url->kind == DLOCK__URL_UNIX) {
+        ac->ctx = redisAsyncConnectUnix(url->path);
+    } else if (url->kind == DLOCK__URL_TCP) {
+        ac->ctx = redisAsyncConnect(url->host, url->port);
+    } else {
+        /* Sentinel: resolved synchronously (bounded: 500 ms a sentinel);
+         * callers reconnect through here after a failover. */
+        dlock__conn_opts so = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
+        dlock__url m;
+        int rc = dlock__sentinel_resolve(url, &so, &m, err, errlen);
+        if (rc) {
+            free(ac);
+            return rc == DLOCK__ENOMEM ? rc : DLOCK__ECONN;
+        }
+        ac->ctx = redisAsyncConnect(m.host, m.port);
+        dlock__url_free(&m);
+    }
+    if (!ac->ctx || ac->ctx->err) {
+        if (err && errlen) snprintf(err, errlen, "connect: %s", ac->ctx ? ac->ctx->errstr : "bad URL kind");
+        if (ac->ctx) redisAsyncFree(ac->ctx);
+        free(ac);
+        return DLOCK__ECONN;
+    }
+    ac->ctx->data = ac;
+    if (redisLibeventAttach(ac->ctx, base) != REDIS_OK) {
+        redisAsyncFree(ac->ctx);
+        free(ac);
+        return DLOCK__ENOMEM;
+    }
+    redisAsyncSetConnectCallback(ac->ctx, on_connect);
+    redisAsyncSetDisconnectCallback(ac->ctx, on_disconnect);
+    queue_auth_select(ac, url);
+    *out = ac;
+    return 0;
+}
+
+static void ignore_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
+{
+    (void)priv;
+    (void)err;
+    /* A refused AUTH/SELECT makes every later command fail with NOAUTH or
+     * use the wrong db: drop the connection so the owner sees it go down. */
+    if (reply && dlock__reply_is_error(reply, NULL) && ac->ctx) redisAsyncDisconnect(ac->ctx);
+}
+
+static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
+{
+    if (u->password) {
+        const char *argv[3] = {"AUTH", u->user ? u->user : u->password, u->password};
+        dlock__aconn_cmd(ac, ignore_reply, NULL, u->user ? 3 : 2, argv, NULL);
+    }
+    if (u->db) {
+        char db[16];
+        snprintf(db, sizeof(db), "%d", u->db);
+        const char *argv[2] = {"SELECT", db};
+        dlock__aconn_cmd(ac, ignore_reply, NULL, 2, argv, NULL);
+    }
+}
+
+int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
+                     const size_t *lens)
+{
+    if (!ac->ctx || ac->closing) return DLOCK__ECONN;
+    acmd *cmd = malloc(sizeof(*cmd));
+    if (!cmd) return DLOCK__ENOMEM;
+    *cmd = (acmd){.ac = ac, .cb = cb, .priv = priv};
+    if (redisAsyncCommandArgv(ac->ctx, on_reply, cmd, argc, argv, lens) != REDIS_OK) {
+        free(cmd);
+        return DLOCK__ECONN;
+    }
+    return 0;
+}
+
+void dlock__aconn_close(dlock__aconn *ac)
+{
+    if (!ac) return;
+    ac->closing = true;
+    if (ac->ctx) {
+        redisAsyncContext *ctx = ac->ctx;
+        ac->ctx = NULL;
+        redisAsyncFree(ctx); /* deferred by hiredis when inside its callback */
+    }
+    if (ac->in_cb) {
+        /* hiredis may still call us on this stack; free on the next turn. */
+        struct timeval zero = {0, 0};
+        if (event_base_once(ac->base, -1, EV_TIMEOUT, free_aconn_cb, ac, &zero) == 0) return;
+    }
+    free(ac);
+}
+
+bool dlock__aconn_is_up(const dlock__aconn *ac)
+{
+    return ac && ac->up && ac->ctx;
+}
