@@ -1,5 +1,5 @@
 /* test_url.c: every URL form dlock accepts parses to the right fields, and
- * every malformed one is refused with DLOCK_EURL (or ETLS) and a reason. */
+ * every malformed one is refused with DLOCK__EURL (or ETLS) and a reason. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "dlock/dlock.h"
+#include "common_err.h"
 #include "url.h"
 
 static void test_tcp_url_with_everything_parses(void **state)
@@ -86,7 +86,7 @@ static void test_tls_url_is_refused_with_its_own_code(void **state)
     (void)state;
     dlock__url u;
     char err[128];
-    assert_int_equal(dlock__url_parse("rediss://h:6380", &u, err, sizeof(err)), DLOCK_ETLS);
+    assert_int_equal(dlock__url_parse("rediss://h:6380", &u, err, sizeof(err)), DLOCK__ETLS);
     assert_non_null(strstr(err, "hiredis >= 1.0"));
 }
 
@@ -105,11 +105,11 @@ static void test_malformed_urls_are_refused(void **state)
         dlock__url u;
         char err[128] = "";
         int rc = dlock__url_parse(bad[i], &u, err, sizeof(err));
-        if (rc != DLOCK_EURL) fail_msg("'%s' gave %d, want DLOCK_EURL", bad[i], rc);
+        if (rc != DLOCK__EURL) fail_msg("'%s' gave %d, want DLOCK__EURL", bad[i], rc);
         if (!err[0]) fail_msg("'%s' was refused without a reason", bad[i]);
     }
     dlock__url u;
-    assert_int_equal(dlock__url_parse(NULL, &u, NULL, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock__url_parse(NULL, &u, NULL, 0), DLOCK__EINVAL);
 }
 
 static void test_overlong_url_is_refused(void **state)
@@ -119,7 +119,7 @@ static void test_overlong_url_is_refused(void **state)
     memset(big, 'a', sizeof(big) - 1);
     memcpy(big, "redis://", 8);
     dlock__url u;
-    assert_int_equal(dlock__url_parse(big, &u, NULL, 0), DLOCK_EURL);
+    assert_int_equal(dlock__url_parse(big, &u, NULL, 0), DLOCK__EURL);
 }
 
 static void test_describe_never_shows_the_password(void **state)

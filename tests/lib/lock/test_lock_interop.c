@@ -19,7 +19,7 @@ static FILE *peer(const char *mode, const char *name, int hold_ms)
 {
     const char *src = getenv("DLOCK_SOURCE_DIR");
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/lock/redis_py_peer.py %s %d '%s' %d",
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/lib/lock/redis_py_peer.py %s %d '%s' %d",
              src ? src : ".", mode, ls_srv.port, ls_key(name), hold_ms);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);

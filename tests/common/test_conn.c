@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "dlock/dlock.h"
+#include "common_err.h"
 #include "redis_io.h"
 #include "servers.h"
 #include "util.h"
@@ -88,12 +88,12 @@ static void test_wrong_password_or_user_is_an_auth_error(void **state)
     char url[256], err[256];
     dlock__conn *c = NULL;
     snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", srv.port);
-    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK_EAUTH);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
     assert_null(c);
     snprintf(url, sizeof(url), "redis://mallory:wonderland@127.0.0.1:%d", srv.port);
-    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK_EAUTH);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d/1", srv.port); /* no password */
-    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK_EAUTH);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
 }
 
 static void test_unix_socket_with_db(void **state)
@@ -103,7 +103,7 @@ static void test_unix_socket_with_db(void **state)
     dlock__conn *c = NULL;
     snprintf(url, sizeof(url), "unix://%s?db=2", sock_path);
     /* unix:// carries no credentials: AUTH is refused -> EAUTH on first use */
-    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK_EAUTH);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
 }
 
 static void test_bad_db_index_is_a_server_error(void **state)
@@ -112,7 +112,7 @@ static void test_bad_db_index_is_a_server_error(void **state)
     char url[256], err[256];
     dlock__conn *c = NULL;
     snprintf(url, sizeof(url), "redis://:hunter2@127.0.0.1:%d/999", srv.port);
-    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK_ESERVER);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__ESERVER);
     assert_non_null(strstr(err, "SELECT"));
 }
 
@@ -123,12 +123,12 @@ static void test_stopped_server_fails_within_connect_timeout(void **state)
     dlock__conn *c = NULL;
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", test_free_port());
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK_ECONN);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__ECONN);
     assert_true(dlock__now_ms() - t0 <= opts.connect_timeout_ms + 200);
     /* An unroutable address exercises the timeout itself (TEST-NET-1). */
     t0 = dlock__now_ms();
     int rc = open_url("redis://192.0.2.1:6390", &c, err, sizeof(err));
-    assert_int_equal(rc, DLOCK_ECONN);
+    assert_int_equal(rc, DLOCK__ECONN);
     assert_true(dlock__now_ms() - t0 <= opts.connect_timeout_ms + 300);
 }
 
@@ -170,7 +170,7 @@ static void test_slow_reply_is_outcome_unknown_not_a_hang(void **state)
     const char *sleep[3] = {"DEBUG", "SLEEP", "1"};
     dlock__reply *r = NULL;
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(dlock__conn_cmd(c, 3, sleep, NULL, &r), DLOCK_EUNKNOWN);
+    assert_int_equal(dlock__conn_cmd(c, 3, sleep, NULL, &r), DLOCK__EUNKNOWN);
     int64_t took = dlock__now_ms() - t0;
     assert_true(took >= opts.command_timeout_ms - 20 && took < 900);
     assert_null(r);

@@ -1,6 +1,6 @@
 /* fam_support.h: small helpers shared by the lock-family tests: a client on
- * a test server with short timeouts, Redis look-behind queries and a
- * thread-safe log capture. Every helper fails the test loudly. */
+ * a test server with short timeouts, Redis look-behind queries and child
+ * processes safe under TSan. Every helper fails the test loudly. */
 #ifndef DLOCK_TEST_FAM_SUPPORT_H
 #define DLOCK_TEST_FAM_SUPPORT_H
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "dlock/dlock.h"
+#include "common_err.h"
 #include "redis_io.h"
 #include "servers.h"
 #include "util.h"
@@ -43,7 +43,7 @@ static int set_key(dlock__conn *c, const char *v)
     const char *argv[3] = {"SET", "failover:k", v};
     dlock__reply *r = NULL;
     int rc = dlock__conn_cmd(c, 3, argv, NULL, &r);
-    if (rc == 0 && dlock__reply_kind(r) == DLOCK__R_ERROR) rc = DLOCK_ESERVER;
+    if (rc == 0 && dlock__reply_kind(r) == DLOCK__R_ERROR) rc = DLOCK__ESERVER;
     dlock__reply_free(r);
     return rc;
 }
@@ -90,7 +90,7 @@ static void test_unknown_master_name_is_a_connection_error(void **state)
     assert_int_equal(dlock__url_parse(url, &u, NULL, 0), 0);
     dlock__conn_opts o = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
     dlock__conn *c = NULL;
-    assert_int_equal(dlock__conn_open(&u, &o, &c, err, sizeof(err)), DLOCK_ECONN);
+    assert_int_equal(dlock__conn_open(&u, &o, &c, err, sizeof(err)), DLOCK__ECONN);
     assert_non_null(strstr(err, "nosuchmaster"));
     dlock__url_free(&u);
 }
