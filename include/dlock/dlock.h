@@ -58,6 +58,18 @@ typedef enum dlock_err {
     DLOCK_ESTALE = -22,   /* fencing: a token older than one already seen */
 } dlock_err;
 
+/* "Transport codes", as the headers say in their Returns lists: the codes
+ * any call that talks to Redis may return because of the connection or the
+ * server rather than the object: DLOCK_ECONN and DLOCK_EAUTH (could not
+ * (re)connect: nothing was sent), DLOCK_EUNKNOWN (sent, reply lost: outcome
+ * unknown), DLOCK_ESERVER (the server answered an error), DLOCK_EIO (I/O
+ * error before anything was sent), DLOCK_ENOMEM, and DLOCK_ECLOSED (the
+ * client is being destroyed). Only DLOCK_EUNKNOWN leaves the outcome open. */
+
+/* Pass as wait_ms to wait without bound (until acquired, cancelled or, for
+ * a latch, opened). The one definition for every object's wait_ms. */
+#define DLOCK_WAIT_FOREVER ((int64_t)-1)
+
 /* Short English description of a dlock_err; never NULL. */
 DLOCK_API const char *dlock_strerror(int err);
 

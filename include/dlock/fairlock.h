@@ -28,11 +28,6 @@
 extern "C" {
 #endif
 
-#ifndef DLOCK_WAIT_FOREVER
-/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-#endif
-
 typedef struct dlock_fairlock dlock_fairlock;
 
 typedef struct dlock_fairlock_options {
@@ -57,12 +52,12 @@ DLOCK_API int dlock_fairlock_new(dlock_client *client, const char *name,
  * mode of the first acquisition (lease_ms is then ignored).
  * A wait that ends without the lock (timeout, cancel, error) leaves the
  * queue. Returns 0, DLOCK_EBUSY (wait_ms == 0), DLOCK_ETIMEOUT,
- * DLOCK_ECANCELED, DLOCK_EINVAL, transport codes. */
+ * DLOCK_ECANCELED, DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_fairlock_lock(dlock_fairlock *fl, int64_t wait_ms, int64_t lease_ms);
 
 /* Leaves one level; the last one deletes the lock and wakes the head
  * waiter. Returns 0, DLOCK_ENOTHELD (not held by this handle; nothing
- * sent), DLOCK_ELOST (it had expired or was taken), transport codes. */
+ * sent), DLOCK_ELOST (it had expired or was taken), transport codes (dlock.h). */
 DLOCK_API int dlock_fairlock_unlock(dlock_fairlock *fl);
 
 /* Local re-entry count of this handle (0: not held). */

@@ -23,11 +23,6 @@
 extern "C" {
 #endif
 
-#ifndef DLOCK_WAIT_FOREVER
-/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-#endif
-
 typedef struct dlock_latch dlock_latch;
 
 /* Creates a handle on the latch called name (key = key_prefix + name). No
@@ -37,14 +32,14 @@ DLOCK_API int dlock_latch_new(dlock_client *client, const char *name, dlock_latc
 /* Arms the latch with count (>= 1) if it is open; an armed latch is left
  * alone (*armed_out = false). expire_ms > 0: the latch opens by itself
  * after that long (server clock); 0: never.
- * Returns 0 (see *armed_out, may be NULL), DLOCK_EINVAL, transport codes. */
+ * Returns 0 (see *armed_out, may be NULL), DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_latch_try_set_count(dlock_latch *latch, int64_t count, int64_t expire_ms,
                                         bool *armed_out);
 
 /* Decrements the count; at zero the latch opens and awaiters are woken.
  * *left_out (may be NULL) = count after the call, 0 when open; counting
  * down an open latch changes nothing (*left_out = 0).
- * Returns 0, DLOCK_EINVAL, transport codes. */
+ * Returns 0, DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_latch_count_down(dlock_latch *latch, int64_t *left_out);
 
 /* Current count (0 = open). */
@@ -52,7 +47,7 @@ DLOCK_API int dlock_latch_get_count(dlock_latch *latch, int64_t *count_out);
 
 /* Waits until the latch is open, at most wait_ms (0: check once;
  * DLOCK_WAIT_FOREVER: no bound). Returns 0 (open), DLOCK_ETIMEOUT (still
- * armed; DLOCK_EBUSY when wait_ms == 0), DLOCK_ECANCELED, transport codes. */
+ * armed; DLOCK_EBUSY when wait_ms == 0), DLOCK_ECANCELED, transport codes (dlock.h). */
 DLOCK_API int dlock_latch_await(dlock_latch *latch, int64_t wait_ms);
 
 /* Opens the latch whatever its count and wakes awaiters (admin / reset).

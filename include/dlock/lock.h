@@ -37,8 +37,6 @@ typedef enum dlock_lock_kind {
     DLOCK_LOCK_REENTRANT = 1,
 } dlock_lock_kind;
 
-/* Pass as wait_ms to wait without bound (until acquired or cancelled). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
 /* Longest explicit owner id accepted (bytes). */
 #define DLOCK_OWNER_MAX 256
 
@@ -176,7 +174,7 @@ typedef struct dlock_lock_status {
 
 /* One read-only round trip describing the lock called name (for
  * `dlock status NAME`). A key of another type reports locked with kind
- * SIMPLE and holder "". Returns 0, DLOCK_EINVAL, or a transport code. */
+ * SIMPLE and holder "". Returns 0, DLOCK_EINVAL, or a transport code (dlock.h). */
 DLOCK_API int dlock_lock_status_get(dlock_client *client, const char *name,
                                     dlock_lock_status *status_out);
 
@@ -189,7 +187,7 @@ DLOCK_API int dlock_lock_status_get(dlock_client *client, const char *name,
  * as "UPDATE ... WHERE fence <= :token").
  * Returns 0 (token >= highest: accepted), DLOCK_ESTALE (a newer holder has
  * written: reject the write), DLOCK_EINVAL (bad resource name, token 0), or
- * a transport code (DLOCK_EUNKNOWN: the token may have been recorded).
+ * a transport code (dlock.h; DLOCK_EUNKNOWN: the token may have been recorded).
  * *highest_out (may be NULL) = the highest token after the call. */
 DLOCK_API int dlock_fence_guard(dlock_client *client, const char *resource, uint64_t token,
                                 uint64_t *highest_out);

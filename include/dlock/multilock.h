@@ -32,11 +32,6 @@
 extern "C" {
 #endif
 
-#ifndef DLOCK_WAIT_FOREVER
-/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-#endif
-
 typedef struct dlock_multilock dlock_multilock;
 
 /* Most names one multi-lock accepts. */
@@ -58,12 +53,12 @@ DLOCK_API bool dlock_multilock_is_atomic(const dlock_multilock *ml);
  * A re-entry keeps the lease mode of the first acquisition (lease_ms is
  * then ignored).
  * Returns 0, DLOCK_EBUSY (wait_ms == 0), DLOCK_ETIMEOUT, DLOCK_ECANCELED,
- * DLOCK_EINVAL, transport codes. */
+ * DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_multilock_lock(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms);
 
 /* Leaves one level on every name. Returns 0, DLOCK_ENOTHELD (not held by
  * this handle; nothing sent), DLOCK_ELOST (some names had expired or were
- * taken; the others were released), transport codes. */
+ * taken; the others were released), transport codes (dlock.h). */
 DLOCK_API int dlock_multilock_unlock(dlock_multilock *ml);
 
 /* Local re-entry count (0: not held). */

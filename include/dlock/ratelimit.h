@@ -23,11 +23,6 @@
 extern "C" {
 #endif
 
-#ifndef DLOCK_WAIT_FOREVER
-/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-#endif
-
 typedef struct dlock_ratelimit dlock_ratelimit;
 
 /* rate tokens per period_ms, bursts of up to burst tokens. A subject that
@@ -64,7 +59,7 @@ typedef struct dlock_ratelimit_result {
  * never waits. subject: 1..1024 bytes (copied into the key).
  * Returns 0 with *result_out filled (allowed or not: a refusal is not an
  * error), DLOCK_ELIMIT (n > burst: could never be allowed; nothing taken),
- * DLOCK_EINVAL (NULL, n < 1, bad subject), or a transport code
+ * DLOCK_EINVAL (NULL, n < 1, bad subject), or a transport code (dlock.h)
  * (DLOCK_ECONN: nothing sent; DLOCK_EUNKNOWN: see top). */
 DLOCK_API int dlock_ratelimit_try_acquire(dlock_ratelimit *rl, const char *subject, int64_t n,
                                           dlock_ratelimit_result *result_out);
@@ -73,7 +68,7 @@ DLOCK_API int dlock_ratelimit_try_acquire(dlock_ratelimit *rl, const char *subje
  * retry_after and tries again, for at most wait_ms in total (0: one try;
  * DLOCK_WAIT_FOREVER (-1): no bound).
  * Returns 0 (tokens taken), DLOCK_ETIMEOUT, DLOCK_EBUSY (wait_ms == 0 and
- * refused), DLOCK_ECANCELED, DLOCK_ELIMIT, DLOCK_EINVAL, transport codes. */
+ * refused), DLOCK_ECANCELED, DLOCK_ELIMIT, DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_ratelimit_acquire(dlock_ratelimit *rl, const char *subject, int64_t n,
                                       int64_t wait_ms);
 

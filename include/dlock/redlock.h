@@ -29,11 +29,6 @@
 extern "C" {
 #endif
 
-#ifndef DLOCK_WAIT_FOREVER
-/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-#endif
-
 typedef struct dlock_redlock dlock_redlock;
 typedef struct dlock_redlock_hold dlock_redlock_hold;
 

@@ -32,11 +32,6 @@
 extern "C" {
 #endif
 
-#ifndef DLOCK_WAIT_FOREVER
-/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-#endif
-
 typedef struct dlock_rwlock dlock_rwlock;
 
 typedef struct dlock_rwlock_options {
@@ -61,19 +56,19 @@ DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
  * attempt; DLOCK_WAIT_FOREVER: no bound). Allowed while this handle holds
  * the write side (downgrade).
  * Returns 0, DLOCK_EBUSY (wait_ms == 0: a writer holds it or waits),
- * DLOCK_ETIMEOUT, DLOCK_ECANCELED, DLOCK_EINVAL, transport codes. */
+ * DLOCK_ETIMEOUT, DLOCK_ECANCELED, DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_rwlock_read_lock(dlock_rwlock *rw, int64_t wait_ms);
 
 /* Takes (or re-enters) the write side, waiting at most wait_ms.
  * Returns 0, DLOCK_EUPGRADE (this handle holds the read side: release it
  * first; nothing changed), DLOCK_EBUSY, DLOCK_ETIMEOUT, DLOCK_ECANCELED,
- * DLOCK_EINVAL, transport codes. */
+ * DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_rwlock_write_lock(dlock_rwlock *rw, int64_t wait_ms);
 
 /* Leave one level of the read / write side.
  * Returns 0, DLOCK_ENOTHELD (this handle does not hold that side; nothing
  * sent), DLOCK_ELOST (the side had expired or was lost; the handle no
- * longer holds it), transport codes. */
+ * longer holds it), transport codes (dlock.h). */
 DLOCK_API int dlock_rwlock_read_unlock(dlock_rwlock *rw);
 DLOCK_API int dlock_rwlock_write_unlock(dlock_rwlock *rw);
 

@@ -33,11 +33,6 @@
 extern "C" {
 #endif
 
-#ifndef DLOCK_WAIT_FOREVER
-/* Pass as wait_ms to wait without bound (same as in dlock/lock.h). */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-#endif
-
 typedef struct dlock_semaphore dlock_semaphore;
 
 typedef struct dlock_semaphore_options {
@@ -111,12 +106,12 @@ DLOCK_API int dlock_permits_acquire(dlock_semaphore *sem, int64_t lease_ms, int6
 
 /* Releases the permit id. Returns 0, DLOCK_ELIMIT (no such live permit:
  * never issued, already released or expired - releasing it would raise the
- * count above N), DLOCK_EINVAL, transport codes. */
+ * count above N), DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_permits_release(dlock_semaphore *sem, const char *id);
 
 /* Sets the permit's remaining lease to lease_ms (> 0), measured on the
  * server's clock from now. Returns 0, DLOCK_ELOST (expired or unknown),
- * DLOCK_EINVAL, transport codes. */
+ * DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_permits_extend(dlock_semaphore *sem, const char *id, int64_t lease_ms);
 
 #ifdef __cplusplus
