@@ -15,6 +15,7 @@
 #ifndef DLOCK_LIB_CLIENT_INTERNAL_H
 #define DLOCK_LIB_CLIENT_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -163,6 +164,12 @@ void dlock__metrics_lost(dlock_client *c);
 
 void dlock__log(const dlock_client *c, dlock_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, given the options' log hook and level (for parts that have no
+ * client, e.g. the pool). */
+void dlock__log_opts(const dlock_client_options *o, dlock_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void dlock__vlog_opts(const dlock_client_options *o, dlock_log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Held-object registry: objects register (while they hold something, or
  * for their whole life), so dlock_client_destroy can report (WARN) what is

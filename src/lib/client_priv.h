@@ -1,7 +1,9 @@
 /* client_priv.h: the dlock_client structure, shared by the files that make
  * up the client (client.c, subscriber.c, watchdog.c, metrics.c) and by
- * nothing else. Lock objects use client_internal.h only.
- * Lock order: mu, sub_mu, wd_mu and m_mu are leaves (never nested). */
+ * nothing else. Lock objects use client_internal.h only. The subscriber
+ * and the watchdog reach Redis through c->pool (pool.h), never through
+ * client.c. Lock order: mu, pool.mu, sub_mu, wd_mu and m_mu are leaves
+ * (never nested). */
 #ifndef DLOCK_LIB_CLIENT_PRIV_H
 #define DLOCK_LIB_CLIENT_PRIV_H
 
@@ -10,15 +12,10 @@
 #include <stdint.h>
 
 #include "client_internal.h"
+#include "pool.h"
 #include "url.h"
 
-#define DLOCK__SHA_CACHE 128 /* distinct scripts per client; more run with EVAL */
 #define DLOCK__HOLD_WINDOW 1024 /* hold-time samples kept for quantiles */
-
-typedef struct dlock__pooled {
-    dlock__conn *conn;
-    uint64_t gen; /* master generation the connection was opened for */
-} dlock__pooled;
 
 typedef struct dlock__chan dlock__chan;
 
@@ -28,23 +25,12 @@ struct dlock_client {
     char *prefix_copy;
     size_t prefix_len;
     dlock__url url;            /* as given */
-    dlock__conn_opts copts;
     char id[33];
 
-    /* ---- pool, master endpoint, script shas, held registry (mu) ---- */
+    dlock__pool pool;          /* master endpoint, connections, script shas */
+
+    /* ---- held registry (mu) ---- */
     pthread_mutex_t mu;
-    pthread_cond_t pool_cv;
-    dlock__url master;         /* url, or the master a sentinel named */
-    uint64_t master_gen;       /* bumped when master changes */
-    dlock__pooled *idle;
-    int n_idle;
-    int n_open;
-    bool closing;
-    struct {
-        const unsigned char *src;
-        char sha[41];
-    } shas[DLOCK__SHA_CACHE];
-    int n_shas;
     dlock__held *held;
 
     /* ---- subscriber (sub_mu) ---- */
@@ -75,23 +61,10 @@ struct dlock_client {
     size_t m_hold_next;
 };
 
-/* Copy of the current master endpoint and its generation. */
-int dlock__client_master(dlock_client *c, dlock__url *out, uint64_t *gen_out);
-/* Sentinel URLs: asks the sentinels again (after connection errors). */
-void dlock__client_reresolve(dlock_client *c);
-
-/* Pipelines n EVALSHA calls on one pooled connection (watchdog batches).
- * replies_out[n]; same codes as dlock__conn_pipeline. */
-int dlock__client_pipeline_eval(dlock_client *c, size_t n, const dlock__renew_cmd *cmds,
-                                dlock__reply **replies_out);
-
 int dlock__subscriber_start(dlock_client *c);
 void dlock__subscriber_stop(dlock_client *c);
 int dlock__watchdog_start(dlock_client *c);
 void dlock__watchdog_stop(dlock_client *c);
 void dlock__metrics_init(dlock_client *c);
-
-/* Scripts loaded with SCRIPT LOAD when the client is created. */
-extern const dlock__script *const dlock__preload_scripts[];
 
 #endif

@@ -1,9 +1,12 @@
-/* errors.c: names for dlock_err codes, the one table every program and the
- * docs refer to, and the edge where the common layer's codes (common_err.h)
- * become dlock_err. Invariant: every enumerator has a distinct message. */
+/* errors.c: how libdlock reports: names for dlock_err codes (the one table
+ * every program and the docs refer to), the edge where the common layer's
+ * codes (common_err.h) become dlock_err, and the log hook. Invariant: every
+ * enumerator has a distinct message. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#include "client_internal.h"
+#include "client_priv.h"
 #include "common_err.h"
 
 DLOCK_API const char *dlock_strerror(int err)
@@ -57,4 +60,29 @@ int dlock__err_from_common(int rc)
     case DLOCK__ENOMEM: return DLOCK_ENOMEM;
     }
     return DLOCK_EIO; /* not a common code: never produced by src/common */
+}
+
+void dlock__vlog_opts(const dlock_client_options *o, dlock_log_level level, const char *fmt, va_list ap)
+{
+    if (!o || !o->log_fn || level < o->log_level) return;
+    char msg[1024];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    o->log_fn(level, msg, o->log_ud);
+}
+
+void dlock__log_opts(const dlock_client_options *o, dlock_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    dlock__vlog_opts(o, level, fmt, ap);
+    va_end(ap);
+}
+
+void dlock__log(const dlock_client *c, dlock_log_level level, const char *fmt, ...)
+{
+    if (!c) return;
+    va_list ap;
+    va_start(ap, fmt);
+    dlock__vlog_opts(&c->opts, level, fmt, ap);
+    va_end(ap);
 }

@@ -20,16 +20,15 @@
 #include <string.h>
 
 #include "family.h"
+#include "scripts.h"
 #include "util.h"
 
 extern const unsigned char dlock__lua_fair_acquire[];
 extern const unsigned char dlock__lua_fair_release[];
 extern const unsigned char dlock__lua_fair_leave[];
-extern const unsigned char dlock__lua_fair_renew[];
 static const dlock__script fair_acquire = {"fair_acquire", dlock__lua_fair_acquire};
 static const dlock__script fair_release = {"fair_release", dlock__lua_fair_release};
 static const dlock__script fair_leave = {"fair_leave", dlock__lua_fair_leave};
-static const dlock__script fair_renew = {"fair_renew", dlock__lua_fair_renew};
 
 enum { K_LOCK, K_Q, K_QT, K_WAKE, K_N };
 
@@ -62,7 +61,7 @@ static int fl_renew(dlock__renewable *r, int64_t lease_ms)
     const char *keys[1] = {fl->keys[K_LOCK]};
     const char *args[2] = {fl->owner, lease};
     long long ok = 0;
-    int rc = dlock__fam_eval(fl->c, &fair_renew, 1, keys, 2, args, &ok, NULL, NULL);
+    int rc = dlock__fam_eval(fl->c, &dlock__script_rlock_renew, 1, keys, 2, args, &ok, NULL, NULL);
     if (rc) return rc;
     return ok == 1 ? 0 : DLOCK_ELOST;
 }

@@ -21,6 +21,7 @@
 
 #include "client_internal.h"
 #include "dlock/lock.h"
+#include "scripts.h"
 #include "util.h"
 
 #define FENCE_TTL_MS "3600000" /* fence key lives 1 h after last use */
@@ -28,23 +29,12 @@
 #define RECHECK_MAX_SIMPLE_MS 1000   /* foreign holders may not publish */
 #define RECHECK_MAX_REENTRANT_MS 5000
 
-extern const unsigned char dlock__lua_lock_acquire[], dlock__lua_lock_release[],
-    dlock__lua_lock_renew[], dlock__lua_rlock_acquire[], dlock__lua_rlock_release[],
-    dlock__lua_rlock_renew[], dlock__lua_lock_status[], dlock__lua_lock_force_unlock[],
+extern const unsigned char dlock__lua_lock_status[], dlock__lua_lock_force_unlock[],
     dlock__lua_fence_guard[];
 
-static const dlock__script s_acquire = {"lock_acquire", dlock__lua_lock_acquire};
-static const dlock__script s_release = {"lock_release", dlock__lua_lock_release};
-static const dlock__script s_renew = {"lock_renew", dlock__lua_lock_renew};
-static const dlock__script r_acquire = {"rlock_acquire", dlock__lua_rlock_acquire};
-static const dlock__script r_release = {"rlock_release", dlock__lua_rlock_release};
-static const dlock__script r_renew = {"rlock_renew", dlock__lua_rlock_renew};
 static const dlock__script s_status = {"lock_status", dlock__lua_lock_status};
 static const dlock__script s_force = {"lock_force_unlock", dlock__lua_lock_force_unlock};
 static const dlock__script s_fence = {"fence_guard", dlock__lua_fence_guard};
-
-const dlock__script *const dlock__preload_scripts[] = {&s_acquire, &r_acquire, &s_release, &r_release,
-                                                      &s_renew, &r_renew, NULL};
 
 struct dlock_lock {
     dlock_client *c;
@@ -232,7 +222,7 @@ static int attempt(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_r
     const char *args[3] = {owner, lease, FENCE_TTL_MS};
     const dlock_client_options *o = dlock__client_options(l->c);
     dlock__reply *r = NULL;
-    int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &s_acquire : &r_acquire, 2,
+    int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_acquire : &dlock__script_rlock_acquire, 2,
                                      keys, 3, args, o->wait_replicas, o->wait_replicas_timeout_ms, &r,
                                      &res->acked);
     if (rc == 0 && dlock__reply_count(r) < 2) rc = server_error(l, "acquire", r);
@@ -257,10 +247,10 @@ static int release_script(dlock_lock *l, const char *owner, int64_t lease_ms, lo
     int rc;
     if (l->kind == DLOCK_LOCK_SIMPLE) {
         const char *args[2] = {owner, l->channel};
-        rc = dlock__client_eval(l->c, &s_release, 1, keys, 2, args, &r);
+        rc = dlock__client_eval(l->c, &dlock__script_lock_release, 1, keys, 2, args, &r);
     } else {
         const char *args[3] = {owner, lease, l->channel};
-        rc = dlock__client_eval(l->c, &r_release, 1, keys, 3, args, &r);
+        rc = dlock__client_eval(l->c, &dlock__script_rlock_release, 1, keys, 3, args, &r);
     }
     if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = server_error(l, "release", r);
     if (rc == 0) *res_out = dlock__reply_int(r);
@@ -275,7 +265,7 @@ static int renew_script(dlock_lock *l, const char *owner, int64_t lease_ms)
     const char *keys[1] = {l->key};
     const char *args[2] = {owner, lease};
     dlock__reply *r = NULL;
-    int rc = dlock__client_eval(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &s_renew : &r_renew, 1, keys, 2, args, &r);
+    int rc = dlock__client_eval(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew, 1, keys, 2, args, &r);
     if (rc == 0) rc = lock_finish(&l->rn, r);
     dlock__reply_free(r);
     return rc;
@@ -287,7 +277,7 @@ static int lock_prepare(dlock__renewable *r, int64_t lease_ms, dlock__renew_cmd 
 {
     dlock_lock *l = LOCK_OF(r, rn);
     snprintf(cmd->num, sizeof(cmd->num), "%lld", (long long)lease_ms);
-    cmd->script = l->kind == DLOCK_LOCK_SIMPLE ? &s_renew : &r_renew;
+    cmd->script = l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew;
     cmd->nkeys = 1;
     cmd->keys[0] = l->key;
     cmd->nargs = 2;

@@ -291,14 +291,14 @@ static void sync_subscriptions(dlock_client *c)
 static bool sub_connect(dlock_client *c)
 {
     dlock__url m;
-    if (dlock__client_master(c, &m, NULL) != 0) return false;
+    if (dlock__pool_master(&c->pool, &m, NULL) != 0) return false;
     char err[256] = "";
     dlock__conn *conn = NULL;
-    int rc = dlock__err_from_common(dlock__conn_open(&m, &c->copts, &conn, err, sizeof(err)));
+    int rc = dlock__err_from_common(dlock__conn_open(&m, &c->pool.copts, &conn, err, sizeof(err)));
     dlock__url_free(&m);
     if (rc) {
         dlock__log(c, DLOCK_LOG_WARN, "subscriber: connect: %s", err);
-        if (rc == DLOCK_ECONN) dlock__client_reresolve(c);
+        if (rc == DLOCK_ECONN) dlock__pool_reresolve(&c->pool);
         return false;
     }
     c->sub_conn = conn;

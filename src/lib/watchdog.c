@@ -98,7 +98,7 @@ static void renew_round(dlock_client *c, dlock__renewable **items, size_t n)
             settle(c, r, r->renew(r, lease), sent);
     }
     if (nb > 0) {
-        int rc = dlock__client_pipeline_eval(c, nb, cmds, replies);
+        int rc = dlock__pool_pipeline_eval(&c->pool, nb, cmds, replies);
         for (size_t i = 0; i < nb; i++) {
             int rr;
             if (rc == 0 && !dlock__reply_is_error(replies[i], "NOSCRIPT")) rr = batch[i]->finish(batch[i], replies[i]);

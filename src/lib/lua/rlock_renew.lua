@@ -1,4 +1,6 @@
--- rlock_renew.lua: reentrant lock owner-checked pexpire (watchdog, extend).
+-- rlock_renew.lua: owner-checked pexpire of an owner-count lock hash: the
+-- reentrant lock's watchdog and extend, and the fair lock's watchdog (the
+-- fair lock keeps the reentrant lock's hash layout, so one script serves).
 -- KEYS[1] lock key
 -- ARGV[1] owner, ARGV[2] lease ms
 -- Returns 1 renewed; 0 this owner holds no count (gone or taken).

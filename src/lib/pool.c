@@ -1,0 +1,386 @@
+/* pool.c: the client's connections to its master (see pool.h).
+ *
+ * Design note. Commands run on pooled sync connections (at most pool_size,
+ * opened on demand). A command that failed with ECONN was never sent, so
+ * it is retried (retry_attempts times, doubling delay with jitter); for a
+ * Sentinel URL the master is asked for again first, and a pooled connection
+ * opened for an older master is closed instead of reused (so a failover is
+ * followed). EUNKNOWN (sent, no reply) is never retried: the caller decides.
+ * A READONLY error (we reached a demoted master) also triggers re-resolution
+ * and, since READONLY means nothing was applied, a retry. Every code from
+ * src/common passes through dlock__err_from_common here.
+ */
+#include "pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "scripts.h"
+#include "util.h"
+
+#define MAX_ARGS 64
+
+/* ---- master endpoint ---------------------------------------------------- */
+
+int dlock__pool_master(dlock__pool *p, dlock__url *out, uint64_t *gen_out)
+{
+    pthread_mutex_lock(&p->mu);
+    int rc = dlock__err_from_common(dlock__url_copy(&p->master, out));
+    if (gen_out) *gen_out = p->master_gen;
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void dlock__pool_reresolve(dlock__pool *p)
+{
+    if (p->url->kind != DLOCK__URL_SENTINEL) return;
+    dlock__url m;
+    char err[256] = "";
+    int rc = dlock__err_from_common(dlock__sentinel_resolve(p->url, &p->copts, &m, err, sizeof(err)));
+    if (rc) {
+        dlock__log_opts(p->opts, DLOCK_LOG_WARN, "sentinel: cannot resolve master: %s", err);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    bool changed = !p->master.host || strcmp(p->master.host, m.host) != 0 || p->master.port != m.port;
+    if (changed) {
+        dlock__url_free(&p->master);
+        p->master = m;
+        p->master_gen++;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (changed) dlock__log_opts(p->opts, DLOCK_LOG_WARN, "sentinel: master is now %s:%d", m.host, m.port);
+    else dlock__url_free(&m);
+}
+
+/* ---- pool ----------------------------------------------------------------- */
+
+static int pool_get(dlock__pool *p, dlock__pooled *out)
+{
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        if (p->closing) {
+            pthread_mutex_unlock(&p->mu);
+            return DLOCK_ECLOSED;
+        }
+        if (p->n_idle > 0) {
+            *out = p->idle[--p->n_idle];
+            if (out->gen == p->master_gen) {
+                pthread_mutex_unlock(&p->mu);
+                return 0;
+            }
+            p->n_open--; /* opened for an old master: drop it */
+            pthread_mutex_unlock(&p->mu);
+            dlock__conn_close(out->conn);
+            pthread_mutex_lock(&p->mu);
+            continue;
+        }
+        if (p->n_open < p->opts->pool_size) break;
+        pthread_cond_wait(&p->cv, &p->mu);
+    }
+    p->n_open++;
+    dlock__url m;
+    int rc = dlock__err_from_common(dlock__url_copy(&p->master, &m));
+    out->gen = p->master_gen;
+    pthread_mutex_unlock(&p->mu);
+    char err[256] = "";
+    if (rc == 0) {
+        rc = dlock__err_from_common(dlock__conn_open(&m, &p->copts, &out->conn, err, sizeof(err)));
+        dlock__url_free(&m);
+        if (rc) dlock__log_opts(p->opts, DLOCK_LOG_WARN, "connect: %s", err);
+    }
+    if (rc) {
+        pthread_mutex_lock(&p->mu);
+        p->n_open--;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return rc;
+}
+
+static void pool_put(dlock__pool *p, dlock__pooled *pc)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->closing || pc->gen != p->master_gen) {
+        p->n_open--;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        dlock__conn_close(pc->conn);
+        return;
+    }
+    p->idle[p->n_idle++] = *pc;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Runs fn on a pooled connection; retries when fn (or connecting) reports
+ * ECONN, i.e. nothing was sent. fn returns a dlock code. */
+typedef int (*conn_fn)(dlock__pool *p, dlock__conn *conn, void *ctx);
+
+static int with_conn(dlock__pool *p, conn_fn fn, void *ctx)
+{
+    int rc = DLOCK_ECONN;
+    for (int attempt = 0;; attempt++) {
+        dlock__pooled pc;
+        rc = pool_get(p, &pc);
+        if (rc == 0) {
+            rc = fn(p, pc.conn, ctx);
+            pool_put(p, &pc);
+        }
+        if (rc != DLOCK_ECONN || attempt >= p->opts->retry_attempts) break;
+        dlock__pool_reresolve(p);
+        dlock__sleep_ms(dlock__backoff_ms(p->opts->retry_delay_ms, attempt, 2000));
+    }
+    return rc;
+}
+
+/* A READONLY error means we talked to a demoted master: nothing applied. */
+static int check_readonly(dlock__pool *p, dlock__reply **r)
+{
+    if (!*r || !dlock__reply_is_error(*r, "READONLY")) return 0;
+    dlock__reply_free(*r);
+    *r = NULL;
+    dlock__pool_reresolve(p);
+    return DLOCK_ECONN;
+}
+
+typedef struct cmd_ctx {
+    int argc;
+    const char **argv;
+    const size_t *lens;
+    dlock__reply **out;
+} cmd_ctx;
+
+static int run_cmd(dlock__pool *p, dlock__conn *conn, void *ctx)
+{
+    cmd_ctx *x = ctx;
+    int rc = dlock__err_from_common(dlock__conn_cmd(conn, x->argc, x->argv, x->lens, x->out));
+    return rc ? rc : check_readonly(p, x->out);
+}
+
+int dlock__pool_cmd(dlock__pool *p, int argc, const char **argv, const size_t *lens,
+                    dlock__reply **out)
+{
+    *out = NULL;
+    cmd_ctx x = {argc, argv, lens, out};
+    return with_conn(p, run_cmd, &x);
+}
+
+/* ---- scripts ---------------------------------------------------------- */
+
+const char *dlock__pool_script_sha(dlock__pool *p, const dlock__script *s)
+{
+    const char *sha = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n_shas && !sha; i++)
+        if (p->shas[i].src == s->src) sha = p->shas[i].sha; /* never changed once written */
+    if (!sha && p->n_shas < DLOCK__SHA_CACHE) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int mdlen = 0;
+        char *dst = p->shas[p->n_shas].sha;
+        if (EVP_Digest(s->src, strlen((const char *)s->src), md, &mdlen, EVP_sha1(), NULL) == 1 && mdlen == 20) {
+            for (unsigned int i = 0; i < 20; i++) snprintf(dst + 2 * i, 3, "%02x", md[i]);
+            p->shas[p->n_shas++].src = s->src;
+            sha = dst;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return sha;
+}
+
+typedef struct eval_ctx {
+    const dlock__script *s;
+    int nkeys, nargs;
+    const char *const *keys;
+    const char *const *args;
+    int replicas;
+    int64_t timeout_ms;
+    dlock__reply **out;
+    int *acked_out;
+} eval_ctx;
+
+static int eval_on(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
+{
+    const char *argv[MAX_ARGS];
+    char nk[16];
+    snprintf(nk, sizeof(nk), "%d", x->nkeys);
+    const char *sha = dlock__pool_script_sha(p, x->s);
+    argv[0] = sha ? "EVALSHA" : "EVAL";
+    argv[1] = sha ? sha : (const char *)x->s->src;
+    argv[2] = nk;
+    for (int i = 0; i < x->nkeys; i++) argv[3 + i] = x->keys[i];
+    for (int i = 0; i < x->nargs; i++) argv[3 + x->nkeys + i] = x->args[i];
+    int argc = 3 + x->nkeys + x->nargs;
+    int rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
+    if (rc == 0 && sha && dlock__reply_is_error(*x->out, "NOSCRIPT")) {
+        /* Script cache emptied (restart, failover, SCRIPT FLUSH): EVAL
+         * runs it and caches it again. */
+        dlock__log_opts(p->opts, DLOCK_LOG_INFO, "script %s not cached on server: reloading", x->s->name);
+        dlock__reply_free(*x->out);
+        *x->out = NULL;
+        argv[0] = "EVAL";
+        argv[1] = (const char *)x->s->src;
+        rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
+    }
+    if (rc) return rc;
+    return check_readonly(p, x->out);
+}
+
+static int run_eval(dlock__pool *p, dlock__conn *conn, void *ctx)
+{
+    eval_ctx *x = ctx;
+    int rc = eval_on(p, conn, x);
+    if (rc || x->replicas <= 0 || dlock__reply_kind(*x->out) == DLOCK__R_ERROR) return rc;
+    char n[16], t[24];
+    snprintf(n, sizeof(n), "%d", x->replicas);
+    snprintf(t, sizeof(t), "%lld", (long long)x->timeout_ms);
+    const char *argv[3] = {"WAIT", n, t};
+    dlock__reply *w = NULL;
+    rc = dlock__err_from_common(dlock__conn_cmd(conn, 3, argv, NULL, &w));
+    if (rc == DLOCK_ECONN) rc = DLOCK_EUNKNOWN; /* the eval did run: never retry it */
+    if (rc == 0 && dlock__reply_kind(w) == DLOCK__R_INTEGER) *x->acked_out = (int)dlock__reply_int(w);
+    else if (rc == 0) rc = DLOCK_ESERVER;
+    dlock__reply_free(w);
+    return rc;
+}
+
+int dlock__pool_eval_wait(dlock__pool *p, const dlock__script *s, int nkeys,
+                          const char *const *keys, int nargs, const char *const *args,
+                          int replicas, int64_t timeout_ms, dlock__reply **out, int *acked_out)
+{
+    *out = NULL;
+    int acked = replicas;
+    if (nkeys < 0 || nargs < 0 || 3 + nkeys + nargs > MAX_ARGS) return DLOCK_EINVAL;
+    eval_ctx x = {s, nkeys, nargs, keys, args, replicas, timeout_ms, out, &acked};
+    if (replicas > 0) acked = 0;
+    int rc = with_conn(p, run_eval, &x);
+    if (acked_out) *acked_out = acked;
+    return rc;
+}
+
+typedef struct pipe_ctx {
+    size_t n;
+    const dlock__renew_cmd *cmds;
+    dlock__reply **replies;
+} pipe_ctx;
+
+static int run_pipeline(dlock__pool *p, dlock__conn *conn, void *ctx)
+{
+    pipe_ctx *x = ctx;
+    int *argcs = calloc(x->n, sizeof(int));
+    const char **flat = calloc(x->n * (3 + 2 * DLOCK__RENEW_MAXARGS), sizeof(char *));
+    const char *const **argvs = calloc(x->n, sizeof(*argvs));
+    char(*nks)[4] = calloc(x->n, sizeof(*nks));
+    int rc = DLOCK_ENOMEM;
+    if (argcs && flat && argvs && nks) {
+        for (size_t i = 0; i < x->n; i++) {
+            const dlock__renew_cmd *m = &x->cmds[i];
+            const char **a = flat + i * (3 + 2 * DLOCK__RENEW_MAXARGS);
+            snprintf(nks[i], sizeof(nks[i]), "%d", m->nkeys);
+            const char *sha = dlock__pool_script_sha(p, m->script);
+            a[0] = sha ? "EVALSHA" : "EVAL";
+            a[1] = sha ? sha : (const char *)m->script->src;
+            a[2] = nks[i];
+            for (int k = 0; k < m->nkeys; k++) a[3 + k] = m->keys[k];
+            for (int k = 0; k < m->nargs; k++) a[3 + m->nkeys + k] = m->args[k];
+            argcs[i] = 3 + m->nkeys + m->nargs;
+            argvs[i] = a;
+        }
+        rc = dlock__err_from_common(dlock__conn_pipeline(conn, x->n, argcs, argvs, NULL, x->replies));
+    }
+    free(argcs);
+    free(flat);
+    free((void *)argvs);
+    free(nks);
+    return rc;
+}
+
+int dlock__pool_pipeline_eval(dlock__pool *p, size_t n, const dlock__renew_cmd *cmds,
+                              dlock__reply **replies_out)
+{
+    pipe_ctx x = {n, cmds, replies_out};
+    return with_conn(p, run_pipeline, &x);
+}
+
+/* ---- start / destroy -------------------------------------------------- */
+
+int dlock__pool_init(dlock__pool *p)
+{
+    if (pthread_mutex_init(&p->mu, NULL) != 0) return DLOCK_ENOMEM;
+    if (pthread_cond_init(&p->cv, NULL) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        return DLOCK_ENOMEM;
+    }
+    return 0;
+}
+
+/* The endpoint as given, or the master its sentinels name. */
+static int first_master(dlock__pool *p)
+{
+    if (p->url->kind != DLOCK__URL_SENTINEL)
+        return dlock__err_from_common(dlock__url_copy(p->url, &p->master));
+    char err[256] = "";
+    int rc = dlock__err_from_common(dlock__sentinel_resolve(p->url, &p->copts, &p->master, err, sizeof(err)));
+    if (rc) dlock__log_opts(p->opts, DLOCK_LOG_ERROR, "sentinel: %s", err);
+    return rc;
+}
+
+/* SCRIPT LOAD of the preload scripts on conn; a server whose SHA differs
+ * from ours is only logged (EVALSHA then falls back to EVAL). */
+static int preload(dlock__pool *p, dlock__conn *conn)
+{
+    int rc = 0;
+    for (int i = 0; rc == 0 && dlock__preload_scripts[i]; i++) {
+        const dlock__script *s = dlock__preload_scripts[i];
+        const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->src};
+        dlock__reply *r = NULL;
+        rc = dlock__err_from_common(dlock__conn_cmd(conn, 3, argv, NULL, &r));
+        const char *sha = rc == 0 ? dlock__pool_script_sha(p, s) : NULL;
+        if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_STRING) {
+            dlock__log_opts(p->opts, DLOCK_LOG_ERROR, "SCRIPT LOAD %s: %s", s->name, dlock__reply_str(r, NULL));
+            rc = DLOCK_ESERVER;
+        } else if (rc == 0 && (!sha || strcmp(dlock__reply_str(r, NULL), sha) != 0)) {
+            dlock__log_opts(p->opts, DLOCK_LOG_WARN, "script %s: server SHA differs", s->name);
+        }
+        dlock__reply_free(r);
+    }
+    return rc;
+}
+
+int dlock__pool_start(dlock__pool *p, const dlock_client_options *opts, const dlock__url *url)
+{
+    p->opts = opts;
+    p->url = url;
+    p->copts.connect_timeout_ms = opts->connect_timeout_ms;
+    p->copts.command_timeout_ms = opts->command_timeout_ms;
+    p->idle = calloc((size_t)opts->pool_size, sizeof(*p->idle));
+    if (!p->idle) return DLOCK_ENOMEM;
+    int rc = first_master(p);
+    if (rc) return rc;
+    char err[256] = "";
+    dlock__pooled pc = {.gen = 0};
+    rc = dlock__err_from_common(dlock__conn_open(&p->master, &p->copts, &pc.conn, err, sizeof(err)));
+    if (rc) {
+        dlock__log_opts(p->opts, DLOCK_LOG_ERROR, "connect: %s", err);
+        return rc;
+    }
+    p->n_open = 1;
+    rc = preload(p, pc.conn);
+    p->idle[p->n_idle++] = pc;
+    return rc;
+}
+
+void dlock__pool_destroy(dlock__pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->closing = true;
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_idle; i++) dlock__conn_close(p->idle[i].conn);
+    free(p->idle);
+    dlock__url_free(&p->master);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+}
