@@ -138,6 +138,15 @@ void dlock__waitctl_end(dlock__waitctl *ctl)
     pthread_mutex_unlock(&ctl->mu);
 }
 
+bool dlock__waitctl_take_pending(dlock__waitctl *ctl)
+{
+    pthread_mutex_lock(&ctl->mu);
+    bool pending = ctl->cancel_next;
+    ctl->cancel_next = false;
+    pthread_mutex_unlock(&ctl->mu);
+    return pending;
+}
+
 bool dlock__waitctl_canceled(dlock__waitctl *ctl, uint64_t gen)
 {
     pthread_mutex_lock(&ctl->mu);
@@ -212,7 +221,8 @@ static int follow_channel(wait_state *st, uint64_t gen, bool *changed)
     if (st->subscribed && strcmp(want, st->chan) == 0) return 0;
     unsubscribe(st);
     snprintf(st->chan, sizeof(st->chan), "%s", want);
-    int rc = dlock__wait_begin(st->spec->c, st->chan, &st->node.w);
+    int rc = st->spec->wake_one ? dlock__wait_begin_one(st->spec->c, st->chan, &st->node.w)
+                                : dlock__wait_begin(st->spec->c, st->chan, &st->node.w);
     if (rc) return rc;
     st->subscribed = true;
     ctl_link(st->spec->ctl, &st->node, gen);
@@ -220,9 +230,9 @@ static int follow_channel(wait_state *st, uint64_t gen, bool *changed)
     return 0;
 }
 
-static int64_t nap_ms(const dlock__wait_spec *sp, int64_t hint, int64_t deadline)
+static int64_t nap_ms(int64_t recheck, int64_t hint, int64_t deadline)
 {
-    int64_t nap = sp->max_nap_ms > 0 ? sp->max_nap_ms : 1000;
+    int64_t nap = recheck;
     if (hint >= 0 && hint + 1 < nap) nap = hint + 1;
     if (deadline >= 0) {
         int64_t left = deadline - dlock__now_ms();
@@ -240,6 +250,8 @@ static int wait_loop(const dlock__wait_spec *sp, uint64_t gen)
     if (rc != 0) return rc > 0 ? 0 : rc;
     if (sp->wait_ms == 0) return DLOCK_EBUSY;
     wait_state st = {.spec = sp};
+    int64_t max_nap = sp->max_nap_ms > 0 ? sp->max_nap_ms : 1000;
+    int64_t recheck = sp->min_nap_ms > 0 && sp->min_nap_ms < max_nap ? sp->min_nap_ms : max_nap;
     for (;;) {
         if (dlock__waitctl_canceled(sp->ctl, gen)) {
             rc = DLOCK_ECANCELED;
@@ -255,9 +267,10 @@ static int wait_loop(const dlock__wait_spec *sp, uint64_t gen)
             if (rc) break;
         }
         if (!changed) {
-            int64_t nap = nap_ms(sp, hint, deadline);
+            int64_t nap = nap_ms(recheck, hint, deadline);
             rc = st.subscribed ? dlock__wait(st.node.w, nap) : dlock__waitctl_sleep(sp->ctl, gen, nap);
             if (rc == DLOCK_ECANCELED || rc == DLOCK_ECLOSED) break;
+            if (rc != 0 || !st.subscribed) recheck = recheck * 2 < max_nap ? recheck * 2 : max_nap;
         }
         rc = sp->attempt(sp->ctx, &hint);
         if (rc != 0) {

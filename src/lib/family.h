@@ -1,5 +1,6 @@
-/* family.h: private helpers shared by the lock family (fair lock, read-write
- * lock, semaphore/permits, latch, rate limiter, multi-lock): owner ids,
+/* family.h: private helpers shared by the lock family (lock, fair lock,
+ * read-write lock, semaphore/permits, latch, rate limiter, multi-lock, and
+ * RedLock's waits): owner ids,
  * companion keys, script calls answering {code, value}, cancellation and the
  * subscribe-then-try wait loop. Invariant: a wait never busy-polls; it sleeps
  * on a pub/sub channel, capped by a hint the server gave.
@@ -65,6 +66,9 @@ void dlock__waitctl_cancel(dlock__waitctl *ctl);
 uint64_t dlock__waitctl_start(dlock__waitctl *ctl);
 void dlock__waitctl_end(dlock__waitctl *ctl);
 bool dlock__waitctl_canceled(dlock__waitctl *ctl, uint64_t gen);
+/* For a call that does not wait (e.g. a re-entry): true, and the pending
+ * cancel is consumed, when a cancel came while no wait was in progress. */
+bool dlock__waitctl_take_pending(dlock__waitctl *ctl);
 /* Sleeps up to ms on the handle's condition; 0 or DLOCK_ECANCELED. */
 int dlock__waitctl_sleep(dlock__waitctl *ctl, uint64_t gen, int64_t ms);
 
@@ -83,11 +87,16 @@ typedef struct dlock__wait_spec {
     dlock__try_fn attempt;
     dlock__chan_fn channel; /* NULL: plain sleeps (no pub/sub) */
     void *ctx;
-    int64_t wait_ms;     /* 0: one attempt (EBUSY); DLOCK__WAIT_FOREVER: no bound */
+    int64_t wait_ms;     /* 0: one attempt (EBUSY); DLOCK_WAIT_FOREVER: no bound */
     int64_t max_nap_ms;  /* recheck at least this often (lost publishes, heartbeats) */
+    /* > 0: the recheck interval starts here and doubles after each nap that
+     * no message ended, up to max_nap_ms (a lock whose foreign holders may
+     * not publish); 0: always max_nap_ms. */
+    int64_t min_nap_ms;
+    /* Subscribe wake-one (dlock__wait_begin_one): a release admits one
+     * waiter of this process, not the herd. */
+    bool wake_one;
 } dlock__wait_spec;
-
-#define DLOCK__WAIT_FOREVER ((int64_t)-1)
 
 /* Try; if busy, subscribe, try again, then sleep on the channel (capped by
  * the hint, the remaining wait and max_nap_ms) and repeat. Returns 0

@@ -10,8 +10,10 @@
  * "redisson_lock__channel:{K}" (message "0", as Redisson publishes).
  * States of a handle: free -> held (count >= 1) -> free, or held -> lost
  * (watchdog found it gone: is_held false, the next unlock returns ELOST).
- * Waiting: subscribe (wake-one) first, then try, then sleep until a message,
- * the holder's TTL or a growing recheck interval, whichever is first.
+ * Waiting: the family's one mechanism (dlock__fam_wait, family.c): try,
+ * subscribe (wake-one), try again, then sleep until a message, the holder's
+ * TTL or a growing recheck interval, whichever is first; cancellation is
+ * the handle's dlock__waitctl.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -19,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_internal.h"
 #include "dlock/lock.h"
+#include "family.h"
 #include "scripts.h"
 #include "util.h"
 
@@ -48,7 +50,7 @@ struct dlock_lock {
     char lease_arg[24]; /* lease as text, for renewals */
 
     pthread_mutex_t mu; /* guards everything below */
-    bool held, lost, canceled, watched;
+    bool held, lost, watched;
     bool orphaned; /* the client was destroyed: never touch it again */
     bool unknown;  /* last acquire ended EUNKNOWN: owner holds its value */
     int64_t count;
@@ -57,7 +59,8 @@ struct dlock_lock {
     int64_t acquired_ms;
     int64_t lease_ms;   /* 0: watchdog mode */
     int64_t expires_ms; /* lease mode: local deadline (from the send time) */
-    dlock__waiter *waiter;
+
+    dlock__waitctl ctl; /* waits and their cancellation (family.h); own lock */
 };
 
 #define LOCK_OF(p, field) ((dlock_lock *)(void *)((char *)(p)-offsetof(dlock_lock, field)))
@@ -157,7 +160,12 @@ DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock
     l->channel = l->key ? make_channel(l->kind, l->key) : NULL;
     l->explicit_owner = opts->owner_id ? strdup(opts->owner_id) : NULL;
     bool oom = !l->name || !l->key || !l->fence_key || !l->channel || (opts->owner_id && !l->explicit_owner);
-    if (oom || pthread_mutex_init(&l->mu, NULL) != 0) {
+    bool mu_ok = !oom && pthread_mutex_init(&l->mu, NULL) == 0;
+    if (mu_ok && dlock__waitctl_init(&l->ctl) != 0) {
+        pthread_mutex_destroy(&l->mu);
+        mu_ok = false;
+    }
+    if (!mu_ok) {
         free(l->name);
         free(l->key);
         free(l->fence_key);
@@ -327,7 +335,6 @@ static void became_holder(dlock_lock *l, const char *owner, const attempt_result
     l->held = true;
     l->lost = false;
     l->unknown = false;
-    l->canceled = false;
     l->count = res->count > 0 ? res->count : 1;
     snprintf(l->owner, sizeof(l->owner), "%s", owner);
     l->fence = res->fence;
@@ -359,57 +366,54 @@ static void end_hold(dlock_lock *l, bool released)
 
 static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res);
 
-/* Sleeps on the unlock channel between attempts until acquired, wait_ms
- * ran out or a cancel. On entry the first attempt found it busy, could not
- * connect, or (unknown) had an outcome nobody could tell yet. */
-static int wait_loop(dlock_lock *l, const char *owner, int64_t lease, int64_t wait_ms, bool unknown,
-                     attempt_result *res, int64_t *sent_out)
+/* One acquisition attempt inside dlock__fam_wait. While an earlier
+ * attempt's outcome is unknown, it asks before trying again. Connection
+ * trouble (ECONN, EUNKNOWN) keeps the wait going like a busy lock; the last
+ * such code is what the caller reports if the wait then runs out. */
+typedef struct acquire_try {
+    dlock_lock *l;
+    const char *owner;
+    int64_t lease;
+    bool unknown;     /* the last attempt's outcome is not known yet */
+    int last_rc;      /* ECONN/EUNKNOWN of the last attempt, or 0 */
+    attempt_result res;
+    int64_t sent_ms;  /* when the last attempt was sent */
+} acquire_try;
+
+static int acquire_attempt(void *ctx, int64_t *hint_ms)
 {
-    dlock__waiter *w = NULL;
-    int rc = dlock__wait_begin_one(l->c, l->channel, &w);
+    acquire_try *t = ctx;
+    t->sent_ms = dlock__now_ms();
+    int rc = t->unknown ? resolve_unknown(t->l, t->owner, &t->res)
+                        : attempt(t->l, t->owner, t->lease, &t->res);
+    if (!t->unknown && rc == DLOCK_EUNKNOWN) rc = resolve_unknown(t->l, t->owner, &t->res);
+    t->unknown = rc == DLOCK_EUNKNOWN;
+    t->last_rc = rc == DLOCK_ECONN || rc == DLOCK_EUNKNOWN ? rc : 0;
+    *hint_ms = rc == 0 ? t->res.ttl_ms : -1;
+    if (t->last_rc) return 0;
     if (rc) return rc;
-    pthread_mutex_lock(&l->mu);
-    l->waiter = w;
-    pthread_mutex_unlock(&l->mu);
-    int64_t deadline = wait_ms < 0 ? INT64_MAX : dlock__now_ms() + wait_ms;
-    int64_t recheck = RECHECK_MIN_MS;
-    int64_t cap = l->kind == DLOCK_LOCK_SIMPLE ? RECHECK_MAX_SIMPLE_MS : RECHECK_MAX_REENTRANT_MS;
-    for (;;) {
-        pthread_mutex_lock(&l->mu);
-        bool canceled = l->canceled;
-        pthread_mutex_unlock(&l->mu);
-        if (canceled) {
-            rc = DLOCK_ECANCELED;
-            break;
-        }
-        *sent_out = dlock__now_ms();
-        /* Subscribed first, so no unlock is missed. While an earlier
-         * attempt's outcome is unknown, ask before trying again. */
-        rc = unknown ? resolve_unknown(l, owner, res) : attempt(l, owner, lease, res);
-        if (!unknown && rc == DLOCK_EUNKNOWN) rc = resolve_unknown(l, owner, res);
-        unknown = rc == DLOCK_EUNKNOWN;
-        if (rc == 0 && res->state != 0) break;
-        if (rc != 0 && rc != DLOCK_ECONN && rc != DLOCK_EUNKNOWN) break;
-        int64_t now = dlock__now_ms();
-        if (now >= deadline) {
-            rc = rc ? rc : DLOCK_ETIMEOUT;
-            break;
-        }
-        int64_t sleep = recheck;
-        if (rc == 0 && res->ttl_ms >= 0 && res->ttl_ms + 1 < sleep) sleep = res->ttl_ms + 1; /* pttl 0: < 1 ms left */
-        if (deadline - now < sleep) sleep = deadline - now;
-        int wr = dlock__wait(w, sleep);
-        if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
-            rc = wr;
-            break;
-        }
-        if (wr == DLOCK_ETIMEOUT) recheck = recheck * 2 < cap ? recheck * 2 : cap;
-    }
-    pthread_mutex_lock(&l->mu);
-    l->waiter = NULL;
-    if (rc == DLOCK_ECANCELED) l->canceled = false;
-    pthread_mutex_unlock(&l->mu);
-    dlock__wait_end(w);
+    return t->res.state != 0 ? 1 : 0;
+}
+
+static const char *acquire_channel(void *ctx)
+{
+    return ((acquire_try *)ctx)->l->channel;
+}
+
+/* Try, then wait on the unlock channel (wake-one: one release admits one
+ * waiter) until acquired, wait_ms ran out or a cancel. Sleeps are capped by
+ * the holder's TTL and a recheck interval that grows from RECHECK_MIN_MS
+ * (foreign holders may not publish). */
+static int acquire_wait(acquire_try *t, int64_t wait_ms)
+{
+    dlock_lock *l = t->l;
+    dlock__wait_spec sp = {.c = l->c, .ctl = &l->ctl, .attempt = acquire_attempt,
+                           .channel = acquire_channel, .ctx = t, .wait_ms = wait_ms,
+                           .min_nap_ms = RECHECK_MIN_MS, .wake_one = true,
+                           .max_nap_ms = l->kind == DLOCK_LOCK_SIMPLE ? RECHECK_MAX_SIMPLE_MS
+                                                                      : RECHECK_MAX_REENTRANT_MS};
+    int rc = dlock__fam_wait(&sp);
+    if ((rc == DLOCK_ETIMEOUT || rc == DLOCK_EBUSY) && t->last_rc) rc = t->last_rc;
     return rc;
 }
 
@@ -485,13 +489,12 @@ DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_
     char owner[DLOCK_OWNER_MAX + 1];
     int rc = call_owner(l, owner, sizeof(owner));
     if (rc) return rc;
+    if (dlock__waitctl_take_pending(&l->ctl)) return DLOCK_ECANCELED; /* cancelled before this call */
     pthread_mutex_lock(&l->mu);
-    bool canceled = l->canceled, held = l->held;
+    bool held = l->held;
     bool same_owner = strcmp(owner, l->owner) == 0;
     bool lapsed = held && l->lease_ms > 0 && dlock__now_ms() >= l->expires_ms;
-    if (canceled) l->canceled = false;
     pthread_mutex_unlock(&l->mu);
-    if (canceled) return DLOCK_ECANCELED;
     if (lapsed) { /* the explicit lease ran out while "held": that hold is over */
         dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: lease ran out before unlock", l->name);
         dlock__metrics_lost(l->c);
@@ -501,14 +504,11 @@ DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_
     if (held && l->kind == DLOCK_LOCK_SIMPLE) return DLOCK_EALREADY;
     if (held) return same_owner ? reenter(l, fence_out) : DLOCK_EINVAL;
 
-    int64_t lease = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c);
-    attempt_result res = {0};
-    int64_t sent = dlock__now_ms();
-    rc = attempt(l, owner, lease, &res);
-    if (rc == DLOCK_EUNKNOWN) rc = resolve_unknown(l, owner, &res);
-    bool retry = rc == DLOCK_EUNKNOWN || rc == DLOCK_ECONN || (rc == 0 && res.state == 0);
-    if (retry && wait_ms != 0) rc = wait_loop(l, owner, lease, wait_ms, rc == DLOCK_EUNKNOWN, &res, &sent);
-    else if (rc == 0 && res.state == 0) rc = DLOCK_EBUSY;
+    acquire_try t = {.l = l, .owner = owner,
+                     .lease = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c)};
+    rc = acquire_wait(&t, wait_ms);
+    attempt_result res = t.res;
+    int64_t lease = t.lease, sent = t.sent_ms;
     if (rc == 0) {
         int want = dlock__client_options(l->c)->wait_replicas;
         if (res.state == 1 && want > 0 && res.acked < want)
@@ -621,10 +621,7 @@ DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
 DLOCK_API void dlock_lock_cancel(dlock_lock *l)
 {
     if (!l) return;
-    pthread_mutex_lock(&l->mu);
-    l->canceled = true;
-    if (l->waiter) dlock__wait_cancel(l->waiter);
-    pthread_mutex_unlock(&l->mu);
+    dlock__waitctl_cancel(&l->ctl);
 }
 
 DLOCK_API bool dlock_lock_is_held(dlock_lock *l)
@@ -751,6 +748,7 @@ DLOCK_API void dlock_lock_free(dlock_lock *l)
         dlock__log(l->c, DLOCK_LOG_WARN, "lock %s (%s) freed while held: not released, it expires on its lease",
                    l->name, kind_name(l->kind));
     }
+    dlock__waitctl_destroy(&l->ctl);
     pthread_mutex_destroy(&l->mu);
     free(l->name);
     free(l->key);
