@@ -7,7 +7,7 @@
  * (connect refused) or within its command timeout, so an operation takes at
  * most connect + command timeout however many nodes are gone.
  * Per node: key = prefix + name holds the token (SET NX PX);
- * "{key}:fence" counts grants (lua/redlock_*.lua).
+ * "{key}:fence" counts grants (lua/redlock_*.lua; extend is lua/lock_renew.lua).
  * Invariant: a hold is returned only if a quorum granted it and its
  * validity (lease - elapsed - drift) is positive; any failed attempt is
  * released on every node before the next one.
@@ -28,7 +28,7 @@
 
 extern const unsigned char dlock__lua_redlock_acquire[];
 extern const unsigned char dlock__lua_redlock_release[];
-extern const unsigned char dlock__lua_redlock_extend[];
+extern const unsigned char dlock__lua_lock_renew[]; /* RedLock's extend: the simple lock's renew */
 
 #define RL_MAX_NODES 16
 #define RL_KEY_MAX (DLOCK__NAME_MAX + 300)
@@ -351,7 +351,7 @@ DLOCK_API int dlock_redlock_extend(dlock_redlock_hold *h, int64_t lease_ms)
     const char *args[2] = {h->token, lease};
     node_job jobs[RL_MAX_NODES];
     int64_t t0 = dlock__now_ms();
-    run_all(rl, (const char *)dlock__lua_redlock_extend, 1, keys, 2, args, jobs);
+    run_all(rl, (const char *)dlock__lua_lock_renew, 1, keys, 2, args, jobs);
     int64_t elapsed = dlock__now_ms() - t0;
     int ok = 0, answered = 0;
     for (size_t i = 0; i < rl->n; i++) {

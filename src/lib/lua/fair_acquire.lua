@@ -10,7 +10,7 @@
 -- ARGV[4]  wake channel prefix (the head waiter listens on prefix .. owner)
 -- Returns {1, 0}       acquired (or re-entered)
 --         {0, hint_ms} queued (or still queued); hint: lock ttl or waiter ttl
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, id in ipairs(dead) do redis.call('LREM', KEYS[2], 0, id) end

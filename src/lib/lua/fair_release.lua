@@ -9,7 +9,7 @@ if redis.call('TYPE', KEYS[1]).ok ~= 'hash' or
 local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 if n > 0 then return n end
 redis.call('DEL', KEYS[1])
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, id in ipairs(dead) do redis.call('LREM', KEYS[2], 0, id) end

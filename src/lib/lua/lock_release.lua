@@ -4,6 +4,7 @@
 -- Returns 1 released; -1 no such key; -2 held by another token (or the
 -- key is not a string, e.g. a reentrant lock of the same name: pcall
 -- turns WRONGTYPE into a value that matches no token).
+-- RedLock nodes use redlock_release.lua (no publish; see there).
 local v = redis.pcall('get', KEYS[1])
 if v == ARGV[1] then
   redis.call('del', KEYS[1])

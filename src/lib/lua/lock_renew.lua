@@ -1,4 +1,6 @@
--- lock_renew.lua: simple lock compare-and-pexpire (watchdog and extend).
+-- lock_renew.lua: simple lock compare-and-pexpire: the simple lock's
+-- watchdog and extend, and RedLock's extend on each node (same layout:
+-- key = token string).
 -- KEYS[1] lock key
 -- ARGV[1] token, ARGV[2] lease ms
 -- Returns 1 renewed; 0 not held by this token (gone, taken, or not a

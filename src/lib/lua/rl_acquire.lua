@@ -8,7 +8,7 @@
 -- Returns {1, remaining}  allowed; remaining tokens after this call
 --         {0, wait_ms}    refused; earliest retry that can succeed
 --         {-1, 0}         n > burst: can never be allowed
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])

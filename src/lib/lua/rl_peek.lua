@@ -3,7 +3,7 @@
 -- ARGV[1]  emission interval in microseconds
 -- ARGV[2]  burst
 -- Returns {available_tokens, ms_until_full}
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])

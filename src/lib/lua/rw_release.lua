@@ -13,7 +13,7 @@ if ARGV[2] == 'w' then
   redis.call('PUBLISH', ARGV[3], 'w')
   return 0
 end
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
 if exp == nil or exp <= now then return -1 end

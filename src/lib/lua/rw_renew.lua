@@ -3,7 +3,7 @@
 -- KEYS[2]  zset reader owner -> expiry (ms)
 -- ARGV[1]  owner   ARGV[2] lease ms
 -- Returns a bit mask: 1 = write side renewed, 2 = read side renewed
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local mask = 0
 if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then

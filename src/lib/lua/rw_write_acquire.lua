@@ -10,7 +10,7 @@
 -- Returns {1, 0}        acquired
 --         {0, hint_ms}  busy
 --         {-1, 0}       caller holds the read side: upgrade refused
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 for _, id in ipairs(dead) do redis.call('HDEL', KEYS[3], id) end

@@ -11,7 +11,7 @@
 --         {0, wait_hint_ms}     not enough permits (-1: no expiry pending)
 --         {-2, stored_limit}    the semaphore exists with another limit
 --         {-3, 0}               k > N: can never succeed
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local k, lease, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local cur = redis.call('HGET', KEYS[1], 'limit')

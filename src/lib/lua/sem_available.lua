@@ -4,7 +4,7 @@
 -- KEYS[2]  zset holder id -> expiry (ms)
 -- KEYS[3]  hash holder id -> permits held
 -- Returns available count, or -1 when the semaphore was never used
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(redis.call('HGET', KEYS[1], 'limit'))
 if limit == nil then return -1 end

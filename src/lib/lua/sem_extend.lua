@@ -4,7 +4,7 @@
 -- KEYS[1]  zset holder id -> expiry (ms)
 -- ARGV[1]  holder id   ARGV[2] lease ms
 -- Returns 1 extended, 0 not held (never taken, released or expired)
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
 if exp == nil or exp <= now then return 0 end

@@ -8,7 +8,7 @@
 -- Returns  1   released
 --          0   the id holds no permits (or its lease expired)
 --         -1   the id holds fewer than k permits (nothing changed)
-local t = redis.call('TIME')
+local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local k = tonumber(ARGV[2])
 local held = tonumber(redis.call('HGET', KEYS[3], ARGV[1]))
