@@ -56,12 +56,9 @@ DLOCK_API void dlock_fairlock_options_init(dlock_fairlock_options *opts)
 static int fl_renew(dlock__renewable *r, int64_t lease_ms)
 {
     dlock_fairlock *fl = FL_OF_HOLD(dlock__famhold_of(r));
-    char lease[24];
-    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
     const char *keys[1] = {fl->keys[K_LOCK]};
-    const char *args[2] = {fl->owner, lease};
     long long ok = 0;
-    int rc = dlock__fam_eval(fl->c, &dlock__script_rlock_renew, 1, keys, 2, args, &ok, NULL, NULL);
+    int rc = dlock__fam_renew(fl->c, &dlock__script_rlock_renew, 1, keys, fl->owner, lease_ms, &ok);
     if (rc) return rc;
     return ok == 1 ? 0 : DLOCK_ELOST;
 }

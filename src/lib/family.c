@@ -78,6 +78,15 @@ int dlock__fam_eval(dlock_client *c, const dlock__script *s, int nkeys, const ch
     return 0;
 }
 
+int dlock__fam_renew(dlock_client *c, const dlock__script *s, int nkeys, const char *const *keys,
+                     const char *owner, int64_t lease_ms, long long *code_out)
+{
+    char lease[24];
+    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
+    const char *args[2] = {owner, lease};
+    return dlock__fam_eval(c, s, nkeys, keys, 2, args, code_out, NULL, NULL);
+}
+
 int dlock__fam_fmt_i64(char *buf, size_t len, int64_t v)
 {
     int n = snprintf(buf, len, "%lld", (long long)v);

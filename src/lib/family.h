@@ -36,6 +36,12 @@ int dlock__fam_eval(dlock_client *c, const dlock__script *s, int nkeys, const ch
                     int nargs, const char *const *args, long long *code_out, long long *val_out,
                     long long *val2_out);
 
+/* A watchdog renewal: runs s with KEYS keys and ARGV {owner, lease_ms} and
+ * decodes its reply as dlock__fam_eval does (*code_out: the script's
+ * answer, e.g. 1 renewed). Codes as dlock__fam_eval. */
+int dlock__fam_renew(dlock_client *c, const dlock__script *s, int nkeys, const char *const *keys,
+                     const char *owner, int64_t lease_ms, long long *code_out);
+
 /* ---- cancellation ------------------------------------------------------ */
 
 typedef struct dlock__wnode {

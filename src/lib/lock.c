@@ -136,6 +136,17 @@ static void lock_lost(dlock__renewable *r, int reason);
 static int lock_prepare(dlock__renewable *r, int64_t lease_ms, dlock__renew_cmd *cmd);
 static int lock_finish(dlock__renewable *r, const dlock__reply *reply);
 
+/* Frees the handle and the strings it owns (not its locks). */
+static void free_strings(dlock_lock *l)
+{
+    free(l->name);
+    free(l->key);
+    free(l->fence_key);
+    free(l->channel);
+    free(l->explicit_owner);
+    free(l);
+}
+
 DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts,
                              dlock_lock **lock_out)
 {
@@ -166,12 +177,7 @@ DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock
         mu_ok = false;
     }
     if (!mu_ok) {
-        free(l->name);
-        free(l->key);
-        free(l->fence_key);
-        free(l->channel);
-        free(l->explicit_owner);
-        free(l);
+        free_strings(l);
         return DLOCK_ENOMEM;
     }
     l->rn.renew = lock_renew;
@@ -750,12 +756,7 @@ DLOCK_API void dlock_lock_free(dlock_lock *l)
     }
     dlock__waitctl_destroy(&l->ctl);
     pthread_mutex_destroy(&l->mu);
-    free(l->name);
-    free(l->key);
-    free(l->fence_key);
-    free(l->channel);
-    free(l->explicit_owner);
-    free(l);
+    free_strings(l);
 }
 
 /* ---- admin and fencing ---------------------------------------------------- */

@@ -220,6 +220,21 @@ static void run_all(dlock_redlock *rl, const char *script, int nkeys, const char
 
 /* ---- lock / extend / unlock ------------------------------------------ */
 
+/* Runs script with ARGV {token, lease_ms} on every node; *t0_out is when
+ * it was sent, the result how long the answers took (the validity of what
+ * was granted is counted from t0, less that time and the drift). */
+static int64_t run_timed(dlock_redlock *rl, const unsigned char *script, int nkeys,
+                         const char *const *keys, const char *token, int64_t lease_ms,
+                         node_job *jobs, int64_t *t0_out)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+    const char *args[2] = {token, lease};
+    *t0_out = dlock__now_ms();
+    run_all(rl, (const char *)script, nkeys, keys, 2, args, jobs);
+    return dlock__now_ms() - *t0_out;
+}
+
 static int64_t drift_ms(const dlock_redlock *rl, int64_t lease_ms)
 {
     return (int64_t)(rl->drift * (double)lease_ms) + 2;
@@ -240,15 +255,12 @@ static void release_all(dlock_redlock *rl, const char *key, const char *token, i
  * (too few nodes answered). Anything partly taken is released again. */
 static int attempt(dlock_redlock *rl, dlock_redlock_hold *h, const char *fence_key, int64_t lease_ms)
 {
-    if (dlock__random_hex(h->token, 16) != 0) return DLOCK_EIO;
-    char lease[24];
-    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+    int rc = dlock__err_from_common(dlock__random_hex(h->token, 16));
+    if (rc) return rc;
     const char *keys[2] = {h->key, fence_key};
-    const char *args[2] = {h->token, lease};
     node_job jobs[RL_MAX_NODES];
-    int64_t t0 = dlock__now_ms();
-    run_all(rl, (const char *)dlock__lua_redlock_acquire, 2, keys, 2, args, jobs);
-    int64_t elapsed = dlock__now_ms() - t0;
+    int64_t t0 = 0;
+    int64_t elapsed = run_timed(rl, dlock__lua_redlock_acquire, 2, keys, h->token, lease_ms, jobs, &t0);
     int granted = 0, answered = 0;
     uint64_t fence = 0;
     for (size_t i = 0; i < rl->n; i++) {
@@ -345,14 +357,10 @@ DLOCK_API int dlock_redlock_extend(dlock_redlock_hold *h, int64_t lease_ms)
 {
     if (!h || lease_ms < 10) return DLOCK_EINVAL;
     dlock_redlock *rl = h->rl;
-    char lease[24];
-    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
     const char *keys[1] = {h->key};
-    const char *args[2] = {h->token, lease};
     node_job jobs[RL_MAX_NODES];
-    int64_t t0 = dlock__now_ms();
-    run_all(rl, (const char *)dlock__lua_lock_renew, 1, keys, 2, args, jobs);
-    int64_t elapsed = dlock__now_ms() - t0;
+    int64_t t0 = 0;
+    int64_t elapsed = run_timed(rl, dlock__lua_lock_renew, 1, keys, h->token, lease_ms, jobs, &t0);
     int ok = 0, answered = 0;
     for (size_t i = 0; i < rl->n; i++) {
         answered += jobs[i].rc == 0;

@@ -57,12 +57,9 @@ DLOCK_API void dlock_rwlock_options_init(dlock_rwlock_options *opts)
 static int rw_renew_cb(dlock__renewable *r, int64_t lease_ms)
 {
     dlock_rwlock *rw = RW_OF_HOLD(dlock__famhold_of(r));
-    char lease[24];
-    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
     const char *keys[2] = {rw->keys[K_W], rw->keys[K_R]};
-    const char *args[2] = {rw->owner, lease};
     long long mask = 0;
-    int rc = dlock__fam_eval(rw->c, &rw_renew, 2, keys, 2, args, &mask, NULL, NULL);
+    int rc = dlock__fam_renew(rw->c, &rw_renew, 2, keys, rw->owner, lease_ms, &mask);
     if (rc) return rc;
     long long want = (atomic_load(&rw->wcount) > 0 ? 1 : 0) | (atomic_load(&rw->rcount) > 0 ? 2 : 0);
     return (mask & want) == want ? 0 : DLOCK_ELOST;

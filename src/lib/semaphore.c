@@ -57,12 +57,9 @@ DLOCK_API void dlock_semaphore_options_init(dlock_semaphore_options *opts)
 static int sem_renew(dlock__renewable *r, int64_t lease_ms)
 {
     dlock_semaphore *s = SEM_OF_HOLD(dlock__famhold_of(r));
-    char lease[24];
-    dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
     const char *keys[1] = {s->keys[K_EXP]};
-    const char *args[2] = {s->owner, lease};
     long long code = 0;
-    int rc = dlock__fam_eval(s->c, &sem_extend, 1, keys, 2, args, &code, NULL, NULL);
+    int rc = dlock__fam_renew(s->c, &sem_extend, 1, keys, s->owner, lease_ms, &code);
     if (rc) return rc;
     return code == 1 ? 0 : DLOCK_ELOST;
 }
