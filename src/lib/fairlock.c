@@ -216,11 +216,10 @@ DLOCK_API void dlock_fairlock_cancel(dlock_fairlock *fl)
 DLOCK_API void dlock_fairlock_free(dlock_fairlock *fl)
 {
     if (!fl) return;
-    if (fl->hold.active && !atomic_load(&fl->hold.lost))
+    if (dlock__famhold_unreleased(&fl->hold))
         dlock__log(fl->c, DLOCK_LOG_WARN, "fair lock %s: handle freed while held; it expires on its lease",
                    fl->keys[K_LOCK]);
-    dlock__famhold_stop(&fl->hold);
-    if (atomic_load(&fl->hold.lost)) dlock__watchdog_remove(fl->c, &fl->hold.wd);
+    dlock__famhold_discard(&fl->hold);
     dlock__waitctl_destroy(&fl->ctl);
     free(fl);
 }

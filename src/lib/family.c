@@ -357,3 +357,14 @@ void dlock__famhold_stop(dlock__famhold *h)
     dlock__metrics_hold(h->c, dlock__now_ms() - h->since_ms);
     h->active = false;
 }
+
+bool dlock__famhold_unreleased(dlock__famhold *h)
+{
+    return h->active && !atomic_load(&h->lost);
+}
+
+void dlock__famhold_discard(dlock__famhold *h)
+{
+    dlock__famhold_stop(h);
+    if (atomic_load(&h->lost)) dlock__watchdog_remove(h->c, &h->wd);
+}

@@ -134,6 +134,12 @@ void dlock__famhold_start(dlock__famhold *h, bool watchdog);
 /* Something held -> nothing held: stops renewals, unregisters, records the
  * hold time. Safe when not active. */
 void dlock__famhold_stop(dlock__famhold *h);
+/* For a handle being freed: true when it still holds something (then the
+ * caller warns: it is not released, it expires on its lease). */
+bool dlock__famhold_unreleased(dlock__famhold *h);
+/* For a handle being freed: stops the hold, and after a loss waits until
+ * the watchdog that dropped it is done with it, so h can be freed. */
+void dlock__famhold_discard(dlock__famhold *h);
 /* The famhold that contains wd (for renew callbacks). */
 dlock__famhold *dlock__famhold_of(dlock__renewable *wd);
 const dlock__famhold *dlock__famhold_of_reg(const dlock__held *reg);

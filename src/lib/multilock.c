@@ -301,11 +301,10 @@ DLOCK_API void dlock_multilock_cancel(dlock_multilock *ml)
 DLOCK_API void dlock_multilock_free(dlock_multilock *ml)
 {
     if (!ml) return;
-    if (ml->hold.active && !atomic_load(&ml->hold.lost))
+    if (dlock__famhold_unreleased(&ml->hold))
         dlock__log(ml->c, DLOCK_LOG_WARN, "multi-lock %s: handle freed while held; it expires on its lease",
                    ml->keys[0]);
-    dlock__famhold_stop(&ml->hold);
-    if (atomic_load(&ml->hold.lost)) dlock__watchdog_remove(ml->c, &ml->hold.wd);
+    dlock__famhold_discard(&ml->hold);
     dlock__waitctl_destroy(&ml->ctl);
     ml_destroy(ml);
 }

@@ -237,11 +237,10 @@ DLOCK_API void dlock_rwlock_cancel(dlock_rwlock *rw)
 DLOCK_API void dlock_rwlock_free(dlock_rwlock *rw)
 {
     if (!rw) return;
-    if (rw->hold.active && !atomic_load(&rw->hold.lost))
+    if (dlock__famhold_unreleased(&rw->hold))
         dlock__log(rw->c, DLOCK_LOG_WARN, "rwlock %s: handle freed while held; it expires on its lease",
                    rw->keys[K_BASE]);
-    dlock__famhold_stop(&rw->hold);
-    if (atomic_load(&rw->hold.lost)) dlock__watchdog_remove(rw->c, &rw->hold.wd);
+    dlock__famhold_discard(&rw->hold);
     dlock__waitctl_destroy(&rw->ctl);
     free(rw);
 }

@@ -219,12 +219,11 @@ DLOCK_API void dlock_semaphore_cancel(dlock_semaphore *sem)
 DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem)
 {
     if (!sem) return;
-    if (sem->hold.active && !atomic_load(&sem->hold.lost))
+    if (dlock__famhold_unreleased(&sem->hold))
         dlock__log(sem->c, DLOCK_LOG_WARN,
                    "semaphore %s: handle freed holding %lld permits; they expire on their lease",
                    sem->keys[K_BASE], (long long)atomic_load(&sem->held));
-    dlock__famhold_stop(&sem->hold);
-    if (atomic_load(&sem->hold.lost)) dlock__watchdog_remove(sem->c, &sem->hold.wd);
+    dlock__famhold_discard(&sem->hold);
     dlock__waitctl_destroy(&sem->ctl);
     free(sem);
 }
