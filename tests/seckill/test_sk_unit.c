@@ -1,7 +1,8 @@
 /* test_sk_unit.c: the flash-sale pieces that need no server: the strict
  * JSON parser (valid and invalid documents, then thousands of randomly
  * mutated inputs that must parse or fail cleanly - run it under ASan),
- * JSON string escaping, RFC 3339 times and order ids. */
+ * JSON string escaping, order ids and identifiers (RFC 3339 times are the
+ * front end's: tests/seckilld/test_seckilld_unit.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,6 @@
 #include <cmocka.h>
 
 #include "engine.h"
-#include "http.h"
 #include "common_err.h"
 #include "json.h"
 #include "orderid.h"
@@ -165,32 +165,6 @@ static void test_json_string_escaping_round_trips(void **state)
     dlock__buf_free(&b);
 }
 
-static void test_rfc3339_times_parse_and_format(void **state)
-{
-    (void)state;
-    int64_t ms;
-    const char *s = "2026-12-01T10:00:00+08:00";
-    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
-    assert_int_equal(ms, INT64_C(1796090400000));
-    s = "2026-12-01T02:00:00.250Z";
-    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
-    assert_int_equal(ms, INT64_C(1796090400250));
-    char out[40];
-    sk_http_format_time(ms, out);
-    assert_string_equal(out, "2026-12-01T02:00:00.250Z");
-    sk_http_format_time(INT64_C(1767225600000), out);
-    assert_string_equal(out, "2026-01-01T00:00:00Z");
-    s = "2024-02-29T23:59:59-00:30";
-    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
-    sk_http_format_time(ms, out);
-    assert_string_equal(out, "2024-03-01T00:29:59Z");
-    static const char *const bad[] = {"2026-13-01T00:00:00Z", "2026-02-29T00:00:00Z", "2026-12-01",
-                                      "2026-12-01T10:00:00", "2026-12-01T10:00:00+8:00",
-                                      "2026-12-01T24:00:00Z", "2026-12-01T10:00:00Zx", "x026-12-01T10:00:00Z"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(sk_http_parse_time(bad[i], strlen(bad[i]), &ms), SK_EINVAL);
-}
-
 static void test_order_ids_are_unique_ordered_and_decodable(void **state)
 {
     (void)state;
@@ -253,7 +227,6 @@ int main(void)
         cmocka_unit_test(test_json_rejects_invalid_documents),
         cmocka_unit_test(test_json_survives_mutation_fuzzing),
         cmocka_unit_test(test_json_string_escaping_round_trips),
-        cmocka_unit_test(test_rfc3339_times_parse_and_format),
         cmocka_unit_test(test_order_ids_are_unique_ordered_and_decodable),
         cmocka_unit_test(test_identifier_validation),
     };
