@@ -14,7 +14,7 @@
 int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
 {
     const char *why = NULL;
-    if (!sk_valid_campaign_id(d->id)) why = "id must be 1-64 characters of [A-Za-z0-9_-]";
+    if (!sk_valid_campaign_id(d->id)) why = "id must be " SK_CAMPAIGN_ID_RULE;
     else if (strlen(d->title) > 256) why = "title longer than 256 bytes";
     else if (d->stock < 0 || d->stock > 1000000000) why = "stock must be 0..1000000000";
     else if (d->per_user_limit < 1 || d->per_user_limit > 1000000) why = "per_user_limit must be 1..1000000";

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "db_sql.h"
+#include "ids.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -224,34 +225,11 @@ int sk_db_schema_version(sk_db *db, int *version_out)
 
 /* ---- validation -------------------------------------------------------- */
 
-bool sk_db_id_valid(const char *s)
-{
-    if (!s) return false;
-    size_t n = 0;
-    for (; s[n]; n++) {
-        char c = s[n];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                  c == '-';
-        if (!ok || n >= 64) return false;
-    }
-    return n > 0;
-}
-
-/* User ids: 1-64 printable ASCII bytes, no spaces. */
-static bool user_valid(const char *s)
-{
-    if (!s) return false;
-    size_t n = 0;
-    for (; s[n]; n++)
-        if (s[n] <= ' ' || s[n] > '~' || n >= 64) return false;
-    return n > 0;
-}
-
 const char *sk_db_order_invalid(const sk_order_in *o)
 {
     if (o->order_id == 0 || o->order_id > (uint64_t)INT64_MAX) return "order_id out of range";
-    if (!sk_db_id_valid(o->campaign)) return "bad campaign id";
-    if (!user_valid(o->user)) return "bad user id";
+    if (!sk_valid_campaign_id(o->campaign)) return "bad campaign id";
+    if (!sk_valid_user_id(o->user)) return "bad user id";
     if (o->qty <= 0 || o->qty > 1000000) return "bad qty";
     if (!o->path || (strcmp(o->path, "redis") != 0 && strcmp(o->path, "db") != 0)) return "bad path";
     if (o->created_ms < 0) return "bad ts_ms";
@@ -273,7 +251,7 @@ static const char SQL_STOCK_INSERT[] = "INSERT INTO campaign_stock (campaign, re
 
 int sk_db_campaign_create(sk_db *db, const sk_campaign *c)
 {
-    if (!c || !sk_db_id_valid(c->id) || c->stock < 0 || c->per_user_limit < 1 || c->price_cents < 0 ||
+    if (!c || !sk_valid_campaign_id(c->id) || c->stock < 0 || c->per_user_limit < 1 || c->price_cents < 0 ||
         memchr(c->title, '\0', sizeof(c->title)) == NULL)
         return SK_EINVAL;
     if (sk__db_begin(db)) return SK_EDB;
@@ -330,7 +308,7 @@ static const char SQL_CAMP_LIST[] = CAMP_COLS " ORDER BY c.id";
 
 int sk_db_campaign_get(sk_db *db, const char *id, sk_campaign *out, int64_t *remaining_out)
 {
-    if (!sk_db_id_valid(id)) return SK_EINVAL;
+    if (!sk_valid_campaign_id(id)) return SK_EINVAL;
     camp_acc a = {0};
     sk__arg arg = SK_T(id);
     if (sk__db_run(db, SQL_CAMP_GET, 1, &arg, NULL, camp_row, &a)) return SK_EDB;
@@ -393,7 +371,7 @@ static const char SQL_PAY[] =
 
 int sk_db_order_pay(sk_db *db, uint64_t order_id, const char *user, sk_order_row *out)
 {
-    if (!user_valid(user)) return SK_EINVAL;
+    if (!sk_valid_user_id(user)) return SK_EINVAL;
     int64_t changed = 0;
     sk__arg a[3] = {SK_I(order_id), SK_T(user), SK_I(dlock__wall_ms())};
     if (order_id == 0 || order_id > (uint64_t)INT64_MAX) return SK_ENOTFOUND;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "campaign_def.h"
+#include "ids.h"
 
 typedef struct sk_db sk_db;
 
@@ -137,7 +138,7 @@ int sk_db_user_totals(sk_db *db, const char *campaign, sk_db_user_cb cb, void *u
 /* Test/repair hook: sets campaign_stock.remaining directly. 0 or SK_EDB. */
 int sk_db_stock_set(sk_db *db, const char *campaign, int64_t remaining);
 
-/* True when s is a valid campaign id: 1-64 chars of [A-Za-z0-9_-]. */
-bool sk_db_id_valid(const char *s);
+/* The old name of sk_valid_campaign_id (ids.h), kept while tools/ use it. */
+#define sk_db_id_valid(s) sk_valid_campaign_id(s)
 
 #endif

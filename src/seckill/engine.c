@@ -502,32 +502,3 @@ int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg)
     if (rc) free(p);
     return rc;
 }
-
-/* ---- validation ----------------------------------------------------------- */
-
-static bool valid_chars(const char *s, const char *extra)
-{
-    if (!s) return false;
-    size_t n = strlen(s);
-    if (n < 1 || n > 64) return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  (c && strchr(extra, c));
-        if (!ok) return false;
-    }
-    return true;
-}
-
-bool sk_valid_campaign_id(const char *s) { return valid_chars(s, "_-"); }
-bool sk_valid_user_id(const char *s) { return valid_chars(s, "_.:-"); }
-
-bool sk_valid_idem_key(const char *s)
-{
-    if (!s) return false;
-    size_t n = strlen(s);
-    if (n < 1 || n > 64) return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) return false;
-    return true;
-}

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "campaign_def.h"
+#include "ids.h"
 #include "sk_err.h"
 
 struct event_base;
@@ -127,11 +128,7 @@ int sk_engine_order_get(sk_engine *e, uint64_t order_id, const char *campaign, s
 /* PING through the engine's connection; cb(0) when Redis answered. */
 int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg);
 
-/* ---- validation and stats --------------------------------------------- */
-
-bool sk_valid_campaign_id(const char *s); /* 1-64 of [A-Za-z0-9_-] */
-bool sk_valid_user_id(const char *s);     /* 1-64 of [A-Za-z0-9_.:-] */
-bool sk_valid_idem_key(const char *s);    /* 1-64 printable ASCII, no space */
+/* ---- stats -------------------------------------------------------------- */
 
 enum { SK_STAT_OUTCOMES = 12, SK_STAT_BATCH_BUCKETS = 9 };
 typedef struct sk_engine_stats {

@@ -24,6 +24,7 @@
 
 #include "db.h"
 #include "dlock/dlock.h"
+#include "ids.h"
 #include "util.h"
 
 enum { M_REDIS = 0, M_DEGRADED = 1, M_SWITCHING = 2 };

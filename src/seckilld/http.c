@@ -23,6 +23,7 @@
 #include "degraded.h"
 #include "dlock/dlock.h"
 #include "http_metrics.h"
+#include "ids.h"
 #include "common_err.h"
 #include "json.h"
 #include "util.h"
@@ -208,7 +209,7 @@ static bool user_ok(hreq *q, int missing_status)
         return false;
     }
     if (!sk_valid_user_id(u)) {
-        reply_error(q, 400, "bad_request", "X-User-Id must be 1-64 characters of [A-Za-z0-9_.:-]");
+        reply_error(q, 400, "bad_request", "X-User-Id must be " SK_USER_ID_RULE);
         return false;
     }
     snprintf(q->user, sizeof(q->user), "%s", u);
@@ -493,7 +494,7 @@ static void handle_purchase(hreq *q)
     if (!user_ok(q, 400)) return;
     const char *idem = header(q, "Idempotency-Key");
     if (idem && !sk_valid_idem_key(idem)) {
-        reply_error(q, 400, "bad_request", "Idempotency-Key must be 1-64 printable characters");
+        reply_error(q, 400, "bad_request", "Idempotency-Key must be " SK_IDEM_KEY_RULE);
         return;
     }
     char *body = NULL, msg[200];

@@ -206,6 +206,12 @@ static void test_identifier_validation(void **state)
     assert_false(sk_valid_campaign_id(""));
     assert_true(sk_valid_user_id("u:1.a_b-c"));
     assert_false(sk_valid_user_id("u 1"));
+    /* one rule for every door: printable punctuation outside [_.:-] is refused */
+    assert_false(sk_valid_user_id("u!1"));
+    assert_false(sk_valid_user_id("u/1"));
+    assert_false(sk_valid_user_id("u\xc3\xa9"));
+    assert_false(sk_valid_user_id(NULL));
+    assert_false(sk_valid_campaign_id("c:1"));
     char long_id[70];
     memset(long_id, 'a', 65);
     long_id[65] = '\0';
