@@ -117,7 +117,7 @@ static void on_heat(sk_engine *e, const dlock__reply *r, int err, void *priv)
     if (!err) {
         long long code = dlock__reply_int(dlock__reply_at(r, 0));
         if (code == -1) err = SK_EEXIST;
-        else if (code == -2) err = SK_ECONFLICT;
+        else if (code == -2) err = SK_ELIVE;
     } else if (err != DLOCK_EUNKNOWN) {
         err = SK_EUNAVAIL;
     }

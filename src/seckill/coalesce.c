@@ -11,6 +11,7 @@
 
 #include "dlock/dlock.h"
 #include "engine_internal.h"
+#include "outcome.h"
 #include "util.h"
 
 struct sk__preq {
@@ -33,36 +34,9 @@ typedef struct sk__batch {
 
 const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, INT64_MAX};
 
-static const char *const outcome_names[SK_STAT_OUTCOMES] = {
-    "accepted", "replay", "sold_out", "limit_reached", "not_started", "ended",
-    "not_found", "rate_limited", "bad_quantity", "idempotency_conflict", "unavailable", "unknown"};
-
-int sk_outcome_index(int err)
-{
-    switch (err) {
-    case 0: return 0;
-    case 1: return 1; /* replay (internal marker) */
-    case SK_ESOLDOUT: return 2;
-    case SK_ELIMIT: return 3;
-    case SK_ENOTSTARTED: return 4;
-    case SK_EENDED: return 5;
-    case SK_ENOTFOUND: return 6;
-    case SK_ERATE: return 7;
-    case SK_EINVAL: return 8;
-    case SK_ECONFLICT: return 9;
-    case SK_EUNAVAIL: return 10;
-    default: return 11;
-    }
-}
-
-const char *sk_outcome_name(int index)
-{
-    return index >= 0 && index < SK_STAT_OUTCOMES ? outcome_names[index] : "unknown";
-}
-
 static void count_outcome(sk_engine *e, const sk_purchase_result *r)
 {
-    e->st.outcomes[sk_outcome_index(r->err == 0 && r->replay ? 1 : r->err)]++;
+    e->st.outcomes[sk_outcome_of_err(r->err, r->replay)]++;
 }
 
 static void maybe_drop_camp(sk_engine *e, sk__camp *c)
@@ -229,23 +203,6 @@ static void flush(sk__camp *c)
         }
 }
 
-static int map_code(long long code)
-{
-    switch (code) {
-    case 0: return 0;
-    case 1: return 0; /* replay */
-    case 2: return SK_ESOLDOUT;
-    case 3: return SK_ELIMIT;
-    case 4: return SK_ENOTSTARTED;
-    case 5: return SK_EENDED;
-    case 6: return SK_ENOTFOUND;
-    case 7: return SK_ERATE;
-    case 8: return SK_EINVAL;
-    case 9: return SK_ECONFLICT;
-    default: return DLOCK_ESERVER;
-    }
-}
-
 static void on_batch_reply(sk_engine *e, const dlock__reply *r, int err, void *priv)
 {
     sk__batch *b = priv;
@@ -262,16 +219,17 @@ static void on_batch_reply(sk_engine *e, const dlock__reply *r, int err, void *p
     } else {
         for (int i = 0; i < b->n; i++) {
             sk__preq *q = b->reqs[i];
-            long long code = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i)));
-            sk_purchase_result res = {.err = map_code(code), .replay = code == 1, .qty = q->qty};
+            sk_outcome_id id = sk_outcome_of_script(dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i))));
+            sk_purchase_result res = {.err = sk_outcome_get(id)->err, .replay = id == SK_OUT_REPLAY};
             long long v = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 1)));
             const char *oid = dlock__reply_str(dlock__reply_at(r, (size_t)(4 * i + 2)), NULL);
             res.order_id = strtoull(oid, NULL, 10);
             res.qty = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 3)));
-            if (code == 0 || code == 1 || code == 2) res.remaining = v;
+            bool stock_value = id == SK_OUT_ACCEPTED || id == SK_OUT_REPLAY || id == SK_OUT_SOLD_OUT;
+            if (stock_value) res.remaining = v;
             else res.value = v;
-            if ((code == 0 || code == 2) && v == 0) c->soldout = true;
-            c->unknown = code == 6;
+            if ((id == SK_OUT_ACCEPTED || id == SK_OUT_SOLD_OUT) && v == 0) c->soldout = true;
+            c->unknown = id == SK_OUT_NOT_FOUND;
             count_outcome(e, &res);
             q->cb(&res, q->arg);
             free(q);
@@ -292,19 +250,19 @@ int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int
         qty > 1000000 || (idem && !sk_valid_idem_key(idem)))
         return SK_EINVAL;
     if (!sk__ready(e)) {
-        e->st.outcomes[sk_outcome_index(SK_EUNAVAIL)]++;
+        e->st.outcomes[SK_OUT_UNAVAILABLE]++;
         return SK_EUNAVAIL;
     }
     sk__camp *c = sk__camp_find(e, campaign, true);
     if (!c) return DLOCK_ENOMEM;
     if (c->soldout && !idem) {
         e->st.soldout_local++;
-        e->st.outcomes[sk_outcome_index(SK_ESOLDOUT)]++;
+        e->st.outcomes[SK_OUT_SOLD_OUT]++;
         return SK_ESOLDOUT;
     }
     if (c->npending >= e->o.max_batch) {
         flush(c); /* only left full by an allocation failure */
-        if (c->npending >= e->o.max_batch) return DLOCK_ENOMEM;
+        if (c->npending >= e->o.max_batch) return SK_EQUEUEFULL;
     }
     sk__preq *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;

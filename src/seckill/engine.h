@@ -18,6 +18,7 @@
 
 #include "campaign_def.h"
 #include "ids.h"
+#include "outcome.h"
 #include "sk_err.h"
 
 struct event_base;
@@ -61,10 +62,11 @@ size_t sk_engine_pending(const sk_engine *e);
 /* ---- purchase ------------------------------------------------------- */
 
 typedef struct sk_purchase_result {
-    int err;                /* 0 accepted, SK_ESOLDOUT, SK_ELIMIT, SK_ENOTSTARTED, SK_EENDED,
-                               SK_ENOTFOUND, SK_ERATE, SK_EINVAL (quantity above the limit),
-                               SK_ECONFLICT (Idempotency-Key of another user), SK_EUNAVAIL
-                               (not sent), DLOCK_EUNKNOWN (sent, outcome unknown) */
+    int err;                /* one of the outcomes of outcome.h: 0 accepted, SK_ESOLDOUT,
+                               SK_ELIMIT, SK_ENOTSTARTED, SK_EENDED, SK_ENOTFOUND, SK_ERATE,
+                               SK_EINVAL (quantity above the limit), SK_EIDEMPOTENCY
+                               (Idempotency-Key of another user), SK_EUNAVAIL (not sent),
+                               DLOCK_EUNKNOWN (sent, outcome unknown) */
     bool replay;            /* accepted earlier under the same Idempotency-Key */
     uint64_t order_id;      /* accepted/replay */
     int64_t qty;
@@ -79,7 +81,8 @@ typedef void (*sk_purchase_cb)(const sk_purchase_result *res, void *arg);
  * be NULL. Returns 0 (cb will run), or answers at once without calling cb:
  * SK_EINVAL (bad id/user/key/qty), SK_ESOLDOUT (known sold out locally;
  * never for requests with an Idempotency-Key, so replays still work),
- * SK_EUNAVAIL (no Redis connection or no worker lease), DLOCK_ENOMEM. */
+ * SK_EUNAVAIL (no Redis connection or no worker lease), SK_EQUEUEFULL (the
+ * campaign's queue is full), DLOCK_ENOMEM. */
 int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int64_t qty,
                        const char *idem, const char *ip, sk_purchase_cb cb, void *arg);
 
@@ -95,11 +98,11 @@ typedef struct sk_campaign_info {
 
 typedef enum sk_heat_mode {
     SK_HEAT_CREATE = 0,  /* refuse (SK_EEXIST) if it exists */
-    SK_HEAT_REHEAT = 1,  /* rewrite; refuse (SK_ECONFLICT) while live */
+    SK_HEAT_REHEAT = 1,  /* rewrite; refuse (SK_ELIVE) while live */
     SK_HEAT_FORCE = 2,   /* rewrite even while live */
 } sk_heat_mode;
 
-/* err: 0, SK_ENOTFOUND, SK_EEXIST, SK_ECONFLICT, SK_EUNAVAIL, DLOCK_EUNKNOWN. */
+/* err: 0, SK_ENOTFOUND, SK_EEXIST, SK_ELIVE, SK_EUNAVAIL, DLOCK_EUNKNOWN. */
 typedef void (*sk_campaign_cb)(int err, const sk_campaign_info *info, void *arg);
 
 /* Checks a definition (id charset, stock >= 0, limit >= 1, starts < ends,
@@ -130,9 +133,9 @@ int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg);
 
 /* ---- stats -------------------------------------------------------------- */
 
-enum { SK_STAT_OUTCOMES = 12, SK_STAT_BATCH_BUCKETS = 9 };
+enum { SK_STAT_OUTCOMES = SK_OUT_COUNT, SK_STAT_BATCH_BUCKETS = 9 };
 typedef struct sk_engine_stats {
-    /* purchases by outcome: index by sk_outcome_index() */
+    /* purchases by outcome: index by sk_outcome_id (outcome.h) */
     uint64_t outcomes[SK_STAT_OUTCOMES];
     /* script calls by batch size: <=1, 2, 4, 8, 16, 32, 64, 128, more */
     uint64_t batches[SK_STAT_BATCH_BUCKETS];
@@ -142,8 +145,6 @@ typedef struct sk_engine_stats {
     uint64_t soldout_local;  /* answered from the local sold-out flag */
 } sk_engine_stats;
 void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out);
-int sk_outcome_index(int err);          /* 0..SK_STAT_OUTCOMES-1 */
-const char *sk_outcome_name(int index); /* "accepted", "sold_out", ... */
 extern const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS];
 
 #endif

@@ -1,6 +1,15 @@
 /* sk_err.h: error codes of the flash-sale engine (negative, 0 = ok), shared
  * by the decision side and the order pipeline; sk_strerror names them.
- * Transport codes are libdlock's (dlock_err) and pass through unchanged. */
+ * Transport codes are libdlock's (dlock_err) and pass through unchanged.
+ *
+ * How errors are reported, everywhere in src/seckill and src/seckilld:
+ * every function returns a code (0 or negative) and the code alone says
+ * what happened. Where a person needs the detail, it is one line of text:
+ * a function that has no handle yet (constructors, sk_persist_run, input
+ * checks) writes it into the caller's (char *err, size_t errlen); a handle
+ * that talks to a server keeps the text of its last failure, like hiredis's
+ * ctx->errstr (sk_db_errmsg). No function does both, and a text never
+ * replaces a code. */
 #ifndef SK_ERR_H
 #define SK_ERR_H
 
@@ -14,12 +23,15 @@ typedef enum sk_err {
     SK_ELIMIT = -104,    /* per-user limit reached */
     SK_ENOTSTARTED = -105,
     SK_EENDED = -106,
-    SK_ECONFLICT = -107, /* state conflict (pay a cancelled order, live campaign re-heat) */
+    SK_ECONFLICT = -107, /* the order's status forbids it (pay a cancelled order, cancel a paid one) */
     SK_EFORBIDDEN = -108,/* not this user's order */
     SK_EDB = -109,       /* database error */
     SK_ERATE = -110,     /* rate limited */
     SK_EUNAVAIL = -111,  /* Redis (and the degraded path) unavailable */
     SK_EGUARD = -112,    /* database guard refused (stock or per-user total) */
+    SK_ELIVE = -113,     /* campaign is live: re-heat needs force */
+    SK_EIDEMPOTENCY = -114, /* Idempotency-Key first used by another user */
+    SK_EQUEUEFULL = -115,/* too many purchases waiting (coalescer or database path): retry */
 } sk_err;
 
 const char *sk_strerror(int err);

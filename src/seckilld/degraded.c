@@ -25,6 +25,7 @@
 #include "db.h"
 #include "dlock/dlock.h"
 #include "ids.h"
+#include "outcome.h"
 #include "util.h"
 
 enum { M_REDIS = 0, M_DEGRADED = 1, M_SWITCHING = 2 };
@@ -216,7 +217,7 @@ static void deliver_buy(sk_degraded *d, job *j, bool freeing)
     }
     if (err == SK_EDB || err == SK_EEXIST) err = SK_EUNAVAIL;
     if (err == SK_ESOLDOUT) mark_sold(d, j->campaign);
-    d->st.outcomes[sk_outcome_index(err)]++;
+    d->st.outcomes[sk_outcome_of_err(err, false)]++;
     answer(j, err);
     free(j);
 }
@@ -328,13 +329,13 @@ int sk_degraded_purchase(sk_degraded *d, const char *campaign, const char *user,
     if (!sk_valid_campaign_id(campaign) || !sk_valid_user_id(user) || qty < 1) return SK_EINVAL;
     if (is_sold(d, campaign)) {
         d->st.soldout_local++;
-        d->st.outcomes[sk_outcome_index(SK_ESOLDOUT)]++;
+        d->st.outcomes[SK_OUT_SOLD_OUT]++;
         return SK_ESOLDOUT;
     }
     size_t limit = (size_t)d->o.max_inflight;
     if ((d->mode == M_SWITCHING ? d->nheld : d->queued) >= limit) {
         d->st.throttled++;
-        return SK_EUNAVAIL;
+        return SK_EQUEUEFULL;
     }
     job *j = calloc(1, sizeof(*j));
     if (!j) return DLOCK_ENOMEM;

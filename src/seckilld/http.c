@@ -24,6 +24,7 @@
 #include "dlock/dlock.h"
 #include "http_metrics.h"
 #include "ids.h"
+#include "outcome.h"
 #include "common_err.h"
 #include "json.h"
 #include "util.h"
@@ -143,7 +144,8 @@ static void reply_err_code(hreq *q, int err, const char *what)
     case SK_EINVAL: reply_error(q, 400, "bad_request", what); return;
     case SK_ENOTFOUND: reply_error(q, 404, "not_found", what); return;
     case SK_EEXIST: reply_error(q, 409, "exists", what); return;
-    case SK_ECONFLICT: reply_error(q, 409, "conflict", what); return;
+    case SK_ECONFLICT:
+    case SK_ELIVE: reply_error(q, 409, "conflict", what); return;
     case SK_EFORBIDDEN: reply_error(q, 403, "forbidden", what); return;
     case DLOCK_EUNKNOWN:
         snprintf(msg, sizeof(msg), "%s: Redis did not answer; the outcome is unknown", what);
@@ -279,7 +281,7 @@ static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
     hreq *q = arg;
     if (err) {
         const char *what = err == SK_EEXIST      ? "campaign already exists"
-                           : err == SK_ECONFLICT ? "campaign is live: re-heat needs force=1"
+                           : err == SK_ELIVE     ? "campaign is live: re-heat needs force=1"
                            : err == SK_ENOTFOUND ? "no such campaign"
                                                  : "campaign";
         reply_err_code(q, err, what);
@@ -437,54 +439,32 @@ static void handle_campaign_get(hreq *q)
 
 /* ---- purchase ------------------------------------------------------------ */
 
+/* Every purchase answer, from the outcome table (outcome.h). */
 static void answer_purchase(hreq *q, const sk_purchase_result *r)
 {
-    char msg[160];
-    dlock__buf b = {0};
-    switch (r->err) {
-    case 0:
+    const sk_outcome *o = sk_outcome_get(sk_outcome_of_err(r->err, r->replay));
+    if (!o->error) {
+        dlock__buf b = {0};
         dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"campaign\":\"%s\",\"quantity\":%lld,"
                               "\"remaining\":%lld,\"status\":\"accepted\"}\n",
                           (unsigned long long)r->order_id, q->id, (long long)r->qty,
                           (long long)r->remaining);
-        reply_json(q, 201, &b);
+        reply_json(q, o->http_status, &b);
         return;
-    case SK_ESOLDOUT:
-        if (r->remaining > 0) snprintf(msg, sizeof(msg), "only %lld left", (long long)r->remaining);
-        else snprintf(msg, sizeof(msg), "sold out");
-        reply_error(q, 409, "sold_out", msg);
-        return;
-    case SK_ELIMIT:
-        if (r->value < 0) snprintf(msg, sizeof(msg), "per-user limit reached");
-        else snprintf(msg, sizeof(msg), "per-user limit reached (you hold %lld)", (long long)r->value);
-        reply_error(q, 409, "limit_reached", msg);
-        return;
-    case SK_ENOTSTARTED:
-        snprintf(msg, sizeof(msg), "campaign starts in %lld ms", (long long)r->value);
-        reply_error(q, 409, "not_started", msg);
-        return;
-    case SK_EENDED: reply_error(q, 409, "ended", "campaign has ended"); return;
-    case SK_ENOTFOUND: reply_error(q, 404, "not_found", "no such campaign"); return;
-    case SK_ERATE: {
+    }
+    char msg[160];
+    int64_t v = o->field == SK_FIELD_REMAINING ? r->remaining : r->value;
+    if (o->field != SK_FIELD_NONE && v >= o->detail_min)
+        snprintf(msg, sizeof(msg), "%s%lld%s", o->detail_pre, (long long)v, o->detail_post);
+    else
+        snprintf(msg, sizeof(msg), "%s", o->message);
+    if (o->http_status == 429) {
         char ra[24];
-        snprintf(ra, sizeof(ra), "%lld", (long long)((r->value + 999) / 1000 > 0 ? (r->value + 999) / 1000 : 1));
+        int64_t s = (r->value + 999) / 1000;
+        snprintf(ra, sizeof(ra), "%lld", (long long)(s > 0 ? s : 1));
         evhttp_add_header(evhttp_request_get_output_headers(q->req), "Retry-After", ra);
-        reply_error(q, 429, "rate_limited", "too many purchase attempts; retry later");
-        return;
     }
-    case SK_EINVAL:
-        snprintf(msg, sizeof(msg), "quantity must be 1..%lld", (long long)r->value);
-        reply_error(q, 400, "bad_request", msg);
-        return;
-    case SK_ECONFLICT:
-        reply_error(q, 400, "bad_request", "Idempotency-Key already used by another user");
-        return;
-    case DLOCK_EUNKNOWN:
-        reply_error(q, 503, "unavailable",
-                    "Redis did not answer: outcome unknown; retry with the same Idempotency-Key");
-        return;
-    default: reply_error(q, 503, "unavailable", "Redis unavailable"); return;
-    }
+    reply_error(q, o->http_status, o->error, msg);
 }
 
 static void on_purchase(const sk_purchase_result *r, void *arg) { answer_purchase(arg, r); }
@@ -543,13 +523,11 @@ static void handle_purchase(hreq *q)
     }
     if (degraded) rc = sk_degraded_purchase(q->h->o.degraded, q->id, q->user, qty, ip, on_purchase, q);
     else rc = sk_engine_purchase(q->h->engine, q->id, q->user, qty, idem, ip, on_purchase, q);
-    if (rc) {
-        sk_purchase_result r = {.err = rc, .value = 1};
-        if (rc == SK_EINVAL) reply_error(q, 400, "bad_request", "bad purchase");
-        else if (degraded && rc == SK_EUNAVAIL)
-            reply_error(q, 503, "unavailable", "Redis unavailable and the database path is busy; retry later");
-        else if (rc == SK_EUNAVAIL || rc == DLOCK_ENOMEM) reply_error(q, 503, "unavailable", "Redis unavailable");
-        else answer_purchase(q, &r);
+    if (rc == SK_EINVAL) {
+        reply_error(q, 400, "bad_request", "bad purchase");
+    } else if (rc) {
+        sk_purchase_result r = {.err = rc};
+        answer_purchase(q, &r);
     }
 }
 

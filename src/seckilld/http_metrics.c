@@ -2,6 +2,8 @@
  * (Prometheus exposition format 0.0.4). */
 #include "http_metrics.h"
 
+#include "outcome.h"
+
 static const char *const route_names[SK_ROUTE_COUNT] = {
     "campaign_create", "campaign_preheat", "campaign_get", "purchase", "order_get",
     "order_pay", "healthz", "metrics", "ping", "other"};
@@ -66,7 +68,7 @@ void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size
     dlock__buf_printf(o, "# HELP seckill_purchases_total Purchase decisions by outcome.\n"
                          "# TYPE seckill_purchases_total counter\n");
     for (int i = 0; i < SK_STAT_OUTCOMES; i++)
-        dlock__buf_printf(o, "seckill_purchases_total{outcome=\"%s\"} %llu\n", sk_outcome_name(i),
+        dlock__buf_printf(o, "seckill_purchases_total{outcome=\"%s\"} %llu\n", sk_outcome_get(i)->label,
                           (unsigned long long)st->outcomes[i]);
     dlock__buf_printf(o, "# HELP seckill_purchase_batch_size Purchases per purchase-script call (coalescing).\n"
                          "# TYPE seckill_purchase_batch_size histogram\n");
@@ -107,7 +109,7 @@ void sk_metrics_render_degraded(const sk_degraded_stats *ds, dlock__buf *o)
     dlock__buf_printf(o, "# HELP seckill_db_purchases_total Purchases decided by the database path, by outcome.\n"
                          "# TYPE seckill_db_purchases_total counter\n");
     for (int i = 0; i < SK_STAT_OUTCOMES; i++)
-        dlock__buf_printf(o, "seckill_db_purchases_total{outcome=\"%s\"} %llu\n", sk_outcome_name(i),
+        dlock__buf_printf(o, "seckill_db_purchases_total{outcome=\"%s\"} %llu\n", sk_outcome_get(i)->label,
                           (unsigned long long)ds->outcomes[i]);
     dlock__buf_printf(o, "# HELP seckill_db_throttled_total Database-path purchases refused at once (queue full).\n"
                          "# TYPE seckill_db_throttled_total counter\nseckill_db_throttled_total %llu\n",

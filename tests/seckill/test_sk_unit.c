@@ -13,10 +13,12 @@
 
 #include <cmocka.h>
 
+#include "dlock/dlock.h"
 #include "engine.h"
 #include "common_err.h"
 #include "json.h"
 #include "orderid.h"
+#include "outcome.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -226,6 +228,35 @@ static void test_identifier_validation(void **state)
     assert_int_equal(sk_campaign_check(&d, NULL, 0), SK_EINVAL);
 }
 
+extern const unsigned char sk_lua_purchase[];
+
+/* One outcome table: row i is outcome i, each script code and each error
+ * names one row, and purchase.lua names its codes by the same labels. */
+static void test_purchase_outcomes_are_one_table(void **state)
+{
+    (void)state;
+    const char *lua = (const char *)sk_lua_purchase;
+    for (int i = 0; i < SK_OUT_COUNT; i++) {
+        const sk_outcome *o = sk_outcome_get(i);
+        assert_non_null(o->label);
+        assert_non_null(o->message);
+        assert_true(o->http_status >= 200 && o->http_status <= 599);
+        assert_true((o->error == NULL) == (o->http_status < 300));
+        assert_int_equal(sk_outcome_of_err(o->err, i == SK_OUT_REPLAY), i);
+        if (o->script_code >= 0) {
+            char named[80];
+            snprintf(named, sizeof(named), "%s = %d", o->label, o->script_code);
+            if (!strstr(lua, named)) fail_msg("purchase.lua does not name code %d %s", o->script_code, o->label);
+            assert_int_equal(sk_outcome_of_script(o->script_code), i);
+        }
+    }
+    assert_int_equal(sk_outcome_of_script(99), SK_OUT_UNKNOWN);      /* script newer than the binary */
+    assert_int_equal(sk_outcome_of_err(DLOCK_ECLOSED, false), SK_OUT_UNAVAILABLE); /* not decided */
+    assert_int_equal(sk_outcome_get(SK_OUT_QUEUE_FULL)->err, SK_EQUEUEFULL);
+    assert_int_equal(sk_outcome_get(SK_OUT_IDEM_CONFLICT)->err, SK_EIDEMPOTENCY);
+    assert_int_equal(sk_outcome_get(-1)->http_status, 503);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_json_string_escaping_round_trips),
         cmocka_unit_test(test_order_ids_are_unique_ordered_and_decodable),
         cmocka_unit_test(test_identifier_validation),
+        cmocka_unit_test(test_purchase_outcomes_are_one_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
