@@ -19,12 +19,12 @@
 #include "campaign_def.h"
 #include "ids.h"
 #include "outcome.h"
+#include "sk_log.h"
 #include "sk_err.h"
 
 struct event_base;
 typedef struct sk_engine sk_engine;
 
-typedef void (*sk_log_fn)(int level, const char *msg, void *ud); /* dlock_log_level */
 
 typedef struct sk_engine_opts {
     int max_batch;              /* purchases per script call; 1 = no coalescing (default 64) */

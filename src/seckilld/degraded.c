@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "outcome.h"
+#include "sk_log.h"
 #include "util.h"
 
 enum { M_REDIS = 0, M_DEGRADED = 1, M_SWITCHING = 2 };
@@ -87,17 +87,7 @@ void sk_degraded_opts_init(sk_degraded_opts *o)
     o->max_inflight = 64;
 }
 
-static void dlog(sk_degraded *d, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void dlog(sk_degraded *d, int level, const char *fmt, ...)
-{
-    if (!d->o.log) return;
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    d->o.log(level, msg, d->o.log_ud);
-}
+#define dlog(d, level, ...) sk_logf((d)->o.log, (d)->o.log_ud, level, __VA_ARGS__)
 
 static void jpush(jlist *l, job *j)
 {
