@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "persist.h"
+#include "lifecycle.h"
+#include "release.h"
 #include "sk_err.h"
 #include "util.h"
 

@@ -26,6 +26,7 @@
 
 #include "dlock/dlock.h"
 #include "ids.h"
+#include "lifecycle.h"
 #include "sk_err.h"
 #include "url.h"
 #include "util.h"

@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 
 #include "dlock/dlock.h"
-#include "persist.h"
+#include "release.h"
 #include "sk_err.h"
 
 extern const unsigned char sk_lua_release[];

@@ -24,8 +24,10 @@
 
 #include "db.h"
 #include "db_sql.h"
+#include "lifecycle.h"
 #include "persist.h"
 #include "reconcile.h"
+#include "release.h"
 #include "servers.h"
 #include "sk_err.h"
 #include "util.h"
