@@ -4,7 +4,9 @@
  * per-user limit with quantity mixes, Idempotency-Key replay, time windows
  * on the Redis clock, admin auth, the bad-input matrix, size limits, slow
  * clients, signatures, rate limits, graceful shutdown, and Redis going
- * away and coming back. */
+ * away and coming back. Each case stands alone: it gets its own Redis and
+ * three fresh seckilld (every one must exit 0 at the end), so any case can
+ * run by itself: SKT_FILTER=test_metrics_and_ping ./test_seckilld. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +38,7 @@
 static test_server redis;
 static skt_daemon d[3];
 
+/* Per case: a private Redis and three seckilld on it. */
 static int setup(void **state)
 {
     (void)state;
@@ -46,12 +49,17 @@ static int setup(void **state)
     return 0;
 }
 
+/* Stops what the case left running; a daemon that does not exit 0 (under
+ * ASan: a leak or memory error) fails the case. */
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < 3; i++) skt_daemon_stop(&d[i]);
+    int bad = 0;
+    test_server_pause(&redis, false); /* a failed case may leave it frozen */
+    for (int i = 0; i < 3; i++)
+        if (d[i].pid > 0 && skt_daemon_stop(&d[i]) != 0) bad = -1;
     test_server_stop(&redis);
-    return 0;
+    return bad;
 }
 
 /* Creates a campaign through the admin API; window relative to now (s). */
@@ -627,17 +635,52 @@ static void test_sigterm_finishes_in_flight_purchases(void **state)
     assert_int_equal(skt_daemon_stop(&s), 0); /* already exiting: status 0 */
 }
 
+/* Asserts that the exposition has the line "<series> <value>". */
+static void expect_metric(const char *text, const char *series, const char *value)
+{
+    char line[256];
+    snprintf(line, sizeof(line), "\n%s %s\n", series, value);
+    if (!strstr(text, line)) fail_msg("want %s %s in:\n%s", series, value, text);
+}
+
+/* The counters start at zero and count exactly the traffic sent here. */
 static void test_metrics_and_ping(void **state)
 {
     (void)state;
     static char resp[65536];
-    assert_int_equal(skt_http(d[0].port, "GET", "/ping", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    char body[256];
     assert_int_equal(skt_http(d[0].port, "GET", "/metrics", NULL, NULL, 0, resp, sizeof(resp)), 200);
-    assert_non_null(strstr(resp, "seckill_http_requests_total{route=\"purchase\",status=\"201\"}"));
-    assert_non_null(strstr(resp, "seckill_purchases_total{outcome=\"sold_out\"}"));
-    assert_non_null(strstr(resp, "seckill_purchase_batch_size_bucket{le=\"+Inf\"}"));
-    assert_non_null(strstr(resp, "seckill_http_request_duration_seconds_bucket{route=\"purchase\""));
-    assert_non_null(strstr(resp, "seckill_redis_reconnects_total"));
+    expect_metric(resp, "seckill_purchases_total{outcome=\"accepted\"}", "0");
+    expect_metric(resp, "seckill_purchases_total{outcome=\"sold_out\"}", "0");
+    expect_metric(resp, "seckill_purchase_batch_size_count", "0");
+    assert_null(strstr(resp, "route=\"purchase\""));
+    assert_int_equal(create("met", 3, 1, -60, 3600), 201);
+    for (int i = 0; i < 4; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "m%d", i);
+        assert_int_equal(buy(d[0].port, "met", user, 1, NULL, body, sizeof(body)), i < 3 ? 201 : 409);
+    }
+    assert_int_equal(skt_http(d[0].port, "GET", "/ping", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_string_equal(resp, "pong\n");
+    assert_int_equal(skt_http(d[0].port, "GET", "/metrics", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    expect_metric(resp, "seckill_http_requests_total{route=\"purchase\",status=\"201\"}", "3");
+    expect_metric(resp, "seckill_http_requests_total{route=\"purchase\",status=\"409\"}", "1");
+    expect_metric(resp, "seckill_http_requests_total{route=\"ping\",status=\"200\"}", "1");
+    expect_metric(resp, "seckill_purchases_total{outcome=\"accepted\"}", "3");
+    /* the third sale emptied the stock: the fourth is answered locally */
+    expect_metric(resp, "seckill_purchases_total{outcome=\"sold_out\"}", "1");
+    expect_metric(resp, "seckill_soldout_local_total", "1");
+    /* one at a time: three script calls of one purchase each */
+    expect_metric(resp, "seckill_purchase_batch_size_bucket{le=\"1\"}", "3");
+    expect_metric(resp, "seckill_purchase_batch_size_bucket{le=\"+Inf\"}", "3");
+    expect_metric(resp, "seckill_purchase_batch_size_count", "3");
+    expect_metric(resp, "seckill_http_request_duration_seconds_count{route=\"purchase\"}", "4");
+    expect_metric(resp, "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"+Inf\"}", "4");
+    expect_metric(resp, "seckill_redis_reconnects_total", "0");
+    expect_metric(resp, "seckill_ready", "1");
+    /* the other instance saw none of it */
+    assert_int_equal(skt_http(d[1].port, "GET", "/metrics", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    expect_metric(resp, "seckill_purchases_total{outcome=\"accepted\"}", "0");
 }
 
 /* What a client does after a 503: retry with the same Idempotency-Key (a
@@ -723,26 +766,29 @@ static void test_instances_finish_and_exit_0_on_sigterm(void **state)
     for (int i = 0; i < 3; i++) assert_int_equal(skt_daemon_stop(&d[i]), 0);
 }
 
+/* Every case with its own fixture (setup, teardown). */
+#define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_2000_buyers_on_3_instances_get_exactly_the_stock),
-        cmocka_unit_test(test_one_user_with_200_concurrent_requests_gets_its_limit),
-        cmocka_unit_test(test_idempotency_key_replay_returns_the_same_order),
-        cmocka_unit_test(test_time_window_uses_the_server_clock),
-        cmocka_unit_test(test_unknown_campaign_and_admin_token),
-        cmocka_unit_test(test_bad_input_matrix),
-        cmocka_unit_test(test_slow_and_silent_clients_are_timed_out),
-        cmocka_unit_test(test_signature_and_graceful_shutdown),
-        cmocka_unit_test(test_rate_limit_stops_a_scalper_with_retry_after),
-        cmocka_unit_test(test_ip_rate_limit_with_forwarded_addresses),
-        cmocka_unit_test(test_workers_share_one_port_and_stop_cleanly),
-        cmocka_unit_test(test_sigterm_finishes_in_flight_purchases),
-        cmocka_unit_test(test_metrics_and_ping),
-        cmocka_unit_test(test_frozen_redis_and_vanishing_clients),
-        cmocka_unit_test(test_redis_down_answers_503_and_recovers), /* wipes Redis */
-        cmocka_unit_test(test_instances_finish_and_exit_0_on_sigterm),
+        CASE(test_2000_buyers_on_3_instances_get_exactly_the_stock),
+        CASE(test_one_user_with_200_concurrent_requests_gets_its_limit),
+        CASE(test_idempotency_key_replay_returns_the_same_order),
+        CASE(test_time_window_uses_the_server_clock),
+        CASE(test_unknown_campaign_and_admin_token),
+        CASE(test_bad_input_matrix),
+        CASE(test_slow_and_silent_clients_are_timed_out),
+        CASE(test_signature_and_graceful_shutdown),
+        CASE(test_rate_limit_stops_a_scalper_with_retry_after),
+        CASE(test_ip_rate_limit_with_forwarded_addresses),
+        CASE(test_workers_share_one_port_and_stop_cleanly),
+        CASE(test_sigterm_finishes_in_flight_purchases),
+        CASE(test_metrics_and_ping),
+        CASE(test_frozen_redis_and_vanishing_clients),
+        CASE(test_redis_down_answers_503_and_recovers),
+        CASE(test_instances_finish_and_exit_0_on_sigterm),
     };
     if (getenv("SKT_FILTER")) cmocka_set_test_filter(getenv("SKT_FILTER"));
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
