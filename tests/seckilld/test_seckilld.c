@@ -372,6 +372,7 @@ static void test_bad_input_matrix(void **state)
         if (st != c->status) fail_msg("case %zu (%s %s %s): status %d, want %d: %s", i, c->method, c->path,
                                       c->body ? c->body : "", st, c->status, resp);
         expect_error(resp, c->code);
+        if (strstr(resp, "out of memory")) fail_msg("case %zu: %s", i, resp); /* says what is wrong */
     }
     /* over 8 KiB */
     size_t n = 9000;
