@@ -653,52 +653,55 @@ static const char SQL_MARK_MIRRORED[] = "UPDATE orders SET redis_mirrored = 1 WH
 static const char SQL_MARK_RELEASED[] = "UPDATE orders SET redis_released = 1 WHERE order_id = $1";
 static const char SQL_BY_STATUS[] = ORDER_COLS " WHERE campaign = $1 AND status = $2 ORDER BY order_id LIMIT $3";
 
+/* Runs an order query, cb per row: the number of rows or SK_EDB. */
+static int order_query(sk_db *db, const char *sql, int nargs, const sk__arg *args, sk_db_order_cb cb, void *ud)
+{
+    order_acc a = {.cb = cb, .ud = ud};
+    if (sk__db_run(db, sql, nargs, args, NULL, order_row, &a)) return SK_EDB;
+    return a.found;
+}
+
 int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_ms, int max, sk_db_order_cb cb,
                                void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
     sk__arg args[3] = {SK_I(cutoff_ms), SK_I(max), SK_T(campaign ? campaign : "")};
-    if (sk__db_run(db, SQL_UNPAID, 3, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return order_query(db, SQL_UNPAID, 3, args, cb, ud);
+}
+
+/* The (max, campaign) queries with a SQLite-specific spelling. */
+static int pending_query(sk_db *db, const char *sql_pg, const char *sql_lite, const char *campaign, int max,
+                         sk_db_order_cb cb, void *ud)
+{
+    sk__arg args[2] = {SK_I(max), SK_T(campaign ? campaign : "")};
+    return order_query(db, sk__db_kindof(db) == SK__DB_SQLITE ? sql_lite : sql_pg, 2, args, cb, ud);
 }
 
 int sk_db_orders_release_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
-    sk__arg args[2] = {SK_I(max), SK_T(campaign ? campaign : "")};
-    const char *sql = sk__db_kindof(db) == SK__DB_SQLITE ? SQL_REL_PENDING_LITE : SQL_REL_PENDING;
-    if (sk__db_run(db, sql, 2, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return pending_query(db, SQL_REL_PENDING, SQL_REL_PENDING_LITE, campaign, max, cb, ud);
 }
 
 int sk_db_orders_mirror_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
-    sk__arg args[2] = {SK_I(max), SK_T(campaign ? campaign : "")};
-    const char *sql = sk__db_kindof(db) == SK__DB_SQLITE ? SQL_MIRROR_PENDING_LITE : SQL_MIRROR_PENDING;
-    if (sk__db_run(db, sql, 2, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return pending_query(db, SQL_MIRROR_PENDING, SQL_MIRROR_PENDING_LITE, campaign, max, cb, ud);
 }
 
-int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id)
+/* Runs an UPDATE ... WHERE order_id = $1: 0 or SK_EDB. */
+static int order_mark(sk_db *db, const char *sql, uint64_t order_id)
 {
     sk__arg arg = SK_I(order_id);
-    return sk__db_run(db, SQL_MARK_MIRRORED, 1, &arg, NULL, NULL, NULL) ? SK_EDB : 0;
+    return sk__db_run(db, sql, 1, &arg, NULL, NULL, NULL) ? SK_EDB : 0;
 }
 
-int sk_db_order_mark_released(sk_db *db, uint64_t order_id)
-{
-    sk__arg arg = SK_I(order_id);
-    return sk__db_run(db, SQL_MARK_RELEASED, 1, &arg, NULL, NULL, NULL) ? SK_EDB : 0;
-}
+int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id) { return order_mark(db, SQL_MARK_MIRRORED, order_id); }
+
+int sk_db_order_mark_released(sk_db *db, uint64_t order_id) { return order_mark(db, SQL_MARK_RELEASED, order_id); }
 
 int sk_db_orders_by_status(sk_db *db, const char *campaign, const char *status, int max,
                            sk_db_order_cb cb, void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
     sk__arg args[3] = {SK_T(campaign), SK_T(status), SK_I(max)};
-    if (sk__db_run(db, SQL_BY_STATUS, 3, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return order_query(db, SQL_BY_STATUS, 3, args, cb, ud);
 }
 
 static const char SQL_STATS_ORDERS[] =

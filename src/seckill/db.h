@@ -110,7 +110,7 @@ int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_m
 /* Cancelled orders whose units were not yet given back in Redis. */
 int sk_db_orders_release_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
 /* Degraded-path orders (path db, persisted or paid) whose units were not
- * yet taken out of Redis (persist_mirror.lua), and the mark when done. */
+ * yet taken out of Redis (order_units.lua), and the mark when done. */
 int sk_db_orders_mirror_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
 int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id);
 /* Marks a cancelled order's Redis release as done. 0 or SK_EDB. */

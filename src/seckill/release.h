@@ -1,7 +1,7 @@
 /* release.h: the Redis half of an order's lifecycle, each step once
- * however many workers and retries run it: a cancellation gives units back
- * (release.lua, gate {c:<id>}:released) and a degraded-path order takes
- * them out (persist_mirror.lua, gate {c:<id>}:mirrored).
+ * however many workers and retries run it (lua/order_units.lua): a
+ * cancellation gives units back (gate {c:<id>}:released) and a
+ * degraded-path order takes them out (gate {c:<id>}:mirrored).
  * Thread-safety: uses only the connection it is given. */
 #ifndef SK_RELEASE_H
 #define SK_RELEASE_H
@@ -9,12 +9,12 @@
 #include "db.h"
 #include "redis_io.h"
 
-/* Runs release.lua for a cancelled order: units back to {c:<id>}:stock and
+/* For a cancelled order: units back to {c:<id>}:stock and
  * the buyer's quota once (gate {c:<id>}:released), "restock" published.
  * Returns 1 (released now), 0 (already released) or a negative code. */
 int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status);
 
-/* Runs persist_mirror.lua for a degraded-path order: its units leave
+/* For a degraded-path order: its units leave
  * {c:<id>}:stock and join the buyer in {c:<id>}:buyers, once (gate
  * {c:<id>}:mirrored). 1 (now), 0 (already) or a negative code. */
 int sk_mirror_order(dlock__conn *rc, const sk_order_row *row);

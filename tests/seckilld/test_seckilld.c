@@ -102,6 +102,16 @@ static dlock__conn *redis_conn(void)
     return c;
 }
 
+/* r: one purchase of qty units of campaign by user, sent to port. */
+static void purchase_req(skt_req *r, int port, const char *campaign, const char *user, int qty)
+{
+    r->port = port;
+    r->method = "POST";
+    snprintf(r->path, sizeof(r->path), "/v1/campaigns/%s/purchase", campaign);
+    snprintf(r->headers, sizeof(r->headers), "X-User-Id: %s\r\n", user);
+    snprintf(r->body, sizeof(r->body), "{\"quantity\":%d}", qty);
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
@@ -112,11 +122,9 @@ static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
     skt_req *r = calloc(N, sizeof(*r));
     assert_non_null(r);
     for (int i = 0; i < N; i++) {
-        r[i].port = d[i % 3].port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/big/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: buyer%d\r\n", i);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+        char user[32];
+        snprintf(user, sizeof(user), "buyer%d", i);
+        purchase_req(&r[i], d[i % 3].port, "big", user, 1);
     }
     assert_int_equal(skt_run_concurrent(r, N, 20000), 0);
     int accepted = 0, sold_out = 0;
@@ -179,11 +187,7 @@ static void run_same_user(const char *campaign, const char *user, int n, int qty
     skt_req *r = calloc((size_t)n, sizeof(*r));
     assert_non_null(r);
     for (int i = 0; i < n; i++) {
-        r[i].port = d[i % 3].port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/%s/purchase", campaign);
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: %s\r\n", user);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":%d}", qty_mix ? 1 + i % 2 : 1);
+        purchase_req(&r[i], d[i % 3].port, campaign, user, qty_mix ? 1 + i % 2 : 1);
     }
     assert_int_equal(skt_run_concurrent(r, (size_t)n, 10000), 0);
     int units = 0, accepted = 0;
@@ -478,11 +482,7 @@ static void test_rate_limit_stops_a_scalper_with_retry_after(void **state)
     enum { N = 1000 };
     skt_req *r = calloc(N, sizeof(*r));
     for (int i = 0; i < N; i++) {
-        r[i].port = s.port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/rl/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: scalper\r\n");
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+        purchase_req(&r[i], s.port, "rl", "scalper", 1);
     }
     assert_int_equal(skt_run_concurrent(r, N, 20000), 0);
     int acc = 0, lim = 0, rate = 0;
@@ -551,11 +551,9 @@ static void test_workers_share_one_port_and_stop_cleanly(void **state)
     skt_req r[N];
     memset(r, 0, sizeof(r));
     for (int i = 0; i < N; i++) {
-        r[i].port = s.port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/wk/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: w%d\r\n", i);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+        char user[32];
+        snprintf(user, sizeof(user), "w%d", i);
+        purchase_req(&r[i], s.port, "wk", user, 1);
     }
     /* each worker process leases its own order-id worker id; once all
      * three are leased every worker is ready */
@@ -611,11 +609,9 @@ static void test_sigterm_finishes_in_flight_purchases(void **state)
     skt_req r[N];
     memset(r, 0, sizeof(r));
     for (int i = 0; i < N; i++) {
-        r[i].port = s.port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/term/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: t%d\r\n", i);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+        char user[32];
+        snprintf(user, sizeof(user), "t%d", i);
+        purchase_req(&r[i], s.port, "term", user, 1);
     }
     test_server_pause(&redis, true);
     term_plan plan = {.daemon = s.pid, .port = s.port, .want = N, .redis = &redis};
