@@ -112,6 +112,17 @@ static void purchase_req(skt_req *r, int port, const char *campaign, const char 
     snprintf(r->body, sizeof(r->body), "{\"quantity\":%d}", qty);
 }
 
+/* r[0..n-1]: one unit of campaign each, by users <prefix><i>, sent to port
+ * (0: to the three instances in turn). */
+static void distinct_buyers(skt_req *r, int n, int port, const char *campaign, const char *prefix)
+{
+    for (int i = 0; i < n; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "%s%d", prefix, i);
+        purchase_req(&r[i], port ? port : d[i % 3].port, campaign, user, 1);
+    }
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
@@ -121,11 +132,7 @@ static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
     enum { N = 2000 };
     skt_req *r = calloc(N, sizeof(*r));
     assert_non_null(r);
-    for (int i = 0; i < N; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "buyer%d", i);
-        purchase_req(&r[i], d[i % 3].port, "big", user, 1);
-    }
+    distinct_buyers(r, N, 0, "big", "buyer");
     assert_int_equal(skt_run_concurrent(r, N, 20000), 0);
     int accepted = 0, sold_out = 0;
     char **ids = calloc(N, sizeof(char *));
@@ -550,11 +557,7 @@ static void test_workers_share_one_port_and_stop_cleanly(void **state)
     enum { N = 60 };
     skt_req r[N];
     memset(r, 0, sizeof(r));
-    for (int i = 0; i < N; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "w%d", i);
-        purchase_req(&r[i], s.port, "wk", user, 1);
-    }
+    distinct_buyers(r, N, s.port, "wk", "w");
     /* each worker process leases its own order-id worker id; once all
      * three are leased every worker is ready */
     int64_t deadline = dlock__now_ms() + 5000;
@@ -608,11 +611,7 @@ static void test_sigterm_finishes_in_flight_purchases(void **state)
     enum { N = 100 };
     skt_req r[N];
     memset(r, 0, sizeof(r));
-    for (int i = 0; i < N; i++) {
-        char user[32];
-        snprintf(user, sizeof(user), "t%d", i);
-        purchase_req(&r[i], s.port, "term", user, 1);
-    }
+    distinct_buyers(r, N, s.port, "term", "t");
     test_server_pause(&redis, true);
     term_plan plan = {.daemon = s.pid, .port = s.port, .want = N, .redis = &redis};
     pid_t helper = test_fork(term_while_in_flight, &plan);
