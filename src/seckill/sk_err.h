@@ -5,11 +5,12 @@
  * How errors are reported, everywhere in src/seckill and src/seckilld:
  * every function returns a code (0 or negative) and the code alone says
  * what happened. Where a person needs the detail, it is one line of text:
- * a function that has no handle yet (constructors, sk_persist_run, input
- * checks) writes it into the caller's (char *err, size_t errlen); a handle
- * that talks to a server keeps the text of its last failure, like hiredis's
- * ctx->errstr (sk_db_errmsg). No function does both, and a text never
- * replaces a code. */
+ * a function that sets something up (open, new, listen, run) or checks
+ * input writes it into the caller's (char *err, size_t errlen), since no
+ * handle exists yet to keep it; an operation on an open database handle
+ * leaves the text of its last failure on the handle, like hiredis's
+ * ctx->errstr (sk_db_errmsg). Asynchronous results carry the code alone.
+ * A text never replaces a code. */
 #ifndef SK_ERR_H
 #define SK_ERR_H
 
