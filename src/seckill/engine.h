@@ -25,7 +25,6 @@
 struct event_base;
 typedef struct sk_engine sk_engine;
 
-
 typedef struct sk_engine_opts {
     int max_batch;              /* purchases per script call; 1 = no coalescing (default 64) */
     int64_t linger_us;          /* max wait to fill a batch while one is in flight (default 1000) */

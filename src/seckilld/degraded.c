@@ -191,7 +191,6 @@ static void answer(job *j, int err)
 {
     sk_purchase_result r = {.err = err, .order_id = j->order_id, .qty = j->qty,
                             .remaining = j->remaining, .value = j->value};
-    if (err == SK_EUNAVAIL) r.value = 1;
     j->cb(&r, j->arg);
 }
 
