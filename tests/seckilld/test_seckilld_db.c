@@ -26,20 +26,7 @@
 
 #define ADMIN "Authorization: Bearer adm\r\n"
 
-static test_server redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&redis, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_server_stop(&redis);
-    return 0;
-}
+static test_server redis; /* each case starts its own */
 
 static void get_field(const char *json, const char *key, const char *want)
 {
@@ -72,8 +59,10 @@ static void bad_user_is_refused_at_both_doors(int port, sk_db *db, const char *c
     assert_null(sk_db_order_invalid(&o));
 }
 
+/* One case, on its own Redis: the database at url is the system of record. */
 static void run_with_database(const char *url, const char *campaign)
 {
+    assert_int_equal(test_redis_start(&redis, NULL), 0);
     skt_daemon d;
     const char *extra[] = {"--admin-token", "adm", "--database-url", url, NULL};
     assert_int_equal(skt_daemon_start(&d, redis.url, extra), 0);
@@ -151,6 +140,7 @@ static void run_with_database(const char *url, const char *campaign)
     get_field(resp, "price_cents", "500");
     sk_db_close(db);
     assert_int_equal(skt_daemon_stop(&d), 0);
+    test_server_stop(&redis);
 }
 
 static void test_sqlite_system_of_record(void **state)
@@ -185,5 +175,5 @@ int main(void)
         cmocka_unit_test(test_sqlite_system_of_record),
         cmocka_unit_test(test_postgresql_system_of_record),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
