@@ -14,7 +14,7 @@
 int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
 {
     const char *why = NULL;
-    if (!sk_valid_campaign_id(d->id)) why = "id must be 1-64 characters of [A-Za-z0-9_-]";
+    if (!sk_valid_campaign_id(d->id)) why = "id must be " SK_CAMPAIGN_ID_RULE;
     else if (strlen(d->title) > 256) why = "title longer than 256 bytes";
     else if (d->stock < 0 || d->stock > 1000000000) why = "stock must be 0..1000000000";
     else if (d->per_user_limit < 1 || d->per_user_limit > 1000000) why = "per_user_limit must be 1..1000000";
@@ -25,6 +25,7 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
 }
 
 typedef struct camp_req {
+    sk_engine *e;
     sk_campaign_cb cb;
     void *arg;
     char id[65];
@@ -36,9 +37,8 @@ static int64_t field_int(const char *s)
     return s ? strtoll(s, NULL, 10) : 0;
 }
 
-static void on_info(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_info(const dlock__reply *r, int err, void *priv)
 {
-    (void)e;
     camp_req *q = priv;
     sk_campaign_info info;
     memset(&info, 0, sizeof(info));
@@ -93,6 +93,7 @@ int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void
     if (!sk_valid_campaign_id(id) || !cb) return SK_EINVAL;
     camp_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
+    q->e = e;
     q->cb = cb;
     q->arg = arg;
     snprintf(q->id, sizeof(q->id), "%s", id);
@@ -101,23 +102,23 @@ int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void
     return rc;
 }
 
-static void ignore_reply(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void ignore_reply(const dlock__reply *r, int err, void *priv)
 {
-    (void)e;
     (void)r;
     (void)err;
     (void)priv;
 }
 
-static void on_heat(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_heat(const dlock__reply *r, int err, void *priv)
 {
     camp_req *q = priv;
+    sk_engine *e = q->e;
     if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2))
         err = DLOCK_ESERVER;
     if (!err) {
         long long code = dlock__reply_int(dlock__reply_at(r, 0));
         if (code == -1) err = SK_EEXIST;
-        else if (code == -2) err = SK_ECONFLICT;
+        else if (code == -2) err = SK_ELIVE;
     } else if (err != DLOCK_EUNKNOWN) {
         err = SK_EUNAVAIL;
     }
@@ -127,8 +128,7 @@ static void on_heat(sk_engine *e, const dlock__reply *r, int err, void *priv)
         /* The snapshot queued after the write sees it (one connection). */
         if (send_info(e, q) == 0) {
             /* remember the campaign: a new stock clears a local sold-out flag */
-            sk__camp *c = sk__camp_find(e, q->id, false);
-            if (c) c->soldout = false;
+            sk__coalescer_restocked(e->co, q->id);
             return;
         }
         err = SK_EUNAVAIL;
@@ -143,6 +143,7 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
     if (!cb || sk_campaign_check(d, NULL, 0)) return SK_EINVAL;
     camp_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
+    q->e = e;
     q->cb = cb;
     q->arg = arg;
     snprintf(q->id, sizeof(q->id), "%s", d->id);
@@ -163,6 +164,7 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
 /* ---- orders ------------------------------------------------------------- */
 
 typedef struct order_req {
+    sk_engine *e;
     sk_order_cb cb;
     void *arg;
     uint64_t order_id;
@@ -179,9 +181,8 @@ static void order_done(order_req *q)
     free(q);
 }
 
-static void on_order_hash(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_order_hash(const dlock__reply *r, int err, void *priv)
 {
-    (void)e;
     order_req *q = priv;
     if (err) {
         if (!q->err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
@@ -212,9 +213,10 @@ static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
     return rc;
 }
 
-static void on_campaign_list(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_campaign_list(const dlock__reply *r, int err, void *priv)
 {
     order_req *q = priv;
+    sk_engine *e = q->e;
     q->outstanding--;
     if (err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
     else {
@@ -236,6 +238,7 @@ int sk_engine_order_get(sk_engine *e, uint64_t order_id, const char *campaign, s
     if (!cb || (campaign && !sk_valid_campaign_id(campaign))) return SK_EINVAL;
     order_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
+    q->e = e;
     q->cb = cb;
     q->arg = arg;
     q->order_id = order_id;

@@ -4,14 +4,23 @@
  * exactly as the same requests sent one by one would. A queue is sent at
  * once when nothing of its campaign is in flight (no added latency when
  * idle); under load it waits for the in-flight call to return or for
- * linger_us, whichever comes first. */
+ * linger_us, whichever comes first. Redis is reached only through the
+ * hooks (coalesce.h); outcomes are read from the table of outcome.h. */
+#include "coalesce.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
+#include "camp_table.h"
 #include "dlock/dlock.h"
-#include "engine_internal.h"
+#include "ids.h"
+#include "outcome.h"
 #include "util.h"
+
+#define MAX_QTY 1000000
 
 struct sk__preq {
     sk_purchase_cb cb;
@@ -25,97 +34,94 @@ struct sk__preq {
 
 typedef struct sk__batch {
     sk__camp *camp;
-    struct sk__batch *next; /* on e->failed */
+    struct sk__batch *next; /* on co->failed */
     int err;
     int n;
     sk__preq *reqs[];
 } sk__batch;
 
+struct sk__coalescer {
+    struct event_base *base;
+    sk__coalesce_hooks h;
+    int max_batch;
+    int64_t linger_us;
+    int64_t limits[6];      /* user rate, window; ip rate, window; idem ttl; order ttl */
+    sk__camp_table camps;
+    size_t pending;         /* purchases queued or in flight */
+    bool freeing;
+    sk__batch *failed;      /* batches to fail from the loop (fail_ev) */
+    struct event *fail_ev;
+    uint64_t outcomes[SK_STAT_OUTCOMES];
+    uint64_t batches[SK_STAT_BATCH_BUCKETS];
+    uint64_t batched_purchases;
+    uint64_t soldout_local;
+};
+
 const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, INT64_MAX};
 
-static const char *const outcome_names[SK_STAT_OUTCOMES] = {
-    "accepted", "replay", "sold_out", "limit_reached", "not_started", "ended",
-    "not_found", "rate_limited", "bad_quantity", "idempotency_conflict", "unavailable", "unknown"};
-
-int sk_outcome_index(int err)
+static void co_log(sk__coalescer *co, int level, const char *msg)
 {
-    switch (err) {
-    case 0: return 0;
-    case 1: return 1; /* replay (internal marker) */
-    case SK_ESOLDOUT: return 2;
-    case SK_ELIMIT: return 3;
-    case SK_ENOTSTARTED: return 4;
-    case SK_EENDED: return 5;
-    case SK_ENOTFOUND: return 6;
-    case SK_ERATE: return 7;
-    case SK_EINVAL: return 8;
-    case SK_ECONFLICT: return 9;
-    case SK_EUNAVAIL: return 10;
-    default: return 11;
-    }
+    if (co->h.log) co->h.log(co->h.ud, level, msg);
 }
 
-const char *sk_outcome_name(int index)
+static void count_outcome(sk__coalescer *co, const sk_purchase_result *r)
 {
-    return index >= 0 && index < SK_STAT_OUTCOMES ? outcome_names[index] : "unknown";
+    co->outcomes[sk_outcome_of_err(r->err, r->replay)]++;
 }
 
-static void count_outcome(sk_engine *e, const sk_purchase_result *r)
+static void maybe_drop_camp(sk__coalescer *co, sk__camp *c)
 {
-    e->st.outcomes[sk_outcome_index(r->err == 0 && r->replay ? 1 : r->err)]++;
-}
-
-static void maybe_drop_camp(sk_engine *e, sk__camp *c)
-{
-    if (!e->freeing && c->unknown && !c->npending && !c->inflight && !c->polling)
-        sk__camp_drop(e, c);
+    if (!co->freeing && c->unknown && !c->npending && !c->inflight && !c->polling)
+        sk__camp_drop(&co->camps, c);
 }
 
 /* ---- failing batches from the loop ----------------------------------- */
 
-static void deliver_batch_error(sk_engine *e, sk__batch *b, int err)
+static void deliver_batch_error(sk__coalescer *co, sk__batch *b, int err)
 {
     for (int i = 0; i < b->n; i++) {
         sk_purchase_result r = {.err = err, .qty = b->reqs[i]->qty, .order_id = b->reqs[i]->order_id};
-        count_outcome(e, &r);
+        count_outcome(co, &r);
         b->reqs[i]->cb(&r, b->reqs[i]->arg);
         free(b->reqs[i]);
     }
-    e->pending -= (size_t)b->n;
+    co->pending -= (size_t)b->n;
 }
 
-void sk__deliver_failed(evutil_socket_t fd, short what, void *arg)
+static void deliver_failed(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    sk_engine *e = arg;
-    while (e->failed) {
-        sk__batch *b = e->failed;
-        e->failed = b->next;
+    sk__coalescer *co = arg;
+    while (co->failed) {
+        sk__batch *b = co->failed;
+        co->failed = b->next;
         sk__camp *c = b->camp;
         c->inflight--;
-        deliver_batch_error(e, b, b->err);
+        deliver_batch_error(co, b, b->err);
         free(b);
-        maybe_drop_camp(e, c);
+        maybe_drop_camp(co, c);
     }
 }
 
-static void fail_later(sk_engine *e, sk__batch *b, int err)
+/* A batch that could not be sent is answered from the loop, never from
+ * inside sk__coalescer_purchase (whose caller expects no callback then). */
+static void fail_later(sk__coalescer *co, sk__batch *b, int err)
 {
     b->err = err;
-    b->next = e->failed;
-    e->failed = b;
-    if (e->freeing) {
-        sk__deliver_failed(-1, 0, e);
+    b->next = co->failed;
+    co->failed = b;
+    if (co->freeing) {
+        deliver_failed(-1, 0, co);
         return;
     }
     struct timeval zero = {0, 0};
-    event_add(e->fail_ev, &zero);
+    event_add(co->fail_ev, &zero);
 }
 
 /* ---- sending ------------------------------------------------------------ */
 
-static void on_batch_reply(sk_engine *e, const dlock__reply *r, int err, void *priv);
+static void on_batch_reply(const dlock__reply *r, int err, void *priv);
 static void flush(sk__camp *c);
 
 static void on_linger(evutil_socket_t fd, short what, void *arg)
@@ -127,78 +133,96 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
     if (c->npending) flush(c);
 }
 
-/* Appends s + NUL to buf and records its offset. */
-static void put_arg(dlock__buf *buf, size_t *offs, int *na, const char *s)
-{
-    offs[(*na)++] = buf->len;
-    dlock__buf_append(buf, s, strlen(s) + 1);
-}
-
-static void put_argf(dlock__buf *buf, size_t *offs, int *na, const char *pfx, const char *s)
+/* Appends pfx + s + NUL to buf and records its offset. */
+static void put_arg(dlock__buf *buf, size_t *offs, int *na, const char *pfx, const char *s)
 {
     offs[(*na)++] = buf->len;
     dlock__buf_append(buf, pfx, strlen(pfx));
     dlock__buf_append(buf, s, strlen(s) + 1);
 }
 
-static int send_batch(sk_engine *e, sk__camp *c, sk__batch *b)
+static void put_int(dlock__buf *buf, size_t *offs, int *na, long long v)
 {
-    int n = b->n, nkeys = 4 + 4 * n, nargs = 1 + nkeys + 8 + 5 * n, na = 0;
+    char num[32];
+    snprintf(num, sizeof(num), "%lld", v);
+    put_arg(buf, offs, na, "", num);
+}
+
+/* purchase.lua's KEYS: 4 of the campaign, then 4 per purchase. */
+static void put_keys(dlock__buf *buf, size_t *offs, int *na, const sk__camp *c, const sk__batch *b)
+{
+    char pfx[120];
+    put_int(buf, offs, na, 4 + 4 * b->n);
+    put_arg(buf, offs, na, c->prefix, "meta");
+    put_arg(buf, offs, na, c->prefix, "stock");
+    put_arg(buf, offs, na, c->prefix, "buyers");
+    put_arg(buf, offs, na, c->prefix, "orders");
+    for (int i = 0; i < b->n; i++) {
+        const sk__preq *q = b->reqs[i];
+        snprintf(pfx, sizeof(pfx), "%sidem:", c->prefix);
+        put_arg(buf, offs, na, pfx, q->idem);
+        snprintf(pfx, sizeof(pfx), "%sorder:%llu", c->prefix, (unsigned long long)q->order_id);
+        put_arg(buf, offs, na, pfx, "");
+        snprintf(pfx, sizeof(pfx), "%srl:u:", c->prefix);
+        put_arg(buf, offs, na, pfx, q->user);
+        snprintf(pfx, sizeof(pfx), "%srl:ip:", c->prefix);
+        put_arg(buf, offs, na, pfx, q->ip);
+    }
+}
+
+/* purchase.lua's ARGV: campaign, N, the six limits, then 5 per purchase. */
+static void put_argv(dlock__buf *buf, size_t *offs, int *na, const sk__coalescer *co, const sk__camp *c,
+                     const sk__batch *b)
+{
+    put_arg(buf, offs, na, "", c->id);
+    put_int(buf, offs, na, b->n);
+    for (int k = 0; k < 6; k++) put_int(buf, offs, na, (long long)co->limits[k]);
+    for (int i = 0; i < b->n; i++) {
+        const sk__preq *q = b->reqs[i];
+        char oid[24];
+        snprintf(oid, sizeof(oid), "%llu", (unsigned long long)q->order_id);
+        put_arg(buf, offs, na, "", oid);
+        put_arg(buf, offs, na, "", q->user);
+        put_int(buf, offs, na, (long long)q->qty);
+        put_arg(buf, offs, na, "", q->idem);
+        put_arg(buf, offs, na, "", q->ip);
+    }
+}
+
+static int send_batch(sk__coalescer *co, sk__camp *c, sk__batch *b)
+{
+    int nargs = 1 + (4 + 4 * b->n) + 8 + 5 * b->n, na = 0;
     size_t *offs = malloc((size_t)nargs * sizeof(size_t));
     const char **args = malloc((size_t)nargs * sizeof(char *));
     dlock__buf buf = {0};
     int rc = DLOCK_ENOMEM;
-    if (!offs || !args) goto out;
-    char num[32], pfx[120];
-    snprintf(num, sizeof(num), "%d", nkeys);
-    put_arg(&buf, offs, &na, num);
-    put_argf(&buf, offs, &na, c->prefix, "meta");
-    put_argf(&buf, offs, &na, c->prefix, "stock");
-    put_argf(&buf, offs, &na, c->prefix, "buyers");
-    put_argf(&buf, offs, &na, c->prefix, "orders");
-    for (int i = 0; i < n; i++) {
-        sk__preq *q = b->reqs[i];
-        snprintf(pfx, sizeof(pfx), "%sidem:", c->prefix);
-        put_argf(&buf, offs, &na, pfx, q->idem);
-        snprintf(pfx, sizeof(pfx), "%sorder:%llu", c->prefix, (unsigned long long)q->order_id);
-        put_arg(&buf, offs, &na, pfx);
-        snprintf(pfx, sizeof(pfx), "%srl:u:", c->prefix);
-        put_argf(&buf, offs, &na, pfx, q->user);
-        snprintf(pfx, sizeof(pfx), "%srl:ip:", c->prefix);
-        put_argf(&buf, offs, &na, pfx, q->ip);
+    if (offs && args) {
+        put_keys(&buf, offs, &na, c, b);
+        put_argv(&buf, offs, &na, co, c, b);
     }
-    put_arg(&buf, offs, &na, c->id);
-    snprintf(num, sizeof(num), "%d", n);
-    put_arg(&buf, offs, &na, num);
-    const int64_t lim[6] = {e->o.user_rate_limit, e->o.user_rate_window_ms, e->o.ip_rate_limit,
-                            e->o.ip_rate_window_ms, e->o.idem_ttl_ms, e->o.order_ttl_ms};
-    for (int k = 0; k < 6; k++) {
-        snprintf(num, sizeof(num), "%lld", (long long)lim[k]);
-        put_arg(&buf, offs, &na, num);
+    if (offs && args && !buf.oom) {
+        for (int k = 0; k < na; k++) args[k] = buf.data + offs[k];
+        rc = co->h.send(co->h.ud, true, na, args, on_batch_reply, b);
     }
-    for (int i = 0; i < n; i++) {
-        sk__preq *q = b->reqs[i];
-        snprintf(num, sizeof(num), "%llu", (unsigned long long)q->order_id);
-        put_arg(&buf, offs, &na, num);
-        put_arg(&buf, offs, &na, q->user);
-        snprintf(num, sizeof(num), "%lld", (long long)q->qty);
-        put_arg(&buf, offs, &na, num);
-        put_arg(&buf, offs, &na, q->idem);
-        put_arg(&buf, offs, &na, q->ip);
-    }
-    if (buf.oom) goto out;
-    for (int k = 0; k < na; k++) args[k] = buf.data + offs[k];
-    rc = sk__call_script(e, SK__LUA_PURCHASE, na, args, NULL, on_batch_reply, b);
-out:
     dlock__buf_free(&buf);
     free(offs);
     free(args);
     return rc;
 }
 
+static void count_batch(sk__coalescer *co, int n)
+{
+    co->batched_purchases += (uint64_t)n;
+    for (int k = 0; k < SK_STAT_BATCH_BUCKETS; k++)
+        if (n <= sk_batch_bucket_le[k]) {
+            co->batches[k]++;
+            break;
+        }
+}
+
 static void flush(sk__camp *c)
 {
-    sk_engine *e = c->e;
+    sk__coalescer *co = c->co;
     if (c->linger_armed) {
         event_del(c->linger);
         c->linger_armed = false;
@@ -214,97 +238,90 @@ static void flush(sk__camp *c)
     c->npending = 0;
     c->inflight++;
     int rc = 0;
-    int64_t wall = dlock__wall_ms();
-    for (int i = 0; i < n && !rc; i++) rc = sk_orderid_next(&e->gen, wall, &b->reqs[i]->order_id);
-    if (!rc) rc = send_batch(e, c, b);
-    if (rc) {
-        fail_later(e, b, rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL);
-        return;
-    }
-    e->st.batched_purchases += (uint64_t)n;
-    for (int k = 0; k < SK_STAT_BATCH_BUCKETS; k++)
-        if (n <= sk_batch_bucket_le[k]) {
-            e->st.batches[k]++;
-            break;
-        }
+    for (int i = 0; i < n && !rc; i++) rc = co->h.next_order_id(co->h.ud, &b->reqs[i]->order_id);
+    if (!rc) rc = send_batch(co, c, b);
+    if (rc) fail_later(co, b, rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL);
+    else count_batch(co, n);
 }
 
-static int map_code(long long code)
+/* Answers purchase i of a batch from its 4 reply entries. */
+static void answer_one(sk__coalescer *co, sk__camp *c, const dlock__reply *r, int i, sk__preq *q)
 {
-    switch (code) {
-    case 0: return 0;
-    case 1: return 0; /* replay */
-    case 2: return SK_ESOLDOUT;
-    case 3: return SK_ELIMIT;
-    case 4: return SK_ENOTSTARTED;
-    case 5: return SK_EENDED;
-    case 6: return SK_ENOTFOUND;
-    case 7: return SK_ERATE;
-    case 8: return SK_EINVAL;
-    case 9: return SK_ECONFLICT;
-    default: return DLOCK_ESERVER;
-    }
+    sk_outcome_id id = sk_outcome_of_script(dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i))));
+    sk_purchase_result res = {.err = sk_outcome_get(id)->err, .replay = id == SK_OUT_REPLAY};
+    long long v = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 1)));
+    const char *oid = dlock__reply_str(dlock__reply_at(r, (size_t)(4 * i + 2)), NULL);
+    res.order_id = strtoull(oid, NULL, 10);
+    res.qty = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 3)));
+    bool stock_value = id == SK_OUT_ACCEPTED || id == SK_OUT_REPLAY || id == SK_OUT_SOLD_OUT;
+    if (stock_value) res.remaining = v;
+    else res.value = v;
+    if ((id == SK_OUT_ACCEPTED || id == SK_OUT_SOLD_OUT) && v == 0) c->soldout = true;
+    c->unknown = id == SK_OUT_NOT_FOUND;
+    count_outcome(co, &res);
+    q->cb(&res, q->arg);
+    free(q);
 }
 
-static void on_batch_reply(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_batch_reply(const dlock__reply *r, int err, void *priv)
 {
     sk__batch *b = priv;
     sk__camp *c = b->camp;
+    sk__coalescer *co = c->co;
     c->inflight--;
-    if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY ||
-                 dlock__reply_count(r) != (size_t)(4 * b->n))) {
-        sk__log(e, DLOCK_LOG_ERROR, "purchase script: unexpected reply shape");
+    if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != (size_t)(4 * b->n))) {
+        co_log(co, DLOCK_LOG_ERROR, "purchase script: unexpected reply shape");
         err = DLOCK_ESERVER;
     }
     if (err) {
         /* Sent and unanswered: the decision may have been made. */
-        deliver_batch_error(e, b, err == DLOCK_EUNKNOWN ? DLOCK_EUNKNOWN : SK_EUNAVAIL);
+        deliver_batch_error(co, b, err == DLOCK_EUNKNOWN ? DLOCK_EUNKNOWN : SK_EUNAVAIL);
     } else {
-        for (int i = 0; i < b->n; i++) {
-            sk__preq *q = b->reqs[i];
-            long long code = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i)));
-            sk_purchase_result res = {.err = map_code(code), .replay = code == 1, .qty = q->qty};
-            long long v = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 1)));
-            const char *oid = dlock__reply_str(dlock__reply_at(r, (size_t)(4 * i + 2)), NULL);
-            res.order_id = strtoull(oid, NULL, 10);
-            res.qty = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 3)));
-            if (code == 0 || code == 1 || code == 2) res.remaining = v;
-            else res.value = v;
-            if ((code == 0 || code == 2) && v == 0) c->soldout = true;
-            c->unknown = code == 6;
-            count_outcome(e, &res);
-            q->cb(&res, q->arg);
-            free(q);
-        }
-        e->pending -= (size_t)b->n;
+        for (int i = 0; i < b->n; i++) answer_one(co, c, r, i, b->reqs[i]);
+        co->pending -= (size_t)b->n;
     }
     free(b);
-    if (c->npending && !e->freeing) flush(c);
-    maybe_drop_camp(e, c);
+    if (c->npending && !co->freeing) flush(c);
+    maybe_drop_camp(co, c);
 }
 
 /* ---- public entry ------------------------------------------------------- */
 
-int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int64_t qty,
-                       const char *idem, const char *ip, sk_purchase_cb cb, void *arg)
+static void arm_linger(sk__coalescer *co, sk__camp *c)
 {
-    if (!e || !cb || !sk_valid_campaign_id(campaign) || !sk_valid_user_id(user) || qty < 1 ||
-        qty > 1000000 || (idem && !sk_valid_idem_key(idem)))
-        return SK_EINVAL;
-    if (!sk__ready(e)) {
-        e->st.outcomes[sk_outcome_index(SK_EUNAVAIL)]++;
+    if (c->linger_armed) return;
+    if (!c->linger) c->linger = event_new(co->base, -1, 0, on_linger, c);
+    if (!c->linger) return;
+    int64_t us = co->linger_us > 0 ? co->linger_us : 0;
+    struct timeval tv = {.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
+    event_add(c->linger, &tv);
+    c->linger_armed = true;
+}
+
+static bool purchase_valid(const char *campaign, const char *user, int64_t qty, const char *idem)
+{
+    return sk_valid_campaign_id(campaign) && sk_valid_user_id(user) && qty >= 1 && qty <= MAX_QTY &&
+           (!idem || sk_valid_idem_key(idem));
+}
+
+int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *user, int64_t qty,
+                           const char *idem, const char *ip, sk_purchase_cb cb, void *arg)
+{
+    if (!cb || !purchase_valid(campaign, user, qty, idem)) return SK_EINVAL;
+    if (!co->h.ready(co->h.ud)) {
+        co->outcomes[SK_OUT_UNAVAILABLE]++;
         return SK_EUNAVAIL;
     }
-    sk__camp *c = sk__camp_find(e, campaign, true);
+    sk__camp *c = sk__camp_find(&co->camps, campaign, true);
     if (!c) return DLOCK_ENOMEM;
     if (c->soldout && !idem) {
-        e->st.soldout_local++;
-        e->st.outcomes[sk_outcome_index(SK_ESOLDOUT)]++;
+        co->soldout_local++;
+        co->outcomes[SK_OUT_SOLD_OUT]++;
         return SK_ESOLDOUT;
     }
-    if (c->npending >= e->o.max_batch) {
+    if (c->npending >= co->max_batch) {
         flush(c); /* only left full by an allocation failure */
-        if (c->npending >= e->o.max_batch) return DLOCK_ENOMEM;
+        if (c->npending >= co->max_batch) return SK_EQUEUEFULL;
     }
     sk__preq *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
@@ -315,44 +332,39 @@ int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int
     snprintf(q->idem, sizeof(q->idem), "%s", idem ? idem : "");
     if (ip && strlen(ip) < sizeof(q->ip)) snprintf(q->ip, sizeof(q->ip), "%s", ip);
     c->pending[c->npending++] = q;
-    e->pending++;
-    if (c->npending >= e->o.max_batch || c->inflight == 0) {
-        flush(c);
-    } else if (!c->linger_armed) {
-        if (!c->linger) c->linger = event_new(e->base, -1, 0, on_linger, c);
-        if (c->linger) {
-            int64_t us = e->o.linger_us > 0 ? e->o.linger_us : 0;
-            struct timeval tv = {.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
-            event_add(c->linger, &tv);
-            c->linger_armed = true;
-        }
-    }
+    co->pending++;
+    if (c->npending >= co->max_batch || c->inflight == 0) flush(c);
+    else arm_linger(co, c);
     return 0;
 }
 
-void sk__coalesce_fail_all(sk_engine *e, int err)
+static void fail_queue(sk__camp *c, void *ud)
 {
-    sk__deliver_failed(-1, 0, e);
-    for (int k = 0; k < SK__CAMP_BUCKETS; k++)
-        for (sk__camp *c = e->camps[k]; c; c = c->next) {
-            if (c->linger_armed) {
-                event_del(c->linger);
-                c->linger_armed = false;
-            }
-            int n = c->npending;
-            c->npending = 0;
-            for (int i = 0; i < n; i++) {
-                sk_purchase_result r = {.err = err, .qty = c->pending[i]->qty};
-                c->pending[i]->cb(&r, c->pending[i]->arg);
-                free(c->pending[i]);
-            }
-            e->pending -= (size_t)n;
-        }
+    int err = *(const int *)ud;
+    if (c->linger_armed) {
+        event_del(c->linger);
+        c->linger_armed = false;
+    }
+    int n = c->npending;
+    c->npending = 0;
+    for (int i = 0; i < n; i++) {
+        sk_purchase_result r = {.err = err, .qty = c->pending[i]->qty};
+        c->pending[i]->cb(&r, c->pending[i]->arg);
+        free(c->pending[i]);
+    }
+    c->co->pending -= (size_t)n;
+}
+
+void sk__coalescer_fail_all(sk__coalescer *co, int err)
+{
+    co->freeing = true;
+    deliver_failed(-1, 0, co);
+    sk__camp_each(&co->camps, fail_queue, &err);
 }
 
 /* ---- local sold-out flag ------------------------------------------------ */
 
-static void on_poll_reply(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_poll_reply(const dlock__reply *r, int err, void *priv)
 {
     sk__camp *c = priv;
     c->polling = false;
@@ -360,21 +372,73 @@ static void on_poll_reply(sk_engine *e, const dlock__reply *r, int err, void *pr
         const char *s = dlock__reply_str(r, NULL);
         long long v = dlock__reply_kind(r) == DLOCK__R_STRING ? strtoll(s, NULL, 10) : 0;
         if (v > 0 && c->soldout) {
-            sk__log(e, DLOCK_LOG_INFO, "campaign %s has stock again (%lld)", c->id, v);
+            char msg[128];
+            snprintf(msg, sizeof(msg), "campaign %s has stock again (%lld)", c->id, v);
+            co_log(c->co, DLOCK_LOG_INFO, msg);
             c->soldout = false;
         }
     }
-    maybe_drop_camp(e, c);
+    maybe_drop_camp(c->co, c);
 }
 
-void sk__soldout_poll(sk_engine *e)
+static void poll_one(sk__camp *c, void *ud)
 {
-    for (int k = 0; k < SK__CAMP_BUCKETS; k++)
-        for (sk__camp *c = e->camps[k]; c; c = c->next) {
-            if (!c->soldout || c->polling) continue;
-            char key[96];
-            snprintf(key, sizeof(key), "%sstock", c->prefix);
-            const char *argv[] = {"GET", key};
-            if (sk__call_cmd(e, 2, argv, NULL, on_poll_reply, c) == 0) c->polling = true;
-        }
+    (void)ud;
+    if (!c->soldout || c->polling) return;
+    char key[96];
+    snprintf(key, sizeof(key), "%sstock", c->prefix);
+    const char *argv[] = {"GET", key};
+    if (c->co->h.send(c->co->h.ud, false, 2, argv, on_poll_reply, c) == 0) c->polling = true;
+}
+
+void sk__coalescer_poll_soldout(sk__coalescer *co) { sk__camp_each(&co->camps, poll_one, NULL); }
+
+void sk__coalescer_restocked(sk__coalescer *co, const char *campaign)
+{
+    sk__camp *c = sk__camp_find(&co->camps, campaign, false);
+    if (c) c->soldout = false;
+}
+
+/* ---- life cycle and figures --------------------------------------------- */
+
+int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk__coalesce_hooks *hooks,
+                      sk__coalescer **out)
+{
+    *out = NULL;
+    sk__coalescer *co = calloc(1, sizeof(*co));
+    if (!co) return DLOCK_ENOMEM;
+    co->base = base;
+    co->h = *hooks;
+    co->max_batch = o->max_batch;
+    co->linger_us = o->linger_us;
+    const int64_t lim[6] = {o->user_rate_limit, o->user_rate_window_ms, o->ip_rate_limit,
+                            o->ip_rate_window_ms, o->idem_ttl_ms, o->order_ttl_ms};
+    memcpy(co->limits, lim, sizeof(lim));
+    co->camps.max_batch = o->max_batch;
+    co->camps.owner = co;
+    co->fail_ev = event_new(base, -1, 0, deliver_failed, co);
+    if (!co->fail_ev) {
+        free(co);
+        return DLOCK_ENOMEM;
+    }
+    *out = co;
+    return 0;
+}
+
+void sk__coalescer_free(sk__coalescer *co)
+{
+    if (!co) return;
+    sk__camp_table_clear(&co->camps);
+    event_free(co->fail_ev);
+    free(co);
+}
+
+size_t sk__coalescer_pending(const sk__coalescer *co) { return co->pending; }
+
+void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
+{
+    memcpy(st->outcomes, co->outcomes, sizeof(st->outcomes));
+    memcpy(st->batches, co->batches, sizeof(st->batches));
+    st->batched_purchases = co->batched_purchases;
+    st->soldout_local = co->soldout_local;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "db_sql.h"
+#include "ids.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -224,34 +225,11 @@ int sk_db_schema_version(sk_db *db, int *version_out)
 
 /* ---- validation -------------------------------------------------------- */
 
-bool sk_db_id_valid(const char *s)
-{
-    if (!s) return false;
-    size_t n = 0;
-    for (; s[n]; n++) {
-        char c = s[n];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                  c == '-';
-        if (!ok || n >= 64) return false;
-    }
-    return n > 0;
-}
-
-/* User ids: 1-64 printable ASCII bytes, no spaces. */
-static bool user_valid(const char *s)
-{
-    if (!s) return false;
-    size_t n = 0;
-    for (; s[n]; n++)
-        if (s[n] <= ' ' || s[n] > '~' || n >= 64) return false;
-    return n > 0;
-}
-
 const char *sk_db_order_invalid(const sk_order_in *o)
 {
     if (o->order_id == 0 || o->order_id > (uint64_t)INT64_MAX) return "order_id out of range";
-    if (!sk_db_id_valid(o->campaign)) return "bad campaign id";
-    if (!user_valid(o->user)) return "bad user id";
+    if (!sk_valid_campaign_id(o->campaign)) return "bad campaign id";
+    if (!sk_valid_user_id(o->user)) return "bad user id";
     if (o->qty <= 0 || o->qty > 1000000) return "bad qty";
     if (!o->path || (strcmp(o->path, "redis") != 0 && strcmp(o->path, "db") != 0)) return "bad path";
     if (o->created_ms < 0) return "bad ts_ms";
@@ -273,7 +251,7 @@ static const char SQL_STOCK_INSERT[] = "INSERT INTO campaign_stock (campaign, re
 
 int sk_db_campaign_create(sk_db *db, const sk_campaign *c)
 {
-    if (!c || !sk_db_id_valid(c->id) || c->stock < 0 || c->per_user_limit < 1 || c->price_cents < 0 ||
+    if (!c || !sk_valid_campaign_id(c->id) || c->stock < 0 || c->per_user_limit < 1 || c->price_cents < 0 ||
         memchr(c->title, '\0', sizeof(c->title)) == NULL)
         return SK_EINVAL;
     if (sk__db_begin(db)) return SK_EDB;
@@ -330,7 +308,7 @@ static const char SQL_CAMP_LIST[] = CAMP_COLS " ORDER BY c.id";
 
 int sk_db_campaign_get(sk_db *db, const char *id, sk_campaign *out, int64_t *remaining_out)
 {
-    if (!sk_db_id_valid(id)) return SK_EINVAL;
+    if (!sk_valid_campaign_id(id)) return SK_EINVAL;
     camp_acc a = {0};
     sk__arg arg = SK_T(id);
     if (sk__db_run(db, SQL_CAMP_GET, 1, &arg, NULL, camp_row, &a)) return SK_EDB;
@@ -393,7 +371,7 @@ static const char SQL_PAY[] =
 
 int sk_db_order_pay(sk_db *db, uint64_t order_id, const char *user, sk_order_row *out)
 {
-    if (!user_valid(user)) return SK_EINVAL;
+    if (!sk_valid_user_id(user)) return SK_EINVAL;
     int64_t changed = 0;
     sk__arg a[3] = {SK_I(order_id), SK_T(user), SK_I(dlock__wall_ms())};
     if (order_id == 0 || order_id > (uint64_t)INT64_MAX) return SK_ENOTFOUND;
@@ -675,52 +653,55 @@ static const char SQL_MARK_MIRRORED[] = "UPDATE orders SET redis_mirrored = 1 WH
 static const char SQL_MARK_RELEASED[] = "UPDATE orders SET redis_released = 1 WHERE order_id = $1";
 static const char SQL_BY_STATUS[] = ORDER_COLS " WHERE campaign = $1 AND status = $2 ORDER BY order_id LIMIT $3";
 
+/* Runs an order query, cb per row: the number of rows or SK_EDB. */
+static int order_query(sk_db *db, const char *sql, int nargs, const sk__arg *args, sk_db_order_cb cb, void *ud)
+{
+    order_acc a = {.cb = cb, .ud = ud};
+    if (sk__db_run(db, sql, nargs, args, NULL, order_row, &a)) return SK_EDB;
+    return a.found;
+}
+
 int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_ms, int max, sk_db_order_cb cb,
                                void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
     sk__arg args[3] = {SK_I(cutoff_ms), SK_I(max), SK_T(campaign ? campaign : "")};
-    if (sk__db_run(db, SQL_UNPAID, 3, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return order_query(db, SQL_UNPAID, 3, args, cb, ud);
+}
+
+/* The (max, campaign) queries with a SQLite-specific spelling. */
+static int pending_query(sk_db *db, const char *sql_pg, const char *sql_lite, const char *campaign, int max,
+                         sk_db_order_cb cb, void *ud)
+{
+    sk__arg args[2] = {SK_I(max), SK_T(campaign ? campaign : "")};
+    return order_query(db, sk__db_kindof(db) == SK__DB_SQLITE ? sql_lite : sql_pg, 2, args, cb, ud);
 }
 
 int sk_db_orders_release_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
-    sk__arg args[2] = {SK_I(max), SK_T(campaign ? campaign : "")};
-    const char *sql = sk__db_kindof(db) == SK__DB_SQLITE ? SQL_REL_PENDING_LITE : SQL_REL_PENDING;
-    if (sk__db_run(db, sql, 2, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return pending_query(db, SQL_REL_PENDING, SQL_REL_PENDING_LITE, campaign, max, cb, ud);
 }
 
 int sk_db_orders_mirror_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
-    sk__arg args[2] = {SK_I(max), SK_T(campaign ? campaign : "")};
-    const char *sql = sk__db_kindof(db) == SK__DB_SQLITE ? SQL_MIRROR_PENDING_LITE : SQL_MIRROR_PENDING;
-    if (sk__db_run(db, sql, 2, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return pending_query(db, SQL_MIRROR_PENDING, SQL_MIRROR_PENDING_LITE, campaign, max, cb, ud);
 }
 
-int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id)
+/* Runs an UPDATE ... WHERE order_id = $1: 0 or SK_EDB. */
+static int order_mark(sk_db *db, const char *sql, uint64_t order_id)
 {
     sk__arg arg = SK_I(order_id);
-    return sk__db_run(db, SQL_MARK_MIRRORED, 1, &arg, NULL, NULL, NULL) ? SK_EDB : 0;
+    return sk__db_run(db, sql, 1, &arg, NULL, NULL, NULL) ? SK_EDB : 0;
 }
 
-int sk_db_order_mark_released(sk_db *db, uint64_t order_id)
-{
-    sk__arg arg = SK_I(order_id);
-    return sk__db_run(db, SQL_MARK_RELEASED, 1, &arg, NULL, NULL, NULL) ? SK_EDB : 0;
-}
+int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id) { return order_mark(db, SQL_MARK_MIRRORED, order_id); }
+
+int sk_db_order_mark_released(sk_db *db, uint64_t order_id) { return order_mark(db, SQL_MARK_RELEASED, order_id); }
 
 int sk_db_orders_by_status(sk_db *db, const char *campaign, const char *status, int max,
                            sk_db_order_cb cb, void *ud)
 {
-    order_acc a = {.cb = cb, .ud = ud};
     sk__arg args[3] = {SK_T(campaign), SK_T(status), SK_I(max)};
-    if (sk__db_run(db, SQL_BY_STATUS, 3, args, NULL, order_row, &a)) return SK_EDB;
-    return a.found;
+    return order_query(db, SQL_BY_STATUS, 3, args, cb, ud);
 }
 
 static const char SQL_STATS_ORDERS[] =

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "campaign_def.h"
+#include "ids.h"
 
 typedef struct sk_db sk_db;
 
@@ -109,7 +110,7 @@ int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_m
 /* Cancelled orders whose units were not yet given back in Redis. */
 int sk_db_orders_release_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
 /* Degraded-path orders (path db, persisted or paid) whose units were not
- * yet taken out of Redis (persist_mirror.lua), and the mark when done. */
+ * yet taken out of Redis (order_units.lua), and the mark when done. */
 int sk_db_orders_mirror_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
 int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id);
 /* Marks a cancelled order's Redis release as done. 0 or SK_EDB. */
@@ -137,7 +138,7 @@ int sk_db_user_totals(sk_db *db, const char *campaign, sk_db_user_cb cb, void *u
 /* Test/repair hook: sets campaign_stock.remaining directly. 0 or SK_EDB. */
 int sk_db_stock_set(sk_db *db, const char *campaign, int64_t remaining);
 
-/* True when s is a valid campaign id: 1-64 chars of [A-Za-z0-9_-]. */
-bool sk_db_id_valid(const char *s);
+/* The old name of sk_valid_campaign_id (ids.h), kept while tools/ use it. */
+#define sk_db_id_valid(s) sk_valid_campaign_id(s)
 
 #endif

@@ -11,10 +11,11 @@
  * decision may have happened: a retry with the same Idempotency-Key gives
  * the first answer). Order ids need the worker lease
  * seckill:worker:<n> (SET NX PX 60 s, renewed every 20 s); after 50 s
- * without a successful renewal the engine stops issuing ids. */
+ * without a successful renewal the engine stops issuing ids. Purchases go
+ * through the coalescer (coalesce.c), which reaches this file only by the
+ * hooks it is given here. */
 #include "engine_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,18 @@ extern const unsigned char sk_lua_sk_worker_lease[];
 
 static const unsigned char *const lua_src[SK__NLUA] = {
     sk_lua_purchase, sk_lua_campaign_heat, sk_lua_campaign_info, sk_lua_sk_worker_lease};
+
+struct sk__call {
+    sk_engine *e;
+    sk__reply_fn fn;
+    void *priv;
+    int64_t sent_ms;
+    struct sk__call *prev, *next; /* in-flight FIFO */
+    int script;                   /* SK__LUA_* or -1 */
+    int argc;
+    const char **argv;            /* owned (same allocation) */
+    size_t *lens;
+};
 
 #define LEASE_TTL_MS 60000
 #define LEASE_RENEW_MS 20000
@@ -51,16 +64,7 @@ void sk_engine_opts_init(sk_engine_opts *o)
     o->reconnect_max_ms = 2000;
 }
 
-void sk__log(sk_engine *e, int level, const char *fmt, ...)
-{
-    if (!e->o.log) return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    e->o.log(level, msg, e->o.log_ud);
-}
+#define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)
 
 static void sha1_hex(const unsigned char *s, char out[41])
 {
@@ -71,12 +75,12 @@ static void sha1_hex(const unsigned char *s, char out[41])
     out[40] = '\0';
 }
 
-bool sk__ready(const sk_engine *e)
+static bool ready(const sk_engine *e)
 {
     return e->up && e->ac && e->lease_held && e->gen.worker >= 0;
 }
 
-bool sk_engine_ready(const sk_engine *e) { return sk__ready(e); }
+bool sk_engine_ready(const sk_engine *e) { return ready(e); }
 
 int sk_engine_next_order_id(sk_engine *e, uint64_t *id_out)
 {
@@ -84,9 +88,20 @@ int sk_engine_next_order_id(sk_engine *e, uint64_t *id_out)
     return sk_orderid_next(&e->gen, dlock__wall_ms(), id_out);
 }
 
-size_t sk_engine_pending(const sk_engine *e) { return e->pending; }
+size_t sk_engine_pending(const sk_engine *e) { return sk__coalescer_pending(e->co); }
 
-void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out) { *out = e->st; }
+void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out)
+{
+    *out = e->st;
+    sk__coalescer_stats(e->co, out);
+}
+
+int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int64_t qty,
+                       const char *idem, const char *ip, sk_purchase_cb cb, void *arg)
+{
+    if (!e) return SK_EINVAL;
+    return sk__coalescer_purchase(e->co, campaign, user, qty, idem, ip, cb, arg);
+}
 
 /* ---- command tracking ------------------------------------------------ */
 
@@ -156,7 +171,7 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
             err = DLOCK_EUNKNOWN;
         }
     }
-    c->fn(e, reply, reply && !err ? 0 : err, c->priv);
+    c->fn(reply, reply && !err ? 0 : err, c->priv);
     free(c);
 }
 
@@ -261,9 +276,8 @@ static void on_reconnect_timer(evutil_socket_t fd, short what, void *arg)
     if (!e->ac) connect_now(e);
 }
 
-static void on_script_loaded(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_script_loaded(const dlock__reply *r, int err, void *priv)
 {
-    (void)e;
     (void)r;
     (void)err;
     (void)priv;
@@ -305,9 +319,9 @@ static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
 
 /* ---- worker lease ------------------------------------------------------ */
 
-static void on_lease_reply(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_lease_reply(const dlock__reply *r, int err, void *priv)
 {
-    (void)priv;
+    sk_engine *e = priv;
     e->lease_busy = false;
     if (err || dlock__reply_kind(r) != DLOCK__R_INTEGER) return; /* the tick retries */
     if (dlock__reply_int(r) == 1) {
@@ -332,7 +346,7 @@ static void lease_step(sk_engine *e)
     snprintf(key, sizeof(key), "seckill:worker:%d", e->lease_n);
     snprintf(ttl, sizeof(ttl), "%d", LEASE_TTL_MS);
     const char *args[] = {"1", key, e->instance, ttl};
-    if (sk__call_script(e, SK__LUA_LEASE, 4, args, NULL, on_lease_reply, NULL) == 0)
+    if (sk__call_script(e, SK__LUA_LEASE, 4, args, NULL, on_lease_reply, e) == 0)
         e->lease_busy = true;
 }
 
@@ -362,8 +376,31 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
     if (e->up && now - e->last_poll_ms >= e->o.soldout_poll_ms) {
         e->last_poll_ms = now;
-        sk__soldout_poll(e);
+        sk__coalescer_poll_soldout(e->co);
     }
+}
+
+/* ---- the coalescer's hooks ---------------------------------------------- */
+
+static int co_send(void *ud, bool script, int nargs, const char **args, sk__reply_fn fn, void *priv)
+{
+    sk_engine *e = ud;
+    if (script) return sk__call_script(e, SK__LUA_PURCHASE, nargs, args, NULL, fn, priv);
+    return sk__call_cmd(e, nargs, args, NULL, fn, priv);
+}
+
+static bool co_ready(void *ud) { return ready(ud); }
+
+static int co_next_order_id(void *ud, uint64_t *id_out)
+{
+    sk_engine *e = ud;
+    return sk_orderid_next(&e->gen, dlock__wall_ms(), id_out);
+}
+
+static void co_log(void *ud, int level, const char *msg)
+{
+    sk_engine *e = ud;
+    sk__log(e, level, "%s", msg);
 }
 
 /* ---- life cycle --------------------------------------------------------- */
@@ -391,8 +428,10 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     sk_orderid_init(&e->gen, -1);
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
-    e->fail_ev = event_new(base, -1, 0, sk__deliver_failed, e);
-    if (!e->reconnect_ev || !e->tick_ev || !e->fail_ev) {
+    sk__coalesce_hooks hooks = {.ud = e, .send = co_send, .ready = co_ready,
+                                 .next_order_id = co_next_order_id, .log = co_log};
+    int rc = sk__coalescer_new(base, &e->o, &hooks, &e->co);
+    if (rc || !e->reconnect_ev || !e->tick_ev) {
         sk_engine_free(e);
         return DLOCK_ENOMEM;
     }
@@ -407,7 +446,7 @@ void sk_engine_free(sk_engine *e)
 {
     if (!e) return;
     e->freeing = true;
-    sk__coalesce_fail_all(e, DLOCK_ECLOSED);
+    if (e->co) sk__coalescer_fail_all(e->co, DLOCK_ECLOSED);
     if (e->ac) {
         dlock__aconn *ac = e->ac;
         e->ac = NULL;
@@ -417,62 +456,9 @@ void sk_engine_free(sk_engine *e)
     if (e->dead_ac) dlock__aconn_close(e->dead_ac);
     if (e->reconnect_ev) event_free(e->reconnect_ev);
     if (e->tick_ev) event_free(e->tick_ev);
-    if (e->fail_ev) event_free(e->fail_ev);
-    for (int b = 0; b < SK__CAMP_BUCKETS; b++) {
-        sk__camp *c = e->camps[b];
-        while (c) {
-            sk__camp *n = c->next;
-            sk__camp_free(c);
-            c = n;
-        }
-    }
+    sk__coalescer_free(e->co); /* after the close: no reply is due any more */
     dlock__url_free(&e->url);
     free(e);
-}
-
-/* ---- campaign table ----------------------------------------------------- */
-
-static unsigned hash_id(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h % SK__CAMP_BUCKETS;
-}
-
-sk__camp *sk__camp_find(sk_engine *e, const char *id, bool create)
-{
-    unsigned b = hash_id(id);
-    for (sk__camp *c = e->camps[b]; c; c = c->next)
-        if (strcmp(c->id, id) == 0) return c;
-    if (!create) return NULL;
-    sk__camp *c = calloc(1, sizeof(*c));
-    if (!c) return NULL;
-    c->e = e;
-    snprintf(c->id, sizeof(c->id), "%s", id);
-    snprintf(c->prefix, sizeof(c->prefix), "{c:%s}:", id);
-    c->pending = calloc((size_t)e->o.max_batch, sizeof(*c->pending));
-    if (!c->pending) {
-        free(c);
-        return NULL;
-    }
-    c->next = e->camps[b];
-    e->camps[b] = c;
-    return c;
-}
-
-void sk__camp_drop(sk_engine *e, sk__camp *c)
-{
-    sk__camp **pp = &e->camps[hash_id(c->id)];
-    while (*pp && *pp != c) pp = &(*pp)->next;
-    if (*pp) *pp = c->next;
-    sk__camp_free(c);
-}
-
-void sk__camp_free(sk__camp *c)
-{
-    if (c->linger) event_free(c->linger);
-    free(c->pending);
-    free(c);
 }
 
 /* ---- ping ---------------------------------------------------------------- */
@@ -482,9 +468,8 @@ typedef struct ping_req {
     void *arg;
 } ping_req;
 
-static void on_ping(sk_engine *e, const dlock__reply *r, int err, void *priv)
+static void on_ping(const dlock__reply *r, int err, void *priv)
 {
-    (void)e;
     (void)r;
     ping_req *p = priv;
     p->cb(err ? (err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL) : 0, p->arg);
@@ -501,33 +486,4 @@ int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg)
     int rc = sk__call_cmd(e, 1, argv, NULL, on_ping, p);
     if (rc) free(p);
     return rc;
-}
-
-/* ---- validation ----------------------------------------------------------- */
-
-static bool valid_chars(const char *s, const char *extra)
-{
-    if (!s) return false;
-    size_t n = strlen(s);
-    if (n < 1 || n > 64) return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  (c && strchr(extra, c));
-        if (!ok) return false;
-    }
-    return true;
-}
-
-bool sk_valid_campaign_id(const char *s) { return valid_chars(s, "_-"); }
-bool sk_valid_user_id(const char *s) { return valid_chars(s, "_.:-"); }
-
-bool sk_valid_idem_key(const char *s)
-{
-    if (!s) return false;
-    size_t n = strlen(s);
-    if (n < 1 || n > 64) return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) return false;
-    return true;
 }

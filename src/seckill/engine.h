@@ -17,12 +17,13 @@
 #include <stdint.h>
 
 #include "campaign_def.h"
+#include "ids.h"
+#include "outcome.h"
+#include "sk_log.h"
 #include "sk_err.h"
 
 struct event_base;
 typedef struct sk_engine sk_engine;
-
-typedef void (*sk_log_fn)(int level, const char *msg, void *ud); /* dlock_log_level */
 
 typedef struct sk_engine_opts {
     int max_batch;              /* purchases per script call; 1 = no coalescing (default 64) */
@@ -60,10 +61,11 @@ size_t sk_engine_pending(const sk_engine *e);
 /* ---- purchase ------------------------------------------------------- */
 
 typedef struct sk_purchase_result {
-    int err;                /* 0 accepted, SK_ESOLDOUT, SK_ELIMIT, SK_ENOTSTARTED, SK_EENDED,
-                               SK_ENOTFOUND, SK_ERATE, SK_EINVAL (quantity above the limit),
-                               SK_ECONFLICT (Idempotency-Key of another user), SK_EUNAVAIL
-                               (not sent), DLOCK_EUNKNOWN (sent, outcome unknown) */
+    int err;                /* one of the outcomes of outcome.h: 0 accepted, SK_ESOLDOUT,
+                               SK_ELIMIT, SK_ENOTSTARTED, SK_EENDED, SK_ENOTFOUND, SK_ERATE,
+                               SK_EINVAL (quantity above the limit), SK_EIDEMPOTENCY
+                               (Idempotency-Key of another user), SK_EUNAVAIL (not sent),
+                               DLOCK_EUNKNOWN (sent, outcome unknown) */
     bool replay;            /* accepted earlier under the same Idempotency-Key */
     uint64_t order_id;      /* accepted/replay */
     int64_t qty;
@@ -78,7 +80,8 @@ typedef void (*sk_purchase_cb)(const sk_purchase_result *res, void *arg);
  * be NULL. Returns 0 (cb will run), or answers at once without calling cb:
  * SK_EINVAL (bad id/user/key/qty), SK_ESOLDOUT (known sold out locally;
  * never for requests with an Idempotency-Key, so replays still work),
- * SK_EUNAVAIL (no Redis connection or no worker lease), DLOCK_ENOMEM. */
+ * SK_EUNAVAIL (no Redis connection or no worker lease), SK_EQUEUEFULL (the
+ * campaign's queue is full), DLOCK_ENOMEM. */
 int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int64_t qty,
                        const char *idem, const char *ip, sk_purchase_cb cb, void *arg);
 
@@ -94,11 +97,11 @@ typedef struct sk_campaign_info {
 
 typedef enum sk_heat_mode {
     SK_HEAT_CREATE = 0,  /* refuse (SK_EEXIST) if it exists */
-    SK_HEAT_REHEAT = 1,  /* rewrite; refuse (SK_ECONFLICT) while live */
+    SK_HEAT_REHEAT = 1,  /* rewrite; refuse (SK_ELIVE) while live */
     SK_HEAT_FORCE = 2,   /* rewrite even while live */
 } sk_heat_mode;
 
-/* err: 0, SK_ENOTFOUND, SK_EEXIST, SK_ECONFLICT, SK_EUNAVAIL, DLOCK_EUNKNOWN. */
+/* err: 0, SK_ENOTFOUND, SK_EEXIST, SK_ELIVE, SK_EUNAVAIL, DLOCK_EUNKNOWN. */
 typedef void (*sk_campaign_cb)(int err, const sk_campaign_info *info, void *arg);
 
 /* Checks a definition (id charset, stock >= 0, limit >= 1, starts < ends,
@@ -127,15 +130,11 @@ int sk_engine_order_get(sk_engine *e, uint64_t order_id, const char *campaign, s
 /* PING through the engine's connection; cb(0) when Redis answered. */
 int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg);
 
-/* ---- validation and stats --------------------------------------------- */
+/* ---- stats -------------------------------------------------------------- */
 
-bool sk_valid_campaign_id(const char *s); /* 1-64 of [A-Za-z0-9_-] */
-bool sk_valid_user_id(const char *s);     /* 1-64 of [A-Za-z0-9_.:-] */
-bool sk_valid_idem_key(const char *s);    /* 1-64 printable ASCII, no space */
-
-enum { SK_STAT_OUTCOMES = 12, SK_STAT_BATCH_BUCKETS = 9 };
+enum { SK_STAT_OUTCOMES = SK_OUT_COUNT, SK_STAT_BATCH_BUCKETS = 9 };
 typedef struct sk_engine_stats {
-    /* purchases by outcome: index by sk_outcome_index() */
+    /* purchases by outcome: index by sk_outcome_id (outcome.h) */
     uint64_t outcomes[SK_STAT_OUTCOMES];
     /* script calls by batch size: <=1, 2, 4, 8, 16, 32, 64, 128, more */
     uint64_t batches[SK_STAT_BATCH_BUCKETS];
@@ -145,8 +144,6 @@ typedef struct sk_engine_stats {
     uint64_t soldout_local;  /* answered from the local sold-out flag */
 } sk_engine_stats;
 void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out);
-int sk_outcome_index(int err);          /* 0..SK_STAT_OUTCOMES-1 */
-const char *sk_outcome_name(int index); /* "accepted", "sold_out", ... */
 extern const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS];
 
 #endif

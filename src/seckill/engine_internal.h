@@ -1,12 +1,14 @@
-/* engine_internal.h: what engine.c, coalesce.c and campaign.c share: the
- * engine struct, per-campaign state and the script-call helper. Every
- * Redis command goes through sk__call_script/sk__call_cmd, which track it
- * in a FIFO so a late reply (command_timeout_ms) drops the connection. */
+/* engine_internal.h: what engine.c and campaign.c share: the engine struct
+ * and the script-call helper. Every Redis command goes through
+ * sk__call_script/sk__call_cmd, which track it in a FIFO so a late reply
+ * (command_timeout_ms) drops the connection. The purchase path
+ * (coalesce.c) does not include this: it is given hooks. */
 #ifndef SK_ENGINE_INTERNAL_H
 #define SK_ENGINE_INTERNAL_H
 
 #include <event2/event.h>
 
+#include "coalesce.h"
 #include "engine.h"
 #include "orderid.h"
 #include "redis_async.h"
@@ -14,42 +16,7 @@
 
 enum { SK__LUA_PURCHASE = 0, SK__LUA_HEAT, SK__LUA_INFO, SK__LUA_LEASE, SK__NLUA };
 
-/* Reply handler: reply is NULL when err != 0 and no reply came (err is
- * DLOCK_EUNKNOWN when sent, SK_EUNAVAIL when never sent); an ERROR reply
- * comes with err = DLOCK_ESERVER. */
-typedef void (*sk__reply_fn)(sk_engine *e, const dlock__reply *reply, int err, void *priv);
-
-typedef struct sk__call {
-    sk_engine *e;
-    sk__reply_fn fn;
-    void *priv;
-    int64_t sent_ms;
-    struct sk__call *prev, *next; /* in-flight FIFO */
-    int script;                   /* SK__LUA_* or -1 */
-    int argc;
-    const char **argv;            /* owned (same allocation) */
-    size_t *lens;
-} sk__call;
-
-typedef struct sk__preq sk__preq;
-
-typedef struct sk__camp {
-    struct sk_engine *e;
-    char id[65];
-    char prefix[80];       /* "{c:<id>}:" */
-    struct sk__camp *next; /* hash chain */
-    bool soldout;          /* local flag: answer sold-out without Redis */
-    bool polling;          /* a stock GET for the flag is in flight */
-    sk__preq **pending;    /* queued, not yet sent */
-    int npending;
-    int inflight;          /* script calls in flight */
-    struct event *linger;
-    bool linger_armed;
-    int64_t idle_since_ms; /* for dropping entries of unknown campaigns */
-    bool unknown;          /* last answer was "not found" */
-} sk__camp;
-
-#define SK__CAMP_BUCKETS 256
+typedef struct sk__call sk__call; /* a command in flight (engine.c) */
 
 struct sk_engine {
     struct event_base *base;
@@ -74,11 +41,8 @@ struct sk_engine {
     int64_t lease_ok_ms;    /* monotonic time of the last successful take/renew */
     sk_orderid_gen gen;
     int64_t last_poll_ms;
-    sk__camp *camps[SK__CAMP_BUCKETS];
-    size_t pending;         /* purchases queued or in flight */
-    struct sk__batch *failed; /* batches to fail from the loop (fail_ev) */
-    struct event *fail_ev;
-    sk_engine_stats st;
+    sk__coalescer *co;      /* the purchase path */
+    sk_engine_stats st;     /* redis_errors, reconnects (the rest is co's) */
 };
 
 /* Sends a script (EVALSHA; EVAL again on NOSCRIPT). args = numkeys, keys,
@@ -88,18 +52,5 @@ int sk__call_script(sk_engine *e, int script, int nargs, const char **args, cons
                     sk__reply_fn fn, void *priv);
 int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
                  void *priv);
-void sk__log(sk_engine *e, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-sk__camp *sk__camp_find(sk_engine *e, const char *id, bool create);
-void sk__camp_free(sk__camp *c);
-/* Unlinks c from the table (it must be idle) and frees it. */
-void sk__camp_drop(sk_engine *e, sk__camp *c);
-/* coalesce.c: fails every queued purchase (engine shutting down). */
-void sk__coalesce_fail_all(sk_engine *e, int err);
-/* coalesce.c: the periodic re-check of locally sold-out campaigns. */
-void sk__soldout_poll(sk_engine *e);
-bool sk__ready(const sk_engine *e);
-/* coalesce.c: fail_ev handler: fails the batches queued on e->failed. */
-void sk__deliver_failed(evutil_socket_t fd, short what, void *arg);
 
 #endif

@@ -1,7 +1,7 @@
 /* lifecycle.c: cancellation of orders (on request or after the payment
  * timeout). Order of effects: database transition persisted -> cancelled
  * (the database's once-only gate, stock and quota back in the same
- * transaction), then release.lua (Redis's once-only gate), then the row is
+ * transaction), then order_units.lua (Redis's once-only gate), then the row is
  * marked released. A crash between the steps leaves a cancelled,
  * unreleased row that the next sweep finishes: each side returns once.
  * The sweep also mirrors degraded-path orders into Redis (once). */
@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "persist.h"
+#include "lifecycle.h"
+#include "release.h"
 #include "sk_err.h"
 #include "util.h"
 

@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "dlock/dlock.h"
+#include "ids.h"
+#include "lifecycle.h"
 #include "sk_err.h"
 #include "url.h"
 #include "util.h"
@@ -199,7 +201,7 @@ static void camp_ensure_db(worker *w, const char *id)
 
 static void camp_add(worker *w, const char *id)
 {
-    if (!sk_db_id_valid(id) || camp_find(w, id)) return;
+    if (!sk_valid_campaign_id(id) || camp_find(w, id)) return;
     if (w->ncamps == w->capcamps) {
         size_t cap = w->capcamps ? 2 * w->capcamps : 8;
         camp *n = realloc(w->camps, cap * sizeof(*n));
@@ -684,7 +686,7 @@ static int worker_init(worker *w, const sk_persist_opts *o, char *err, size_t er
     memset(w, 0, sizeof(*w));
     w->o = o;
     if (!o->redis_url || !o->database_url || o->batch < 1 || o->batch > 10000 || o->block_ms < 0 ||
-        o->claim_idle_ms < 1 || o->max_deliveries < 1 || (o->campaign && !sk_db_id_valid(o->campaign))) {
+        o->claim_idle_ms < 1 || o->max_deliveries < 1 || (o->campaign && !sk_valid_campaign_id(o->campaign))) {
         snprintf(err, errlen, "invalid persister options");
         return SK_EINVAL;
     }

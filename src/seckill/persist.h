@@ -1,7 +1,7 @@
-/* persist.h: the order pipeline: persistence workers that move accepted
- * orders from each campaign's stream ({c:<id>}:orders, consumer group
- * seckill-persist) into the database, the payment-timeout sweeper, and the
- * Redis half of a cancellation (release.lua).
+/* persist.h: the persistence workers of the order pipeline: they move
+ * accepted orders from each campaign's stream ({c:<id>}:orders, consumer
+ * group seckill-persist) into the database and run the lifecycle sweep
+ * (lifecycle.h) between batches.
  * Invariant: an entry is XACKed only after the transaction that recorded
  * it committed; an entry pending on a dead consumer is reclaimed after
  * claim_idle_ms; after max_deliveries failed deliveries it moves to
@@ -62,31 +62,5 @@ int sk_persist_parse_duration(const char *s, int64_t *ms_out);
 /* Backlog of a campaign stream for group seckill-persist: entries pending
  * (delivered, not acknowledged) and lag (never delivered). 0 or a code. */
 int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out);
-
-/* ---- lifecycle (lifecycle.c, release.c) ---------------------------------- */
-
-/* Runs release.lua for a cancelled order: units back to {c:<id>}:stock and
- * the buyer's quota once (gate {c:<id>}:released), "restock" published.
- * Returns 1 (released now), 0 (already released) or a negative code. */
-int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status);
-
-/* Runs persist_mirror.lua for a degraded-path order: its units leave
- * {c:<id>}:stock and join the buyer in {c:<id>}:buyers, once (gate
- * {c:<id>}:mirrored). 1 (now), 0 (already) or a negative code. */
-int sk_mirror_order(dlock__conn *rc, const sk_order_row *row);
-
-/* Cancels one order (database transition, then Redis release, then marks
- * the release done). 0 when this call cancelled it, SK_ECONFLICT when it
- * was not persisted (already cancelled, paid, rejected), SK_ENOTFOUND,
- * SK_EDB. A failure after the database commit is repaired by the next
- * sweep (sk_lifecycle_sweep re-runs pending releases). */
-int sk_order_cancel(sk_db *db, dlock__conn *rc, uint64_t order_id, const char *reason);
-
-/* Cancels orders of campaign (NULL: all) unpaid for pay_timeout_ms,
- * mirrors degraded-path orders into Redis and finishes pending Redis
- * releases, at most max each. Adds to
- * *cancelled_out / *released_out. 0 or the last error. */
-int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t pay_timeout_ms, int max,
-                       int64_t *cancelled_out, int64_t *released_out);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
+#include "ids.h"
 #include "persist.h"
 #include "sk_err.h"
 
@@ -175,7 +176,7 @@ static void checks(sk_reconcile_report *rep)
 int sk_reconcile_campaign(sk_db *db, dlock__conn *rc, const char *campaign, sk_reconcile_report *rep)
 {
     memset(rep, 0, sizeof(*rep));
-    if (!sk_db_id_valid(campaign)) return SK_EINVAL;
+    if (!sk_valid_campaign_id(campaign)) return SK_EINVAL;
     snprintf(rep->campaign, sizeof(rep->campaign), "%s", campaign);
     int err = sk_db_campaign_stats_get(db, campaign, &rep->d);
     if (err) return err;

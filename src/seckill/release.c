@@ -1,7 +1,8 @@
-/* release.c: the Redis half of a cancellation: runs release.lua by EVALSHA
- * (loading it on NOSCRIPT), whose SADD on {c:<id>}:released makes the
- * give-back happen once however many workers and retries run it; and
- * persist_mirror.lua, the same once-only take-out for degraded-path orders. */
+/* release.c: the Redis half of an order's lifecycle: runs order_units.lua
+ * by EVALSHA (loading it on NOSCRIPT), whose SADD on a gate set makes each
+ * move happen once however many workers and retries run it: the give-back
+ * of a cancelled order ({c:<id>}:released) and the take-out of a
+ * degraded-path order ({c:<id>}:mirrored). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,11 +10,10 @@
 #include <openssl/evp.h>
 
 #include "dlock/dlock.h"
-#include "persist.h"
+#include "release.h"
 #include "sk_err.h"
 
-extern const unsigned char sk_lua_release[];
-extern const unsigned char sk_lua_persist_mirror[];
+extern const unsigned char sk_lua_order_units[];
 
 static void script_sha(const char *src, char hex_out[41])
 {
@@ -47,40 +47,30 @@ static int eval_script(dlock__conn *rc, const char *src, int nkeys, const char *
     return dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
 }
 
-int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status)
+/* Runs order_units.lua for row in one direction; 1, 0 or a code. */
+static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate, const char *status)
 {
-    char k_rel[128], k_stock[128], k_buyers[128], k_order[160], k_events[128], oid[24], qty[24];
-    snprintf(k_rel, sizeof(k_rel), "{c:%s}:released", row->campaign);
+    char k_gate[128], k_stock[128], k_buyers[128], k_order[160], k_events[128], oid[24], qty[24];
+    snprintf(k_gate, sizeof(k_gate), "{c:%s}:%s", row->campaign, gate);
     snprintf(k_stock, sizeof(k_stock), "{c:%s}:stock", row->campaign);
     snprintf(k_buyers, sizeof(k_buyers), "{c:%s}:buyers", row->campaign);
     snprintf(k_order, sizeof(k_order), "{c:%s}:order:%" PRIu64, row->campaign, row->order_id);
     snprintf(k_events, sizeof(k_events), "{c:%s}:events", row->campaign);
     snprintf(oid, sizeof(oid), "%" PRIu64, row->order_id);
     snprintf(qty, sizeof(qty), "%" PRId64, row->qty);
-    const char *keys[5] = {k_rel, k_stock, k_buyers, k_order, k_events};
-    const char *args[4] = {oid, row->user, qty, status ? status : "cancelled"};
+    const char *keys[5] = {k_gate, k_stock, k_buyers, k_order, k_events};
+    const char *args[5] = {oid, row->user, qty, status ? "back" : "out", status};
     dlock__reply *r = NULL;
-    int err = eval_script(rc, (const char *)sk_lua_release, 5, keys, 4, args, &r);
+    int err = eval_script(rc, (const char *)sk_lua_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);
     return out;
 }
 
-int sk_mirror_order(dlock__conn *rc, const sk_order_row *row)
+int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status)
 {
-    char k_mir[128], k_stock[128], k_buyers[128], oid[24], qty[24];
-    snprintf(k_mir, sizeof(k_mir), "{c:%s}:mirrored", row->campaign);
-    snprintf(k_stock, sizeof(k_stock), "{c:%s}:stock", row->campaign);
-    snprintf(k_buyers, sizeof(k_buyers), "{c:%s}:buyers", row->campaign);
-    snprintf(oid, sizeof(oid), "%" PRIu64, row->order_id);
-    snprintf(qty, sizeof(qty), "%" PRId64, row->qty);
-    const char *keys[3] = {k_mir, k_stock, k_buyers};
-    const char *args[3] = {oid, row->user, qty};
-    dlock__reply *r = NULL;
-    int err = eval_script(rc, (const char *)sk_lua_persist_mirror, 3, keys, 3, args, &r);
-    if (err) return err;
-    int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
-    dlock__reply_free(r);
-    return out;
+    return move_units(rc, row, "released", status ? status : "cancelled");
 }
+
+int sk_mirror_order(dlock__conn *rc, const sk_order_row *row) { return move_units(rc, row, "mirrored", NULL); }

@@ -13,12 +13,15 @@ const char *sk_strerror(int err)
     case SK_ELIMIT: return "per-user limit reached";
     case SK_ENOTSTARTED: return "campaign has not started";
     case SK_EENDED: return "campaign has ended";
-    case SK_ECONFLICT: return "conflicting state";
+    case SK_ECONFLICT: return "order status forbids it";
     case SK_EFORBIDDEN: return "forbidden";
     case SK_EDB: return "database error";
     case SK_ERATE: return "rate limited";
     case SK_EUNAVAIL: return "service unavailable";
     case SK_EGUARD: return "database guard refused the order";
+    case SK_ELIVE: return "campaign is live";
+    case SK_EIDEMPOTENCY: return "Idempotency-Key used by another user";
+    case SK_EQUEUEFULL: return "too many purchases waiting";
     default: return dlock_strerror(err);
     }
 }

@@ -1,6 +1,16 @@
 /* sk_err.h: error codes of the flash-sale engine (negative, 0 = ok), shared
  * by the decision side and the order pipeline; sk_strerror names them.
- * Transport codes are libdlock's (dlock_err) and pass through unchanged. */
+ * Transport codes are libdlock's (dlock_err) and pass through unchanged.
+ *
+ * How errors are reported, everywhere in src/seckill and src/seckilld:
+ * every function returns a code (0 or negative) and the code alone says
+ * what happened. Where a person needs the detail, it is one line of text:
+ * a function that sets something up (open, new, listen, run) or checks
+ * input writes it into the caller's (char *err, size_t errlen), since no
+ * handle exists yet to keep it; an operation on an open database handle
+ * leaves the text of its last failure on the handle, like hiredis's
+ * ctx->errstr (sk_db_errmsg). Asynchronous results carry the code alone.
+ * A text never replaces a code. */
 #ifndef SK_ERR_H
 #define SK_ERR_H
 
@@ -14,12 +24,15 @@ typedef enum sk_err {
     SK_ELIMIT = -104,    /* per-user limit reached */
     SK_ENOTSTARTED = -105,
     SK_EENDED = -106,
-    SK_ECONFLICT = -107, /* state conflict (pay a cancelled order, live campaign re-heat) */
+    SK_ECONFLICT = -107, /* the order's status forbids it (pay a cancelled order, cancel a paid one) */
     SK_EFORBIDDEN = -108,/* not this user's order */
     SK_EDB = -109,       /* database error */
     SK_ERATE = -110,     /* rate limited */
     SK_EUNAVAIL = -111,  /* Redis (and the degraded path) unavailable */
     SK_EGUARD = -112,    /* database guard refused (stock or per-user total) */
+    SK_ELIVE = -113,     /* campaign is live: re-heat needs force */
+    SK_EIDEMPOTENCY = -114, /* Idempotency-Key first used by another user */
+    SK_EQUEUEFULL = -115,/* too many purchases waiting (coalescer or database path): retry */
 } sk_err;
 
 const char *sk_strerror(int err);

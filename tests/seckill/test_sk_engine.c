@@ -178,7 +178,7 @@ static void test_coalesced_and_one_by_one_give_identical_answers(void **state)
         accepted += a[i].r.err == 0 && !a[i].r.replay;
         limits += a[i].r.err == SK_ELIMIT;
         soldout += a[i].r.err == SK_ESOLDOUT;
-        conflicts += a[i].r.err == SK_ECONFLICT;
+        conflicts += a[i].r.err == SK_EIDEMPOTENCY;
     }
     print_message("accepted %d replays %d limits %d soldout %d conflicts %d\n", accepted, replays, limits, soldout, conflicts);
     /* the sequence exercised every branch */

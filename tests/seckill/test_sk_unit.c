@@ -1,7 +1,8 @@
 /* test_sk_unit.c: the flash-sale pieces that need no server: the strict
  * JSON parser (valid and invalid documents, then thousands of randomly
  * mutated inputs that must parse or fail cleanly - run it under ASan),
- * JSON string escaping, RFC 3339 times and order ids. */
+ * JSON string escaping, order ids and identifiers (RFC 3339 times are the
+ * front end's: tests/seckilld/test_seckilld_unit.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,11 +13,12 @@
 
 #include <cmocka.h>
 
+#include "dlock/dlock.h"
 #include "engine.h"
-#include "http.h"
 #include "common_err.h"
 #include "json.h"
 #include "orderid.h"
+#include "outcome.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -165,32 +167,6 @@ static void test_json_string_escaping_round_trips(void **state)
     dlock__buf_free(&b);
 }
 
-static void test_rfc3339_times_parse_and_format(void **state)
-{
-    (void)state;
-    int64_t ms;
-    const char *s = "2026-12-01T10:00:00+08:00";
-    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
-    assert_int_equal(ms, INT64_C(1796090400000));
-    s = "2026-12-01T02:00:00.250Z";
-    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
-    assert_int_equal(ms, INT64_C(1796090400250));
-    char out[40];
-    sk_http_format_time(ms, out);
-    assert_string_equal(out, "2026-12-01T02:00:00.250Z");
-    sk_http_format_time(INT64_C(1767225600000), out);
-    assert_string_equal(out, "2026-01-01T00:00:00Z");
-    s = "2024-02-29T23:59:59-00:30";
-    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
-    sk_http_format_time(ms, out);
-    assert_string_equal(out, "2024-03-01T00:29:59Z");
-    static const char *const bad[] = {"2026-13-01T00:00:00Z", "2026-02-29T00:00:00Z", "2026-12-01",
-                                      "2026-12-01T10:00:00", "2026-12-01T10:00:00+8:00",
-                                      "2026-12-01T24:00:00Z", "2026-12-01T10:00:00Zx", "x026-12-01T10:00:00Z"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(sk_http_parse_time(bad[i], strlen(bad[i]), &ms), SK_EINVAL);
-}
-
 static void test_order_ids_are_unique_ordered_and_decodable(void **state)
 {
     (void)state;
@@ -232,6 +208,12 @@ static void test_identifier_validation(void **state)
     assert_false(sk_valid_campaign_id(""));
     assert_true(sk_valid_user_id("u:1.a_b-c"));
     assert_false(sk_valid_user_id("u 1"));
+    /* one rule for every door: printable punctuation outside [_.:-] is refused */
+    assert_false(sk_valid_user_id("u!1"));
+    assert_false(sk_valid_user_id("u/1"));
+    assert_false(sk_valid_user_id("u\xc3\xa9"));
+    assert_false(sk_valid_user_id(NULL));
+    assert_false(sk_valid_campaign_id("c:1"));
     char long_id[70];
     memset(long_id, 'a', 65);
     long_id[65] = '\0';
@@ -246,6 +228,35 @@ static void test_identifier_validation(void **state)
     assert_int_equal(sk_campaign_check(&d, NULL, 0), SK_EINVAL);
 }
 
+extern const unsigned char sk_lua_purchase[];
+
+/* One outcome table: row i is outcome i, each script code and each error
+ * names one row, and purchase.lua names its codes by the same labels. */
+static void test_purchase_outcomes_are_one_table(void **state)
+{
+    (void)state;
+    const char *lua = (const char *)sk_lua_purchase;
+    for (int i = 0; i < SK_OUT_COUNT; i++) {
+        const sk_outcome *o = sk_outcome_get(i);
+        assert_non_null(o->label);
+        assert_non_null(o->message);
+        assert_true(o->http_status >= 200 && o->http_status <= 599);
+        assert_true((o->error == NULL) == (o->http_status < 300));
+        assert_int_equal(sk_outcome_of_err(o->err, i == SK_OUT_REPLAY), i);
+        if (o->script_code >= 0) {
+            char named[80];
+            snprintf(named, sizeof(named), "%s = %d", o->label, o->script_code);
+            if (!strstr(lua, named)) fail_msg("purchase.lua does not name code %d %s", o->script_code, o->label);
+            assert_int_equal(sk_outcome_of_script(o->script_code), i);
+        }
+    }
+    assert_int_equal(sk_outcome_of_script(99), SK_OUT_UNKNOWN);      /* script newer than the binary */
+    assert_int_equal(sk_outcome_of_err(DLOCK_ECLOSED, false), SK_OUT_UNAVAILABLE); /* not decided */
+    assert_int_equal(sk_outcome_get(SK_OUT_QUEUE_FULL)->err, SK_EQUEUEFULL);
+    assert_int_equal(sk_outcome_get(SK_OUT_IDEM_CONFLICT)->err, SK_EIDEMPOTENCY);
+    assert_int_equal(sk_outcome_get(-1)->http_status, 503);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,9 +264,9 @@ int main(void)
         cmocka_unit_test(test_json_rejects_invalid_documents),
         cmocka_unit_test(test_json_survives_mutation_fuzzing),
         cmocka_unit_test(test_json_string_escaping_round_trips),
-        cmocka_unit_test(test_rfc3339_times_parse_and_format),
         cmocka_unit_test(test_order_ids_are_unique_ordered_and_decodable),
         cmocka_unit_test(test_identifier_validation),
+        cmocka_unit_test(test_purchase_outcomes_are_one_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
+#include "lifecycle.h"
 #include "persist.h"
 #include "reconcile.h"
 #include "sk_err.h"

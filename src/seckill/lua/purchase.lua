@@ -16,25 +16,28 @@
 -- then 5 per purchase i (a = 8 + 5*(i-1)):
 --   ARGV[a+1] order id (decimal)  ARGV[a+2] user  ARGV[a+3] quantity
 --   ARGV[a+4] Idempotency-Key or ""  ARGV[a+5] client ip or ""
--- Returns a flat array, 4 entries per purchase: code, value, order id, qty
---   0 accepted      value = remaining stock
---   1 replay        value = remaining at the first answer; order id/qty of it
---   2 sold out      value = remaining stock (0, or less than qty)
---   3 limit         value = units the user already holds
---   4 not started   value = ms until the start
---   5 ended         value = 0
---   6 not found     (campaign not pre-heated)
---   7 rate limited  value = ms until the window resets
---   8 bad quantity  value = per-user limit (qty above it)
---   9 idem conflict (the key was first used by another user)
-
+-- Returns a flat array, 4 entries per purchase: code, value, order id, qty.
+-- The codes are named by their outcome labels, the rows of the C table in
+-- src/seckill/outcome.c (a unit test checks that both say the same):
+--   accepted             value = remaining stock
+--   replay               value = remaining at the first answer; order id/qty of it
+--   sold_out             value = remaining stock (0, or less than qty)
+--   limit_reached        value = units the user already holds
+--   not_started          value = ms until the start
+--   ended                value = 0
+--   not_found            (campaign not pre-heated)
+--   rate_limited         value = ms until the window resets
+--   bad_quantity         value = per-user limit (qty above it)
+--   idempotency_conflict (the key was first used by another user)
+local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_started = 4, ended = 5,
+              not_found = 6, rate_limited = 7, bad_quantity = 8, idempotency_conflict = 9}
 local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms')
 local n = tonumber(ARGV[2])
 local out = {}
 if not meta[1] then
   for i = 1, n do
     local a = 8 + 5 * (i - 1)
-    out[#out + 1] = 6; out[#out + 1] = 0; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
+    out[#out + 1] = CODE.not_found; out[#out + 1] = 0; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
   end
   return out
 end
@@ -76,23 +79,23 @@ for i = 1, n do
   if wait == 0 and ip ~= '' then wait = over_rate(KEYS[k + 4], ip_rl, ip_win) end
   local first = (idem ~= '') and redis.call('GET', KEYS[k + 1]) or nil
   if wait > 0 then
-    answer(7, wait, oid, qty)
+    answer(CODE.rate_limited, wait, oid, qty)
   elseif first then
     local fu, foid, fqty, frem = string.match(first, '^(.*)\n(%d+)\n(%d+)\n(%d+)$')
-    if fu == user then answer(1, tonumber(frem), foid, tonumber(fqty))
-    else answer(9, 0, oid, qty) end
+    if fu == user then answer(CODE.replay, tonumber(frem), foid, tonumber(fqty))
+    else answer(CODE.idempotency_conflict, 0, oid, qty) end
   elseif qty > limit then
-    answer(8, limit, oid, qty)
+    answer(CODE.bad_quantity, limit, oid, qty)
   elseif now < starts then
-    answer(4, starts - now, oid, qty)
+    answer(CODE.not_started, starts - now, oid, qty)
   elseif now >= ends then
-    answer(5, 0, oid, qty)
+    answer(CODE.ended, 0, oid, qty)
   else
     local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
     if held + qty > limit then
-      answer(3, held, oid, qty)
+      answer(CODE.limit_reached, held, oid, qty)
     elseif stock < qty then
-      answer(2, stock, oid, qty)
+      answer(CODE.sold_out, stock, oid, qty)
     else
       stock = stock - qty
       redis.call('HINCRBY', KEYS[3], user, qty)
@@ -105,7 +108,7 @@ for i = 1, n do
       end
       redis.call('XADD', KEYS[4], '*', 'order_id', oid, 'campaign', cid, 'user', user,
                  'qty', tostring(qty), 'idem', idem, 'ts_ms', now_str, 'path', 'redis')
-      answer(0, stock, oid, qty)
+      answer(CODE.accepted, stock, oid, qty)
     end
   end
 end

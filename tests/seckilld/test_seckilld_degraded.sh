@@ -62,7 +62,7 @@ wait_mode() { # mode seconds
 }
 load() { # name campaign users [extra args]
     n=$1 c=$2 u=$3; shift 3
-    "$PY" "$src/tests/seckill/degraded_load.py" --urls "$urls" --campaign "$c" --users "$u" \
+    "$PY" "$src/tests/seckilld/degraded_load.py" --urls "$urls" --campaign "$c" --users "$u" \
         --stop-file "$work/stop-$n" --out "$work/$n.json" "$@" &
     dl_track $!
     eval "pid_$n=$!"

@@ -18,6 +18,7 @@
 
 #include "db.h"
 #include "engine.h"
+#include "lifecycle.h"
 #include "persist.h"
 #include "reconcile.h"
 #include "servers.h"

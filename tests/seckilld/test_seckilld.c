@@ -4,7 +4,9 @@
  * per-user limit with quantity mixes, Idempotency-Key replay, time windows
  * on the Redis clock, admin auth, the bad-input matrix, size limits, slow
  * clients, signatures, rate limits, graceful shutdown, and Redis going
- * away and coming back. */
+ * away and coming back. Each case stands alone: it gets its own Redis and
+ * three fresh seckilld (every one must exit 0 at the end), so any case can
+ * run by itself: SKT_FILTER=test_metrics_and_ping ./test_seckilld. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +38,7 @@
 static test_server redis;
 static skt_daemon d[3];
 
+/* Per case: a private Redis and three seckilld on it. */
 static int setup(void **state)
 {
     (void)state;
@@ -46,12 +49,17 @@ static int setup(void **state)
     return 0;
 }
 
+/* Stops what the case left running; a daemon that does not exit 0 (under
+ * ASan: a leak or memory error) fails the case. */
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < 3; i++) skt_daemon_stop(&d[i]);
+    int bad = 0;
+    test_server_pause(&redis, false); /* a failed case may leave it frozen */
+    for (int i = 0; i < 3; i++)
+        if (d[i].pid > 0 && skt_daemon_stop(&d[i]) != 0) bad = -1;
     test_server_stop(&redis);
-    return 0;
+    return bad;
 }
 
 /* Creates a campaign through the admin API; window relative to now (s). */
@@ -94,6 +102,27 @@ static dlock__conn *redis_conn(void)
     return c;
 }
 
+/* r: one purchase of qty units of campaign by user, sent to port. */
+static void purchase_req(skt_req *r, int port, const char *campaign, const char *user, int qty)
+{
+    r->port = port;
+    r->method = "POST";
+    snprintf(r->path, sizeof(r->path), "/v1/campaigns/%s/purchase", campaign);
+    snprintf(r->headers, sizeof(r->headers), "X-User-Id: %s\r\n", user);
+    snprintf(r->body, sizeof(r->body), "{\"quantity\":%d}", qty);
+}
+
+/* r[0..n-1]: one unit of campaign each, by users <prefix><i>, sent to port
+ * (0: to the three instances in turn). */
+static void distinct_buyers(skt_req *r, int n, int port, const char *campaign, const char *prefix)
+{
+    for (int i = 0; i < n; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "%s%d", prefix, i);
+        purchase_req(&r[i], port ? port : d[i % 3].port, campaign, user, 1);
+    }
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
@@ -103,13 +132,7 @@ static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
     enum { N = 2000 };
     skt_req *r = calloc(N, sizeof(*r));
     assert_non_null(r);
-    for (int i = 0; i < N; i++) {
-        r[i].port = d[i % 3].port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/big/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: buyer%d\r\n", i);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
-    }
+    distinct_buyers(r, N, 0, "big", "buyer");
     assert_int_equal(skt_run_concurrent(r, N, 20000), 0);
     int accepted = 0, sold_out = 0;
     char **ids = calloc(N, sizeof(char *));
@@ -171,11 +194,7 @@ static void run_same_user(const char *campaign, const char *user, int n, int qty
     skt_req *r = calloc((size_t)n, sizeof(*r));
     assert_non_null(r);
     for (int i = 0; i < n; i++) {
-        r[i].port = d[i % 3].port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/%s/purchase", campaign);
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: %s\r\n", user);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":%d}", qty_mix ? 1 + i % 2 : 1);
+        purchase_req(&r[i], d[i % 3].port, campaign, user, qty_mix ? 1 + i % 2 : 1);
     }
     assert_int_equal(skt_run_concurrent(r, (size_t)n, 10000), 0);
     int units = 0, accepted = 0;
@@ -364,6 +383,7 @@ static void test_bad_input_matrix(void **state)
         if (st != c->status) fail_msg("case %zu (%s %s %s): status %d, want %d: %s", i, c->method, c->path,
                                       c->body ? c->body : "", st, c->status, resp);
         expect_error(resp, c->code);
+        if (strstr(resp, "out of memory")) fail_msg("case %zu: %s", i, resp); /* says what is wrong */
     }
     /* over 8 KiB */
     size_t n = 9000;
@@ -469,11 +489,7 @@ static void test_rate_limit_stops_a_scalper_with_retry_after(void **state)
     enum { N = 1000 };
     skt_req *r = calloc(N, sizeof(*r));
     for (int i = 0; i < N; i++) {
-        r[i].port = s.port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/rl/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: scalper\r\n");
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
+        purchase_req(&r[i], s.port, "rl", "scalper", 1);
     }
     assert_int_equal(skt_run_concurrent(r, N, 20000), 0);
     int acc = 0, lim = 0, rate = 0;
@@ -541,13 +557,7 @@ static void test_workers_share_one_port_and_stop_cleanly(void **state)
     enum { N = 60 };
     skt_req r[N];
     memset(r, 0, sizeof(r));
-    for (int i = 0; i < N; i++) {
-        r[i].port = s.port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/wk/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: w%d\r\n", i);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
-    }
+    distinct_buyers(r, N, s.port, "wk", "w");
     /* each worker process leases its own order-id worker id; once all
      * three are leased every worker is ready */
     int64_t deadline = dlock__now_ms() + 5000;
@@ -601,13 +611,7 @@ static void test_sigterm_finishes_in_flight_purchases(void **state)
     enum { N = 100 };
     skt_req r[N];
     memset(r, 0, sizeof(r));
-    for (int i = 0; i < N; i++) {
-        r[i].port = s.port;
-        r[i].method = "POST";
-        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/term/purchase");
-        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: t%d\r\n", i);
-        snprintf(r[i].body, sizeof(r[i].body), "{\"quantity\":1}");
-    }
+    distinct_buyers(r, N, s.port, "term", "t");
     test_server_pause(&redis, true);
     term_plan plan = {.daemon = s.pid, .port = s.port, .want = N, .redis = &redis};
     pid_t helper = test_fork(term_while_in_flight, &plan);
@@ -627,17 +631,52 @@ static void test_sigterm_finishes_in_flight_purchases(void **state)
     assert_int_equal(skt_daemon_stop(&s), 0); /* already exiting: status 0 */
 }
 
+/* Asserts that the exposition has the line "<series> <value>". */
+static void expect_metric(const char *text, const char *series, const char *value)
+{
+    char line[256];
+    snprintf(line, sizeof(line), "\n%s %s\n", series, value);
+    if (!strstr(text, line)) fail_msg("want %s %s in:\n%s", series, value, text);
+}
+
+/* The counters start at zero and count exactly the traffic sent here. */
 static void test_metrics_and_ping(void **state)
 {
     (void)state;
     static char resp[65536];
-    assert_int_equal(skt_http(d[0].port, "GET", "/ping", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    char body[256];
     assert_int_equal(skt_http(d[0].port, "GET", "/metrics", NULL, NULL, 0, resp, sizeof(resp)), 200);
-    assert_non_null(strstr(resp, "seckill_http_requests_total{route=\"purchase\",status=\"201\"}"));
-    assert_non_null(strstr(resp, "seckill_purchases_total{outcome=\"sold_out\"}"));
-    assert_non_null(strstr(resp, "seckill_purchase_batch_size_bucket{le=\"+Inf\"}"));
-    assert_non_null(strstr(resp, "seckill_http_request_duration_seconds_bucket{route=\"purchase\""));
-    assert_non_null(strstr(resp, "seckill_redis_reconnects_total"));
+    expect_metric(resp, "seckill_purchases_total{outcome=\"accepted\"}", "0");
+    expect_metric(resp, "seckill_purchases_total{outcome=\"sold_out\"}", "0");
+    expect_metric(resp, "seckill_purchase_batch_size_count", "0");
+    assert_null(strstr(resp, "route=\"purchase\""));
+    assert_int_equal(create("met", 3, 1, -60, 3600), 201);
+    for (int i = 0; i < 4; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "m%d", i);
+        assert_int_equal(buy(d[0].port, "met", user, 1, NULL, body, sizeof(body)), i < 3 ? 201 : 409);
+    }
+    assert_int_equal(skt_http(d[0].port, "GET", "/ping", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_string_equal(resp, "pong\n");
+    assert_int_equal(skt_http(d[0].port, "GET", "/metrics", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    expect_metric(resp, "seckill_http_requests_total{route=\"purchase\",status=\"201\"}", "3");
+    expect_metric(resp, "seckill_http_requests_total{route=\"purchase\",status=\"409\"}", "1");
+    expect_metric(resp, "seckill_http_requests_total{route=\"ping\",status=\"200\"}", "1");
+    expect_metric(resp, "seckill_purchases_total{outcome=\"accepted\"}", "3");
+    /* the third sale emptied the stock: the fourth is answered locally */
+    expect_metric(resp, "seckill_purchases_total{outcome=\"sold_out\"}", "1");
+    expect_metric(resp, "seckill_soldout_local_total", "1");
+    /* one at a time: three script calls of one purchase each */
+    expect_metric(resp, "seckill_purchase_batch_size_bucket{le=\"1\"}", "3");
+    expect_metric(resp, "seckill_purchase_batch_size_bucket{le=\"+Inf\"}", "3");
+    expect_metric(resp, "seckill_purchase_batch_size_count", "3");
+    expect_metric(resp, "seckill_http_request_duration_seconds_count{route=\"purchase\"}", "4");
+    expect_metric(resp, "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"+Inf\"}", "4");
+    expect_metric(resp, "seckill_redis_reconnects_total", "0");
+    expect_metric(resp, "seckill_ready", "1");
+    /* the other instance saw none of it */
+    assert_int_equal(skt_http(d[1].port, "GET", "/metrics", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    expect_metric(resp, "seckill_purchases_total{outcome=\"accepted\"}", "0");
 }
 
 /* What a client does after a 503: retry with the same Idempotency-Key (a
@@ -723,26 +762,29 @@ static void test_instances_finish_and_exit_0_on_sigterm(void **state)
     for (int i = 0; i < 3; i++) assert_int_equal(skt_daemon_stop(&d[i]), 0);
 }
 
+/* Every case with its own fixture (setup, teardown). */
+#define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_2000_buyers_on_3_instances_get_exactly_the_stock),
-        cmocka_unit_test(test_one_user_with_200_concurrent_requests_gets_its_limit),
-        cmocka_unit_test(test_idempotency_key_replay_returns_the_same_order),
-        cmocka_unit_test(test_time_window_uses_the_server_clock),
-        cmocka_unit_test(test_unknown_campaign_and_admin_token),
-        cmocka_unit_test(test_bad_input_matrix),
-        cmocka_unit_test(test_slow_and_silent_clients_are_timed_out),
-        cmocka_unit_test(test_signature_and_graceful_shutdown),
-        cmocka_unit_test(test_rate_limit_stops_a_scalper_with_retry_after),
-        cmocka_unit_test(test_ip_rate_limit_with_forwarded_addresses),
-        cmocka_unit_test(test_workers_share_one_port_and_stop_cleanly),
-        cmocka_unit_test(test_sigterm_finishes_in_flight_purchases),
-        cmocka_unit_test(test_metrics_and_ping),
-        cmocka_unit_test(test_frozen_redis_and_vanishing_clients),
-        cmocka_unit_test(test_redis_down_answers_503_and_recovers), /* wipes Redis */
-        cmocka_unit_test(test_instances_finish_and_exit_0_on_sigterm),
+        CASE(test_2000_buyers_on_3_instances_get_exactly_the_stock),
+        CASE(test_one_user_with_200_concurrent_requests_gets_its_limit),
+        CASE(test_idempotency_key_replay_returns_the_same_order),
+        CASE(test_time_window_uses_the_server_clock),
+        CASE(test_unknown_campaign_and_admin_token),
+        CASE(test_bad_input_matrix),
+        CASE(test_slow_and_silent_clients_are_timed_out),
+        CASE(test_signature_and_graceful_shutdown),
+        CASE(test_rate_limit_stops_a_scalper_with_retry_after),
+        CASE(test_ip_rate_limit_with_forwarded_addresses),
+        CASE(test_workers_share_one_port_and_stop_cleanly),
+        CASE(test_sigterm_finishes_in_flight_purchases),
+        CASE(test_metrics_and_ping),
+        CASE(test_frozen_redis_and_vanishing_clients),
+        CASE(test_redis_down_answers_503_and_recovers),
+        CASE(test_instances_finish_and_exit_0_on_sigterm),
     };
     if (getenv("SKT_FILTER")) cmocka_set_test_filter(getenv("SKT_FILTER"));
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,9 @@
 
 #include "db.h"
 #include "dlock/dlock.h"
+#include "ids.h"
+#include "outcome.h"
+#include "sk_log.h"
 #include "util.h"
 
 enum { M_REDIS = 0, M_DEGRADED = 1, M_SWITCHING = 2 };
@@ -85,17 +87,7 @@ void sk_degraded_opts_init(sk_degraded_opts *o)
     o->max_inflight = 64;
 }
 
-static void dlog(sk_degraded *d, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void dlog(sk_degraded *d, int level, const char *fmt, ...)
-{
-    if (!d->o.log) return;
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    d->o.log(level, msg, d->o.log_ud);
-}
+#define dlog(d, level, ...) sk_logf((d)->o.log, (d)->o.log_ud, level, __VA_ARGS__)
 
 static void jpush(jlist *l, job *j)
 {
@@ -199,7 +191,6 @@ static void answer(job *j, int err)
 {
     sk_purchase_result r = {.err = err, .order_id = j->order_id, .qty = j->qty,
                             .remaining = j->remaining, .value = j->value};
-    if (err == SK_EUNAVAIL) r.value = 1;
     j->cb(&r, j->arg);
 }
 
@@ -215,7 +206,7 @@ static void deliver_buy(sk_degraded *d, job *j, bool freeing)
     }
     if (err == SK_EDB || err == SK_EEXIST) err = SK_EUNAVAIL;
     if (err == SK_ESOLDOUT) mark_sold(d, j->campaign);
-    d->st.outcomes[sk_outcome_index(err)]++;
+    d->st.outcomes[sk_outcome_of_err(err, false)]++;
     answer(j, err);
     free(j);
 }
@@ -327,13 +318,13 @@ int sk_degraded_purchase(sk_degraded *d, const char *campaign, const char *user,
     if (!sk_valid_campaign_id(campaign) || !sk_valid_user_id(user) || qty < 1) return SK_EINVAL;
     if (is_sold(d, campaign)) {
         d->st.soldout_local++;
-        d->st.outcomes[sk_outcome_index(SK_ESOLDOUT)]++;
+        d->st.outcomes[SK_OUT_SOLD_OUT]++;
         return SK_ESOLDOUT;
     }
     size_t limit = (size_t)d->o.max_inflight;
     if ((d->mode == M_SWITCHING ? d->nheld : d->queued) >= limit) {
         d->st.throttled++;
-        return SK_EUNAVAIL;
+        return SK_EQUEUEFULL;
     }
     job *j = calloc(1, sizeof(*j));
     if (!j) return DLOCK_ENOMEM;

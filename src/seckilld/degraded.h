@@ -44,7 +44,8 @@ bool sk_degraded_active(const sk_degraded *d);
  * 0, SK_ESOLDOUT, SK_ELIMIT (value -1: holding unknown), SK_ENOTSTARTED,
  * SK_EENDED, SK_ENOTFOUND, SK_EINVAL, SK_EUNAVAIL), or answers at once
  * without calling cb: SK_ESOLDOUT (campaign known sold out while degraded),
- * SK_EUNAVAIL (queue full, no order-id lease), SK_EINVAL, DLOCK_ENOMEM.
+ * SK_EQUEUEFULL (max_inflight queued), SK_EUNAVAIL (no order-id lease),
+ * SK_EINVAL, DLOCK_ENOMEM.
  * Purchases with an Idempotency-Key are not taken here (the caller answers
  * 503: the database keeps no keys, see docs/seckill.md). ip is used only
  * when the purchase is handed to the engine after switching back. */
@@ -54,7 +55,7 @@ int sk_degraded_purchase(sk_degraded *d, const char *campaign, const char *user,
 typedef struct sk_degraded_stats {
     int mode;                  /* 0 redis, 1 degraded (also while switching back) */
     uint64_t entered;          /* switches to degraded */
-    uint64_t outcomes[SK_STAT_OUTCOMES]; /* database-path decisions, by sk_outcome_index */
+    uint64_t outcomes[SK_STAT_OUTCOMES]; /* database-path decisions, by sk_outcome_id */
     uint64_t throttled;        /* refused at once: queue full */
     uint64_t soldout_local;    /* answered from the local sold-out flag */
     size_t queued;             /* queued or running now */

@@ -3,7 +3,9 @@
  * database before it is pre-heated; GET /v1/orders answers "accepted" from
  * Redis until the order is persisted, then the database status; paying
  * checks the owner (403), unknown ids (404) and cancelled orders (409).
- * Persistence is done here with the pipeline's own call, sk_db_apply_batch. */
+ * Persistence is done here with the pipeline's own call, sk_db_apply_batch.
+ * A user id is held to one rule at both doors: refused by HTTP, refused by
+ * the database path. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <cmocka.h>
 
 #include "db.h"
+#include "ids.h"
 #include "servers.h"
 #include "sk_err.h"
 #include "skt.h"
@@ -23,20 +26,7 @@
 
 #define ADMIN "Authorization: Bearer adm\r\n"
 
-static test_server redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    return test_redis_start(&redis, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_server_stop(&redis);
-    return 0;
-}
+static test_server redis; /* each case starts its own */
 
 static void get_field(const char *json, const char *key, const char *want)
 {
@@ -45,8 +35,34 @@ static void get_field(const char *json, const char *key, const char *want)
         fail_msg("%s: want %s in %s", key, want, json);
 }
 
+/* "u!1" is printable without spaces (the database once took it) but outside
+ * [A-Za-z0-9_.:-]: HTTP and every database door refuse the same id. */
+static void bad_user_is_refused_at_both_doors(int port, sk_db *db, const char *campaign)
+{
+    char path[128], resp[1024];
+    const char *bad = "u!1";
+    snprintf(path, sizeof(path), "/v1/campaigns/%s/purchase", campaign);
+    assert_int_equal(skt_http(port, "POST", path, "X-User-Id: u!1\r\n", "{\"quantity\":1}", 14, resp,
+                              sizeof(resp)), 400);
+    get_field(resp, "error", "bad_request");
+    assert_false(sk_valid_user_id(bad));
+    int64_t now = dlock__wall_ms();
+    assert_int_equal(sk_db_purchase_direct(db, 7700001, campaign, bad, 1, now), SK_EINVAL);
+    sk_order_in o = {.order_id = 7700002, .campaign = campaign, .user = bad, .qty = 1, .path = "redis",
+                     .created_ms = now};
+    assert_string_equal(sk_db_order_invalid(&o), "bad user id");
+    assert_int_equal(sk_db_apply_batch(db, &o, 1, NULL), SK_EINVAL);
+    assert_int_equal(sk_db_order_pay(db, 7700002, bad, NULL), SK_EINVAL);
+    assert_int_equal(sk_db_order_get(db, 7700001, NULL), SK_ENOTFOUND);
+    /* and a good id passes both */
+    o.user = "u.1:ok";
+    assert_null(sk_db_order_invalid(&o));
+}
+
+/* One case, on its own Redis: the database at url is the system of record. */
 static void run_with_database(const char *url, const char *campaign)
 {
+    assert_int_equal(test_redis_start(&redis, NULL), 0);
     skt_daemon d;
     const char *extra[] = {"--admin-token", "adm", "--database-url", url, NULL};
     assert_int_equal(skt_daemon_start(&d, redis.url, extra), 0);
@@ -69,6 +85,7 @@ static void run_with_database(const char *url, const char *campaign)
     assert_int_equal(remaining, 10);
     /* a second create is refused by the database */
     assert_int_equal(skt_http(d.port, "POST", "/v1/campaigns", ADMIN, body, strlen(body), resp, sizeof(resp)), 409);
+    bad_user_is_refused_at_both_doors(d.port, db, campaign);
 
     snprintf(path, sizeof(path), "/v1/campaigns/%s/purchase", campaign);
     assert_int_equal(skt_http(d.port, "POST", path, "X-User-Id: alice\r\n", "{\"quantity\":1}", 14, resp, sizeof(resp)), 201);
@@ -123,6 +140,7 @@ static void run_with_database(const char *url, const char *campaign)
     get_field(resp, "price_cents", "500");
     sk_db_close(db);
     assert_int_equal(skt_daemon_stop(&d), 0);
+    test_server_stop(&redis);
 }
 
 static void test_sqlite_system_of_record(void **state)
@@ -157,5 +175,5 @@ int main(void)
         cmocka_unit_test(test_sqlite_system_of_record),
         cmocka_unit_test(test_postgresql_system_of_record),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,8 @@
 #include "degraded.h"
 #include "dlock/dlock.h"
 #include "http_metrics.h"
+#include "ids.h"
+#include "outcome.h"
 #include "common_err.h"
 #include "json.h"
 #include "util.h"
@@ -142,7 +144,8 @@ static void reply_err_code(hreq *q, int err, const char *what)
     case SK_EINVAL: reply_error(q, 400, "bad_request", what); return;
     case SK_ENOTFOUND: reply_error(q, 404, "not_found", what); return;
     case SK_EEXIST: reply_error(q, 409, "exists", what); return;
-    case SK_ECONFLICT: reply_error(q, 409, "conflict", what); return;
+    case SK_ECONFLICT:
+    case SK_ELIVE: reply_error(q, 409, "conflict", what); return;
     case SK_EFORBIDDEN: reply_error(q, 403, "forbidden", what); return;
     case DLOCK_EUNKNOWN:
         snprintf(msg, sizeof(msg), "%s: Redis did not answer; the outcome is unknown", what);
@@ -174,6 +177,27 @@ static int read_body(hreq *q, char **out, size_t *len_out)
     if (n) evbuffer_copyout(in, *out, n);
     (*out)[n] = '\0';
     return 0;
+}
+
+/* The JSON body parsed into doc: 0, 1 for an empty body (doc untouched),
+ * or -1 when it has answered already (413 too large, 400 malformed, 500). */
+static int read_json(hreq *q, dlock__json_doc *doc)
+{
+    char *body = NULL, msg[200];
+    size_t len = 0;
+    int rc = read_body(q, &body, &len);
+    if (rc) {
+        if (rc == SK_EINVAL) reply_error(q, 413, "too_large", "body over the size limit");
+        else reply_error(q, 500, "internal", "out of memory");
+        return -1;
+    }
+    rc = len ? dlock__json_parse(body, len, doc, msg, sizeof(msg)) : 0;
+    free(body);
+    if (rc) {
+        reply_error(q, 400, "bad_request", rc == DLOCK__EINVAL ? msg : "out of memory");
+        return -1;
+    }
+    return len ? 0 : 1;
 }
 
 static bool token_equal(const char *given, const char *expected)
@@ -208,7 +232,7 @@ static bool user_ok(hreq *q, int missing_status)
         return false;
     }
     if (!sk_valid_user_id(u)) {
-        reply_error(q, 400, "bad_request", "X-User-Id must be 1-64 characters of [A-Za-z0-9_.:-]");
+        reply_error(q, 400, "bad_request", "X-User-Id must be " SK_USER_ID_RULE);
         return false;
     }
     snprintf(q->user, sizeof(q->user), "%s", u);
@@ -278,7 +302,7 @@ static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
     hreq *q = arg;
     if (err) {
         const char *what = err == SK_EEXIST      ? "campaign already exists"
-                           : err == SK_ECONFLICT ? "campaign is live: re-heat needs force=1"
+                           : err == SK_ELIVE     ? "campaign is live: re-heat needs force=1"
                            : err == SK_ENOTFOUND ? "no such campaign"
                                                  : "campaign";
         reply_err_code(q, err, what);
@@ -356,20 +380,13 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
 static void handle_campaign_create(hreq *q)
 {
     if (!admin_ok(q)) return;
-    char *body = NULL, msg[200];
-    size_t len = 0;
-    int rc = read_body(q, &body, &len);
-    if (rc) {
-        if (rc == SK_EINVAL) reply_error(q, 413, "too_large", "body over the size limit");
-        else reply_error(q, 500, "internal", "out of memory");
-        return;
-    }
+    char msg[200];
     dlock__json_doc doc;
     sk_campaign d;
-    rc = dlock__json_parse(body, len, &doc, msg, sizeof(msg));
-    free(body);
-    if (rc) {
-        reply_error(q, 400, "bad_request", rc == SK_EINVAL ? msg : "out of memory");
+    int rc = read_json(q, &doc);
+    if (rc < 0) return;
+    if (rc == 1) {
+        reply_error(q, 400, "bad_request", "body must be a JSON object");
         return;
     }
     rc = parse_campaign(&doc, &d, msg, sizeof(msg));
@@ -436,101 +453,71 @@ static void handle_campaign_get(hreq *q)
 
 /* ---- purchase ------------------------------------------------------------ */
 
+/* Every purchase answer, from the outcome table (outcome.h). */
 static void answer_purchase(hreq *q, const sk_purchase_result *r)
 {
-    char msg[160];
-    dlock__buf b = {0};
-    switch (r->err) {
-    case 0:
+    const sk_outcome *o = sk_outcome_get(sk_outcome_of_err(r->err, r->replay));
+    if (!o->error) {
+        dlock__buf b = {0};
         dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"campaign\":\"%s\",\"quantity\":%lld,"
                               "\"remaining\":%lld,\"status\":\"accepted\"}\n",
                           (unsigned long long)r->order_id, q->id, (long long)r->qty,
                           (long long)r->remaining);
-        reply_json(q, 201, &b);
+        reply_json(q, o->http_status, &b);
         return;
-    case SK_ESOLDOUT:
-        if (r->remaining > 0) snprintf(msg, sizeof(msg), "only %lld left", (long long)r->remaining);
-        else snprintf(msg, sizeof(msg), "sold out");
-        reply_error(q, 409, "sold_out", msg);
-        return;
-    case SK_ELIMIT:
-        if (r->value < 0) snprintf(msg, sizeof(msg), "per-user limit reached");
-        else snprintf(msg, sizeof(msg), "per-user limit reached (you hold %lld)", (long long)r->value);
-        reply_error(q, 409, "limit_reached", msg);
-        return;
-    case SK_ENOTSTARTED:
-        snprintf(msg, sizeof(msg), "campaign starts in %lld ms", (long long)r->value);
-        reply_error(q, 409, "not_started", msg);
-        return;
-    case SK_EENDED: reply_error(q, 409, "ended", "campaign has ended"); return;
-    case SK_ENOTFOUND: reply_error(q, 404, "not_found", "no such campaign"); return;
-    case SK_ERATE: {
+    }
+    char msg[160];
+    int64_t v = o->field == SK_FIELD_REMAINING ? r->remaining : r->value;
+    if (o->field != SK_FIELD_NONE && v >= o->detail_min)
+        snprintf(msg, sizeof(msg), "%s%lld%s", o->detail_pre, (long long)v, o->detail_post);
+    else
+        snprintf(msg, sizeof(msg), "%s", o->message);
+    if (o->http_status == 429) {
         char ra[24];
-        snprintf(ra, sizeof(ra), "%lld", (long long)((r->value + 999) / 1000 > 0 ? (r->value + 999) / 1000 : 1));
+        int64_t s = (r->value + 999) / 1000;
+        snprintf(ra, sizeof(ra), "%lld", (long long)(s > 0 ? s : 1));
         evhttp_add_header(evhttp_request_get_output_headers(q->req), "Retry-After", ra);
-        reply_error(q, 429, "rate_limited", "too many purchase attempts; retry later");
-        return;
     }
-    case SK_EINVAL:
-        snprintf(msg, sizeof(msg), "quantity must be 1..%lld", (long long)r->value);
-        reply_error(q, 400, "bad_request", msg);
-        return;
-    case SK_ECONFLICT:
-        reply_error(q, 400, "bad_request", "Idempotency-Key already used by another user");
-        return;
-    case DLOCK_EUNKNOWN:
-        reply_error(q, 503, "unavailable",
-                    "Redis did not answer: outcome unknown; retry with the same Idempotency-Key");
-        return;
-    default: reply_error(q, 503, "unavailable", "Redis unavailable"); return;
-    }
+    reply_error(q, o->http_status, o->error, msg);
 }
 
 static void on_purchase(const sk_purchase_result *r, void *arg) { answer_purchase(arg, r); }
+
+/* {"quantity": n} into *qty; NULL, or why it is refused. */
+static const char *parse_quantity(const dlock__json_doc *doc, int64_t *qty)
+{
+    const dlock__json_val *root = &doc->nodes[0];
+    if (root->type != DLOCK__JSON_OBJECT) return "body must be a JSON object";
+    for (int c = root->first; c >= 0; c = doc->nodes[c].next) {
+        const dlock__json_val *v = &doc->nodes[c];
+        if (strcmp(v->key, "quantity") != 0) return "unknown field (only \"quantity\")";
+        if (v->type != DLOCK__JSON_NUMBER || !v->is_int || v->i < 1 || v->i > 1000000)
+            return "quantity must be a positive integer";
+        *qty = v->i;
+    }
+    return NULL;
+}
 
 static void handle_purchase(hreq *q)
 {
     if (!user_ok(q, 400)) return;
     const char *idem = header(q, "Idempotency-Key");
     if (idem && !sk_valid_idem_key(idem)) {
-        reply_error(q, 400, "bad_request", "Idempotency-Key must be 1-64 printable characters");
-        return;
-    }
-    char *body = NULL, msg[200];
-    size_t len = 0;
-    int rc = read_body(q, &body, &len);
-    if (rc) {
-        if (rc == SK_EINVAL) reply_error(q, 413, "too_large", "body over 8 KiB");
-        else reply_error(q, 500, "internal", "out of memory");
+        reply_error(q, 400, "bad_request", "Idempotency-Key must be " SK_IDEM_KEY_RULE);
         return;
     }
     int64_t qty = 1;
-    if (len > 0) {
-        dlock__json_doc doc;
-        rc = dlock__json_parse(body, len, &doc, msg, sizeof(msg));
-        if (rc) {
-            free(body);
-            reply_error(q, 400, "bad_request", rc == DLOCK__EINVAL ? msg : "out of memory");
-            return;
-        }
-        const dlock__json_val *root = &doc.nodes[0];
-        const char *bad = NULL;
-        if (root->type != DLOCK__JSON_OBJECT) bad = "body must be a JSON object";
-        for (int c = root->type == DLOCK__JSON_OBJECT ? root->first : -1; c >= 0 && !bad; c = doc.nodes[c].next) {
-            const dlock__json_val *v = &doc.nodes[c];
-            if (strcmp(v->key, "quantity") != 0) bad = "unknown field (only \"quantity\")";
-            else if (v->type != DLOCK__JSON_NUMBER || !v->is_int || v->i < 1 || v->i > 1000000)
-                bad = "quantity must be a positive integer";
-            else qty = v->i;
-        }
+    dlock__json_doc doc;
+    int rc = read_json(q, &doc);
+    if (rc < 0) return;
+    if (rc == 0) {
+        const char *bad = parse_quantity(&doc, &qty);
         dlock__json_free(&doc);
         if (bad) {
-            free(body);
             reply_error(q, 400, "bad_request", bad);
             return;
         }
     }
-    free(body);
     char ip[64];
     client_ip(q, ip, sizeof(ip));
     bool degraded = sk_degraded_active(q->h->o.degraded);
@@ -542,13 +529,11 @@ static void handle_purchase(hreq *q)
     }
     if (degraded) rc = sk_degraded_purchase(q->h->o.degraded, q->id, q->user, qty, ip, on_purchase, q);
     else rc = sk_engine_purchase(q->h->engine, q->id, q->user, qty, idem, ip, on_purchase, q);
-    if (rc) {
-        sk_purchase_result r = {.err = rc, .value = 1};
-        if (rc == SK_EINVAL) reply_error(q, 400, "bad_request", "bad purchase");
-        else if (degraded && rc == SK_EUNAVAIL)
-            reply_error(q, 503, "unavailable", "Redis unavailable and the database path is busy; retry later");
-        else if (rc == SK_EUNAVAIL || rc == DLOCK_ENOMEM) reply_error(q, 503, "unavailable", "Redis unavailable");
-        else answer_purchase(q, &r);
+    if (rc == SK_EINVAL) {
+        reply_error(q, 400, "bad_request", "bad purchase");
+    } else if (rc) {
+        sk_purchase_result r = {.err = rc};
+        answer_purchase(q, &r);
     }
 }
 
@@ -701,74 +686,91 @@ static void method_not_allowed(hreq *q, const char *allow)
     reply_error(q, 405, "method_not_allowed", "method not allowed on this path");
 }
 
-static void dispatch(hreq *q, const char *path, const char *query)
+enum { MAX_SEGS = 5, SEG_LEN = 72 };
+
+/* Splits path at '/' into at most MAX_SEGS segments; -1 when it has more
+ * or a longer one. */
+static int split_path(const char *p, char seg[MAX_SEGS][SEG_LEN])
 {
-    enum evhttp_cmd_type m = evhttp_request_get_command(q->req);
-    bool get = m == EVHTTP_REQ_GET, post = m == EVHTTP_REQ_POST;
-    char seg[5][72];
     int n = 0;
-    const char *p = path;
     while (*p == '/') p++;
     while (*p) {
         size_t len = strcspn(p, "/");
-        if (n == 5 || len >= sizeof(seg[0])) {
-            reply_error(q, 404, "not_found", "no such path");
-            return;
-        }
+        if (n == MAX_SEGS || len >= SEG_LEN) return -1;
         memcpy(seg[n], p, len);
         seg[n++][len] = '\0';
         p += len;
         if (*p == '/') p++;
     }
-    if (n == 1 && strcmp(seg[0], "ping") == 0) {
-        q->route = SK_ROUTE_PING;
-        get ? handle_ping(q) : method_not_allowed(q, "GET");
-    } else if (n == 1 && strcmp(seg[0], "healthz") == 0) {
-        q->route = SK_ROUTE_HEALTHZ;
-        get ? handle_healthz(q) : method_not_allowed(q, "GET");
-    } else if (n == 1 && strcmp(seg[0], "metrics") == 0) {
-        q->route = SK_ROUTE_METRICS;
-        get ? handle_metrics(q) : method_not_allowed(q, "GET");
-    } else if (n >= 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "campaigns") == 0) {
-        if (n == 2) {
-            q->route = SK_ROUTE_CAMPAIGN_CREATE;
-            post ? handle_campaign_create(q) : method_not_allowed(q, "POST");
-            return;
-        }
-        if (!sk_valid_campaign_id(seg[2]) || n > 4) {
-            reply_error(q, 404, "not_found", "no such campaign");
-            return;
-        }
-        memcpy(q->id, seg[2], strlen(seg[2]) + 1); /* valid: at most 64 chars */
-        if (n == 3) {
-            q->route = SK_ROUTE_CAMPAIGN_GET;
-            get ? handle_campaign_get(q) : method_not_allowed(q, "GET");
-        } else if (strcmp(seg[3], "purchase") == 0) {
-            q->route = SK_ROUTE_PURCHASE;
-            post ? handle_purchase(q) : method_not_allowed(q, "POST");
-        } else if (strcmp(seg[3], "preheat") == 0) {
-            q->route = SK_ROUTE_CAMPAIGN_PREHEAT;
-            post ? handle_campaign_preheat(q, query) : method_not_allowed(q, "POST");
-        } else {
-            reply_error(q, 404, "not_found", "no such path");
-        }
-    } else if ((n == 3 || n == 4) && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "orders") == 0) {
-        if (!parse_order_id(seg[2], &q->order_id)) {
-            reply_error(q, 404, "not_found", "no such order");
-            return;
-        }
-        if (n == 3) {
-            q->route = SK_ROUTE_ORDER_GET;
-            get ? handle_order_get(q, query) : method_not_allowed(q, "GET");
-        } else if (strcmp(seg[3], "pay") == 0) {
-            q->route = SK_ROUTE_ORDER_PAY;
-            post ? handle_order_pay(q) : method_not_allowed(q, "POST");
-        } else {
-            reply_error(q, 404, "not_found", "no such path");
-        }
+    return n;
+}
+
+/* /v1/campaigns[/{id}[/purchase|/preheat]] */
+static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const char *query, bool get,
+                            bool post)
+{
+    if (n == 2) {
+        q->route = SK_ROUTE_CAMPAIGN_CREATE;
+        post ? handle_campaign_create(q) : method_not_allowed(q, "POST");
+        return;
+    }
+    if (!sk_valid_campaign_id(seg[2]) || n > 4) {
+        reply_error(q, 404, "not_found", "no such campaign");
+        return;
+    }
+    memcpy(q->id, seg[2], strlen(seg[2]) + 1); /* valid: at most 64 chars */
+    if (n == 3) {
+        q->route = SK_ROUTE_CAMPAIGN_GET;
+        get ? handle_campaign_get(q) : method_not_allowed(q, "GET");
+    } else if (strcmp(seg[3], "purchase") == 0) {
+        q->route = SK_ROUTE_PURCHASE;
+        post ? handle_purchase(q) : method_not_allowed(q, "POST");
+    } else if (strcmp(seg[3], "preheat") == 0) {
+        q->route = SK_ROUTE_CAMPAIGN_PREHEAT;
+        post ? handle_campaign_preheat(q, query) : method_not_allowed(q, "POST");
     } else {
         reply_error(q, 404, "not_found", "no such path");
     }
+}
+
+/* /v1/orders/{id}[/pay] */
+static void route_orders(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const char *query, bool get, bool post)
+{
+    if (!parse_order_id(seg[2], &q->order_id)) {
+        reply_error(q, 404, "not_found", "no such order");
+        return;
+    }
+    if (n == 3) {
+        q->route = SK_ROUTE_ORDER_GET;
+        get ? handle_order_get(q, query) : method_not_allowed(q, "GET");
+    } else if (strcmp(seg[3], "pay") == 0) {
+        q->route = SK_ROUTE_ORDER_PAY;
+        post ? handle_order_pay(q) : method_not_allowed(q, "POST");
+    } else {
+        reply_error(q, 404, "not_found", "no such path");
+    }
+}
+
+/* A route without a path parameter: GET only. */
+static void route_plain(hreq *q, sk_route route, void (*handle)(hreq *q), bool get)
+{
+    q->route = route;
+    get ? handle(q) : method_not_allowed(q, "GET");
+}
+
+static void dispatch(hreq *q, const char *path, const char *query)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(q->req);
+    bool get = m == EVHTTP_REQ_GET, post = m == EVHTTP_REQ_POST;
+    char seg[MAX_SEGS][SEG_LEN];
+    int n = split_path(path, seg);
+    bool v1 = n >= 2 && strcmp(seg[0], "v1") == 0;
+    if (n == 1 && strcmp(seg[0], "ping") == 0) route_plain(q, SK_ROUTE_PING, handle_ping, get);
+    else if (n == 1 && strcmp(seg[0], "healthz") == 0) route_plain(q, SK_ROUTE_HEALTHZ, handle_healthz, get);
+    else if (n == 1 && strcmp(seg[0], "metrics") == 0) route_plain(q, SK_ROUTE_METRICS, handle_metrics, get);
+    else if (v1 && strcmp(seg[1], "campaigns") == 0) route_campaigns(q, seg, n, query, get, post);
+    else if (v1 && (n == 3 || n == 4) && strcmp(seg[1], "orders") == 0) route_orders(q, seg, n, query, get, post);
+    else reply_error(q, 404, "not_found", "no such path");
 }
 
 static void on_request(struct evhttp_request *req, void *arg)

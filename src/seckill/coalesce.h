@@ -1,0 +1,57 @@
+/* coalesce.h: the purchase coalescer. Concurrent purchases of a campaign
+ * are queued and sent as one purchase.lua call. It reaches Redis, the
+ * order-id generator and the log only through the hooks it is given, so it
+ * names nothing of the engine: the engine owns one and fills the hooks.
+ * Not thread-safe: used from the engine's loop only. */
+#ifndef SK_COALESCE_H
+#define SK_COALESCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "redis_io.h"
+
+struct event_base;
+typedef struct sk__coalescer sk__coalescer;
+
+/* Reply of a command sent through a hook: reply is NULL when err != 0 and
+ * no reply came (err is DLOCK_EUNKNOWN when sent, SK_EUNAVAIL when never
+ * sent); an ERROR reply comes with err = DLOCK_ESERVER. */
+typedef void (*sk__reply_fn)(const dlock__reply *reply, int err, void *priv);
+
+typedef struct sk__coalesce_hooks {
+    void *ud;
+    /* Sends purchase.lua (script: args are numkeys, keys, argv) or a plain
+     * command. 0 (fn will run once) or an error (fn will not run). */
+    int (*send)(void *ud, bool script, int nargs, const char **args, sk__reply_fn fn, void *priv);
+    /* Connected and holding an order-id lease. */
+    bool (*ready)(void *ud);
+    /* The next order id; 0 or SK_EUNAVAIL. */
+    int (*next_order_id)(void *ud, uint64_t *id_out);
+    void (*log)(void *ud, int level, const char *msg);
+} sk__coalesce_hooks;
+
+/* o: max_batch, linger_us, the rate limits and TTLs. 0 or DLOCK_ENOMEM. */
+int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk__coalesce_hooks *hooks,
+                      sk__coalescer **out);
+/* Fails every purchase still queued with err (batches in flight are
+ * answered by their reply); from now on nothing new is sent. */
+void sk__coalescer_fail_all(sk__coalescer *co, int err);
+/* Frees; call after sk__coalescer_fail_all and once no reply is due. NULL ok. */
+void sk__coalescer_free(sk__coalescer *co);
+
+/* sk_engine_purchase's contract (engine.h). */
+int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *user, int64_t qty,
+                           const char *idem, const char *ip, sk_purchase_cb cb, void *arg);
+/* Re-checks the stock of locally sold-out campaigns (call periodically). */
+void sk__coalescer_poll_soldout(sk__coalescer *co);
+/* The campaign got new stock (re-heat): forget its sold-out flag. */
+void sk__coalescer_restocked(sk__coalescer *co, const char *campaign);
+/* Purchases queued or in flight. */
+size_t sk__coalescer_pending(const sk__coalescer *co);
+/* Adds the purchase figures (outcomes, batches, soldout_local) to st. */
+void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st);
+
+#endif

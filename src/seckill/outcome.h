@@ -1,0 +1,58 @@
+/* outcome.h: the purchase outcomes, written once. Each row ties together
+ * what every layer says about one outcome: purchase.lua's code, the sk_err
+ * the engine reports, the metric label, and the HTTP answer (status, error
+ * code, message). The engine, the degraded database path, the metrics and
+ * the HTTP front end all read this table; purchase.lua names its codes by
+ * the same labels (checked by tests/seckill/test_sk_unit.c).
+ * The table is constant: safe from any thread. */
+#ifndef SK_OUTCOME_H
+#define SK_OUTCOME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum sk_outcome_id {
+    SK_OUT_ACCEPTED = 0,
+    SK_OUT_REPLAY,
+    SK_OUT_SOLD_OUT,
+    SK_OUT_LIMIT,
+    SK_OUT_NOT_STARTED,
+    SK_OUT_ENDED,
+    SK_OUT_NOT_FOUND,
+    SK_OUT_RATE,
+    SK_OUT_BAD_QUANTITY,
+    SK_OUT_IDEM_CONFLICT,
+    SK_OUT_QUEUE_FULL,
+    SK_OUT_UNAVAILABLE, /* not decided; also every code no other row names */
+    SK_OUT_UNKNOWN,     /* sent, no answer: the decision may have happened */
+    SK_OUT_COUNT
+} sk_outcome_id;
+
+/* Which result field the detailed message prints (sk_purchase_result). */
+typedef enum sk_outcome_field { SK_FIELD_NONE = 0, SK_FIELD_REMAINING, SK_FIELD_VALUE } sk_outcome_field;
+
+typedef struct sk_outcome {
+    int script_code;        /* purchase.lua's code; -1: decided outside the script */
+    int err;                /* what the engine reports (0: accepted or replay) */
+    const char *label;      /* metric label, and the name purchase.lua gives the code */
+    int http_status;
+    const char *error;      /* JSON "error" (NULL when accepted) */
+    const char *message;    /* JSON "message" */
+    /* The detailed message, when the field is >= detail_min:
+     * detail_pre <field as a decimal> detail_post. */
+    sk_outcome_field field;
+    int64_t detail_min;
+    const char *detail_pre, *detail_post;
+} sk_outcome;
+
+/* Row of an outcome id (SK_OUT_UNAVAILABLE's row for ids out of range). */
+const sk_outcome *sk_outcome_get(int id);
+/* The outcome of an engine result code; replay marks an accepted replay.
+ * A code no row names (DLOCK_ENOMEM, DLOCK_ECLOSED...) is SK_OUT_UNAVAILABLE:
+ * the purchase was not decided. */
+sk_outcome_id sk_outcome_of_err(int err, bool replay);
+/* The outcome of a purchase.lua code; SK_OUT_UNKNOWN for a code the table
+ * does not know (a script and a binary out of step). */
+sk_outcome_id sk_outcome_of_script(long long code);
+
+#endif

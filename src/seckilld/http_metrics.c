@@ -1,0 +1,133 @@
+/* http_metrics.c: counters of http_metrics.h and their text rendering
+ * (Prometheus exposition format 0.0.4). */
+#include "http_metrics.h"
+
+#include <stdio.h>
+
+#include "outcome.h"
+
+static const char *const route_names[SK_ROUTE_COUNT] = {
+    "campaign_create", "campaign_preheat", "campaign_get", "purchase", "order_get",
+    "order_pay", "healthz", "metrics", "ping", "other"};
+static const int statuses[SK_METRIC_STATUSES - 1] = {200, 201, 400, 401, 403, 404, 405,
+                                                     408, 409, 413, 429, 500, 503};
+static const double lat_le[SK_METRIC_LAT_BUCKETS - 1] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5};
+
+static int status_index(int status)
+{
+    for (int i = 0; i < SK_METRIC_STATUSES - 1; i++)
+        if (statuses[i] == status) return i;
+    return SK_METRIC_STATUSES - 1;
+}
+
+void sk_metrics_observe(sk_http_metrics *m, sk_route r, int status, int64_t us)
+{
+    if ((int)r < 0 || r >= SK_ROUTE_COUNT) r = SK_ROUTE_OTHER;
+    m->requests[r][status_index(status)]++;
+    double s = (double)us / 1e6;
+    int b = 0;
+    while (b < SK_METRIC_LAT_BUCKETS - 1 && s > lat_le[b]) b++;
+    m->lat[r][b]++;
+    m->lat_count[r]++;
+    m->lat_sum_s[r] += s;
+}
+
+/* One scalar series with its HELP and TYPE lines. */
+static void put_scalar(dlock__buf *o, const char *type, const char *name, const char *help, unsigned long long v)
+{
+    dlock__buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
+}
+
+/* A counter by purchase outcome (the labels of outcome.h). */
+static void put_outcomes(dlock__buf *o, const char *name, const char *help, const uint64_t *counts)
+{
+    dlock__buf_printf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int i = 0; i < SK_STAT_OUTCOMES; i++)
+        dlock__buf_printf(o, "%s{outcome=\"%s\"} %llu\n", name, sk_outcome_get(i)->label,
+                          (unsigned long long)counts[i]);
+}
+
+static void put_requests(const sk_http_metrics *m, dlock__buf *o)
+{
+    dlock__buf_printf(o, "# HELP seckill_http_requests_total HTTP requests by route and status.\n"
+                         "# TYPE seckill_http_requests_total counter\n");
+    for (int r = 0; r < SK_ROUTE_COUNT; r++)
+        for (int s = 0; s < SK_METRIC_STATUSES; s++) {
+            if (!m->requests[r][s]) continue;
+            char st[16];
+            if (s < SK_METRIC_STATUSES - 1) snprintf(st, sizeof(st), "%d", statuses[s]);
+            else snprintf(st, sizeof(st), "other");
+            dlock__buf_printf(o, "seckill_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                              route_names[r], st, (unsigned long long)m->requests[r][s]);
+        }
+}
+
+static void put_latency(const sk_http_metrics *m, dlock__buf *o)
+{
+    dlock__buf_printf(o, "# HELP seckill_http_request_duration_seconds Time from request to answer.\n"
+                         "# TYPE seckill_http_request_duration_seconds histogram\n");
+    for (int r = 0; r < SK_ROUTE_COUNT; r++) {
+        if (!m->lat_count[r]) continue;
+        uint64_t cum = 0;
+        for (int b = 0; b < SK_METRIC_LAT_BUCKETS; b++) {
+            cum += m->lat[r][b];
+            char le[24];
+            if (b < SK_METRIC_LAT_BUCKETS - 1) snprintf(le, sizeof(le), "%g", lat_le[b]);
+            else snprintf(le, sizeof(le), "+Inf");
+            dlock__buf_printf(o, "seckill_http_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} %llu\n",
+                              route_names[r], le, (unsigned long long)cum);
+        }
+        dlock__buf_printf(o, "seckill_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n",
+                          route_names[r], m->lat_sum_s[r]);
+        dlock__buf_printf(o, "seckill_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                          route_names[r], (unsigned long long)m->lat_count[r]);
+    }
+}
+
+static void put_batches(const sk_engine_stats *st, dlock__buf *o)
+{
+    dlock__buf_printf(o, "# HELP seckill_purchase_batch_size Purchases per purchase-script call (coalescing).\n"
+                         "# TYPE seckill_purchase_batch_size histogram\n");
+    uint64_t cum = 0;
+    for (int b = 0; b < SK_STAT_BATCH_BUCKETS; b++) {
+        cum += st->batches[b];
+        char le[24];
+        if (b < SK_STAT_BATCH_BUCKETS - 1) snprintf(le, sizeof(le), "%lld", (long long)sk_batch_bucket_le[b]);
+        else snprintf(le, sizeof(le), "+Inf");
+        dlock__buf_printf(o, "seckill_purchase_batch_size_bucket{le=\"%s\"} %llu\n", le, (unsigned long long)cum);
+    }
+    dlock__buf_printf(o, "seckill_purchase_batch_size_sum %llu\nseckill_purchase_batch_size_count %llu\n",
+                      (unsigned long long)st->batched_purchases, (unsigned long long)cum);
+}
+
+void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size_t inflight,
+                       int ready, dlock__buf *o)
+{
+    put_requests(m, o);
+    put_latency(m, o);
+    put_outcomes(o, "seckill_purchases_total", "Purchase decisions by outcome.", st->outcomes);
+    put_batches(st, o);
+    put_scalar(o, "counter", "seckill_soldout_local_total", "Purchases answered sold-out from the local flag.",
+               st->soldout_local);
+    put_scalar(o, "counter", "seckill_redis_errors_total", "Redis commands that failed or timed out.",
+               st->redis_errors);
+    put_scalar(o, "counter", "seckill_redis_reconnects_total", "Redis connections opened after the first.",
+               st->reconnects);
+    put_scalar(o, "gauge", "seckill_http_inflight", "Requests being processed.", inflight);
+    put_scalar(o, "gauge", "seckill_ready", "1 when Redis is connected and an order-id worker id is leased.",
+               (unsigned long long)ready);
+}
+
+void sk_metrics_render_degraded(const sk_degraded_stats *ds, dlock__buf *o)
+{
+    put_scalar(o, "gauge", "seckill_mode", "Purchase path: 0 Redis, 1 degraded (database path, Redis down).",
+               (unsigned long long)ds->mode);
+    put_scalar(o, "counter", "seckill_degraded_entered_total", "Switches to the degraded database path.",
+               ds->entered);
+    put_outcomes(o, "seckill_db_purchases_total", "Purchases decided by the database path, by outcome.",
+                 ds->outcomes);
+    put_scalar(o, "counter", "seckill_db_throttled_total",
+               "Database-path purchases refused at once (queue full).", ds->throttled);
+    put_scalar(o, "gauge", "seckill_db_queued", "Database-path purchases queued, running or held.", ds->queued);
+}
