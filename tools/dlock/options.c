@@ -3,19 +3,18 @@
  * more than one error line (plus a hint); every bad input is
  * CLI_EXIT_USAGE and changes nothing.
  */
-#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 
 /* Longest duration any option accepts: 30 days, far below int64 ms. */
-#define CLI_MAX_SECONDS (30.0 * 24 * 3600)
+#define CLI_MAX_MS (30LL * 24 * 3600 * 1000)
 
 enum {
     OPT_LEASE = 256,
@@ -59,13 +58,18 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+static void vsay(const char *fmt, va_list ap)
+{
+    fputs("dlock: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void cli_err(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("dlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
 }
 
@@ -74,9 +78,7 @@ void cli_verbose(const cli_options *o, const char *fmt, ...)
     if (!o->verbose) return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("dlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
 }
 
@@ -92,12 +94,13 @@ void cli_print_usage(void)
           "when COMMAND exits. The exit status is COMMAND's (128+N if killed by signal N).\n"
           "\n"
           "Options:\n"
-          "  -w, --wait SECONDS        give up after SECONDS (fractions allowed)\n"
-          "  -n, --nonblock            fail at once if the lock is held (same as -w 0)\n"
+          "  -w, --wait DUR            give up after DUR (e.g. 0.5, 10, 250ms, 2m);\n"
+          "                            --timeout is the same option\n"
+          "  -n, --nonblock, --nb      fail at once if the lock is held (same as -w 0)\n"
           "  -E, --conflict-exit-code N  exit code when -n/-w gives up (default 1)\n"
           "  -c, --command STRING      run STRING with /bin/sh -c\n"
-          "      --lease SECONDS       fixed lease, no renewal (default: watchdog mode)\n"
-          "      --watchdog-lease SECONDS  lease renewed every third of it (default 30)\n"
+          "      --lease DUR           fixed lease, no renewal (default: watchdog mode)\n"
+          "      --watchdog-lease DUR  lease renewed every third of it (default 30s)\n"
           "      --url URL             Redis URL (default $DLOCK_URL, else\n"
           "                            redis://127.0.0.1:6379)\n"
           "      --prefix P            prepend P to every key\n"
@@ -107,10 +110,14 @@ void cli_print_usage(void)
           "      --semaphore N         at most N holders at once\n"
           "      --on-lost=term|kill|ignore  what to do to COMMAND if the lock is lost\n"
           "                            (default term)\n"
-          "      --kill-grace SECONDS  SIGKILL this long after SIGTERM (default 10)\n"
+          "      --kill-grace DUR      SIGKILL this long after SIGTERM (default 10s)\n"
+          "      --json                status: print JSON\n"
+          "      --force               release: confirm removing the lock whoever holds it\n"
           "  -v, --verbose             say what dlock is doing on stderr\n"
           "  -h, --help                show this help\n"
           "  -V, --version             show the version\n"
+          "\n"
+          "DUR is a duration: 250ms, 1.5s, 30s, 2m, 1h; a bare number is seconds.\n"
           "\n"
           "Exit codes: COMMAND's status; 1 (or -E) lock busy; 64 usage; 69 Redis\n"
           "unreachable; 70 internal/server error; 71 OS error; 75 lock lost while\n"
@@ -119,42 +126,12 @@ void cli_print_usage(void)
           stdout);
 }
 
-int cli_parse_seconds(const char *s, int64_t *ms_out)
-{
-    if (!s || !*s) return -1;
-    /* strtod also takes "inf", "nan" and hex floats; we want plain decimals. */
-    for (const char *p = s; *p; p++) {
-        if (!((*p >= '0' && *p <= '9') || *p == '.')) return -1;
-    }
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0') return -1;
-    if (!(v >= 0.0) || v > CLI_MAX_SECONDS) return -1;
-    *ms_out = (int64_t)llround(v * 1000.0);
-    return 0;
-}
-
-/* Parses a decimal integer in [lo, hi]. */
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-    if (!s || !*s) return -1;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("dlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
     fputs("Try 'dlock --help' for more information.\n", stderr);
     return CLI_EXIT_USAGE;
@@ -170,44 +147,52 @@ static int set_kind(cli_options *o, cli_kind k, const char *opt, bool *kind_set)
     return 0;
 }
 
-static int seconds_opt(const char *arg, const char *opt, int64_t *ms_out)
+#define OFF(f) offsetof(cli_options, f)
+
+/* The options with a number or duration value, by getopt code: parsed by
+ * the shared options module (bare durations are seconds, as always). */
+static const struct {
+    int code;
+    opt_spec spec;
+} valued[] = {
+    {'w', {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = CLI_MAX_MS, .unit = OPT_UNIT_S}},
+    {'E', {.name = "conflict-exit-code", .type = OPT_INT, .off = OFF(conflict_code), .lo = 0, .hi = 255}},
+    {OPT_LEASE, {.name = "lease", .type = OPT_DURATION, .off = OFF(lease_ms), .lo = 1, .hi = CLI_MAX_MS,
+                 .unit = OPT_UNIT_S}},
+    {OPT_WATCHDOG_LEASE, {.name = "watchdog-lease", .type = OPT_DURATION, .off = OFF(watchdog_ms), .lo = 300,
+                          .hi = CLI_MAX_MS, .unit = OPT_UNIT_S}},
+    {OPT_KILL_GRACE, {.name = "kill-grace", .type = OPT_DURATION, .off = OFF(kill_grace_ms), .lo = 0,
+                      .hi = CLI_MAX_MS, .unit = OPT_UNIT_S}},
+    {OPT_SEMAPHORE, {.name = "semaphore", .type = OPT_INT, .off = OFF(permits), .lo = 1, .hi = 1000000}},
+};
+
+/* Parses a valued option into o; 1 when c is not one of them. */
+static int apply_valued(cli_options *o, int c, const char *arg)
 {
-    if (cli_parse_seconds(arg, ms_out) != 0)
-        return usage_error("invalid %s '%s': expected seconds, e.g. 0.5 or 10", opt, arg);
-    return 0;
+    for (size_t i = 0; i < OPT_COUNT(valued); i++) {
+        if (valued[i].code != c) continue;
+        char err[256];
+        if (opt_set(&valued[i].spec, o, arg, err, sizeof(err)) != 0) return usage_error("%s", err);
+        return 0;
+    }
+    return 1;
 }
 
 /* One option (getopt's c and optarg) into o. */
 static int apply_opt(cli_options *o, int c, const char *arg, bool *kind_set)
 {
+    int rc = apply_valued(o, c, arg);
+    if (rc == 0 && c == OPT_SEMAPHORE) return set_kind(o, CLI_KIND_SEMAPHORE, "--semaphore", kind_set);
+    if (rc != 1) return rc;
     switch (c) {
-    case 'w': return seconds_opt(arg, "--wait", &o->wait_ms);
     case 'n': o->wait_ms = 0; return 0;
-    case 'E':
-        if (parse_int(arg, 0, 255, &o->conflict_code) != 0)
-            return usage_error("invalid --conflict-exit-code '%s': expected 0..255", arg);
-        return 0;
     case 'c': o->shell_cmd = arg; return 0;
-    case OPT_LEASE:
-        if (seconds_opt(arg, "--lease", &o->lease_ms) != 0) return CLI_EXIT_USAGE;
-        if (o->lease_ms <= 0) return usage_error("--lease must be greater than 0");
-        return 0;
-    case OPT_WATCHDOG_LEASE:
-        if (seconds_opt(arg, "--watchdog-lease", &o->watchdog_ms) != 0) return CLI_EXIT_USAGE;
-        if (o->watchdog_ms < 300)
-            return usage_error("--watchdog-lease must be at least 0.3 seconds");
-        return 0;
-    case OPT_KILL_GRACE: return seconds_opt(arg, "--kill-grace", &o->kill_grace_ms);
     case OPT_URL: o->url = arg; return 0;
     case OPT_PREFIX: o->prefix = arg; return 0;
     case OPT_REENTRANT: return set_kind(o, CLI_KIND_REENTRANT, "--reentrant", kind_set);
     case OPT_FAIR: return set_kind(o, CLI_KIND_FAIR, "--fair", kind_set);
     case OPT_READ: return set_kind(o, CLI_KIND_READ, "--read", kind_set);
     case OPT_WRITE: return set_kind(o, CLI_KIND_WRITE, "--write", kind_set);
-    case OPT_SEMAPHORE:
-        if (parse_int(arg, 1, 1000000, &o->permits) != 0)
-            return usage_error("invalid --semaphore '%s': expected 1..1000000", arg);
-        return set_kind(o, CLI_KIND_SEMAPHORE, "--semaphore", kind_set);
     case OPT_ON_LOST:
         if (strcmp(arg, "term") == 0) o->on_lost = CLI_ON_LOST_TERM;
         else if (strcmp(arg, "kill") == 0) o->on_lost = CLI_ON_LOST_KILL;
