@@ -350,6 +350,34 @@ static bool loop_until(struct event_base *base, const bool *flag, int64_t timeou
     return *flag;
 }
 
+/* Keeps o->inflight purchases in flight until the phase is over; the
+ * slots go to *slots_out (freed by the caller after the engine). 0 or -1. */
+static int drive(eng_run *r, const cmp_opts *o, int strategy, eng_slot **slots_out)
+{
+    cmp_stats *st = r->st;
+    int n = o->inflight;
+    eng_slot *slots = *slots_out = calloc((size_t)n, sizeof(*slots));
+    if (!slots) return -1;
+    dlock__hist_reset(&st->lat);
+    int64_t t0 = dlock__now_us();
+    if (r->w->throughput) r->w->deadline_us = t0 + (int64_t)(o->duration_s * 1e6);
+    r->outstanding = n;
+    for (int i = 0; i < n; i++) {
+        slots[i].r = r;
+        issue(&slots[i]);
+    }
+    loop_until(r->base, &r->finished, (int64_t)(o->duration_s * 1000) + 60000);
+    st->elapsed_s = (double)(dlock__now_us() - t0) / 1e6;
+    int rc = r->outstanding == 0 ? 0 : -1;
+    if (rc) fprintf(stderr, "seckill-bench: %s: purchases still pending after 60 s\n", strategy_names[strategy]);
+    sk_engine_stats es;
+    sk_engine_get_stats(r->e, &es);
+    uint64_t calls = 0;
+    for (int i = 0; i < SK_STAT_BATCH_BUCKETS; i++) calls += es.batches[i];
+    st->mean_batch = calls ? (double)es.batched_purchases / (double)calls : 0;
+    return rc;
+}
+
 static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, cmp_stats *st)
 {
     eng_run r = {.w = w, .st = st};
@@ -383,27 +411,7 @@ static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, c
                !loop_until(r.base, &r.heated, 5000) || r.heat_err != 0) {
         fprintf(stderr, "seckill-bench: pre-heating %s failed\n", w->campaign);
     } else {
-        int n = o->inflight;
-        slots = calloc((size_t)n, sizeof(*slots));
-        if (slots) {
-            dlock__hist_reset(&st->lat);
-            int64_t t0 = dlock__now_us();
-            if (w->throughput) w->deadline_us = t0 + (int64_t)(o->duration_s * 1e6);
-            r.outstanding = n;
-            for (int i = 0; i < n; i++) {
-                slots[i].r = &r;
-                issue(&slots[i]);
-            }
-            loop_until(r.base, &r.finished, (int64_t)(o->duration_s * 1000) + 60000);
-            st->elapsed_s = (double)(dlock__now_us() - t0) / 1e6;
-            rc = r.outstanding == 0 ? 0 : -1;
-            if (rc) fprintf(stderr, "seckill-bench: %s: purchases still pending after 60 s\n", strategy_names[strategy]);
-            sk_engine_stats es;
-            sk_engine_get_stats(r.e, &es);
-            uint64_t calls = 0;
-            for (int i = 0; i < SK_STAT_BATCH_BUCKETS; i++) calls += es.batches[i];
-            st->mean_batch = calls ? (double)es.batched_purchases / (double)calls : 0;
-        }
+        rc = drive(&r, o, strategy, &slots);
     }
     r.closing = true;
     sk_engine_free(r.e); /* may still call back into slots: freed after it */
