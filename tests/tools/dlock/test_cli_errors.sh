@@ -29,6 +29,10 @@ expect_fail 64 "-w nan" -w nan x -- $T
 expect_fail 64 "-w inf" -w inf x -- $T
 expect_fail 64 "-w 1e3 (exponent)" -w 1e3 x -- $T
 expect_fail 64 "-w too large" -w 99999999999 x -- $T
+expect_fail 64 "-w finer than 1 ms" -w 0.0001 x -- $T
+expect_fail 64 "-w unknown unit" -w 5d x -- $T
+expect_fail 64 "--lease 0ms" --lease 0ms x -- $T
+expect_fail 64 "--watchdog-lease below 300ms" --watchdog-lease 299ms x -- $T
 expect_fail 64 "-E 256" -E 256 x -- $T
 expect_fail 64 "-E junk" -E 1x x -- $T
 expect_fail 64 "--lease 0" --lease 0 x -- $T
