@@ -67,8 +67,7 @@ static bool wanted(const char *name, const char *const *only, int n_only)
 static int parse(args *a, int argc, char **argv)
 {
     char err[256];
-    if (opt_set_defaults(specs, OPT_COUNT(specs), a, err, sizeof(err)) ||
-        opt_parse_args(specs, OPT_COUNT(specs), argc, argv, a, NULL, err, sizeof(err))) {
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, a, NULL, err, sizeof(err))) {
         fprintf(stderr, "dlock-bench: %s\n", err);
         usage(stderr);
         return 2;

@@ -229,9 +229,7 @@ static const opt_spec specs[] = {
 static int parse(bench *b, int argc, char **argv)
 {
     char err[256];
-    if (opt_set_defaults(specs, OPT_COUNT(specs), b, err, sizeof(err)) ||
-        opt_load_env(specs, OPT_COUNT(specs), b, err, sizeof(err)) ||
-        opt_parse_args(specs, OPT_COUNT(specs), argc, argv, b, NULL, err, sizeof(err))) {
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, b, NULL, err, sizeof(err))) {
         fprintf(stderr, "persist-bench: %s (see --help)\n", err);
         return 2;
     }

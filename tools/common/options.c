@@ -246,6 +246,13 @@ int opt_parse_args(const opt_spec *specs, size_t n, int argc, char **argv, void 
     return 0;
 }
 
+int opt_load(const opt_spec *specs, size_t n, int argc, char **argv, void *base, opt_operand_fn operand,
+             char *err, size_t errlen)
+{
+    if (opt_set_defaults(specs, n, base, err, errlen) || opt_load_env(specs, n, base, err, errlen)) return -1;
+    return opt_parse_args(specs, n, argc, argv, base, operand, err, errlen);
+}
+
 void opt_print_help(FILE *f, const opt_spec *specs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

@@ -104,6 +104,11 @@ typedef int (*opt_operand_fn)(void *base, const char *arg, char *err, size_t err
 int opt_parse_args(const opt_spec *specs, size_t n, int argc, char **argv, void *base,
                    opt_operand_fn operand, char *err, size_t errlen);
 
+/* The usual order in one call: defaults < environment < argv (as
+ * opt_set_defaults, opt_load_env, opt_parse_args). 0, or -1 with err filled. */
+int opt_load(const opt_spec *specs, size_t n, int argc, char **argv, void *base, opt_operand_fn operand,
+             char *err, size_t errlen);
+
 /* Prints one line (or more) per spec: "  --name ARG   help", aligned. */
 void opt_print_help(FILE *f, const opt_spec *specs, size_t n);
 

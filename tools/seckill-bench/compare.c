@@ -605,8 +605,7 @@ static void usage(FILE *f)
 static int parse(cmp_opts *o, int argc, char **argv)
 {
     char err[256];
-    if (opt_set_defaults(specs, OPT_COUNT(specs), o, err, sizeof(err)) ||
-        opt_parse_args(specs, OPT_COUNT(specs), argc, argv, o, NULL, err, sizeof(err))) {
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, o, NULL, err, sizeof(err))) {
         fprintf(stderr, "seckill-bench: %s (see --mode compare --help)\n", err);
         return -1;
     }

@@ -511,9 +511,7 @@ static void usage(FILE *f)
 static int parse_args(bench *b, int argc, char **argv)
 {
     char err[256];
-    if (opt_set_defaults(specs, OPT_COUNT(specs), b, err, sizeof(err)) ||
-        opt_load_env(specs, OPT_COUNT(specs), b, err, sizeof(err)) ||
-        opt_parse_args(specs, OPT_COUNT(specs), argc, argv, b, NULL, err, sizeof(err))) {
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, b, NULL, err, sizeof(err))) {
         fprintf(stderr, "seckill-bench: %s (see --help)\n", err);
         return -1;
     }

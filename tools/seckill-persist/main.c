@@ -86,9 +86,7 @@ static int parse(args *a, int argc, char **argv)
 {
     char err[256];
     sk_persist_opts_init(&a->o);
-    if (opt_set_defaults(specs, OPT_COUNT(specs), a, err, sizeof(err)) ||
-        opt_load_env(specs, OPT_COUNT(specs), a, err, sizeof(err)) ||
-        opt_parse_args(specs, OPT_COUNT(specs), argc, argv, a, NULL, err, sizeof(err))) {
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, a, NULL, err, sizeof(err))) {
         fprintf(stderr, "seckill-persist: %s (see --help)\n", err);
         return 2;
     }

@@ -354,9 +354,7 @@ static const opt_spec specs[] = {
 static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
 {
     char err[256];
-    if (opt_set_defaults(specs, OPT_COUNT(specs), c, err, sizeof(err)) ||
-        opt_load_env(specs, OPT_COUNT(specs), c, err, sizeof(err)) ||
-        opt_parse_args(specs, OPT_COUNT(specs), argc, argv, c, add_operand, err, sizeof(err))) {
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, c, add_operand, err, sizeof(err))) {
         fprintf(stderr, "seckill: %s (see --help)\n", err);
         return 2;
     }

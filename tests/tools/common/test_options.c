@@ -161,9 +161,7 @@ static int parse(cfg *c, int argc, char **argv)
 {
     memset(c, 0, sizeof(*c));
     err[0] = '\0';
-    if (opt_set_defaults(specs, NSPECS, c, err, sizeof(err))) return -1;
-    if (opt_load_env(specs, NSPECS, c, err, sizeof(err))) return -1;
-    return opt_parse_args(specs, NSPECS, argc, argv, c, add_op, err, sizeof(err));
+    return opt_load(specs, NSPECS, argc, argv, c, add_op, err, sizeof(err));
 }
 
 static void test_table_parses_long_short_equals_flags_and_operands(void **state)
