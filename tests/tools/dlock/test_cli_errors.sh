@@ -88,4 +88,11 @@ expect_fail 64 "2000-byte NAME" --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_POR
 run_rc "$DLOCK_BIN" --help > "$T_DIR/out"
 expect_eq "$RC" 0 "--help exits 0"
 expect_match "$(cat "$T_DIR/out")" "Usage:" "--help prints usage"
+# --help names every long option dlock accepts (the table in tools/dlock/options.c).
+opts=$(grep -o '{"[a-z-]*", [a-z_]*_argument' "$DLOCK_SOURCE_DIR/tools/dlock/options.c" | sed 's/{"\([a-z-]*\)".*/\1/')
+[ -n "$opts" ] || fail "no options found in tools/dlock/options.c"
+for opt in $opts; do
+    grep -q -- "--$opt" "$T_DIR/out" || fail "--help does not list --$opt"
+done
+pass "--help lists every option"
 expect_eq "$("$DLOCK_BIN" --version)" "dlock 0.1.0" "--version"
