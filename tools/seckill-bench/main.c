@@ -449,7 +449,7 @@ static int open_orders_out(void *base, const char *v, char *err, size_t errlen)
 }
 
 #define OFF(f) offsetof(bench, f)
-#define MAX_S_MS 10000000000LL /* 1e7 seconds */
+#define MAX_S_MS (30LL * 24 * 3600 * 1000) /* 720h */
 
 static const opt_spec specs[] = {
     {.name = "url", .type = OPT_CALL, .call = add_target, .arg = "http://HOST:PORT",
