@@ -27,7 +27,9 @@ int opt_parse_int(const char *name, const char *s, int64_t lo, int64_t hi, int64
 {
     char *end = NULL;
     errno = 0;
-    long long v = s && *s && *s != ' ' && *s != '+' ? strtoll(s, &end, 10) : 0;
+    /* strtoll alone would also take leading spaces and a '+' */
+    bool plain = s && ((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9'));
+    long long v = plain ? strtoll(s, &end, 10) : 0;
     if (!s || !end || end == s || *end || errno || v < lo || v > hi)
         return fail(err, errlen, "invalid %s '%s': expected an integer from %lld to %lld", name,
                     s ? s : "", (long long)lo, (long long)hi);
@@ -263,7 +265,7 @@ void opt_print_help(FILE *f, const opt_spec *specs, size_t n)
         if (strlen(left) > 24) fprintf(f, "  %s\n  %-24s ", left, "");
         else fprintf(f, "  %-24s ", left);
         /* continuation lines of the help text line up under its first */
-        for (const char *h = s->help; *h; h++) {
+        for (const char *h = s->help ? s->help : ""; *h; h++) {
             fputc(*h, f);
             if (*h == '\n') fprintf(f, "  %-24s ", "");
         }

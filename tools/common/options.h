@@ -4,8 +4,9 @@
  * option list of --help, so help and parsing cannot drift apart.
  * Nothing here prints or exits: every error is one message written into the
  * caller's buffer (naming the option and what it accepts), and the caller
- * prints it with its program name. Not thread-safe (parsing is done once,
- * at start-up, by main).
+ * prints it with its program name. Thread-safety: the parsers are
+ * reentrant; opt_load_env / opt_load read the environment, so programs
+ * call them from main before starting threads.
  *
  * Durations: a decimal number (digits, optionally one '.' and more digits)
  * followed by a unit, `ms`, `s`, `m` or `h`: `250ms`, `1.5s`, `30s`, `2m`,

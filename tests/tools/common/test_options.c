@@ -38,7 +38,7 @@ static void test_integers_take_the_whole_string_in_range(void **state)
     assert_int_equal(v, -5);
     assert_int_equal(opt_parse_int("--batch", "100", 1, 100, &v, err, sizeof(err)), 0);
     assert_int_equal(v, 100);
-    const char *bad[] = {"", "4x", " 4", "4 ", "+4", "0x10", "1.5", "101", "0", "-1", "99999999999999999999",
+    const char *bad[] = {"", "4x", " 4", "\t4", "4 ", "+4", "-", "--4", "0x10", "1.5", "101", "0", "-1", "99999999999999999999",
                          "-99999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         v = 7;
