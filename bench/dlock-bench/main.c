@@ -23,12 +23,7 @@ typedef struct args {
 static int add_scenario(void *base, const char *v, char *err, size_t errlen)
 {
     args *a = base;
-    if (a->n_only == 32) {
-        snprintf(err, errlen, "at most 32 --scenario options");
-        return -1;
-    }
-    a->only[a->n_only++] = v;
-    return 0;
+    return opt_append(a->only, &a->n_only, 32, v, "at most 32 --scenario options", err, errlen);
 }
 
 static const opt_spec specs[] = {

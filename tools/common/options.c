@@ -57,6 +57,14 @@ static int parse_decimal(const char *s, double *v_out, const char **end_out)
     return 0;
 }
 
+int opt_append(const char **list, int *n, int max, const char *v, const char *full_msg, char *err,
+               size_t errlen)
+{
+    if (*n >= max) return fail(err, errlen, "%s", full_msg);
+    list[(*n)++] = v;
+    return 0;
+}
+
 void opt_format_duration(int64_t ms, char *out, size_t outlen)
 {
     static const struct { int64_t ms; const char *suffix; } units[] = {

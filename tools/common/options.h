@@ -47,6 +47,11 @@ int opt_parse_duration(const char *name, const char *s, opt_unit bare, int64_t l
 int opt_parse_number(const char *name, const char *s, double lo, double hi, double *out, char *err,
                      size_t errlen);
 
+/* Appends v to list (n entries, room for max). 0, or -1 with err set to
+ * full_msg when the list is full. For repeated options and operands. */
+int opt_append(const char **list, int *n, int max, const char *v, const char *full_msg, char *err,
+               size_t errlen);
+
 /* Writes ms as the shortest exact duration: "0", "250ms", "30s", "2m", "1h". */
 void opt_format_duration(int64_t ms, char *out, size_t outlen);
 

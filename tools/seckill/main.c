@@ -326,12 +326,7 @@ static const struct command {
 static int add_operand(void *base, const char *arg, char *err, size_t errlen)
 {
     cli *c = base;
-    if (c->npos == 4) {
-        snprintf(err, errlen, "too many arguments");
-        return -1;
-    }
-    c->pos[c->npos++] = arg;
-    return 0;
+    return opt_append(c->pos, &c->npos, 4, arg, "too many arguments", err, errlen);
 }
 
 #define MAX_MS (30LL * 24 * 3600 * 1000)

@@ -133,12 +133,7 @@ typedef struct cfg {
 static int add_op(void *base, const char *arg, char *e, size_t elen)
 {
     cfg *c = base;
-    if (c->nops == 4) {
-        snprintf(e, elen, "too many arguments");
-        return -1;
-    }
-    c->operands[c->nops++] = arg;
-    return 0;
+    return opt_append(c->operands, &c->nops, 4, arg, "too many arguments", e, elen);
 }
 
 static const opt_spec specs[] = {
