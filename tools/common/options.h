@@ -25,6 +25,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The longest duration any program accepts: 30 days (720h). */
+#define OPT_MAX_MS (30LL * 24 * 3600 * 1000)
+
 /* Unit of a bare number in a duration. */
 typedef enum opt_unit {
     OPT_UNIT_MS = 1,

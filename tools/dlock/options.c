@@ -13,9 +13,6 @@
 #include "cli.h"
 #include "options.h"
 
-/* Longest duration any option accepts: 30 days, far below int64 ms. */
-#define CLI_MAX_MS (30LL * 24 * 3600 * 1000)
-
 enum {
     OPT_LEASE = 256,
     OPT_WATCHDOG_LEASE,
@@ -155,14 +152,14 @@ static const struct {
     int code;
     opt_spec spec;
 } valued[] = {
-    {'w', {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = CLI_MAX_MS, .unit = OPT_UNIT_S}},
+    {'w', {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}},
     {'E', {.name = "conflict-exit-code", .type = OPT_INT, .off = OFF(conflict_code), .lo = 0, .hi = 255}},
-    {OPT_LEASE, {.name = "lease", .type = OPT_DURATION, .off = OFF(lease_ms), .lo = 1, .hi = CLI_MAX_MS,
+    {OPT_LEASE, {.name = "lease", .type = OPT_DURATION, .off = OFF(lease_ms), .lo = 1, .hi = OPT_MAX_MS,
                  .unit = OPT_UNIT_S}},
     {OPT_WATCHDOG_LEASE, {.name = "watchdog-lease", .type = OPT_DURATION, .off = OFF(watchdog_ms), .lo = 300,
-                          .hi = CLI_MAX_MS, .unit = OPT_UNIT_S}},
+                          .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}},
     {OPT_KILL_GRACE, {.name = "kill-grace", .type = OPT_DURATION, .off = OFF(kill_grace_ms), .lo = 0,
-                      .hi = CLI_MAX_MS, .unit = OPT_UNIT_S}},
+                      .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}},
     {OPT_SEMAPHORE, {.name = "semaphore", .type = OPT_INT, .off = OFF(permits), .lo = 1, .hi = 1000000}},
 };
 

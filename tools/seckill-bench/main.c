@@ -449,7 +449,6 @@ static int open_orders_out(void *base, const char *v, char *err, size_t errlen)
 }
 
 #define OFF(f) offsetof(bench, f)
-#define MAX_S_MS (30LL * 24 * 3600 * 1000) /* 720h */
 
 static const opt_spec specs[] = {
     {.name = "url", .type = OPT_CALL, .call = add_target, .arg = "http://HOST:PORT",
@@ -486,9 +485,9 @@ static const opt_spec specs[] = {
      .help = "open loop at R requests/s (default: closed loop)"},
     {.name = "retries", .type = OPT_INT, .off = OFF(retries), .lo = 0, .hi = 100, .arg = "N",
      .help = "resend a request whose connection failed (same\nIdempotency-Key) up to N times on another connection"},
-    {.name = "duration", .type = OPT_SECONDS, .off = OFF(duration), .lo = 0, .hi = MAX_S_MS, .unit = OPT_UNIT_S,
+    {.name = "duration", .type = OPT_SECONDS, .off = OFF(duration), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
      .arg = "DUR", .def = "5", .help = "buy/ping modes: how long (default 5s; a bare number is seconds)"},
-    {.name = "warmup", .type = OPT_SECONDS, .off = OFF(warmup), .lo = 0, .hi = MAX_S_MS, .unit = OPT_UNIT_S,
+    {.name = "warmup", .type = OPT_SECONDS, .off = OFF(warmup), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
      .arg = "DUR", .help = "buy/ping modes: time not recorded (default 0)"},
     {.name = "csv", .type = OPT_FLAG, .off = OFF(csv), .help = "machine-readable output: CSV"},
     {.name = "json", .type = OPT_FLAG, .off = OFF(json), .help = "machine-readable output: JSON"},

@@ -16,8 +16,6 @@
 #include "persist.h"
 #include "sk_err.h"
 
-#define MAX_MS (30LL * 24 * 3600 * 1000)
-
 typedef struct args {
     sk_persist_opts o;
     bool help, version, quiet;
@@ -38,14 +36,14 @@ static const opt_spec specs[] = {
      .help = "entries per transaction (default 1000)"},
     {.name = "block", .type = OPT_DURATION, .off = OFF(o.block_ms), .lo = 0, .hi = 60000, .unit = OPT_UNIT_MS,
      .arg = "DUR", .help = "XREADGROUP BLOCK, at most 60s (default 500ms)"},
-    {.name = "claim-idle", .type = OPT_DURATION, .off = OFF(o.claim_idle_ms), .lo = 1, .hi = MAX_MS,
+    {.name = "claim-idle", .type = OPT_DURATION, .off = OFF(o.claim_idle_ms), .lo = 1, .hi = OPT_MAX_MS,
      .unit = OPT_UNIT_MS, .arg = "DUR", .help = "reclaim entries idle this long on other consumers (default 30s)"},
     {.name = "max-deliveries", .type = OPT_INT, .off = OFF(o.max_deliveries), .lo = 1, .hi = 1000, .arg = "N",
      .help = "then move the entry to {c:<id>}:orders:dead (default 5)"},
-    {.name = "pay-timeout", .type = OPT_DURATION, .off = OFF(o.pay_timeout_ms), .lo = 0, .hi = MAX_MS,
+    {.name = "pay-timeout", .type = OPT_DURATION, .off = OFF(o.pay_timeout_ms), .lo = 0, .hi = OPT_MAX_MS,
      .unit = OPT_UNIT_MS, .arg = "DUR", .env = "SECKILL_PAY_TIMEOUT",
      .help = "cancel unpaid orders after DUR; 0 = never\n(env SECKILL_PAY_TIMEOUT; default 15m)"},
-    {.name = "sweep-interval", .type = OPT_DURATION, .off = OFF(o.sweep_interval_ms), .lo = 0, .hi = MAX_MS,
+    {.name = "sweep-interval", .type = OPT_DURATION, .off = OFF(o.sweep_interval_ms), .lo = 0, .hi = OPT_MAX_MS,
      .unit = OPT_UNIT_MS, .arg = "DUR", .help = "how often to look for unpaid orders (default 1s)"},
     {.name = "drain", .type = OPT_FLAG, .off = OFF(o.drain), .help = "exit 0 once every stream is drained"},
     {.name = "quiet", .type = OPT_FLAG, .off = OFF(quiet), .help = "no log lines"},

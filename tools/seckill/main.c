@@ -329,7 +329,6 @@ static int add_operand(void *base, const char *arg, char *err, size_t errlen)
     return opt_append(c->pos, &c->npos, 4, arg, "too many arguments", err, errlen);
 }
 
-#define MAX_MS (30LL * 24 * 3600 * 1000)
 #define OFF(f) offsetof(cli, f)
 
 static const opt_spec specs[] = {
@@ -338,7 +337,7 @@ static const opt_spec specs[] = {
     {.name = "database-url", .type = OPT_STR, .off = OFF(database_url), .env = "DATABASE_URL"},
     {.name = "campaign", .type = OPT_STR, .off = OFF(campaign)},
     {.name = "reason", .type = OPT_STR, .off = OFF(reason)},
-    {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = MAX_MS, .unit = OPT_UNIT_MS},
+    {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS},
     {.name = "json", .type = OPT_FLAG, .off = OFF(json)},
     {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help)},
     {.name = "version", .type = OPT_FLAG, .off = OFF(version)},

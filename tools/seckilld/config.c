@@ -14,12 +14,11 @@
 
 #define OFF(f) offsetof(seckilld_config, f)
 #define BIG 1000000000LL
-#define MAX_MS (30LL * 24 * 3600 * 1000)
 #define STR(n, e, d, f, h) {.name = n, .type = OPT_STRDUP, .off = OFF(f), .env = e, .def = d, .help = h}
 #define BOOL(n, e, d, f, h) {.name = n, .type = OPT_BOOL, .off = OFF(f), .env = e, .def = d, .help = h}
 #define INT(n, e, d, f, l, u, h) {.name = n, .type = OPT_INT, .off = OFF(f), .lo = l, .hi = u, .env = e, .def = d, .help = h}
 #define I64(n, e, d, f, l, u, h) {.name = n, .type = OPT_I64, .off = OFF(f), .lo = l, .hi = u, .env = e, .def = d, .help = h}
-#define MS(n, e, d, f, h) {.name = n, .type = OPT_DURATION, .off = OFF(f), .lo = 0, .hi = MAX_MS, .unit = OPT_UNIT_MS, .env = e, .def = d, .help = h}
+#define MS(n, e, d, f, h) {.name = n, .type = OPT_DURATION, .off = OFF(f), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS, .env = e, .def = d, .help = h}
 
 /* A row with an environment variable is a setting (flag, file key, env);
  * the others (--config, --check-config, --help, --version) are flags only. */
