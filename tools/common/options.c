@@ -163,7 +163,8 @@ static int set_as(const opt_spec *spec, const char *name, void *base, const char
         *(double *)p = (double)v / 1000.0;
         return 0;
     case OPT_NUMBER: return opt_parse_number(name, value, (double)spec->lo, (double)spec->hi, p, err, errlen);
-    case OPT_CALL: return spec->call(base, value, err, errlen);
+    case OPT_CALL:
+    case OPT_TRIGGER: return spec->call(base, value, err, errlen);
     }
     return fail(err, errlen, "%s: unknown option type", name);
 }
@@ -205,21 +206,20 @@ static const opt_spec *find_short(const opt_spec *specs, size_t n, char c)
     return NULL;
 }
 
-/* One option at argv[*i] (already known to start with '-'); advances *i
- * past a separate value. */
-static int parse_one(const opt_spec *specs, size_t n, int argc, char **argv, int *i, void *base, char *err,
-                     size_t errlen)
+static bool takes_value(const opt_spec *s)
 {
-    const char *a = argv[*i], *eq = NULL;
-    const opt_spec *s = NULL;
-    if (a[1] == '-') {
-        eq = strchr(a + 2, '=');
-        s = opt_find(specs, n, a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2));
-    } else if (a[2] == '\0') {
-        s = find_short(specs, n, a[1]);
-    }
+    return s->type != OPT_FLAG && s->type != OPT_TRIGGER;
+}
+
+/* "--name", "--name=value" or "--name value" at argv[*i]; advances *i past
+ * a separate value. */
+static int parse_long(const opt_spec *specs, size_t n, int argc, char **argv, int *i, void *base, char *err,
+                      size_t errlen)
+{
+    const char *a = argv[*i], *eq = strchr(a + 2, '=');
+    const opt_spec *s = opt_find(specs, n, a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2));
     if (!s) return fail(err, errlen, "unknown option '%.*s'", eq ? (int)(eq - a) : (int)strlen(a), a);
-    if (s->type == OPT_FLAG) {
+    if (!takes_value(s)) {
         if (eq) return fail(err, errlen, "option '--%s' takes no value", s->name);
         return opt_set(s, base, NULL, err, errlen);
     }
@@ -233,27 +233,56 @@ static int parse_one(const opt_spec *specs, size_t n, int argc, char **argv, int
     return opt_set(s, base, val, err, errlen);
 }
 
-int opt_parse_args(const opt_spec *specs, size_t n, int argc, char **argv, void *base,
-                   opt_operand_fn operand, char *err, size_t errlen)
+/* Short options at argv[*i], clustered as getopt allows: "-nv" is -n -v,
+ * "-w5" and "-w 5" give -w the value 5. */
+static int parse_short(const opt_spec *specs, size_t n, int argc, char **argv, int *i, void *base, char *err,
+                       size_t errlen)
+{
+    for (const char *p = argv[*i] + 1; *p; p++) {
+        const opt_spec *s = find_short(specs, n, *p);
+        if (!s) return fail(err, errlen, "unknown option '-%c'", *p);
+        if (!takes_value(s)) {
+            if (opt_set(s, base, NULL, err, errlen)) return -1;
+            continue;
+        }
+        const char *val = p[1] ? p + 1 : NULL;
+        if (!val) {
+            if (*i + 1 >= argc) return fail(err, errlen, "option '-%c' needs a value", *p);
+            val = argv[++*i];
+        }
+        return opt_set(s, base, val, err, errlen);
+    }
+    return 0;
+}
+
+int opt_parse_from(const opt_spec *specs, size_t n, int argc, char **argv, int first, bool stop_at_operand,
+                   void *base, opt_operand_fn operand, int *next_out, char *err, size_t errlen)
 {
     bool only_operands = false;
-    for (int i = 1; i < argc; i++) {
+    int i = first;
+    for (; i < argc; i++) {
         const char *a = argv[i];
         int rc;
         if (!only_operands && strcmp(a, "--") == 0) {
             only_operands = true;
             continue;
         }
-        if (!only_operands && a[0] == '-' && a[1] != '\0') {
-            rc = parse_one(specs, n, argc, argv, &i, base, err, errlen);
-        } else if (operand) {
-            rc = operand(base, a, err, errlen);
-        } else {
-            rc = fail(err, errlen, "unexpected argument '%s'", a);
-        }
+        bool is_opt = !only_operands && a[0] == '-' && a[1] != '\0';
+        if (!is_opt && stop_at_operand) break;
+        if (is_opt) rc = a[1] == '-' ? parse_long(specs, n, argc, argv, &i, base, err, errlen)
+                                     : parse_short(specs, n, argc, argv, &i, base, err, errlen);
+        else if (operand) rc = operand(base, a, err, errlen);
+        else rc = fail(err, errlen, "unexpected argument '%s'", a);
         if (rc) return rc;
     }
+    if (next_out) *next_out = i;
     return 0;
+}
+
+int opt_parse_args(const opt_spec *specs, size_t n, int argc, char **argv, void *base,
+                   opt_operand_fn operand, char *err, size_t errlen)
+{
+    return opt_parse_from(specs, n, argc, argv, 1, false, base, operand, NULL, err, errlen);
 }
 
 int opt_load(const opt_spec *specs, size_t n, int argc, char **argv, void *base, opt_operand_fn operand,

@@ -71,6 +71,7 @@ typedef enum opt_type {
     OPT_NUMBER,   /* double in [lo, hi] (lo/hi taken as whole numbers) */
     OPT_SECONDS,  /* double seconds from a duration in [lo, hi] ms */
     OPT_CALL,     /* call(base, value, err, errlen) does the work */
+    OPT_TRIGGER,  /* no value: call(base, NULL, err, errlen), in argument order */
 } opt_type;
 
 typedef struct opt_spec {
@@ -80,7 +81,7 @@ typedef struct opt_spec {
     size_t off;        /* offset of the field in the caller's struct */
     int64_t lo, hi;    /* OPT_INT / OPT_I64 / OPT_NUMBER range; OPT_DURATION, OPT_SECONDS in ms */
     opt_unit unit;     /* OPT_DURATION / OPT_SECONDS: unit of a bare number */
-    int (*call)(void *base, const char *value, char *err, size_t errlen); /* OPT_CALL: 0 or -1 */
+    int (*call)(void *base, const char *value, char *err, size_t errlen); /* OPT_CALL, OPT_TRIGGER: 0 or -1 */
     const char *arg;   /* value placeholder in --help ("N", "URL"); NULL for flags */
     const char *help;  /* --help text; a '\n' starts an aligned continuation line */
     const char *env;   /* environment variable read by opt_load_env, or NULL */
@@ -106,12 +107,20 @@ const opt_spec *opt_find(const opt_spec *specs, size_t n, const char *name, size
 typedef int (*opt_operand_fn)(void *base, const char *arg, char *err, size_t errlen);
 
 /* Parses argv[1..argc) against specs into base: `--name value`,
- * `--name=value`, `-x value` for a short name, flags alone (OPT_BOOL may
- * also be given alone: true). Operands go to operand (NULL: refused).
+ * `--name=value`, flags alone (OPT_BOOL may also be given alone: true),
+ * short names as getopt takes them (`-x value`, `-xvalue`, `-ab` for two
+ * flags). "--" ends the options. Operands go to operand (NULL: refused).
  * Returns 0, or -1 with one message in err ("unknown option '--x'",
  * "option '--x' needs a value", or the value's own message). */
 int opt_parse_args(const opt_spec *specs, size_t n, int argc, char **argv, void *base,
                    opt_operand_fn operand, char *err, size_t errlen);
+
+/* opt_parse_args from argv[first]; with stop_at_operand, stops at the first
+ * operand (after "--" too) and writes its index (argc when none) to
+ * *next_out (may be NULL): for programs whose operands start a command line
+ * of their own (dlock NAME -- COMMAND). */
+int opt_parse_from(const opt_spec *specs, size_t n, int argc, char **argv, int first, bool stop_at_operand,
+                   void *base, opt_operand_fn operand, int *next_out, char *err, size_t errlen);
 
 /* The usual order in one call: defaults < environment < argv (as
  * opt_set_defaults, opt_load_env, opt_parse_args). 0, or -1 with err filled. */

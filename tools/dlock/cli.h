@@ -65,6 +65,7 @@ typedef struct cli_options {
     bool verbose;
     bool json;              /* status --json */
     bool force;             /* release --force */
+    bool help, version;     /* --help, --version (--help wins) */
     const char *shell_cmd;  /* -c STRING: run via /bin/sh -c */
     char **cmd;             /* COMMAND [ARGS...], NULL-terminated (points into argv) */
 } cli_options;

@@ -3,7 +3,6 @@
  * more than one error line (plus a hint); every bad input is
  * CLI_EXIT_USAGE and changes nothing.
  */
-#include <getopt.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -12,48 +11,6 @@
 
 #include "cli.h"
 #include "options.h"
-
-enum {
-    OPT_LEASE = 256,
-    OPT_WATCHDOG_LEASE,
-    OPT_URL,
-    OPT_PREFIX,
-    OPT_REENTRANT,
-    OPT_FAIR,
-    OPT_READ,
-    OPT_WRITE,
-    OPT_SEMAPHORE,
-    OPT_KILL_GRACE,
-    OPT_ON_LOST,
-    OPT_JSON,
-    OPT_FORCE,
-};
-
-static const struct option long_opts[] = {
-    {"wait", required_argument, NULL, 'w'},
-    {"timeout", required_argument, NULL, 'w'}, /* flock(1) spells it both ways */
-    {"nonblock", no_argument, NULL, 'n'},
-    {"nb", no_argument, NULL, 'n'},
-    {"conflict-exit-code", required_argument, NULL, 'E'},
-    {"command", required_argument, NULL, 'c'},
-    {"lease", required_argument, NULL, OPT_LEASE},
-    {"watchdog-lease", required_argument, NULL, OPT_WATCHDOG_LEASE},
-    {"url", required_argument, NULL, OPT_URL},
-    {"prefix", required_argument, NULL, OPT_PREFIX},
-    {"reentrant", no_argument, NULL, OPT_REENTRANT},
-    {"fair", no_argument, NULL, OPT_FAIR},
-    {"read", no_argument, NULL, OPT_READ},
-    {"write", no_argument, NULL, OPT_WRITE},
-    {"semaphore", required_argument, NULL, OPT_SEMAPHORE},
-    {"kill-grace", required_argument, NULL, OPT_KILL_GRACE},
-    {"on-lost", required_argument, NULL, OPT_ON_LOST},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
-};
 
 static void vsay(const char *fmt, va_list ap)
 {
@@ -134,103 +91,124 @@ static int usage_error(const char *fmt, ...)
     return CLI_EXIT_USAGE;
 }
 
-static int set_kind(cli_options *o, cli_kind k, const char *opt, bool *kind_set)
+/* The parse in progress: the options and whether a kind option was seen. */
+typedef struct parse_state {
+    cli_options o;
+    bool kind_set;
+} parse_state;
+
+static int set_kind(void *base, cli_kind k, const char *opt, char *err, size_t errlen)
 {
-    if (*kind_set && o->kind != k)
-        return usage_error("%s conflicts with another lock kind option "
-                           "(--reentrant, --fair, --read, --write, --semaphore)", opt);
-    o->kind = k;
-    *kind_set = true;
+    parse_state *ps = base;
+    if (ps->kind_set && ps->o.kind != k) {
+        snprintf(err, errlen, "%s conflicts with another lock kind option "
+                              "(--reentrant, --fair, --read, --write, --semaphore)", opt);
+        return -1;
+    }
+    ps->o.kind = k;
+    ps->kind_set = true;
     return 0;
 }
 
-#define OFF(f) offsetof(cli_options, f)
+static int on_reentrant(void *b, const char *v, char *e, size_t n)
+{
+    (void)v;
+    return set_kind(b, CLI_KIND_REENTRANT, "--reentrant", e, n);
+}
 
-/* The options with a number or duration value, by getopt code: parsed by
- * the shared options module (bare durations are seconds, as always). */
-static const struct {
-    int code;
-    opt_spec spec;
-} valued[] = {
-    {'w', {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}},
-    {'E', {.name = "conflict-exit-code", .type = OPT_INT, .off = OFF(conflict_code), .lo = 0, .hi = 255}},
-    {OPT_LEASE, {.name = "lease", .type = OPT_DURATION, .off = OFF(lease_ms), .lo = 1, .hi = OPT_MAX_MS,
-                 .unit = OPT_UNIT_S}},
-    {OPT_WATCHDOG_LEASE, {.name = "watchdog-lease", .type = OPT_DURATION, .off = OFF(watchdog_ms), .lo = 300,
-                          .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}},
-    {OPT_KILL_GRACE, {.name = "kill-grace", .type = OPT_DURATION, .off = OFF(kill_grace_ms), .lo = 0,
-                      .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}},
-    {OPT_SEMAPHORE, {.name = "semaphore", .type = OPT_INT, .off = OFF(permits), .lo = 1, .hi = 1000000}},
+static int on_fair(void *b, const char *v, char *e, size_t n)
+{
+    (void)v;
+    return set_kind(b, CLI_KIND_FAIR, "--fair", e, n);
+}
+
+static int on_read(void *b, const char *v, char *e, size_t n)
+{
+    (void)v;
+    return set_kind(b, CLI_KIND_READ, "--read", e, n);
+}
+
+static int on_write(void *b, const char *v, char *e, size_t n)
+{
+    (void)v;
+    return set_kind(b, CLI_KIND_WRITE, "--write", e, n);
+}
+
+static int on_semaphore(void *b, const char *v, char *e, size_t n)
+{
+    int64_t permits = 0;
+    if (opt_parse_int("--semaphore", v, 1, 1000000, &permits, e, n) != 0) return -1;
+    ((parse_state *)b)->o.permits = (int)permits;
+    return set_kind(b, CLI_KIND_SEMAPHORE, "--semaphore", e, n);
+}
+
+/* -n: the same as -w 0; the last of -n and -w wins. */
+static int on_nonblock(void *b, const char *v, char *e, size_t n)
+{
+    (void)v;
+    (void)e;
+    (void)n;
+    ((parse_state *)b)->o.wait_ms = 0;
+    return 0;
+}
+
+static int on_lost(void *b, const char *v, char *e, size_t n)
+{
+    static const struct { const char *name; cli_on_lost v; } modes[] = {
+        {"term", CLI_ON_LOST_TERM}, {"kill", CLI_ON_LOST_KILL}, {"ignore", CLI_ON_LOST_IGNORE}};
+    for (size_t i = 0; i < OPT_COUNT(modes); i++)
+        if (strcmp(v, modes[i].name) == 0) {
+            ((parse_state *)b)->o.on_lost = modes[i].v;
+            return 0;
+        }
+    snprintf(e, n, "invalid --on-lost '%s': expected term, kill or ignore", v);
+    return -1;
+}
+
+#define OFF(f) offsetof(parse_state, o.f)
+#define DUR(n, f, lo_ms) {.name = n, .type = OPT_DURATION, .off = OFF(f), .lo = lo_ms, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}
+#define FLAG(n, s, f) {.name = n, .short_name = s, .type = OPT_FLAG, .off = OFF(f)}
+#define TRIGGER(n, s, fn) {.name = n, .short_name = s, .type = OPT_TRIGGER, .call = fn}
+
+/* Every option (cli_print_usage documents each; a test checks it). Bare
+ * durations are seconds, as they always were. */
+static const opt_spec specs[] = {
+    {.name = "wait", .short_name = 'w', .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS,
+     .unit = OPT_UNIT_S},
+    DUR("timeout", wait_ms, 0), /* flock(1) spells it both ways */
+    TRIGGER("nonblock", 'n', on_nonblock),
+    TRIGGER("nb", 0, on_nonblock),
+    {.name = "conflict-exit-code", .short_name = 'E', .type = OPT_INT, .off = OFF(conflict_code), .lo = 0,
+     .hi = 255},
+    {.name = "command", .short_name = 'c', .type = OPT_STR, .off = OFF(shell_cmd)},
+    DUR("lease", lease_ms, 1),
+    DUR("watchdog-lease", watchdog_ms, 300),
+    DUR("kill-grace", kill_grace_ms, 0),
+    {.name = "url", .type = OPT_STR, .off = OFF(url)},
+    {.name = "prefix", .type = OPT_STR, .off = OFF(prefix)},
+    TRIGGER("reentrant", 0, on_reentrant),
+    TRIGGER("fair", 0, on_fair),
+    TRIGGER("read", 0, on_read),
+    TRIGGER("write", 0, on_write),
+    {.name = "semaphore", .type = OPT_CALL, .call = on_semaphore},
+    {.name = "on-lost", .type = OPT_CALL, .call = on_lost},
+    FLAG("json", 0, json),
+    FLAG("force", 0, force),
+    FLAG("verbose", 'v', verbose),
+    FLAG("help", 'h', help),
+    FLAG("version", 'V', version),
 };
 
-/* Parses a valued option into o; 1 when c is not one of them. */
-static int apply_valued(cli_options *o, int c, const char *arg)
+/* The subcommands' one operand: NAME. */
+static int sub_operand(void *base, const char *arg, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < OPT_COUNT(valued); i++) {
-        if (valued[i].code != c) continue;
-        char err[256];
-        if (opt_set(&valued[i].spec, o, arg, err, sizeof(err)) != 0) return usage_error("%s", err);
-        return 0;
+    parse_state *ps = base;
+    if (ps->o.name) {
+        snprintf(err, errlen, "unexpected argument '%s'", arg);
+        return -1;
     }
-    return 1;
-}
-
-/* One option (getopt's c and optarg) into o. */
-static int apply_opt(cli_options *o, int c, const char *arg, bool *kind_set)
-{
-    int rc = apply_valued(o, c, arg);
-    if (rc == 0 && c == OPT_SEMAPHORE) return set_kind(o, CLI_KIND_SEMAPHORE, "--semaphore", kind_set);
-    if (rc != 1) return rc;
-    switch (c) {
-    case 'n': o->wait_ms = 0; return 0;
-    case 'c': o->shell_cmd = arg; return 0;
-    case OPT_URL: o->url = arg; return 0;
-    case OPT_PREFIX: o->prefix = arg; return 0;
-    case OPT_REENTRANT: return set_kind(o, CLI_KIND_REENTRANT, "--reentrant", kind_set);
-    case OPT_FAIR: return set_kind(o, CLI_KIND_FAIR, "--fair", kind_set);
-    case OPT_READ: return set_kind(o, CLI_KIND_READ, "--read", kind_set);
-    case OPT_WRITE: return set_kind(o, CLI_KIND_WRITE, "--write", kind_set);
-    case OPT_ON_LOST:
-        if (strcmp(arg, "term") == 0) o->on_lost = CLI_ON_LOST_TERM;
-        else if (strcmp(arg, "kill") == 0) o->on_lost = CLI_ON_LOST_KILL;
-        else if (strcmp(arg, "ignore") == 0) o->on_lost = CLI_ON_LOST_IGNORE;
-        else return usage_error("invalid --on-lost '%s': expected term, kill or ignore", arg);
-        return 0;
-    case OPT_JSON: o->json = true; return 0;
-    case OPT_FORCE: o->force = true; return 0;
-    case 'v': o->verbose = true; return 0;
-    case 'h': o->mode = CLI_MODE_HELP; return 0;
-    case 'V': o->mode = CLI_MODE_VERSION; return 0;
-    default: return usage_error("internal: unhandled option %d", c);
-    }
-}
-
-/* Runs getopt over argv from optind; stops at the first operand when
- * in_order (run mode: COMMAND's own options must stay COMMAND's). */
-static int parse_opts(int argc, char **argv, cli_options *o, bool in_order, bool *kind_set)
-{
-    const char *optstring = in_order ? "+:w:nE:c:vhV" : ":w:nE:c:vhV";
-    opterr = 0;
-    for (;;) {
-        int c = getopt_long(argc, argv, optstring, long_opts, NULL);
-        if (c == -1) return 0;
-        /* The argument getopt just looked at (after any permutation). */
-        int at = optind > 1 ? optind - 1 : 1;
-        const char *bad = argv[at < argc ? at : argc - 1];
-        /* optopt names a short option only when bad is "-x..." (a long
-         * option's optopt is its value, e.g. OPT_JSON for "--json=1"). */
-        bool short_opt = bad[0] == '-' && bad[1] != '-' && optopt > 0 && optopt < 128;
-        if (c == '?') {
-            if (short_opt) return usage_error("unknown option '-%c'", optopt);
-            return usage_error("unknown option or value '%s'", bad);
-        }
-        if (c == ':') {
-            if (short_opt) return usage_error("option '-%c' needs a value", optopt);
-            return usage_error("option '%s' needs a value", bad);
-        }
-        int rc = apply_opt(o, c, optarg, kind_set);
-        if (rc != 0) return rc;
-    }
+    ps->o.name = arg;
+    return 0;
 }
 
 static void defaults(cli_options *o)
@@ -285,27 +263,29 @@ static int parse_command(int argc, char **argv, int i, cli_options *o)
 
 int cli_parse(int argc, char **argv, cli_options *o)
 {
-    defaults(o);
-    bool kind_set = false;
-    optind = 1;
-    if (argc >= 2 && strcmp(argv[1], "status") == 0) o->mode = CLI_MODE_STATUS;
-    if (argc >= 2 && strcmp(argv[1], "release") == 0) o->mode = CLI_MODE_RELEASE;
-    bool sub = o->mode != CLI_MODE_RUN;
-    if (sub) optind = 2;
-    cli_mode sub_mode = o->mode;
-
-    int rc = parse_opts(argc, argv, o, !sub, &kind_set);
-    if (rc != 0) return rc;
-    if (o->mode == CLI_MODE_HELP || o->mode == CLI_MODE_VERSION) return 0;
-    o->mode = sub_mode;
-
-    if (optind >= argc) return usage_error("no lock NAME given");
-    o->name = argv[optind++];
-    if (sub) {
-        if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-    } else {
-        rc = parse_command(argc, argv, optind, o);
+    parse_state ps = {.kind_set = false};
+    defaults(&ps.o);
+    if (argc >= 2 && strcmp(argv[1], "status") == 0) ps.o.mode = CLI_MODE_STATUS;
+    if (argc >= 2 && strcmp(argv[1], "release") == 0) ps.o.mode = CLI_MODE_RELEASE;
+    bool sub = ps.o.mode != CLI_MODE_RUN;
+    /* run mode stops at NAME: COMMAND's own options must stay COMMAND's */
+    int next = argc;
+    char err[512];
+    if (opt_parse_from(specs, OPT_COUNT(specs), argc, argv, sub ? 2 : 1, !sub, &ps, sub ? sub_operand : NULL,
+                       &next, err, sizeof(err)) != 0)
+        return usage_error("%s", err);
+    *o = ps.o;
+    if (o->help || o->version) {
+        o->mode = o->help ? CLI_MODE_HELP : CLI_MODE_VERSION;
+        return 0;
+    }
+    if (!sub) {
+        if (next >= argc) return usage_error("no lock NAME given");
+        o->name = argv[next];
+        int rc = parse_command(argc, argv, next + 1, o);
         if (rc != 0) return rc;
+    } else if (!o->name) {
+        return usage_error("no lock NAME given");
     }
     return check_mode(o);
 }

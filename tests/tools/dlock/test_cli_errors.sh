@@ -20,6 +20,7 @@ T="touch $T_DIR/ran"
 expect_fail 64 "no arguments"
 expect_fail 64 "unknown option" --bogus x -- $T
 expect_fail 64 "unknown short option" -q x -- $T
+expect_fail 64 "unknown short option in a cluster" -nq x -- $T
 expect_fail 64 "missing COMMAND" x
 expect_fail 64 "missing COMMAND after --" x --
 expect_fail 64 "-w without value" -w
@@ -89,7 +90,7 @@ run_rc "$DLOCK_BIN" --help > "$T_DIR/out"
 expect_eq "$RC" 0 "--help exits 0"
 expect_match "$(cat "$T_DIR/out")" "Usage:" "--help prints usage"
 # --help names every long option dlock accepts (the table in tools/dlock/options.c).
-opts=$(grep -o '{"[a-z-]*", [a-z_]*_argument' "$DLOCK_SOURCE_DIR/tools/dlock/options.c" | sed 's/{"\([a-z-]*\)".*/\1/')
+opts=$(grep -oE '(\.name = |DUR\(|TRIGGER\(|FLAG\()"[a-z-]+"' "$DLOCK_SOURCE_DIR/tools/dlock/options.c" | grep -oE '"[a-z-]+"' | tr -d '"')
 [ -n "$opts" ] || fail "no options found in tools/dlock/options.c"
 for opt in $opts; do
     grep -q -- "--$opt" "$T_DIR/out" || fail "--help does not list --$opt"
