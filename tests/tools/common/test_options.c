@@ -237,6 +237,53 @@ static void test_table_refuses_with_one_clear_message(void **state)
     unsetenv("TEST_OPTIONS_URL");
 }
 
+static int triggers;
+static int on_trigger(void *base, const char *v, char *e, size_t elen)
+{
+    (void)e;
+    (void)elen;
+    assert_null(v);
+    ((cfg *)base)->n = ++triggers * 100; /* order shows in n */
+    return 0;
+}
+
+static const opt_spec short_specs[] = {
+    {.name = "n", .short_name = 'n', .type = OPT_INT, .off = offsetof(cfg, n), .lo = 0, .hi = 1000},
+    {.name = "wait", .short_name = 'w', .type = OPT_DURATION, .off = offsetof(cfg, wait_ms), .lo = 0,
+     .hi = DAY_MS, .unit = OPT_UNIT_S},
+    {.name = "verbose", .short_name = 'v', .type = OPT_FLAG, .off = offsetof(cfg, verbose)},
+    {.name = "go", .short_name = 'g', .type = OPT_TRIGGER, .call = on_trigger},
+};
+
+static void test_short_options_cluster_like_getopt_and_parsing_can_stop_at_an_operand(void **state)
+{
+    (void)state;
+    cfg c = {0};
+    char *argv[] = {"prog", "-vw5", "-n", "7", "-g", "NAME", "-v", "--", "x", NULL};
+    int next = 0;
+    triggers = 0;
+    assert_int_equal(opt_parse_from(short_specs, OPT_COUNT(short_specs), 9, argv, 1, true, &c, NULL, &next, err,
+                                    sizeof(err)), 0);
+    assert_true(c.verbose);
+    assert_int_equal(c.wait_ms, 5000);
+    assert_int_equal(c.n, 100); /* -n 7, then the trigger: the last one wins */
+    assert_int_equal(next, 5);  /* NAME: what follows is not ours */
+    char *argv2[] = {"prog", "--", "-v", NULL};
+    assert_int_equal(opt_parse_from(short_specs, OPT_COUNT(short_specs), 3, argv2, 1, true, &c, NULL, &next, err,
+                                    sizeof(err)), 0);
+    assert_int_equal(next, 2); /* after "--" even "-v" is an operand */
+    char *argv3[] = {"prog", "-vq", NULL};
+    assert_int_equal(opt_parse_from(short_specs, OPT_COUNT(short_specs), 2, argv3, 1, true, &c, NULL, &next, err,
+                                    sizeof(err)), -1);
+    expect_err_has("unknown option '-q'");
+    char *argv4[] = {"prog", "-vw", NULL};
+    assert_int_equal(opt_parse_args(short_specs, OPT_COUNT(short_specs), 2, argv4, &c, NULL, err, sizeof(err)), -1);
+    expect_err_has("option '-w' needs a value");
+    char *argv5[] = {"prog", "--go=1", NULL};
+    assert_int_equal(opt_parse_args(short_specs, OPT_COUNT(short_specs), 2, argv5, &c, NULL, err, sizeof(err)), -1);
+    expect_err_has("option '--go' takes no value");
+}
+
 static void test_help_lists_every_option(void **state)
 {
     (void)state;
@@ -270,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_table_parses_long_short_equals_flags_and_operands),
         cmocka_unit_test(test_defaults_then_environment_then_flags),
         cmocka_unit_test(test_table_refuses_with_one_clear_message),
+        cmocka_unit_test(test_short_options_cluster_like_getopt_and_parsing_can_stop_at_an_operand),
         cmocka_unit_test(test_help_lists_every_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
