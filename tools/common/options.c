@@ -163,8 +163,8 @@ static int set_as(const opt_spec *spec, const char *name, void *base, const char
         *(double *)p = (double)v / 1000.0;
         return 0;
     case OPT_NUMBER: return opt_parse_number(name, value, (double)spec->lo, (double)spec->hi, p, err, errlen);
-    case OPT_CALL:
-    case OPT_TRIGGER: return spec->call(base, value, err, errlen);
+    case OPT_CALL: return spec->call(base, value, err, errlen);
+    case OPT_TRIGGER: return spec->call(base, spec->name, err, errlen);
     }
     return fail(err, errlen, "%s: unknown option type", name);
 }

@@ -71,7 +71,8 @@ typedef enum opt_type {
     OPT_NUMBER,   /* double in [lo, hi] (lo/hi taken as whole numbers) */
     OPT_SECONDS,  /* double seconds from a duration in [lo, hi] ms */
     OPT_CALL,     /* call(base, value, err, errlen) does the work */
-    OPT_TRIGGER,  /* no value: call(base, NULL, err, errlen), in argument order */
+    OPT_TRIGGER,  /* no value: call(base, name, err, errlen) with the option's long
+                     name (one callback may serve several), in argument order */
 } opt_type;
 
 typedef struct opt_spec {

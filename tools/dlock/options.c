@@ -110,28 +110,17 @@ static int set_kind(void *base, cli_kind k, const char *opt, char *err, size_t e
     return 0;
 }
 
-static int on_reentrant(void *b, const char *v, char *e, size_t n)
+/* --reentrant, --fair, --read, --write (the trigger passes its name). */
+static int on_kind(void *b, const char *name, char *e, size_t n)
 {
-    (void)v;
-    return set_kind(b, CLI_KIND_REENTRANT, "--reentrant", e, n);
-}
-
-static int on_fair(void *b, const char *v, char *e, size_t n)
-{
-    (void)v;
-    return set_kind(b, CLI_KIND_FAIR, "--fair", e, n);
-}
-
-static int on_read(void *b, const char *v, char *e, size_t n)
-{
-    (void)v;
-    return set_kind(b, CLI_KIND_READ, "--read", e, n);
-}
-
-static int on_write(void *b, const char *v, char *e, size_t n)
-{
-    (void)v;
-    return set_kind(b, CLI_KIND_WRITE, "--write", e, n);
+    static const struct { const char *name; cli_kind kind; } kinds[] = {
+        {"reentrant", CLI_KIND_REENTRANT}, {"fair", CLI_KIND_FAIR}, {"read", CLI_KIND_READ}, {"write", CLI_KIND_WRITE}};
+    char opt[32];
+    snprintf(opt, sizeof(opt), "--%s", name);
+    for (size_t i = 0; i < OPT_COUNT(kinds); i++)
+        if (strcmp(name, kinds[i].name) == 0) return set_kind(b, kinds[i].kind, opt, e, n);
+    snprintf(e, n, "internal: %s is no lock kind", opt);
+    return -1;
 }
 
 static int on_semaphore(void *b, const char *v, char *e, size_t n)
@@ -186,10 +175,10 @@ static const opt_spec specs[] = {
     DUR("kill-grace", kill_grace_ms, 0),
     {.name = "url", .type = OPT_STR, .off = OFF(url)},
     {.name = "prefix", .type = OPT_STR, .off = OFF(prefix)},
-    TRIGGER("reentrant", 0, on_reentrant),
-    TRIGGER("fair", 0, on_fair),
-    TRIGGER("read", 0, on_read),
-    TRIGGER("write", 0, on_write),
+    TRIGGER("reentrant", 0, on_kind),
+    TRIGGER("fair", 0, on_kind),
+    TRIGGER("read", 0, on_kind),
+    TRIGGER("write", 0, on_kind),
     {.name = "semaphore", .type = OPT_CALL, .call = on_semaphore},
     {.name = "on-lost", .type = OPT_CALL, .call = on_lost},
     FLAG("json", 0, json),

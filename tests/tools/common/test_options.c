@@ -242,7 +242,7 @@ static int on_trigger(void *base, const char *v, char *e, size_t elen)
 {
     (void)e;
     (void)elen;
-    assert_null(v);
+    assert_string_equal(v, "go");
     ((cfg *)base)->n = ++triggers * 100; /* order shows in n */
     return 0;
 }
