@@ -8,6 +8,7 @@
  * Needs a Redis (pipeline mode) and a database you started yourself. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "db.h"
 #include "db_sql.h"
+#include "options.h"
 #include "persist.h"
 #include "sk_err.h"
 #include "util.h"
@@ -22,6 +24,7 @@
 typedef struct bench {
     const char *redis_url, *db_url, *mode;
     int orders, batch, runs, workers;
+    bool help;
 } bench;
 
 typedef struct worker_arg {
@@ -204,30 +207,62 @@ static double run_pipeline(const bench *b, sk_db *db, dlock__conn *rc, int run)
     return b->orders / secs;
 }
 
-int main(int argc, char **argv)
+static const opt_spec specs[] = {
+    {.name = "database-url", .type = OPT_STR, .off = offsetof(bench, db_url), .arg = "URL", .env = "DATABASE_URL",
+     .help = "the database (env DATABASE_URL; required)"},
+    {.name = "redis-url", .type = OPT_STR, .off = offsetof(bench, redis_url), .arg = "URL", .env = "REDIS_URL",
+     .help = "Redis, for --mode pipeline (env REDIS_URL)"},
+    {.name = "mode", .type = OPT_STR, .off = offsetof(bench, mode), .arg = "db|pipeline", .def = "db",
+     .help = "db: the database alone (default); pipeline: stream -> workers -> database"},
+    {.name = "orders", .type = OPT_INT, .off = offsetof(bench, orders), .lo = 1, .hi = 100000000, .arg = "N",
+     .def = "100000", .help = "orders per run (default 100000)"},
+    {.name = "batch", .type = OPT_INT, .off = offsetof(bench, batch), .lo = 1, .hi = 10000, .arg = "N",
+     .def = "500", .help = "orders per transaction (default 500)"},
+    {.name = "runs", .type = OPT_INT, .off = offsetof(bench, runs), .lo = 1, .hi = 99, .arg = "N", .def = "5",
+     .help = "runs; the medians are reported (default 5)"},
+    {.name = "workers", .type = OPT_INT, .off = offsetof(bench, workers), .lo = 1, .hi = 16, .arg = "N",
+     .def = "1", .help = "pipeline mode: persistence workers (default 1)"},
+    {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = offsetof(bench, help), .help = "show this help"},
+};
+
+/* 0, 1 (--help printed) or 2 (usage error printed). */
+static int parse(bench *b, int argc, char **argv)
 {
-    bench b = {getenv("REDIS_URL"), getenv("DATABASE_URL"), "db", 100000, 500, 5, 1};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *a = argv[i], *v = argv[i + 1];
-        if (strcmp(a, "--redis-url") == 0) b.redis_url = v;
-        else if (strcmp(a, "--database-url") == 0) b.db_url = v;
-        else if (strcmp(a, "--mode") == 0) b.mode = v;
-        else if (strcmp(a, "--orders") == 0) b.orders = (int)strtol(v, NULL, 10);
-        else if (strcmp(a, "--batch") == 0) b.batch = (int)strtol(v, NULL, 10);
-        else if (strcmp(a, "--runs") == 0) b.runs = (int)strtol(v, NULL, 10);
-        else if (strcmp(a, "--workers") == 0) b.workers = (int)strtol(v, NULL, 10);
-        else {
-            fprintf(stderr, "usage: persist-bench --database-url URL [--redis-url URL] [--mode db|pipeline]"
-                            " [--orders N] [--batch N] [--runs N] [--workers N]\n");
-            return 2;
-        }
+    char err[256];
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, b, NULL, err, sizeof(err))) {
+        fprintf(stderr, "persist-bench: %s (see --help)\n", err);
+        return 2;
     }
-    bool pipe = strcmp(b.mode, "pipeline") == 0;
-    if (!b.db_url || (pipe && !b.redis_url) || b.orders < 1 || b.batch < 1 || b.batch > 10000 || b.runs < 1 ||
-        b.runs > 99 || b.workers < 1 || b.workers > 16 || (!pipe && strcmp(b.mode, "db") != 0)) {
+    if (b->help) {
+        fputs("usage: persist-bench --database-url URL [options]\n", stdout);
+        opt_print_help(stdout, specs, OPT_COUNT(specs));
+        return 1;
+    }
+    bool pipe = strcmp(b->mode, "pipeline") == 0;
+    if (!b->db_url || (pipe && !b->redis_url) || (!pipe && strcmp(b->mode, "db") != 0)) {
         fprintf(stderr, "persist-bench: bad arguments (need --database-url, and --redis-url for pipeline)\n");
         return 2;
     }
+    return 0;
+}
+
+static void report(const bench *b, sk_db *db, double *r, double *lim, double *ratio)
+{
+    qsort(lim, (size_t)b->runs, sizeof(double), cmp_d);
+    qsort(ratio, (size_t)b->runs, sizeof(double), cmp_d);
+    qsort(r, (size_t)b->runs, sizeof(double), cmp_d);
+    printf("%s %s: %d orders, batch %d, %d worker(s), %d runs: median %.0f orders/s (min %.0f, max %.0f);"
+           " plain-insert limit median %.0f rows/s; ratio median %.2f\n",
+           b->mode, sk_db_kind(db), b->orders, b->batch, strcmp(b->mode, "pipeline") == 0 ? b->workers : 1,
+           b->runs, r[b->runs / 2], r[0], r[b->runs - 1], lim[b->runs / 2], ratio[b->runs / 2]);
+}
+
+int main(int argc, char **argv)
+{
+    bench b = {0};
+    int prc = parse(&b, argc, argv);
+    if (prc) return prc == 1 ? 0 : prc;
+    bool pipe = strcmp(b.mode, "pipeline") == 0;
     char err[512];
     sk_db *db = NULL;
     dlock__conn *rc = NULL;
@@ -247,13 +282,7 @@ int main(int argc, char **argv)
         ratio[i] = r[i] / lim[i];
         printf("run %d: %.0f orders/s (plain-insert limit %.0f rows/s, ratio %.2f)\n", i + 1, r[i], lim[i], ratio[i]);
     }
-    qsort(lim, (size_t)b.runs, sizeof(double), cmp_d);
-    qsort(ratio, (size_t)b.runs, sizeof(double), cmp_d);
-    qsort(r, (size_t)b.runs, sizeof(double), cmp_d);
-    printf("%s %s: %d orders, batch %d, %d worker(s), %d runs: median %.0f orders/s (min %.0f, max %.0f);"
-           " plain-insert limit median %.0f rows/s; ratio median %.2f\n",
-           b.mode, sk_db_kind(db), b.orders, b.batch, pipe ? b.workers : 1, b.runs, r[b.runs / 2], r[0],
-           r[b.runs - 1], lim[b.runs / 2], ratio[b.runs / 2]);
+    report(&b, db, r, lim, ratio);
     sk_db_close(db);
     dlock__conn_close(rc);
     return 0;

@@ -135,24 +135,6 @@ static int64_t parse_i64(const char *s)
     return end && end != s && *end == '\0' ? (int64_t)v : -1;
 }
 
-int sk_persist_parse_duration(const char *s, int64_t *ms_out)
-{
-    if (!s || !*s || *s == '-') return SK_EINVAL;
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s) return SK_EINVAL;
-    int64_t mul = 1;
-    if (strcmp(end, "") == 0 || strcmp(end, "ms") == 0) mul = 1;
-    else if (strcmp(end, "s") == 0) mul = 1000;
-    else if (strcmp(end, "m") == 0) mul = 60000;
-    else if (strcmp(end, "h") == 0) mul = 3600000;
-    else return SK_EINVAL;
-    if (v > INT64_MAX / mul) return SK_EINVAL;
-    *ms_out = (int64_t)v * mul;
-    return 0;
-}
-
 static int64_t rint64(const dlock__reply *r)
 {
     if (!r) return 0;

@@ -56,9 +56,6 @@ int sk_persist_run(const sk_persist_opts *o, sk_persist_stats *stats_out, char *
 int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__conn **out, char *err,
                           size_t errlen);
 
-/* Parses a duration: "1500" or "1500ms", "30s", "15m", "2h". 0 or SK_EINVAL. */
-int sk_persist_parse_duration(const char *s, int64_t *ms_out);
-
 /* Backlog of a campaign stream for group seckill-persist: entries pending
  * (delivered, not acknowledged) and lag (never delivered). 0 or a code. */
 int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out);

@@ -275,11 +275,6 @@ static void test_bad_urls_and_inputs_are_refused_cleanly(void **state)
     sk_order_in o = {0, "x", "u", 1, "redis", 0};
     assert_non_null(sk_db_order_invalid(&o));
     assert_int_equal(sk_db_apply_batch(db, &o, 1, NULL), SK_EINVAL);
-    int64_t ms = 0;
-    assert_int_equal(sk_persist_parse_duration("15m", &ms), 0);
-    assert_int_equal(ms, 900000);
-    assert_int_equal(sk_persist_parse_duration("5x", &ms), SK_EINVAL);
-    assert_int_equal(sk_persist_parse_duration("-1", &ms), SK_EINVAL);
 }
 
 static void test_migrations_are_versioned_and_idempotent(void **state)

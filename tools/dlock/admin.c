@@ -108,12 +108,25 @@ static int semaphore_status(const cli_options *o, dlock_client *c)
     return 0;
 }
 
+/* The kind check of subcommand sub, then a client. 0 or an exit code. */
+static int connect_for(const cli_options *o, const char *sub, dlock_client **c_out)
+{
+    int code = check_kind(o, sub);
+    return code != 0 ? code : cli_client_open(o, c_out);
+}
+
+/* NAME's status into *st. 0 or an exit code (printed). */
+static int read_status(const cli_options *o, dlock_client *c, dlock_lock_status *st)
+{
+    memset(st, 0, sizeof(*st));
+    int rc = dlock_lock_status_get(c, o->name, st);
+    return rc != 0 ? cli_fail_name(o, rc, "cannot read lock") : 0;
+}
+
 int cli_cmd_status(const cli_options *o)
 {
-    int code = check_kind(o, "status");
-    if (code != 0) return code;
     dlock_client *c = NULL;
-    code = cli_client_open(o, &c);
+    int code = connect_for(o, "status", &c);
     if (code != 0) return code;
     if (o->kind == CLI_KIND_SEMAPHORE) {
         code = semaphore_status(o, c);
@@ -121,11 +134,8 @@ int cli_cmd_status(const cli_options *o)
         return code;
     }
     dlock_lock_status st;
-    memset(&st, 0, sizeof(st));
-    int rc = dlock_lock_status_get(c, o->name, &st);
-    if (rc != 0) {
-        code = cli_fail_name(o, rc, "cannot read lock");
-    } else {
+    code = read_status(o, c, &st);
+    if (code == 0) {
         if (o->json) print_json(o, &st);
         else print_text(o, &st);
         code = fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
@@ -159,17 +169,13 @@ static int force_release(const cli_options *o, dlock_client *c, const dlock_lock
 
 int cli_cmd_release(const cli_options *o)
 {
-    int code = check_kind(o, "release");
-    if (code != 0) return code;
     dlock_client *c = NULL;
-    code = cli_client_open(o, &c);
+    int code = connect_for(o, "release", &c);
     if (code != 0) return code;
     dlock_lock_status st;
-    memset(&st, 0, sizeof(st));
-    int rc = dlock_lock_status_get(c, o->name, &st);
-    if (rc != 0) code = cli_fail_name(o, rc, "cannot read lock");
-    else if (!st.locked) printf("lock '%s' is free: nothing removed\n", o->name);
-    else code = force_release(o, c, &st);
+    code = read_status(o, c, &st);
+    if (code == 0 && !st.locked) printf("lock '%s' is free: nothing removed\n", o->name);
+    else if (code == 0) code = force_release(o, c, &st);
     dlock_client_destroy(c);
     return code;
 }

@@ -1,7 +1,6 @@
-/* child.h: dlock's process side: one self-pipe that carries signals, the
- * lock-lost notice and the "acquired" notice to the main thread, and the
- * loop that runs COMMAND in its own process group, forwards signals to it,
- * and stops it when the lock is lost. Invariant: the lock is released by
+/* child.h: dlock's process side: the loop that runs COMMAND in its own
+ * process group, forwards signals to it (events.h), and stops it when the
+ * lock is lost. Invariant: the lock is released by
  * the caller only after cli_child_run returned, i.e. after COMMAND exited.
  */
 #ifndef DLOCK_TOOLS_CHILD_H
@@ -13,22 +12,9 @@
 #include "cli.h"
 #include "lockface.h"
 
-/* Events written to the self-pipe besides signal numbers (all < 128). */
-enum {
-    CLI_EV_ACQUIRED = 250, /* the acquiring thread finished */
-    CLI_EV_LOST = 251,     /* the library reported the lock lost */
-};
-
-/* Creates the self-pipe and installs handlers for SIGINT, SIGTERM, SIGHUP,
- * SIGQUIT, SIGUSR1, SIGUSR2 and SIGCHLD. 0 or -1 (errno set). */
-int cli_events_init(void);
-
-/* Posts an event; async-signal-safe and callable from any thread. */
-void cli_events_post(unsigned char ev);
-
-/* Waits up to timeout_ms (-1: forever) for the next event; returns the
- * event byte (a signal number or CLI_EV_*), or 0 on timeout. */
-int cli_events_next(int64_t timeout_ms);
+/* Records the descriptors dlock was started with (COMMAND inherits those,
+ * not the library's sockets). Call before connecting to Redis. */
+void cli_child_snapshot_fds(void);
 
 typedef struct cli_child_result {
     int status;          /* exit code to report for COMMAND (0..255) */
@@ -44,8 +30,5 @@ typedef struct cli_child_result {
  * COMMAND could not be started (message already printed). */
 int cli_child_run(const cli_options *o, cli_lock *lk, int64_t lease_deadline_ms,
                   cli_child_result *res);
-
-/* Monotonic clock in milliseconds. */
-int64_t cli_now_ms(void);
 
 #endif

@@ -65,6 +65,7 @@ typedef struct cli_options {
     bool verbose;
     bool json;              /* status --json */
     bool force;             /* release --force */
+    bool help, version;     /* --help, --version (--help wins) */
     const char *shell_cmd;  /* -c STRING: run via /bin/sh -c */
     char **cmd;             /* COMMAND [ARGS...], NULL-terminated (points into argv) */
 } cli_options;
@@ -76,9 +77,6 @@ typedef struct cli_options {
  * "dlock: ..." line (plus a hint) on stderr. Never exits. */
 int cli_parse(int argc, char **argv, cli_options *o);
 void cli_print_usage(void);
-/* Parses a non-negative decimal number of seconds ("0.5", "10") into ms.
- * Returns 0 or -1 (empty, trailing junk, negative, NaN, too large). */
-int cli_parse_seconds(const char *s, int64_t *ms_out);
 
 /* locking.c: the lock kinds behind one face; returns an exit code. */
 int cli_cmd_run(const cli_options *o);

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "child.h"
 #include "dlock/lock.h"
 
 #include "dlock/fairlock.h"
@@ -26,6 +25,8 @@ struct cli_lock {
     dlock_fairlock *fair;
     dlock_rwlock *rw;
     dlock_semaphore *sem;
+    cli_lost_fn lost; /* called on the watchdog thread */
+    void *lost_ud;
 };
 
 /* ---- the library's log hook --------------------------------------------- */
@@ -187,8 +188,8 @@ static void on_lost(dlock_lock *lock, int reason, void *ud)
 {
     (void)lock;
     (void)reason;
-    (void)ud;
-    cli_events_post(CLI_EV_LOST);
+    cli_lock *lk = ud;
+    if (lk->lost) lk->lost(lk->lost_ud);
 }
 
 /* SIMPLE and REENTRANT. A reentrant holder is named "<client id>:<pid>":
@@ -206,6 +207,7 @@ static int open_mutex(cli_lock *lk)
         lo.owner_id = owner;
     }
     lo.on_lost = on_lost;
+    lo.on_lost_ud = lk;
     return dlock_lock_new(lk->client, o->name, &lo, &lk->lock);
 }
 
@@ -232,7 +234,7 @@ static int open_kind(cli_lock *lk)
     }
 }
 
-int cli_lock_open(const cli_options *o, cli_lock **lk_out)
+int cli_lock_open(const cli_options *o, cli_lost_fn lost, void *lost_ud, cli_lock **lk_out)
 {
     cli_lock *lk = calloc(1, sizeof(*lk));
     if (!lk) {
@@ -240,6 +242,8 @@ int cli_lock_open(const cli_options *o, cli_lock **lk_out)
         return CLI_EXIT_SOFTWARE;
     }
     lk->o = o;
+    lk->lost = lost;
+    lk->lost_ud = lost_ud;
     int code = cli_client_open(o, &lk->client);
     if (code == 0) {
         int rc = open_kind(lk);

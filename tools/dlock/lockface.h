@@ -18,9 +18,13 @@ typedef struct cli_lock cli_lock;
  * or an exit code after printing why. */
 int cli_client_open(const cli_options *o, dlock_client **client_out);
 
-/* Connects and makes a handle of kind o->kind for o->name; the lost-lock
- * notice is posted to the self-pipe (child.h). 0 or an exit code. */
-int cli_lock_open(const cli_options *o, cli_lock **lk_out);
+/* Called (on the library's watchdog thread) when the lock is lost. */
+typedef void (*cli_lost_fn)(void *ud);
+
+/* Connects and makes a handle of kind o->kind for o->name; lost (may be
+ * NULL) is called when the library reports the lock lost, for kinds with a
+ * lost-lock callback (the others: cli_lock_poll_lost). 0 or an exit code. */
+int cli_lock_open(const cli_options *o, cli_lost_fn lost, void *lost_ud, cli_lock **lk_out);
 /* Library codes (0, DLOCK_EBUSY, DLOCK_ETIMEOUT, ...). *has_fence_out is
  * false for kinds without fencing tokens. */
 int cli_lock_acquire(cli_lock *lk, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out,

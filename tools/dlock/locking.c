@@ -14,6 +14,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "events.h"
 #include "lockface.h"
 
 typedef struct acquire_job {
@@ -125,14 +126,21 @@ static int finish(const cli_options *o, cli_lock *lk, const cli_child_result *re
     return res->status;
 }
 
+static void post_lost(void *ud)
+{
+    (void)ud;
+    cli_events_post(CLI_EV_LOST);
+}
+
 int cli_cmd_run(const cli_options *o)
 {
+    cli_child_snapshot_fds();
     if (cli_events_init() != 0) {
         cli_err("cannot set up signal handling");
         return CLI_EXIT_OSERR;
     }
     cli_lock *lk = NULL;
-    int code = cli_lock_open(o, &lk);
+    int code = cli_lock_open(o, post_lost, NULL, &lk);
     if (code != 0) return code;
 
     acquire_job j = {.lk = lk, .wait_ms = o->wait_ms, .lease_ms = o->lease_ms};

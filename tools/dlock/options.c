@@ -3,69 +3,27 @@
  * more than one error line (plus a hint); every bad input is
  * CLI_EXIT_USAGE and changes nothing.
  */
-#include <errno.h>
-#include <getopt.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 
-/* Longest duration any option accepts: 30 days, far below int64 ms. */
-#define CLI_MAX_SECONDS (30.0 * 24 * 3600)
-
-enum {
-    OPT_LEASE = 256,
-    OPT_WATCHDOG_LEASE,
-    OPT_URL,
-    OPT_PREFIX,
-    OPT_REENTRANT,
-    OPT_FAIR,
-    OPT_READ,
-    OPT_WRITE,
-    OPT_SEMAPHORE,
-    OPT_KILL_GRACE,
-    OPT_ON_LOST,
-    OPT_JSON,
-    OPT_FORCE,
-};
-
-static const struct option long_opts[] = {
-    {"wait", required_argument, NULL, 'w'},
-    {"timeout", required_argument, NULL, 'w'}, /* flock(1) spells it both ways */
-    {"nonblock", no_argument, NULL, 'n'},
-    {"nb", no_argument, NULL, 'n'},
-    {"conflict-exit-code", required_argument, NULL, 'E'},
-    {"command", required_argument, NULL, 'c'},
-    {"lease", required_argument, NULL, OPT_LEASE},
-    {"watchdog-lease", required_argument, NULL, OPT_WATCHDOG_LEASE},
-    {"url", required_argument, NULL, OPT_URL},
-    {"prefix", required_argument, NULL, OPT_PREFIX},
-    {"reentrant", no_argument, NULL, OPT_REENTRANT},
-    {"fair", no_argument, NULL, OPT_FAIR},
-    {"read", no_argument, NULL, OPT_READ},
-    {"write", no_argument, NULL, OPT_WRITE},
-    {"semaphore", required_argument, NULL, OPT_SEMAPHORE},
-    {"kill-grace", required_argument, NULL, OPT_KILL_GRACE},
-    {"on-lost", required_argument, NULL, OPT_ON_LOST},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
-};
+static void vsay(const char *fmt, va_list ap)
+{
+    fputs("dlock: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
 
 void cli_err(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("dlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
 }
 
@@ -74,9 +32,7 @@ void cli_verbose(const cli_options *o, const char *fmt, ...)
     if (!o->verbose) return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("dlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
 }
 
@@ -92,12 +48,13 @@ void cli_print_usage(void)
           "when COMMAND exits. The exit status is COMMAND's (128+N if killed by signal N).\n"
           "\n"
           "Options:\n"
-          "  -w, --wait SECONDS        give up after SECONDS (fractions allowed)\n"
-          "  -n, --nonblock            fail at once if the lock is held (same as -w 0)\n"
+          "  -w, --wait DUR            give up after DUR (e.g. 0.5, 10, 250ms, 2m);\n"
+          "                            --timeout is the same option\n"
+          "  -n, --nonblock, --nb      fail at once if the lock is held (same as -w 0)\n"
           "  -E, --conflict-exit-code N  exit code when -n/-w gives up (default 1)\n"
           "  -c, --command STRING      run STRING with /bin/sh -c\n"
-          "      --lease SECONDS       fixed lease, no renewal (default: watchdog mode)\n"
-          "      --watchdog-lease SECONDS  lease renewed every third of it (default 30)\n"
+          "      --lease DUR           fixed lease, no renewal (default: watchdog mode)\n"
+          "      --watchdog-lease DUR  lease renewed every third of it (default 30s)\n"
           "      --url URL             Redis URL (default $DLOCK_URL, else\n"
           "                            redis://127.0.0.1:6379)\n"
           "      --prefix P            prepend P to every key\n"
@@ -107,10 +64,14 @@ void cli_print_usage(void)
           "      --semaphore N         at most N holders at once\n"
           "      --on-lost=term|kill|ignore  what to do to COMMAND if the lock is lost\n"
           "                            (default term)\n"
-          "      --kill-grace SECONDS  SIGKILL this long after SIGTERM (default 10)\n"
+          "      --kill-grace DUR      SIGKILL this long after SIGTERM (default 10s)\n"
+          "      --json                status: print JSON\n"
+          "      --force               release: confirm removing the lock whoever holds it\n"
           "  -v, --verbose             say what dlock is doing on stderr\n"
           "  -h, --help                show this help\n"
           "  -V, --version             show the version\n"
+          "\n"
+          "DUR is a duration: 250ms, 1.5s, 30s, 2m, 1h; a bare number is seconds.\n"
           "\n"
           "Exit codes: COMMAND's status; 1 (or -E) lock busy; 64 usage; 69 Redis\n"
           "unreachable; 70 internal/server error; 71 OS error; 75 lock lost while\n"
@@ -119,136 +80,124 @@ void cli_print_usage(void)
           stdout);
 }
 
-int cli_parse_seconds(const char *s, int64_t *ms_out)
-{
-    if (!s || !*s) return -1;
-    /* strtod also takes "inf", "nan" and hex floats; we want plain decimals. */
-    for (const char *p = s; *p; p++) {
-        if (!((*p >= '0' && *p <= '9') || *p == '.')) return -1;
-    }
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0') return -1;
-    if (!(v >= 0.0) || v > CLI_MAX_SECONDS) return -1;
-    *ms_out = (int64_t)llround(v * 1000.0);
-    return 0;
-}
-
-/* Parses a decimal integer in [lo, hi]. */
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-    if (!s || !*s) return -1;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("dlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
     fputs("Try 'dlock --help' for more information.\n", stderr);
     return CLI_EXIT_USAGE;
 }
 
-static int set_kind(cli_options *o, cli_kind k, const char *opt, bool *kind_set)
+/* The parse in progress: the options and whether a kind option was seen. */
+typedef struct parse_state {
+    cli_options o;
+    bool kind_set;
+} parse_state;
+
+static int set_kind(void *base, cli_kind k, const char *opt, char *err, size_t errlen)
 {
-    if (*kind_set && o->kind != k)
-        return usage_error("%s conflicts with another lock kind option "
-                           "(--reentrant, --fair, --read, --write, --semaphore)", opt);
-    o->kind = k;
-    *kind_set = true;
+    parse_state *ps = base;
+    if (ps->kind_set && ps->o.kind != k) {
+        snprintf(err, errlen, "%s conflicts with another lock kind option "
+                              "(--reentrant, --fair, --read, --write, --semaphore)", opt);
+        return -1;
+    }
+    ps->o.kind = k;
+    ps->kind_set = true;
     return 0;
 }
 
-static int seconds_opt(const char *arg, const char *opt, int64_t *ms_out)
+/* --reentrant, --fair, --read, --write (the trigger passes its name). */
+static int on_kind(void *b, const char *name, char *e, size_t n)
 {
-    if (cli_parse_seconds(arg, ms_out) != 0)
-        return usage_error("invalid %s '%s': expected seconds, e.g. 0.5 or 10", opt, arg);
+    static const struct { const char *name; cli_kind kind; } kinds[] = {
+        {"reentrant", CLI_KIND_REENTRANT}, {"fair", CLI_KIND_FAIR}, {"read", CLI_KIND_READ}, {"write", CLI_KIND_WRITE}};
+    char opt[32];
+    snprintf(opt, sizeof(opt), "--%s", name);
+    for (size_t i = 0; i < OPT_COUNT(kinds); i++)
+        if (strcmp(name, kinds[i].name) == 0) return set_kind(b, kinds[i].kind, opt, e, n);
+    snprintf(e, n, "internal: %s is no lock kind", opt);
+    return -1;
+}
+
+static int on_semaphore(void *b, const char *v, char *e, size_t n)
+{
+    int64_t permits = 0;
+    if (opt_parse_int("--semaphore", v, 1, 1000000, &permits, e, n) != 0) return -1;
+    ((parse_state *)b)->o.permits = (int)permits;
+    return set_kind(b, CLI_KIND_SEMAPHORE, "--semaphore", e, n);
+}
+
+/* -n: the same as -w 0; the last of -n and -w wins. */
+static int on_nonblock(void *b, const char *v, char *e, size_t n)
+{
+    (void)v;
+    (void)e;
+    (void)n;
+    ((parse_state *)b)->o.wait_ms = 0;
     return 0;
 }
 
-/* One option (getopt's c and optarg) into o. */
-static int apply_opt(cli_options *o, int c, const char *arg, bool *kind_set)
+static int on_lost(void *b, const char *v, char *e, size_t n)
 {
-    switch (c) {
-    case 'w': return seconds_opt(arg, "--wait", &o->wait_ms);
-    case 'n': o->wait_ms = 0; return 0;
-    case 'E':
-        if (parse_int(arg, 0, 255, &o->conflict_code) != 0)
-            return usage_error("invalid --conflict-exit-code '%s': expected 0..255", arg);
-        return 0;
-    case 'c': o->shell_cmd = arg; return 0;
-    case OPT_LEASE:
-        if (seconds_opt(arg, "--lease", &o->lease_ms) != 0) return CLI_EXIT_USAGE;
-        if (o->lease_ms <= 0) return usage_error("--lease must be greater than 0");
-        return 0;
-    case OPT_WATCHDOG_LEASE:
-        if (seconds_opt(arg, "--watchdog-lease", &o->watchdog_ms) != 0) return CLI_EXIT_USAGE;
-        if (o->watchdog_ms < 300)
-            return usage_error("--watchdog-lease must be at least 0.3 seconds");
-        return 0;
-    case OPT_KILL_GRACE: return seconds_opt(arg, "--kill-grace", &o->kill_grace_ms);
-    case OPT_URL: o->url = arg; return 0;
-    case OPT_PREFIX: o->prefix = arg; return 0;
-    case OPT_REENTRANT: return set_kind(o, CLI_KIND_REENTRANT, "--reentrant", kind_set);
-    case OPT_FAIR: return set_kind(o, CLI_KIND_FAIR, "--fair", kind_set);
-    case OPT_READ: return set_kind(o, CLI_KIND_READ, "--read", kind_set);
-    case OPT_WRITE: return set_kind(o, CLI_KIND_WRITE, "--write", kind_set);
-    case OPT_SEMAPHORE:
-        if (parse_int(arg, 1, 1000000, &o->permits) != 0)
-            return usage_error("invalid --semaphore '%s': expected 1..1000000", arg);
-        return set_kind(o, CLI_KIND_SEMAPHORE, "--semaphore", kind_set);
-    case OPT_ON_LOST:
-        if (strcmp(arg, "term") == 0) o->on_lost = CLI_ON_LOST_TERM;
-        else if (strcmp(arg, "kill") == 0) o->on_lost = CLI_ON_LOST_KILL;
-        else if (strcmp(arg, "ignore") == 0) o->on_lost = CLI_ON_LOST_IGNORE;
-        else return usage_error("invalid --on-lost '%s': expected term, kill or ignore", arg);
-        return 0;
-    case OPT_JSON: o->json = true; return 0;
-    case OPT_FORCE: o->force = true; return 0;
-    case 'v': o->verbose = true; return 0;
-    case 'h': o->mode = CLI_MODE_HELP; return 0;
-    case 'V': o->mode = CLI_MODE_VERSION; return 0;
-    default: return usage_error("internal: unhandled option %d", c);
-    }
+    static const struct { const char *name; cli_on_lost v; } modes[] = {
+        {"term", CLI_ON_LOST_TERM}, {"kill", CLI_ON_LOST_KILL}, {"ignore", CLI_ON_LOST_IGNORE}};
+    for (size_t i = 0; i < OPT_COUNT(modes); i++)
+        if (strcmp(v, modes[i].name) == 0) {
+            ((parse_state *)b)->o.on_lost = modes[i].v;
+            return 0;
+        }
+    snprintf(e, n, "invalid --on-lost '%s': expected term, kill or ignore", v);
+    return -1;
 }
 
-/* Runs getopt over argv from optind; stops at the first operand when
- * in_order (run mode: COMMAND's own options must stay COMMAND's). */
-static int parse_opts(int argc, char **argv, cli_options *o, bool in_order, bool *kind_set)
+#define OFF(f) offsetof(parse_state, o.f)
+#define DUR(n, f, lo_ms) {.name = n, .type = OPT_DURATION, .off = OFF(f), .lo = lo_ms, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S}
+#define FLAG(n, s, f) {.name = n, .short_name = s, .type = OPT_FLAG, .off = OFF(f)}
+#define TRIGGER(n, s, fn) {.name = n, .short_name = s, .type = OPT_TRIGGER, .call = fn}
+
+/* Every option (cli_print_usage documents each; a test checks it). Bare
+ * durations are seconds, as they always were. */
+static const opt_spec specs[] = {
+    {.name = "wait", .short_name = 'w', .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS,
+     .unit = OPT_UNIT_S},
+    DUR("timeout", wait_ms, 0), /* flock(1) spells it both ways */
+    TRIGGER("nonblock", 'n', on_nonblock),
+    TRIGGER("nb", 0, on_nonblock),
+    {.name = "conflict-exit-code", .short_name = 'E', .type = OPT_INT, .off = OFF(conflict_code), .lo = 0,
+     .hi = 255},
+    {.name = "command", .short_name = 'c', .type = OPT_STR, .off = OFF(shell_cmd)},
+    DUR("lease", lease_ms, 1),
+    DUR("watchdog-lease", watchdog_ms, 300),
+    DUR("kill-grace", kill_grace_ms, 0),
+    {.name = "url", .type = OPT_STR, .off = OFF(url)},
+    {.name = "prefix", .type = OPT_STR, .off = OFF(prefix)},
+    TRIGGER("reentrant", 0, on_kind),
+    TRIGGER("fair", 0, on_kind),
+    TRIGGER("read", 0, on_kind),
+    TRIGGER("write", 0, on_kind),
+    {.name = "semaphore", .type = OPT_CALL, .call = on_semaphore},
+    {.name = "on-lost", .type = OPT_CALL, .call = on_lost},
+    FLAG("json", 0, json),
+    FLAG("force", 0, force),
+    FLAG("verbose", 'v', verbose),
+    FLAG("help", 'h', help),
+    FLAG("version", 'V', version),
+};
+
+/* The subcommands' one operand: NAME. */
+static int sub_operand(void *base, const char *arg, char *err, size_t errlen)
 {
-    const char *optstring = in_order ? "+:w:nE:c:vhV" : ":w:nE:c:vhV";
-    opterr = 0;
-    for (;;) {
-        int c = getopt_long(argc, argv, optstring, long_opts, NULL);
-        if (c == -1) return 0;
-        /* The argument getopt just looked at (after any permutation). */
-        int at = optind > 1 ? optind - 1 : 1;
-        const char *bad = argv[at < argc ? at : argc - 1];
-        /* optopt names a short option only when bad is "-x..." (a long
-         * option's optopt is its value, e.g. OPT_JSON for "--json=1"). */
-        bool short_opt = bad[0] == '-' && bad[1] != '-' && optopt > 0 && optopt < 128;
-        if (c == '?') {
-            if (short_opt) return usage_error("unknown option '-%c'", optopt);
-            return usage_error("unknown option or value '%s'", bad);
-        }
-        if (c == ':') {
-            if (short_opt) return usage_error("option '-%c' needs a value", optopt);
-            return usage_error("option '%s' needs a value", bad);
-        }
-        int rc = apply_opt(o, c, optarg, kind_set);
-        if (rc != 0) return rc;
+    parse_state *ps = base;
+    if (ps->o.name) {
+        snprintf(err, errlen, "unexpected argument '%s'", arg);
+        return -1;
     }
+    ps->o.name = arg;
+    return 0;
 }
 
 static void defaults(cli_options *o)
@@ -303,27 +252,29 @@ static int parse_command(int argc, char **argv, int i, cli_options *o)
 
 int cli_parse(int argc, char **argv, cli_options *o)
 {
-    defaults(o);
-    bool kind_set = false;
-    optind = 1;
-    if (argc >= 2 && strcmp(argv[1], "status") == 0) o->mode = CLI_MODE_STATUS;
-    if (argc >= 2 && strcmp(argv[1], "release") == 0) o->mode = CLI_MODE_RELEASE;
-    bool sub = o->mode != CLI_MODE_RUN;
-    if (sub) optind = 2;
-    cli_mode sub_mode = o->mode;
-
-    int rc = parse_opts(argc, argv, o, !sub, &kind_set);
-    if (rc != 0) return rc;
-    if (o->mode == CLI_MODE_HELP || o->mode == CLI_MODE_VERSION) return 0;
-    o->mode = sub_mode;
-
-    if (optind >= argc) return usage_error("no lock NAME given");
-    o->name = argv[optind++];
-    if (sub) {
-        if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-    } else {
-        rc = parse_command(argc, argv, optind, o);
+    parse_state ps = {.kind_set = false};
+    defaults(&ps.o);
+    if (argc >= 2 && strcmp(argv[1], "status") == 0) ps.o.mode = CLI_MODE_STATUS;
+    if (argc >= 2 && strcmp(argv[1], "release") == 0) ps.o.mode = CLI_MODE_RELEASE;
+    bool sub = ps.o.mode != CLI_MODE_RUN;
+    /* run mode stops at NAME: COMMAND's own options must stay COMMAND's */
+    int next = argc;
+    char err[512];
+    if (opt_parse_from(specs, OPT_COUNT(specs), argc, argv, sub ? 2 : 1, !sub, &ps, sub ? sub_operand : NULL,
+                       &next, err, sizeof(err)) != 0)
+        return usage_error("%s", err);
+    *o = ps.o;
+    if (o->help || o->version) {
+        o->mode = o->help ? CLI_MODE_HELP : CLI_MODE_VERSION;
+        return 0;
+    }
+    if (!sub) {
+        if (next >= argc) return usage_error("no lock NAME given");
+        o->name = argv[next];
+        int rc = parse_command(argc, argv, next + 1, o);
         if (rc != 0) return rc;
+    } else if (!o->name) {
+        return usage_error("no lock NAME given");
     }
     return check_mode(o);
 }

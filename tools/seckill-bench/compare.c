@@ -11,8 +11,8 @@
  *   optimistic    SISMEMBER, DECR, INCR back when negative, SADD (no lock)
  *   lua-single    sk_engine with max_batch = 1 (one script call a purchase)
  *   lua-coalesced sk_engine with its default max_batch (what seckilld runs) */
-#include <getopt.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,11 +23,11 @@
 
 #include "compare.h"
 
-#include "args.h"
 #include "dlock/dlock.h"
 #include "dlock/lock.h"
 #include "engine.h"
 #include "histogram.h"
+#include "options.h"
 #include "redis_io.h"
 #include "url.h"
 #include "util.h"
@@ -40,7 +40,8 @@ typedef struct cmp_opts {
     const char *redis_url;
     dlock__url url;
     double duration_s;
-    int threads, inflight, stock, users, repeat, csv, smoke;
+    int threads, inflight, stock, users, repeat;
+    bool csv, smoke, help;
     bool run[S_COUNT];
 } cmp_opts;
 
@@ -349,6 +350,34 @@ static bool loop_until(struct event_base *base, const bool *flag, int64_t timeou
     return *flag;
 }
 
+/* Keeps o->inflight purchases in flight until the phase is over; the
+ * slots go to *slots_out (freed by the caller after the engine). 0 or -1. */
+static int drive(eng_run *r, const cmp_opts *o, int strategy, eng_slot **slots_out)
+{
+    cmp_stats *st = r->st;
+    int n = o->inflight;
+    eng_slot *slots = *slots_out = calloc((size_t)n, sizeof(*slots));
+    if (!slots) return -1;
+    dlock__hist_reset(&st->lat);
+    int64_t t0 = dlock__now_us();
+    if (r->w->throughput) r->w->deadline_us = t0 + (int64_t)(o->duration_s * 1e6);
+    r->outstanding = n;
+    for (int i = 0; i < n; i++) {
+        slots[i].r = r;
+        issue(&slots[i]);
+    }
+    loop_until(r->base, &r->finished, (int64_t)(o->duration_s * 1000) + 60000);
+    st->elapsed_s = (double)(dlock__now_us() - t0) / 1e6;
+    int rc = r->outstanding == 0 ? 0 : -1;
+    if (rc) fprintf(stderr, "seckill-bench: %s: purchases still pending after 60 s\n", strategy_names[strategy]);
+    sk_engine_stats es;
+    sk_engine_get_stats(r->e, &es);
+    uint64_t calls = 0;
+    for (int i = 0; i < SK_STAT_BATCH_BUCKETS; i++) calls += es.batches[i];
+    st->mean_batch = calls ? (double)es.batched_purchases / (double)calls : 0;
+    return rc;
+}
+
 static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, cmp_stats *st)
 {
     eng_run r = {.w = w, .st = st};
@@ -382,27 +411,7 @@ static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, c
                !loop_until(r.base, &r.heated, 5000) || r.heat_err != 0) {
         fprintf(stderr, "seckill-bench: pre-heating %s failed\n", w->campaign);
     } else {
-        int n = o->inflight;
-        slots = calloc((size_t)n, sizeof(*slots));
-        if (slots) {
-            dlock__hist_reset(&st->lat);
-            int64_t t0 = dlock__now_us();
-            if (w->throughput) w->deadline_us = t0 + (int64_t)(o->duration_s * 1e6);
-            r.outstanding = n;
-            for (int i = 0; i < n; i++) {
-                slots[i].r = &r;
-                issue(&slots[i]);
-            }
-            loop_until(r.base, &r.finished, (int64_t)(o->duration_s * 1000) + 60000);
-            st->elapsed_s = (double)(dlock__now_us() - t0) / 1e6;
-            rc = r.outstanding == 0 ? 0 : -1;
-            if (rc) fprintf(stderr, "seckill-bench: %s: purchases still pending after 60 s\n", strategy_names[strategy]);
-            sk_engine_stats es;
-            sk_engine_get_stats(r.e, &es);
-            uint64_t calls = 0;
-            for (int i = 0; i < SK_STAT_BATCH_BUCKETS; i++) calls += es.batches[i];
-            st->mean_batch = calls ? (double)es.batched_purchases / (double)calls : 0;
-        }
+        rc = drive(&r, o, strategy, &slots);
     }
     r.closing = true;
     sk_engine_free(r.e); /* may still call back into slots: freed after it */
@@ -526,34 +535,17 @@ static void print_human(const cmp_opts *o, const cmp_stats tp[], const cmp_stats
 
 /* ---- options ------------------------------------------------------------- */
 
-static void usage(FILE *f)
+static int parse_strategies(void *base, const char *list, char *err, size_t errlen)
 {
-    fputs("usage: seckill-bench --mode compare --redis-url URL [options]\n"
-          "  --duration S      throughput phase per strategy, seconds (default 3)\n"
-          "  --threads N       threads of pessimistic/optimistic, one connection each (default 50)\n"
-          "  --inflight N      purchases in flight on the engine (lua-*) (default 128)\n"
-          "  --stock N         correctness phase stock (default 100)\n"
-          "  --users N         correctness phase users (default 2000)\n"
-          "  --repeat N        concurrent attempts per user (default 4)\n"
-          "  --strategies L    comma list of pessimistic,optimistic,lua-single,lua-coalesced (default all)\n"
-          "  --csv             CSV output\n"
-          "  --smoke           tiny run for CI (0.3 s, 4 threads, 16 in flight, 40 users x 4, stock 10)\n"
-          "Exit status: 0 when lua-single and lua-coalesced oversold nothing, gave nobody more\n"
-          "than the limit and had no errors, 1 otherwise, 2 on usage or setup errors.\n",
-          f);
-}
-
-static int parse_strategies(cmp_opts *o, const char *list)
-{
+    cmp_opts *o = base;
     memset(o->run, 0, sizeof(o->run));
-    const char *p = list;
-    while (*p) {
+    for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");
         int found = -1;
         for (int s = 0; s < S_COUNT; s++)
             if (strlen(strategy_names[s]) == n && strncmp(p, strategy_names[s], n) == 0) found = s;
         if (found < 0) {
-            fprintf(stderr, "seckill-bench: unknown strategy in '%s'\n", list);
+            snprintf(err, errlen, "unknown strategy in '%s'", list);
             return -1;
         }
         o->run[found] = true;
@@ -562,58 +554,69 @@ static int parse_strategies(cmp_opts *o, const char *list)
     }
     for (int s = 0; s < S_COUNT; s++)
         if (o->run[s]) return 0;
-    fputs("seckill-bench: --strategies names none\n", stderr);
+    snprintf(err, errlen, "--strategies names none");
     return -1;
 }
 
+static int check_mode(void *base, const char *v, char *err, size_t errlen)
+{
+    (void)base;
+    if (strcmp(v, "compare") == 0) return 0;
+    snprintf(err, errlen, "compare options with --mode '%s'", v);
+    return -1;
+}
+
+#define OFF(f) offsetof(cmp_opts, f)
+
+static const opt_spec specs[] = {
+    {.name = "mode", .type = OPT_CALL, .call = check_mode, .arg = "compare", .help = "this mode"},
+    {.name = "redis-url", .type = OPT_STR, .off = OFF(redis_url), .arg = "URL", .help = "the Redis (required)"},
+    {.name = "duration", .type = OPT_SECONDS, .off = OFF(duration_s), .lo = 1, .hi = 3600000, .unit = OPT_UNIT_S,
+     .arg = "DUR", .def = "3", .help = "throughput phase per strategy, up to 1h (default 3s;\na bare number is seconds)"},
+    {.name = "threads", .type = OPT_INT, .off = OFF(threads), .lo = 1, .hi = 1000, .arg = "N", .def = "50",
+     .help = "threads of pessimistic/optimistic, one connection each (default 50)"},
+    {.name = "inflight", .type = OPT_INT, .off = OFF(inflight), .lo = 1, .hi = 100000, .arg = "N", .def = "128",
+     .help = "purchases in flight on the engine (lua-*) (default 128)"},
+    {.name = "stock", .type = OPT_INT, .off = OFF(stock), .lo = 0, .hi = 100000000, .arg = "N", .def = "100",
+     .help = "correctness phase stock (default 100)"},
+    {.name = "users", .type = OPT_INT, .off = OFF(users), .lo = 1, .hi = 10000000, .arg = "N", .def = "2000",
+     .help = "correctness phase users (default 2000)"},
+    {.name = "repeat", .type = OPT_INT, .off = OFF(repeat), .lo = 1, .hi = 1000, .arg = "N", .def = "4",
+     .help = "concurrent attempts per user (default 4)"},
+    {.name = "strategies", .type = OPT_CALL, .call = parse_strategies, .arg = "L",
+     .def = "pessimistic,optimistic,lua-single,lua-coalesced",
+     .help = "comma list of pessimistic,optimistic,lua-single,lua-coalesced\n(default all)"},
+    {.name = "csv", .type = OPT_FLAG, .off = OFF(csv), .help = "CSV output"},
+    {.name = "smoke", .type = OPT_FLAG, .off = OFF(smoke),
+     .help = "tiny run for CI (0.3 s, 4 threads, 16 in flight, 40 users x 4, stock 10)"},
+    {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help), .help = "show this help"},
+};
+
+static void usage(FILE *f)
+{
+    fputs("usage: seckill-bench --mode compare --redis-url URL [options]\n", f);
+    opt_print_help(f, specs, OPT_COUNT(specs));
+    fputs("Exit status: 0 when lua-single and lua-coalesced oversold nothing, gave nobody more\n"
+          "than the limit and had no errors, 1 otherwise, 2 on usage or setup errors.\n",
+          f);
+}
+
+/* 0, 1 (--help printed) or -1 (usage error printed). */
 static int parse(cmp_opts *o, int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"mode", required_argument, 0, 'm'},     {"redis-url", required_argument, 0, 'r'},
-        {"duration", required_argument, 0, 'd'}, {"threads", required_argument, 0, 't'},
-        {"inflight", required_argument, 0, 'i'}, {"stock", required_argument, 0, 's'},
-        {"users", required_argument, 0, 'u'},    {"repeat", required_argument, 0, 'p'},
-        {"strategies", required_argument, 0, 'S'}, {"csv", no_argument, 0, 'c'},
-        {"smoke", no_argument, 0, 'Z'},          {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    int c, rc = 0;
-    char *end = NULL;
-    optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            if (strcmp(optarg, "compare") != 0) rc = -1;
-            break;
-        case 'r': o->redis_url = optarg; break;
-        case 'd':
-            o->duration_s = strtod(optarg, &end);
-            if (!*optarg || *end || o->duration_s <= 0 || o->duration_s > 3600) {
-                fputs("seckill-bench: --duration must be in (0, 3600] seconds\n", stderr);
-                rc = -1;
-            }
-            break;
-        case 't': rc = parse_int_opt("--threads", optarg, 1, 1000, &o->threads); break;
-        case 'i': rc = parse_int_opt("--inflight", optarg, 1, 100000, &o->inflight); break;
-        case 's': rc = parse_int_opt("--stock", optarg, 0, 100000000, &o->stock); break;
-        case 'u': rc = parse_int_opt("--users", optarg, 1, 10000000, &o->users); break;
-        case 'p': rc = parse_int_opt("--repeat", optarg, 1, 1000, &o->repeat); break;
-        case 'S': rc = parse_strategies(o, optarg); break;
-        case 'c': o->csv = 1; break;
-        case 'Z': o->smoke = 1; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
-        }
-    }
-    if (rc) return -1;
-    if (optind < argc) {
-        fprintf(stderr, "seckill-bench: unexpected argument '%s' in compare mode\n", argv[optind]);
+    char err[256];
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, o, NULL, err, sizeof(err))) {
+        fprintf(stderr, "seckill-bench: %s (see --mode compare --help)\n", err);
         return -1;
+    }
+    if (o->help) {
+        usage(stdout);
+        return 1;
     }
     if (!o->redis_url) {
         fputs("seckill-bench: --mode compare needs --redis-url\n", stderr);
         return -1;
     }
-    char err[256];
     if (dlock__url_parse(o->redis_url, &o->url, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckill-bench: bad --redis-url: %s\n", err);
         return -1;
@@ -642,14 +645,8 @@ int cmp_main(int argc, char **argv)
 {
     static cmp_opts o;
     static cmp_stats tp[S_COUNT], ok[S_COUNT];
-    o.duration_s = 3;
-    o.threads = 50;
-    o.inflight = 128;
-    o.stock = 100;
-    o.users = 2000;
-    o.repeat = 4;
-    for (int s = 0; s < S_COUNT; s++) o.run[s] = true;
-    if (parse(&o, argc, argv) != 0) return 2;
+    int parsed = parse(&o, argc, argv);
+    if (parsed != 0) return parsed > 0 ? 0 : 2;
     char run_id[9], err[256];
     if (dlock__random_hex(run_id, 4) != 0) return 2;
     dlock__conn *admin = NULL;

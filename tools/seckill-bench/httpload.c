@@ -353,6 +353,46 @@ static void on_guard(evutil_socket_t fd, short what, void *arg)
     if (st->exhausted_at_us && t - st->exhausted_at_us > 15000000) event_base_loopbreak(st->base);
 }
 
+static struct event *add_timer(hl_state *st, void (*cb)(evutil_socket_t, short, void *), double every_s)
+{
+    struct event *ev = event_new(st->base, -1, EV_PERSIST, cb, st);
+    struct timeval tv = {(time_t)every_s, (suseconds_t)((every_s - (double)(time_t)every_s) * 1e6)};
+    if (ev) evtimer_add(ev, &tv);
+    return ev;
+}
+
+/* Answers every request still queued as a connection failure. */
+static void fail_queued(hl_state *st, pending **head)
+{
+    const hl_options *o = st->o;
+    while (*head) {
+        pending *p = *head;
+        *head = p->next;
+        o->done(o->ud, p->req.tag, 0, "", 0, 0);
+        st->res->failed++;
+        free(p->req.bytes);
+        free(p);
+    }
+}
+
+static void teardown(hl_state *st)
+{
+    for (int i = 0; i < st->o->connections; i++) {
+        hl_conn *c = &st->conns[i];
+        if (c->busy) finish_request(c, 0, "", 0);
+        if (c->bev) bufferevent_free(c->bev);
+        event_free(c->retry);
+    }
+    fail_queued(st, &st->r_head);
+    fail_queued(st, &st->q_head);
+    if (st->tick) event_free(st->tick);
+    if (st->progress_ev) event_free(st->progress_ev);
+    if (st->guard) event_free(st->guard);
+    if (st->retry_tick) event_free(st->retry_tick);
+    free(st->conns);
+    event_base_free(st->base);
+}
+
 int hl_run(const hl_options *o, hl_result *out)
 {
     memset(out, 0, sizeof(*out));
@@ -371,52 +411,14 @@ int hl_run(const hl_options *o, hl_result *out)
         c->retry = evtimer_new(st.base, on_retry, c);
         conn_connect(c);
     }
-    if (o->rate > 0) {
-        st.tick = event_new(st.base, -1, EV_PERSIST, on_tick, &st);
-        struct timeval tv = {0, 1000};
-        evtimer_add(st.tick, &tv);
-    }
-    if (o->progress && o->progress_s > 0) {
-        st.progress_ev = event_new(st.base, -1, EV_PERSIST, on_progress, &st);
-        struct timeval tv = {(time_t)o->progress_s, (suseconds_t)((o->progress_s - (double)(time_t)o->progress_s) * 1e6)};
-        evtimer_add(st.progress_ev, &tv);
-    }
-    st.retry_tick = event_new(st.base, -1, EV_PERSIST, on_retry_tick, &st);
-    struct timeval rtv = {0, 10000};
-    evtimer_add(st.retry_tick, &rtv);
-    st.guard = event_new(st.base, -1, EV_PERSIST, on_guard, &st);
-    struct timeval gtv = {0, 500000};
-    evtimer_add(st.guard, &gtv);
+    if (o->rate > 0) st.tick = add_timer(&st, on_tick, 0.001);
+    if (o->progress && o->progress_s > 0) st.progress_ev = add_timer(&st, on_progress, o->progress_s);
+    st.retry_tick = add_timer(&st, on_retry_tick, 0.01);
+    st.guard = add_timer(&st, on_guard, 0.5);
     event_base_dispatch(st.base);
     int64_t end = now_us();
     out->elapsed_s = (double)(end - (st.measure_from_us > st.start_us ? st.measure_from_us : st.start_us)) / 1e6;
-    for (int i = 0; i < o->connections; i++) {
-        hl_conn *c = &st.conns[i];
-        if (c->busy) finish_request(c, 0, "", 0);
-        if (c->bev) bufferevent_free(c->bev);
-        event_free(c->retry);
-    }
-    while (st.r_head) {
-        pending *p = pop(&st.r_head, &st.r_tail, &st.r_len);
-        o->done(o->ud, p->req.tag, 0, "", 0, 0);
-        out->failed++;
-        free(p->req.bytes);
-        free(p);
-    }
-    while (st.q_head) {
-        pending *p = st.q_head;
-        st.q_head = p->next;
-        o->done(o->ud, p->req.tag, 0, "", 0, 0);
-        out->failed++;
-        free(p->req.bytes);
-        free(p);
-    }
-    if (st.tick) event_free(st.tick);
-    if (st.progress_ev) event_free(st.progress_ev);
-    event_free(st.guard);
-    event_free(st.retry_tick);
-    free(st.conns);
-    event_base_free(st.base);
+    teardown(&st);
     if (!st.connected_once) {
         fprintf(stderr, "seckill-bench: could not connect to any target\n");
         return -1;

@@ -7,7 +7,7 @@
  * (GET /ping: the HTTP ceiling), compare (engine level, no HTTP: the
  * stock-deduction strategies side by side, compare.c). Output: human
  * summary, --csv or --json. */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +16,8 @@
 #include <openssl/hmac.h>
 
 #include "compare.h"
-#include "args.h"
 #include "httpload.h"
+#include "options.h"
 #include "util.h"
 
 enum { K_BUYER = 0, K_SCALPER = 1, K_BAD = 2, K_PING = 3 };
@@ -37,7 +37,8 @@ typedef struct bench {
     size_t n_targets;
     const char *mode, *campaign, *admin_token, *user_secret, *format, *json_out;
     FILE *orders_out;
-    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, create, smoke, retries;
+    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries;
+    bool create, smoke, csv, json, help;
     double rate, duration, warmup;
     char run_id[9];
     /* plan */
@@ -58,38 +59,6 @@ typedef struct bench {
     int64_t t0_us;
     int tty;
 } bench;
-
-static void usage(FILE *f)
-{
-    fputs("usage: seckill-bench [options]\n"
-          "  --url http://HOST:PORT   target seckilld (repeat for several instances)\n"
-          "  --mode sale|buy|ping     sale: a planned crowd (default); buy: unique buyers for\n"
-          "                           --duration; ping: GET /ping (HTTP ceiling, no Redis work)\n"
-          "  --mode compare --redis-url URL   engine-level strategy comparison, no HTTP\n"
-          "                           (see seckill-bench --mode compare --help)\n"
-          "  --campaign ID            campaign to buy from (default c1)\n"
-          "  --create                 create the campaign first (needs --admin-token, --stock, --limit)\n"
-          "  --admin-token T          admin bearer token (env SECKILL_ADMIN_TOKEN)\n"
-          "  --user-secret S          sign X-User-Id with HMAC-SHA256 (env SECKILL_USER_SECRET)\n"
-          "  --stock N --limit N      campaign stock and per-user limit (for --create and checks)\n"
-          "  --buyers N               distinct buyers, one request each (default 10000)\n"
-          "  --scalpers N             scalper users (default 50)\n"
-          "  --scalper-burst N        concurrent requests per scalper, keys repeated (default 100)\n"
-          "  --bad N                  malformed requests mixed in (default 100)\n"
-          "  --quantity N             units per purchase (default 1)\n"
-          "  --connections N          keep-alive connections (default 128)\n"
-          "  --rate R                 open loop at R requests/s (default: closed loop)\n"
-          "  --retries N              resend a request whose connection failed (same\n"
-          "                           Idempotency-Key) up to N times on another connection\n"
-          "  --duration S             seconds (buy/ping modes; default 5)\n"
-          "  --warmup S               seconds not recorded (buy/ping; default 0)\n"
-          "  --csv | --json           machine-readable output\n"
-          "  --json-out FILE          also write the JSON result to FILE (keeps the human output)\n"
-          "  --orders-out FILE        write each accepted order as 'order_id user quantity'\n"
-          "  --smoke                  tiny run for CI (200 buyers, 2 scalpers x 20, 20 bad)\n"
-          "Exit status: 0 when every invariant held, 1 when one failed, 2 on usage or setup errors.\n",
-          f);
-}
 
 static int parse_target(const char *url, hl_target *t)
 {
@@ -456,93 +425,100 @@ static void print_csv(const bench *b, const hl_result *r)
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.999), (unsigned long long)r->latency.max_us);
 }
 
-int parse_int_opt(const char *name, const char *v, long lo, long hi, int *out)
+static int add_target(void *base, const char *v, char *err, size_t errlen)
 {
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (!*v || *end || n < lo || n > hi) {
-        fprintf(stderr, "seckill-bench: %s must be an integer in %ld..%ld\n", name, lo, hi);
+    bench *b = base;
+    if (b->n_targets == 16 || parse_target(v, &b->targets[b->n_targets]) != 0) {
+        snprintf(err, errlen, "bad --url '%s' (want http://HOST:PORT, at most 16)", v);
         return -1;
     }
-    *out = (int)n;
+    b->n_targets++;
     return 0;
 }
 
-int parse_double_opt(const char *name, const char *v, double *out)
+static int open_orders_out(void *base, const char *v, char *err, size_t errlen)
 {
-    char *end = NULL;
-    double d = strtod(v, &end);
-    if (!*v || *end || d < 0 || d > 1e7) {
-        fprintf(stderr, "seckill-bench: %s must be a non-negative number\n", name);
+    bench *b = base;
+    if (b->orders_out) fclose(b->orders_out);
+    b->orders_out = fopen(v, "w");
+    if (!b->orders_out) {
+        snprintf(err, errlen, "cannot write %s", v);
         return -1;
     }
-    *out = d;
     return 0;
 }
 
+#define OFF(f) offsetof(bench, f)
+
+static const opt_spec specs[] = {
+    {.name = "url", .type = OPT_CALL, .call = add_target, .arg = "http://HOST:PORT",
+     .help = "target seckilld (repeat for several instances)"},
+    {.name = "mode", .type = OPT_STR, .off = OFF(mode), .arg = "sale|buy|ping", .def = "sale",
+     .help = "sale: a planned crowd (default); buy: unique buyers for\n--duration; ping: GET /ping (HTTP "
+             "ceiling, no Redis work);\ncompare: engine-level strategy comparison, no HTTP\n(see seckill-bench "
+             "--mode compare --help)"},
+    {.name = "campaign", .type = OPT_STR, .off = OFF(campaign), .arg = "ID", .def = "c1",
+     .help = "campaign to buy from (default c1)"},
+    {.name = "create", .type = OPT_FLAG, .off = OFF(create),
+     .help = "create the campaign first (needs --admin-token, --stock, --limit)"},
+    {.name = "admin-token", .type = OPT_STR, .off = OFF(admin_token), .arg = "T", .env = "SECKILL_ADMIN_TOKEN",
+     .help = "admin bearer token (env SECKILL_ADMIN_TOKEN)"},
+    {.name = "user-secret", .type = OPT_STR, .off = OFF(user_secret), .arg = "S", .env = "SECKILL_USER_SECRET",
+     .help = "sign X-User-Id with HMAC-SHA256 (env SECKILL_USER_SECRET)"},
+    {.name = "stock", .type = OPT_INT, .off = OFF(stock), .lo = 0, .hi = 1000000000, .arg = "N", .def = "100",
+     .help = "campaign stock (for --create and checks; default 100)"},
+    {.name = "limit", .type = OPT_INT, .off = OFF(limit), .lo = 0, .hi = 1000000, .arg = "N", .def = "1",
+     .help = "per-user limit (for --create and checks; default 1)"},
+    {.name = "buyers", .type = OPT_INT, .off = OFF(buyers), .lo = 0, .hi = 10000000, .arg = "N", .def = "10000",
+     .help = "distinct buyers, one request each (default 10000)"},
+    {.name = "scalpers", .type = OPT_INT, .off = OFF(scalpers), .lo = 0, .hi = 100000, .arg = "N", .def = "50",
+     .help = "scalper users (default 50)"},
+    {.name = "scalper-burst", .type = OPT_INT, .off = OFF(burst), .lo = 1, .hi = 100000, .arg = "N", .def = "100",
+     .help = "concurrent requests per scalper, keys repeated (default 100)"},
+    {.name = "bad", .type = OPT_INT, .off = OFF(bad), .lo = 0, .hi = 1000000, .arg = "N", .def = "100",
+     .help = "malformed requests mixed in (default 100)"},
+    {.name = "quantity", .type = OPT_INT, .off = OFF(quantity), .lo = 1, .hi = 1000, .arg = "N", .def = "1",
+     .help = "units per purchase (default 1)"},
+    {.name = "connections", .type = OPT_INT, .off = OFF(connections), .lo = 1, .hi = 100000, .arg = "N",
+     .def = "128", .help = "keep-alive connections (default 128)"},
+    {.name = "rate", .type = OPT_NUMBER, .off = OFF(rate), .lo = 0, .hi = 10000000, .arg = "R",
+     .help = "open loop at R requests/s (default: closed loop)"},
+    {.name = "retries", .type = OPT_INT, .off = OFF(retries), .lo = 0, .hi = 100, .arg = "N",
+     .help = "resend a request whose connection failed (same\nIdempotency-Key) up to N times on another connection"},
+    {.name = "duration", .type = OPT_SECONDS, .off = OFF(duration), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
+     .arg = "DUR", .def = "5", .help = "buy/ping modes: how long (default 5s; a bare number is seconds)"},
+    {.name = "warmup", .type = OPT_SECONDS, .off = OFF(warmup), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
+     .arg = "DUR", .help = "buy/ping modes: time not recorded (default 0)"},
+    {.name = "csv", .type = OPT_FLAG, .off = OFF(csv), .help = "machine-readable output: CSV"},
+    {.name = "json", .type = OPT_FLAG, .off = OFF(json), .help = "machine-readable output: JSON"},
+    {.name = "json-out", .type = OPT_STR, .off = OFF(json_out), .arg = "FILE",
+     .help = "also write the JSON result to FILE (keeps the human output)"},
+    {.name = "orders-out", .type = OPT_CALL, .call = open_orders_out, .arg = "FILE",
+     .help = "write each accepted order as 'order_id user quantity'"},
+    {.name = "smoke", .type = OPT_FLAG, .off = OFF(smoke), .help = "tiny run for CI (200 buyers, 2 scalpers x 20, 20 bad)"},
+    {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help), .help = "show this help"},
+};
+
+static void usage(FILE *f)
+{
+    fputs("usage: seckill-bench [options]\n", f);
+    opt_print_help(f, specs, OPT_COUNT(specs));
+    fputs("Exit status: 0 when every invariant held, 1 when one failed, 2 on usage or setup errors.\n", f);
+}
+
+/* 0, 1 (--help printed) or -1 (usage error printed). */
 static int parse_args(bench *b, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"url", required_argument, 0, 'u'},        {"mode", required_argument, 0, 'm'},
-        {"campaign", required_argument, 0, 'c'},   {"create", no_argument, 0, 'C'},
-        {"admin-token", required_argument, 0, 'A'}, {"user-secret", required_argument, 0, 'S'},
-        {"stock", required_argument, 0, 's'},      {"limit", required_argument, 0, 'l'},
-        {"buyers", required_argument, 0, 'b'},     {"scalpers", required_argument, 0, 'k'},
-        {"scalper-burst", required_argument, 0, 'B'}, {"bad", required_argument, 0, 'x'},
-        {"quantity", required_argument, 0, 'q'},   {"connections", required_argument, 0, 'n'},
-        {"rate", required_argument, 0, 'r'},       {"duration", required_argument, 0, 'd'},
-        {"warmup", required_argument, 0, 'w'},     {"csv", no_argument, 0, 'V'},
-        {"json", no_argument, 0, 'J'},             {"smoke", no_argument, 0, 'Z'},
-        {"json-out", required_argument, 0, 'O'},   {"orders-out", required_argument, 0, 'R'},
-        {"retries", required_argument, 0, 'T'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    int c, rc = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'u':
-            if (b->n_targets == 16 || parse_target(optarg, &b->targets[b->n_targets]) != 0) {
-                fprintf(stderr, "seckill-bench: bad --url '%s' (want http://HOST:PORT, at most 16)\n", optarg);
-                return -1;
-            }
-            b->n_targets++;
-            break;
-        case 'm': b->mode = optarg; break;
-        case 'c': b->campaign = optarg; break;
-        case 'C': b->create = 1; break;
-        case 'A': b->admin_token = optarg; break;
-        case 'S': b->user_secret = optarg; break;
-        case 's': rc = parse_int_opt("--stock", optarg, 0, 1000000000, &b->stock); break;
-        case 'l': rc = parse_int_opt("--limit", optarg, 0, 1000000, &b->limit); break;
-        case 'b': rc = parse_int_opt("--buyers", optarg, 0, 10000000, &b->buyers); break;
-        case 'k': rc = parse_int_opt("--scalpers", optarg, 0, 100000, &b->scalpers); break;
-        case 'B': rc = parse_int_opt("--scalper-burst", optarg, 1, 100000, &b->burst); break;
-        case 'x': rc = parse_int_opt("--bad", optarg, 0, 1000000, &b->bad); break;
-        case 'q': rc = parse_int_opt("--quantity", optarg, 1, 1000, &b->quantity); break;
-        case 'n': rc = parse_int_opt("--connections", optarg, 1, 100000, &b->connections); break;
-        case 'r': rc = parse_double_opt("--rate", optarg, &b->rate); break;
-        case 'd': rc = parse_double_opt("--duration", optarg, &b->duration); break;
-        case 'w': rc = parse_double_opt("--warmup", optarg, &b->warmup); break;
-        case 'V': b->format = "csv"; break;
-        case 'J': b->format = "json"; break;
-        case 'Z': b->smoke = 1; break;
-        case 'O': b->json_out = optarg; break;
-        case 'T': rc = parse_int_opt("--retries", optarg, 0, 100, &b->retries); break;
-        case 'R':
-            b->orders_out = fopen(optarg, "w");
-            if (!b->orders_out) {
-                fprintf(stderr, "seckill-bench: cannot write %s\n", optarg);
-                return -1;
-            }
-            break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
-        }
-    }
-    if (rc) return -1;
-    if (optind < argc) {
-        fprintf(stderr, "seckill-bench: unexpected argument '%s'\n", argv[optind]);
+    char err[256];
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, b, NULL, err, sizeof(err))) {
+        fprintf(stderr, "seckill-bench: %s (see --help)\n", err);
         return -1;
     }
+    if (b->help) {
+        usage(stdout);
+        return 1;
+    }
+    b->format = b->json ? "json" : b->csv ? "csv" : "human";
     if (b->n_targets == 0) {
         fputs("seckill-bench: at least one --url is required\n", stderr);
         return -1;
@@ -561,59 +537,61 @@ static int parse_args(bench *b, int argc, char **argv)
     return 0;
 }
 
+/* Writes the results where --json-out, --json, --csv ask. 0 or 2. */
+static int report(const bench *b, const hl_result *r)
+{
+    if (b->json_out) {
+        FILE *f = fopen(b->json_out, "w");
+        if (!f) {
+            fprintf(stderr, "seckill-bench: cannot write %s\n", b->json_out);
+            return 2;
+        }
+        print_json(f, b, r);
+        fclose(f);
+    }
+    if (strcmp(b->format, "json") == 0) print_json(stdout, b, r);
+    else if (strcmp(b->format, "csv") == 0) print_csv(b, r);
+    else print_human(b, r);
+    return 0;
+}
+
+/* Drives the HTTP load of one mode; 0, 1 (an invariant failed) or 2. */
+static int run_http(bench *b)
+{
+    if (dlock__random_hex(b->run_id, 4) != 0) return 2;
+    b->tty = isatty(1) && strcmp(b->format, "human") == 0;
+    if (b->create && create_campaign(b) != 0) return 2;
+    bool sale = strcmp(b->mode, "sale") == 0;
+    if (sale) build_plan(b);
+    b->accept_ts_len = 36000; /* one hour of 100 ms buckets */
+    b->accept_ts = calloc(b->accept_ts_len, sizeof(uint64_t));
+    if (!b->accept_ts) return 2;
+    b->t0_us = dlock__now_us();
+    hl_options ho = {.targets = b->targets, .n_targets = b->n_targets, .connections = b->connections,
+                     .rate = b->rate, .retries = b->retries, .duration_s = sale ? 0 : b->duration,
+                     .warmup_s = sale ? 0 : b->warmup,
+                     .progress_s = strcmp(b->format, "human") == 0 ? (b->tty ? 0.25 : 1.0) : 0,
+                     .progress = progress, .next = next_request, .done = on_done, .ud = b};
+    static hl_result r;
+    if (hl_run(&ho, &r) != 0) return 2;
+    if (b->tty) printf("\n");
+    check_users(b);
+    if (report(b, &r) != 0) return 2;
+    bool ok = oversold(b) == 0 && b->over_limit_users == 0 && b->idem_violations == 0 && b->bad_unexpected == 0;
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (cmp_wanted(argc, argv)) return cmp_main(argc, argv);
     static bench b;
-    b.mode = "sale";
-    b.campaign = "c1";
-    b.buyers = 10000;
-    b.scalpers = 50;
-    b.burst = 100;
-    b.bad = 100;
-    b.quantity = 1;
-    b.limit = 1;
-    b.stock = 100;
-    b.connections = 128;
-    b.duration = 5;
-    b.format = "human";
-    b.admin_token = getenv("SECKILL_ADMIN_TOKEN");
-    b.user_secret = getenv("SECKILL_USER_SECRET");
-    if (parse_args(&b, argc, argv) != 0) return 2;
-    if (dlock__random_hex(b.run_id, 4) != 0) return 2;
-    b.tty = isatty(1) && strcmp(b.format, "human") == 0;
-    if (b.create && create_campaign(&b) != 0) return 2;
-    if (strcmp(b.mode, "sale") == 0) build_plan(&b);
-    b.accept_ts_len = 36000; /* one hour of 100 ms buckets */
-    b.accept_ts = calloc(b.accept_ts_len, sizeof(uint64_t));
-    if (!b.accept_ts) return 2;
-    b.t0_us = dlock__now_us();
-    hl_options ho = {.targets = b.targets, .n_targets = b.n_targets, .connections = b.connections,
-                     .rate = b.rate, .retries = b.retries, .duration_s = strcmp(b.mode, "sale") == 0 ? 0 : b.duration,
-                     .warmup_s = strcmp(b.mode, "sale") == 0 ? 0 : b.warmup,
-                     .progress_s = strcmp(b.format, "human") == 0 ? (b.tty ? 0.25 : 1.0) : 0,
-                     .progress = progress, .next = next_request, .done = on_done, .ud = &b};
-    static hl_result r;
-    if (hl_run(&ho, &r) != 0) return 2;
-    if (b.tty) printf("\n");
-    check_users(&b);
-    if (b.json_out) {
-        FILE *f = fopen(b.json_out, "w");
-        if (!f) {
-            fprintf(stderr, "seckill-bench: cannot write %s\n", b.json_out);
-            return 2;
-        }
-        print_json(f, &b, &r);
-        fclose(f);
-    }
-    if (strcmp(b.format, "json") == 0) print_json(stdout, &b, &r);
-    else if (strcmp(b.format, "csv") == 0) print_csv(&b, &r);
-    else print_human(&b, &r);
-    int ok = oversold(&b) == 0 && b.over_limit_users == 0 && b.idem_violations == 0 && b.bad_unexpected == 0;
+    int rc = parse_args(&b, argc, argv);
+    if (rc == 0) rc = run_http(&b);
+    else rc = rc > 0 ? 0 : 2;
     if (b.orders_out) fclose(b.orders_out);
     free(b.plan);
     free(b.user_qty);
     free(b.key_order);
     free(b.accept_ts);
-    return ok ? 0 : 1;
+    return rc;
 }

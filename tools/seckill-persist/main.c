@@ -1,16 +1,55 @@
 /* seckill-persist: runs one persistence worker (src/seckill/persist.h):
  * accepted orders from Redis streams into the database, reclaim of dead
  * workers' entries, dead letters, payment-timeout cancellation. Several
- * may run at once. SIGINT/SIGTERM stop it after the current batch. */
+ * may run at once. SIGINT/SIGTERM stop it after the current batch.
+ * Exit codes: 0 ok (or --drain finished), 1 runtime failure, 2 usage. */
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "dlock/dlock.h"
+#include "options.h"
 #include "persist.h"
 #include "sk_err.h"
+
+typedef struct args {
+    sk_persist_opts o;
+    bool help, version, quiet;
+} args;
+
+#define OFF(f) offsetof(args, f)
+
+static const opt_spec specs[] = {
+    {.name = "redis-url", .type = OPT_STR, .off = OFF(o.redis_url), .arg = "URL", .env = "REDIS_URL",
+     .def = "redis://127.0.0.1:6379", .help = "Redis (env REDIS_URL; default redis://127.0.0.1:6379)"},
+    {.name = "database-url", .type = OPT_STR, .off = OFF(o.database_url), .arg = "URL", .env = "DATABASE_URL",
+     .help = "sqlite:///abs/path.db, a file path, or postgresql://...\n(env DATABASE_URL; required)"},
+    {.name = "campaign", .type = OPT_STR, .off = OFF(o.campaign), .arg = "ID",
+     .help = "only this campaign (default: all in seckill:campaigns and the database)"},
+    {.name = "consumer", .type = OPT_STR, .off = OFF(o.consumer), .arg = "NAME",
+     .help = "consumer name in group seckill-persist (default host-pid-random)"},
+    {.name = "batch", .type = OPT_INT, .off = OFF(o.batch), .lo = 1, .hi = 10000, .arg = "N",
+     .help = "entries per transaction (default 1000)"},
+    {.name = "block", .type = OPT_DURATION, .off = OFF(o.block_ms), .lo = 0, .hi = 60000, .unit = OPT_UNIT_MS,
+     .arg = "DUR", .help = "XREADGROUP BLOCK, at most 60s (default 500ms)"},
+    {.name = "claim-idle", .type = OPT_DURATION, .off = OFF(o.claim_idle_ms), .lo = 1, .hi = OPT_MAX_MS,
+     .unit = OPT_UNIT_MS, .arg = "DUR", .help = "reclaim entries idle this long on other consumers (default 30s)"},
+    {.name = "max-deliveries", .type = OPT_INT, .off = OFF(o.max_deliveries), .lo = 1, .hi = 1000, .arg = "N",
+     .help = "then move the entry to {c:<id>}:orders:dead (default 5)"},
+    {.name = "pay-timeout", .type = OPT_DURATION, .off = OFF(o.pay_timeout_ms), .lo = 0, .hi = OPT_MAX_MS,
+     .unit = OPT_UNIT_MS, .arg = "DUR", .env = "SECKILL_PAY_TIMEOUT",
+     .help = "cancel unpaid orders after DUR; 0 = never\n(env SECKILL_PAY_TIMEOUT; default 15m)"},
+    {.name = "sweep-interval", .type = OPT_DURATION, .off = OFF(o.sweep_interval_ms), .lo = 0, .hi = OPT_MAX_MS,
+     .unit = OPT_UNIT_MS, .arg = "DUR", .help = "how often to look for unpaid orders (default 1s)"},
+    {.name = "drain", .type = OPT_FLAG, .off = OFF(o.drain), .help = "exit 0 once every stream is drained"},
+    {.name = "quiet", .type = OPT_FLAG, .off = OFF(quiet), .help = "no log lines"},
+    {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help), .help = "show this help"},
+    {.name = "version", .type = OPT_FLAG, .off = OFF(version), .help = "show the version"},
+};
 
 static atomic_int stop_flag;
 
@@ -33,104 +72,61 @@ static void log_line(const char *line, void *ud)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: seckill-persist [options]\n"
-            "  --redis-url URL        Redis (env REDIS_URL; default redis://127.0.0.1:6379)\n"
-            "  --database-url URL     sqlite:///abs/path.db, a file path, or postgresql://... (env DATABASE_URL; required)\n"
-            "  --campaign ID          only this campaign (default: all in seckill:campaigns and the database)\n"
-            "  --consumer NAME        consumer name in group seckill-persist (default host-pid-random)\n"
-            "  --batch N              entries per transaction (default 1000)\n"
-            "  --block DUR            XREADGROUP BLOCK (default 500ms)\n"
-            "  --claim-idle DUR       reclaim entries idle this long on other consumers (default 30s)\n"
-            "  --max-deliveries N     then move the entry to {c:<id>}:orders:dead (default 5)\n"
-            "  --pay-timeout DUR      cancel unpaid orders after DUR; 0 = never (env SECKILL_PAY_TIMEOUT; default 15m)\n"
-            "  --sweep-interval DUR   how often to look for unpaid orders (default 1s)\n"
-            "  --drain                exit 0 once every stream is drained\n"
-            "  --quiet                no log lines\n"
-            "Durations: 250ms, 30s, 15m, 2h (plain number = ms).\n");
+    fputs("usage: seckill-persist [options]\n", f);
+    opt_print_help(f, specs, OPT_COUNT(specs));
+    fputs("Durations: 250ms, 1.5s, 30s, 15m, 2h (a bare number is milliseconds).\n"
+          "Exit status: 0 ok, 1 runtime failure, 2 usage or configuration error.\n", f);
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
+/* Defaults < environment < flags, then the checks across options.
+ * Returns 0, or 2 after printing one line. */
+static int parse(args *a, int argc, char **argv)
 {
-    char *end = NULL;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || end == s || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
-int main(int argc, char **argv)
-{
-    sk_persist_opts o;
-    sk_persist_opts_init(&o);
-    o.redis_url = getenv("REDIS_URL") ? getenv("REDIS_URL") : "redis://127.0.0.1:6379";
-    o.database_url = getenv("DATABASE_URL");
-    o.log = log_line;
-    const char *pt = getenv("SECKILL_PAY_TIMEOUT");
-    if (pt && sk_persist_parse_duration(pt, &o.pay_timeout_ms)) {
-        fprintf(stderr, "seckill-persist: bad SECKILL_PAY_TIMEOUT '%s'\n", pt);
+    char err[256];
+    sk_persist_opts_init(&a->o);
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, a, NULL, err, sizeof(err))) {
+        fprintf(stderr, "seckill-persist: %s (see --help)\n", err);
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--drain") == 0) {
-            o.drain = true;
-            continue;
-        } else if (strcmp(a, "--quiet") == 0) {
-            o.log = NULL;
-            continue;
-        } else if (!v) {
-            fprintf(stderr, "seckill-persist: %s needs a value (or is unknown; see --help)\n", a);
-            return 2;
-        } else if (strcmp(a, "--redis-url") == 0) o.redis_url = v;
-        else if (strcmp(a, "--database-url") == 0) o.database_url = v;
-        else if (strcmp(a, "--campaign") == 0) o.campaign = v;
-        else if (strcmp(a, "--consumer") == 0) o.consumer = v;
-        else if (strcmp(a, "--batch") == 0) bad = parse_int(v, 1, 10000, &o.batch);
-        else if (strcmp(a, "--max-deliveries") == 0) bad = parse_int(v, 1, 1000, &o.max_deliveries);
-        else if (strcmp(a, "--block") == 0) bad = sk_persist_parse_duration(v, &o.block_ms);
-        else if (strcmp(a, "--claim-idle") == 0) bad = sk_persist_parse_duration(v, &o.claim_idle_ms);
-        else if (strcmp(a, "--pay-timeout") == 0) bad = sk_persist_parse_duration(v, &o.pay_timeout_ms);
-        else if (strcmp(a, "--sweep-interval") == 0) bad = sk_persist_parse_duration(v, &o.sweep_interval_ms);
-        else {
-            fprintf(stderr, "seckill-persist: unknown option %s (see --help)\n", a);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "seckill-persist: bad value for %s: '%s'\n", a, v);
-            return 2;
-        }
-        i++;
-    }
-    if (!o.database_url) {
+    if (a->help || a->version) return 0;
+    if (!a->o.database_url) {
         fprintf(stderr, "seckill-persist: no database: set --database-url or DATABASE_URL\n");
         return 2;
     }
-    if (o.campaign && !sk_db_id_valid(o.campaign)) {
-        fprintf(stderr, "seckill-persist: bad campaign id '%s'\n", o.campaign);
+    if (a->o.campaign && !sk_db_id_valid(a->o.campaign)) {
+        fprintf(stderr, "seckill-persist: bad campaign id '%s'\n", a->o.campaign);
         return 2;
     }
-    if (o.block_ms > 60000 || o.claim_idle_ms < 1) {
-        fprintf(stderr, "seckill-persist: --block must be <= 60s and --claim-idle > 0\n");
-        return 2;
-    }
+    a->o.log = a->quiet ? NULL : log_line;
+    return 0;
+}
+
+static int run(sk_persist_opts *o)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    o.stop = &stop_flag;
+    o->stop = &stop_flag;
     char err[512] = "";
     sk_persist_stats st;
-    int rc = sk_persist_run(&o, &st, err, sizeof(err));
+    int rc = sk_persist_run(o, &st, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "seckill-persist: %s: %s\n", sk_strerror(rc), err);
         return 1;
     }
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    args a = {0};
+    int rc = parse(&a, argc, argv);
+    if (rc) return rc;
+    if (a.help) usage(stdout);
+    else if (a.version) printf("seckill-persist %s\n", DLOCK_VERSION);
+    else rc = run(&a.o);
+    return rc;
 }

@@ -4,12 +4,14 @@
  * 2 usage error, 3 cannot reach Redis or the database. */
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlock/dlock.h"
 #include "lifecycle.h"
+#include "options.h"
 #include "persist.h"
 #include "reconcile.h"
 #include "sk_err.h"
@@ -18,7 +20,7 @@
 typedef struct cli {
     const char *redis_url, *database_url, *campaign, *reason;
     int64_t wait_ms; /* reconcile: wait this long for the streams to drain first */
-    bool json;
+    bool json, help, version;
     const char *pos[4];
     int npos;
     sk_db *db;
@@ -38,6 +40,8 @@ static void usage(FILE *f)
                "  pay ORDER_ID USER                    mark a persisted order paid\n"
                "  cancel ORDER_ID [--reason TEXT]      cancel a persisted order; stock returns once\n"
                "  migrate                              create / migrate the schema, print its version\n"
+               "  --help, --version\n"
+               "Durations: 250ms, 1.5s, 30s, 2m (a bare number is milliseconds).\n"
                "Environment: REDIS_URL (default redis://127.0.0.1:6379), DATABASE_URL (required).\n");
 }
 
@@ -298,72 +302,88 @@ static int cmd_order(cli *c, const char *what)
     return rc ? 1 : 0;
 }
 
-int main(int argc, char **argv)
+static int cmd_migrate(cli *c)
 {
-    cli c = {0};
-    c.redis_url = getenv("REDIS_URL") ? getenv("REDIS_URL") : "redis://127.0.0.1:6379";
-    c.database_url = getenv("DATABASE_URL");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            c.json = true;
-        } else if (strncmp(a, "--", 2) == 0) {
-            if (!v) {
-                fprintf(stderr, "seckill: %s needs a value (or is unknown; see --help)\n", a);
-                return 2;
-            }
-            if (strcmp(a, "--redis-url") == 0) c.redis_url = v;
-            else if (strcmp(a, "--database-url") == 0) c.database_url = v;
-            else if (strcmp(a, "--campaign") == 0) c.campaign = v;
-            else if (strcmp(a, "--reason") == 0) c.reason = v;
-            else if (strcmp(a, "--wait") == 0) {
-                if (sk_persist_parse_duration(v, &c.wait_ms)) {
-                    fprintf(stderr, "seckill: bad --wait '%s' (e.g. 500ms, 10s)\n", v);
-                    return 2;
-                }
-            } else {
-                fprintf(stderr, "seckill: unknown option %s (see --help)\n", a);
-                return 2;
-            }
-            i++;
-        } else if (c.npos < 4) {
-            c.pos[c.npos++] = a;
-        } else {
-            fprintf(stderr, "seckill: too many arguments\n");
-            return 2;
-        }
+    int v = 0;
+    sk_db_schema_version(c->db, &v);
+    printf("schema version %d (%s)\n", v, sk_db_kind(c->db));
+    return 0;
+}
+
+static int cmd_show(cli *c) { return cmd_order(c, "order"); }
+static int cmd_pay(cli *c) { return cmd_order(c, "pay"); }
+static int cmd_cancel(cli *c) { return cmd_order(c, "cancel"); }
+
+static const struct command {
+    const char *name;
+    bool needs_redis;
+    int (*run)(cli *c);
+} commands[] = {
+    {"reconcile", true, cmd_reconcile}, {"metrics", true, cmd_metrics}, {"campaigns", false, cmd_campaigns},
+    {"order", false, cmd_show},         {"pay", false, cmd_pay},         {"cancel", true, cmd_cancel},
+    {"migrate", false, cmd_migrate},
+};
+
+static int add_operand(void *base, const char *arg, char *err, size_t errlen)
+{
+    cli *c = base;
+    return opt_append(c->pos, &c->npos, 4, arg, "too many arguments", err, errlen);
+}
+
+#define OFF(f) offsetof(cli, f)
+
+static const opt_spec specs[] = {
+    {.name = "redis-url", .type = OPT_STR, .off = OFF(redis_url), .env = "REDIS_URL",
+     .def = "redis://127.0.0.1:6379"},
+    {.name = "database-url", .type = OPT_STR, .off = OFF(database_url), .env = "DATABASE_URL"},
+    {.name = "campaign", .type = OPT_STR, .off = OFF(campaign)},
+    {.name = "reason", .type = OPT_STR, .off = OFF(reason)},
+    {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS},
+    {.name = "json", .type = OPT_FLAG, .off = OFF(json)},
+    {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help)},
+    {.name = "version", .type = OPT_FLAG, .off = OFF(version)},
+};
+
+/* Options and operands into c; the command in *cmd_out. 0, 1 (--help or
+ * --version printed) or 2 (usage error printed). */
+static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
+{
+    char err[256];
+    if (opt_load(specs, OPT_COUNT(specs), argc, argv, c, add_operand, err, sizeof(err))) {
+        fprintf(stderr, "seckill: %s (see --help)\n", err);
+        return 2;
     }
-    if (c.npos == 0) {
+    if (c->help || c->version) {
+        if (c->help) usage(stdout);
+        else printf("seckill %s\n", DLOCK_VERSION);
+        return 1;
+    }
+    if (c->npos == 0) {
         usage(stderr);
         return 2;
     }
-    const char *cmd = c.pos[0];
-    bool needs_redis = strcmp(cmd, "reconcile") == 0 || strcmp(cmd, "cancel") == 0 ||
-                       strcmp(cmd, "metrics") == 0;
-    if (strcmp(cmd, "reconcile") && strcmp(cmd, "campaigns") && strcmp(cmd, "order") && strcmp(cmd, "pay") &&
-        strcmp(cmd, "cancel") && strcmp(cmd, "migrate") && strcmp(cmd, "metrics")) {
-        fprintf(stderr, "seckill: unknown command '%s' (see --help)\n", cmd);
+    for (size_t i = 0; i < OPT_COUNT(commands) && !*cmd_out; i++)
+        if (strcmp(c->pos[0], commands[i].name) == 0) *cmd_out = &commands[i];
+    if (!*cmd_out) {
+        fprintf(stderr, "seckill: unknown command '%s' (see --help)\n", c->pos[0]);
         return 2;
     }
-    if (c.campaign && !sk_db_id_valid(c.campaign)) {
-        fprintf(stderr, "seckill: bad campaign id '%s'\n", c.campaign);
+    if (c->campaign && !sk_db_id_valid(c->campaign)) {
+        fprintf(stderr, "seckill: bad campaign id '%s'\n", c->campaign);
         return 2;
     }
-    int rc = open_db(&c);
-    if (!rc && needs_redis) rc = open_redis(&c);
-    if (!rc) {
-        if (strcmp(cmd, "reconcile") == 0) rc = cmd_reconcile(&c);
-        else if (strcmp(cmd, "metrics") == 0) rc = cmd_metrics(&c);
-        else if (strcmp(cmd, "campaigns") == 0) rc = cmd_campaigns(&c);
-        else if (strcmp(cmd, "migrate") == 0) {
-            int v = 0;
-            sk_db_schema_version(c.db, &v);
-            printf("schema version %d (%s)\n", v, sk_db_kind(c.db));
-        } else rc = cmd_order(&c, cmd);
-    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli c = {0};
+    const struct command *cmd = NULL;
+    int rc = parse(&c, argc, argv, &cmd);
+    if (rc) return rc == 1 ? 0 : rc;
+    rc = open_db(&c);
+    if (!rc && cmd->needs_redis) rc = open_redis(&c);
+    if (!rc) rc = cmd->run(&c);
     sk_db_close(c.db);
     dlock__conn_close(c.rc);
     return rc;

@@ -34,6 +34,8 @@ typedef struct seckilld_config {
     int64_t degraded_after_ms, degraded_recover_ms, degraded_max_inflight;
     char *log_level;
     bool check_only; /* --check-config */
+    bool help, version;
+    const char *config_file; /* --config (points into argv) */
 } seckilld_config;
 
 /* Fills c. Returns 0, 1 when --help/--version was printed (exit 0), or -1

@@ -43,7 +43,9 @@ typedef struct worker {
     struct event_base *base;
     sk_engine *engine;
     sk_http *http;
-    struct event *drain_ev;
+    sk_db *db;
+    sk_degraded *dg;
+    struct event *drain_ev, *sigterm, *sigint;
     int64_t drain_deadline_ms;
     int64_t flush_deadline_ms; /* once nothing is in flight: wait for writes */
     bool draining;
@@ -99,90 +101,102 @@ static void limit_connections(int64_t max_conn)
     setrlimit(RLIMIT_NOFILE, &rl);
 }
 
-static int run_worker(const seckilld_config *c)
+static void engine_opts_from(const seckilld_config *c, sk_engine_opts *eo)
 {
-    worker w = {.c = c};
-    int rc = 1;
+    sk_engine_opts_init(eo);
+    eo->max_batch = c->max_batch;
+    eo->linger_us = c->linger_us;
+    eo->soldout_poll_ms = c->soldout_poll_ms;
+    eo->user_rate_limit = c->user_rate_limit;
+    eo->user_rate_window_ms = c->user_rate_window_ms ? c->user_rate_window_ms : 1000;
+    eo->ip_rate_limit = c->ip_rate_limit;
+    eo->ip_rate_window_ms = c->ip_rate_window_ms ? c->ip_rate_window_ms : 1000;
+    eo->command_timeout_ms = c->redis_timeout_ms;
+    eo->log = log_line;
+}
+
+static void http_opts_from(const seckilld_config *c, sk_db *db, sk_degraded *dg, sk_http_opts *ho)
+{
+    sk_http_opts_init(ho);
+    ho->admin_token = c->admin_token;
+    ho->user_secret = c->user_secret;
+    ho->idle_timeout_ms = c->idle_timeout_ms;
+    ho->max_body = (size_t)c->max_body;
+    ho->max_headers = (size_t)c->max_headers;
+    ho->trust_forwarded = c->trust_forwarded;
+    ho->db = db;
+    ho->degraded = dg;
+}
+
+/* The database (if any), the engine and the database path. 0, or 2 after
+ * printing why (a bad URL or an unreachable store is a configuration error). */
+static int open_backends(worker *w)
+{
+    const seckilld_config *c = w->c;
     char err[256] = "";
-    sk_db *db = NULL;
-    sk_degraded *dg = NULL;
-    struct event *sigterm = NULL, *sigint = NULL;
-    signal(SIGPIPE, SIG_IGN);
-    limit_connections(c->max_connections);
-    w.base = event_base_new();
-    if (!w.base) return 1;
+    if (c->database_url && *c->database_url && sk_db_open(c->database_url, &w->db, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckilld: database: %s\n", err);
+        return 2;
+    }
     sk_engine_opts eo;
-    sk_engine_opts_init(&eo);
-    eo.max_batch = c->max_batch;
-    eo.linger_us = c->linger_us;
-    eo.soldout_poll_ms = c->soldout_poll_ms;
-    eo.user_rate_limit = c->user_rate_limit;
-    eo.user_rate_window_ms = c->user_rate_window_ms ? c->user_rate_window_ms : 1000;
-    eo.ip_rate_limit = c->ip_rate_limit;
-    eo.ip_rate_window_ms = c->ip_rate_window_ms ? c->ip_rate_window_ms : 1000;
-    eo.command_timeout_ms = c->redis_timeout_ms;
-    eo.log = log_line;
-    if (c->database_url && *c->database_url) {
-        if (sk_db_open(c->database_url, &db, err, sizeof(err)) != 0) {
-            fprintf(stderr, "seckilld: database: %s\n", err);
-            rc = 2;
-            goto out;
-        }
-    }
-    if (sk_engine_new(w.base, c->redis_url, &eo, &w.engine, err, sizeof(err)) != 0) {
+    engine_opts_from(c, &eo);
+    if (sk_engine_new(w->base, c->redis_url, &eo, &w->engine, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckilld: redis-url: %s\n", err);
-        rc = 2;
-        goto out;
+        return 2;
     }
-    if (db) {
-        sk_degraded_opts dopt;
-        sk_degraded_opts_init(&dopt);
-        dopt.after_ms = c->degraded_after_ms;
-        dopt.recover_ms = c->degraded_recover_ms;
-        dopt.max_inflight = (int)c->degraded_max_inflight;
-        dopt.log = log_line;
-        if (sk_degraded_new(w.base, w.engine, c->database_url, &dopt, &dg, err, sizeof(err)) != 0) {
-            fprintf(stderr, "seckilld: database path: %s\n", err);
-            rc = 2;
-            goto out;
-        }
+    if (!w->db) return 0;
+    sk_degraded_opts dopt;
+    sk_degraded_opts_init(&dopt);
+    dopt.after_ms = c->degraded_after_ms;
+    dopt.recover_ms = c->degraded_recover_ms;
+    dopt.max_inflight = (int)c->degraded_max_inflight;
+    dopt.log = log_line;
+    if (sk_degraded_new(w->base, w->engine, c->database_url, &dopt, &w->dg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckilld: database path: %s\n", err);
+        return 2;
     }
-    sk_http_opts ho;
-    sk_http_opts_init(&ho);
-    ho.admin_token = c->admin_token;
-    ho.user_secret = c->user_secret;
-    ho.idle_timeout_ms = c->idle_timeout_ms;
-    ho.max_body = (size_t)c->max_body;
-    ho.max_headers = (size_t)c->max_headers;
-    ho.trust_forwarded = c->trust_forwarded;
-    ho.db = db;
-    ho.degraded = dg;
-    if (sk_http_new(w.base, w.engine, &ho, &w.http) != 0) goto out;
-    int port = 0;
-    if (sk_http_listen(w.http, c->bind, c->port, c->reuseport || c->workers > 1, &port, err,
-                       sizeof(err)) != 0) {
-        fprintf(stderr, "seckilld: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    w.drain_ev = event_new(w.base, -1, EV_PERSIST, on_drain_tick, &w);
-    sigterm = evsignal_new(w.base, SIGTERM, on_signal, &w);
-    sigint = evsignal_new(w.base, SIGINT, on_signal, &w);
-    if (!w.drain_ev || !sigterm || !sigint) goto out;
-    event_add(sigterm, NULL);
-    event_add(sigint, NULL);
-    char where[160] = "?";
+    return 0;
+}
+
+static void log_listening(const worker *w, int port)
+{
+    const seckilld_config *c = w->c;
+    char where[160] = "?", msg[512];
     dlock__url u;
     if (dlock__url_parse(c->redis_url, &u, NULL, 0) == 0) {
         dlock__url_describe(&u, where, sizeof(where)); /* no password in logs */
         dlock__url_free(&u);
     }
-    snprintf(err, sizeof(err), "listening on %s:%d (redis %s, database %s)", c->bind, port, where,
-             db ? sk_db_kind(db) : "none");
-    log_line(DLOCK_LOG_INFO, err, NULL);
-    event_base_dispatch(w.base);
-    rc = 0;
-out:;
+    snprintf(msg, sizeof(msg), "listening on %s:%d (redis %s, database %s)", c->bind, port, where,
+             w->db ? sk_db_kind(w->db) : "none");
+    log_line(DLOCK_LOG_INFO, msg, NULL);
+}
+
+/* HTTP, the listener and the signal events. 0, 1 or 2 (printed). */
+static int start_serving(worker *w)
+{
+    const seckilld_config *c = w->c;
+    sk_http_opts ho;
+    http_opts_from(c, w->db, w->dg, &ho);
+    if (sk_http_new(w->base, w->engine, &ho, &w->http) != 0) return 1;
+    int port = 0;
+    char err[256] = "";
+    if (sk_http_listen(w->http, c->bind, c->port, c->reuseport || c->workers > 1, &port, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckilld: %s\n", err);
+        return 2;
+    }
+    w->drain_ev = event_new(w->base, -1, EV_PERSIST, on_drain_tick, w);
+    w->sigterm = evsignal_new(w->base, SIGTERM, on_signal, w);
+    w->sigint = evsignal_new(w->base, SIGINT, on_signal, w);
+    if (!w->drain_ev || !w->sigterm || !w->sigint) return 1;
+    event_add(w->sigterm, NULL);
+    event_add(w->sigint, NULL);
+    log_listening(w, port);
+    return 0;
+}
+
+static void stop_worker(worker *w)
+{
     /* Shutting down: a second SIGTERM must not kill the clean-up (freeing
      * the signal events gives the default action back). */
     sigset_t term;
@@ -191,14 +205,27 @@ out:;
     sigaddset(&term, SIGINT);
     sigprocmask(SIG_BLOCK, &term, NULL);
     /* engine first: its pending callbacks still answer through http */
-    sk_engine_free(w.engine);
-    sk_degraded_free(dg); /* before http too: it answers what it still holds */
-    sk_http_free(w.http);
-    if (w.drain_ev) event_free(w.drain_ev);
-    if (sigterm) event_free(sigterm);
-    if (sigint) event_free(sigint);
-    sk_db_close(db);
-    if (w.base) event_base_free(w.base);
+    sk_engine_free(w->engine);
+    sk_degraded_free(w->dg); /* before http too: it answers what it still holds */
+    sk_http_free(w->http);
+    if (w->drain_ev) event_free(w->drain_ev);
+    if (w->sigterm) event_free(w->sigterm);
+    if (w->sigint) event_free(w->sigint);
+    sk_db_close(w->db);
+    if (w->base) event_base_free(w->base);
+}
+
+static int run_worker(const seckilld_config *c)
+{
+    worker w = {.c = c};
+    signal(SIGPIPE, SIG_IGN);
+    limit_connections(c->max_connections);
+    w.base = event_base_new();
+    if (!w.base) return 1;
+    int rc = open_backends(&w);
+    if (rc == 0) rc = start_serving(&w);
+    if (rc == 0) event_base_dispatch(w.base);
+    stop_worker(&w);
     return rc;
 }
 

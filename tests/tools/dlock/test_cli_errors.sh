@@ -20,6 +20,7 @@ T="touch $T_DIR/ran"
 expect_fail 64 "no arguments"
 expect_fail 64 "unknown option" --bogus x -- $T
 expect_fail 64 "unknown short option" -q x -- $T
+expect_fail 64 "unknown short option in a cluster" -nq x -- $T
 expect_fail 64 "missing COMMAND" x
 expect_fail 64 "missing COMMAND after --" x --
 expect_fail 64 "-w without value" -w
@@ -29,6 +30,10 @@ expect_fail 64 "-w nan" -w nan x -- $T
 expect_fail 64 "-w inf" -w inf x -- $T
 expect_fail 64 "-w 1e3 (exponent)" -w 1e3 x -- $T
 expect_fail 64 "-w too large" -w 99999999999 x -- $T
+expect_fail 64 "-w finer than 1 ms" -w 0.0001 x -- $T
+expect_fail 64 "-w unknown unit" -w 5d x -- $T
+expect_fail 64 "--lease 0ms" --lease 0ms x -- $T
+expect_fail 64 "--watchdog-lease below 300ms" --watchdog-lease 299ms x -- $T
 expect_fail 64 "-E 256" -E 256 x -- $T
 expect_fail 64 "-E junk" -E 1x x -- $T
 expect_fail 64 "--lease 0" --lease 0 x -- $T
@@ -84,4 +89,11 @@ expect_fail 64 "2000-byte NAME" --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_POR
 run_rc "$DLOCK_BIN" --help > "$T_DIR/out"
 expect_eq "$RC" 0 "--help exits 0"
 expect_match "$(cat "$T_DIR/out")" "Usage:" "--help prints usage"
+# --help names every long option dlock accepts (the table in tools/dlock/options.c).
+opts=$(grep -oE '(\.name = |DUR\(|TRIGGER\(|FLAG\()"[a-z-]+"' "$DLOCK_SOURCE_DIR/tools/dlock/options.c" | grep -oE '"[a-z-]+"' | tr -d '"')
+[ -n "$opts" ] || fail "no options found in tools/dlock/options.c"
+for opt in $opts; do
+    grep -q -- "--$opt" "$T_DIR/out" || fail "--help does not list --$opt"
+done
+pass "--help lists every option"
 expect_eq "$("$DLOCK_BIN" --version)" "dlock 0.1.0" "--version"

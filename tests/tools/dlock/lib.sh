@@ -1,4 +1,4 @@
-# lib.sh: fixture for the dlock CLI tests (sourced by tests/cli/test_*.sh).
+# lib.sh: fixture for the dlock CLI tests (sourced by tests/tools/dlock/test_*.sh).
 # Starts a private redis-server on a free 127.0.0.1 port (never 6379) in a
 # temp dir, with PR_SET_PDEATHSIG so it dies with the test even on kill -9
 # (where the kernel delivers it),

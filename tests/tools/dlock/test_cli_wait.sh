@@ -21,6 +21,12 @@ el=$(($(now_ms) - t0))
 expect_eq "$RC" 9 "-w 0.3 -E 9"
 expect_range "$el" 250 1300 "-w 0.3 gave up after ~0.3 s (ms)"
 
+t0=$(now_ms)
+run_rc "$DLOCK_BIN" -w 300ms slow -- true
+el=$(($(now_ms) - t0))
+expect_eq "$RC" 1 "-w 300ms (a unit suffix) on a held lock"
+expect_range "$el" 250 1300 "-w 300ms gave up after ~0.3 s (ms)"
+
 # Holder ends ~1 s from now; -w 10 gets the lock soon after, not at 10 s.
 ( sleep 1; touch "$T_DIR/go" ) &
 t0=$(now_ms)
