@@ -88,7 +88,8 @@ add_custom_target(dlock_deb_manpages ALL DEPENDS ${deb_man_gz})
 # --- systemd units and example configuration (seckill) -------------------------
 # The example units run /usr/local/bin/...; the packaged ones run /usr/bin/...
 file(GLOB units CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/etc/systemd/*.service
-                                  ${PROJECT_SOURCE_DIR}/etc/systemd/*.timer)
+                                  ${PROJECT_SOURCE_DIR}/etc/systemd/*.timer
+                                  ${PROJECT_SOURCE_DIR}/etc/systemd/*.socket)
 foreach(unit ${units})
   get_filename_component(name ${unit} NAME)
   file(READ ${unit} text)
