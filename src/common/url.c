@@ -6,28 +6,17 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common_err.h"
+#include "util.h"
 
 #define URL_MAX_LEN 4096
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return DLOCK__EURL;
-}
+/* Every refusal: the message into err, and this file's error code. */
+#define fail(err, errlen, ...) dlock__errf(DLOCK__EURL, err, errlen, __VA_ARGS__)
 
 static char *dup_range(const char *s, size_t n)
 {
