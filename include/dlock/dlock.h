@@ -56,6 +56,7 @@ typedef enum dlock_err {
     DLOCK_ELIMIT = -20,   /* a bound would be exceeded (e.g. permits above N) */
     DLOCK_ECLOSED = -21,  /* the client is being destroyed */
     DLOCK_ESTALE = -22,   /* fencing: a token older than one already seen */
+    DLOCK_ENOTSUP = -23,  /* not supported by the client's backend (e.g. a Redis-only object on etcd) */
 } dlock_err;
 
 /* Short English description of a dlock_err; never NULL. */

@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 
 #include "client_priv.h"
+#include "etcd.h"
 #include "util.h"
 
 #define MAX_ARGS 64
@@ -231,6 +232,7 @@ typedef int (*conn_fn)(dlock_client *c, dlock__conn *conn, void *ctx);
 static int with_conn(dlock_client *c, conn_fn fn, void *ctx)
 {
     int rc = DLOCK_ECONN;
+    if (c->etcd) return DLOCK_ENOTSUP; /* etcd backend hook: Redis-only objects */
     for (int attempt = 0;; attempt++) {
         dlock__pooled p;
         rc = pool_get(c, &p);
@@ -509,6 +511,17 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
     }
     dlock__metrics_init(c);
     rc = copy_options(c, opts);
+    /* ---- etcd backend hook (issue 16): etcd:// and etcds:// clients have
+     * no Redis connection and no subscriber; locks go to etcd_lock.c. */
+    if (rc == 0 && dlock__etcd_url_is(c->url_copy)) {
+        rc = dlock__random_hex(c->id, 16);
+        if (rc == 0) rc = dlock__etcd_attach(c);
+        if (rc == 0) rc = dlock__watchdog_start(c);
+        if (rc == 0) *client_out = c;
+        else dlock_client_destroy(c);
+        return rc;
+    }
+    /* ---- end of the etcd backend hook ---- */
     char err[256] = "";
     if (rc == 0) rc = dlock__url_parse(c->url_copy, &c->url, err, sizeof(err));
     if (rc == DLOCK_EURL) dlock__log(c, DLOCK_LOG_ERROR, "url: %s", err);
@@ -549,6 +562,7 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     dlock__subscriber_stop(c);
     dlock__watchdog_stop(c);
     report_held(c);
+    dlock__etcd_detach(c); /* etcd backend hook */
     pthread_mutex_lock(&c->mu);
     c->closing = true;
     pthread_mutex_unlock(&c->mu);
