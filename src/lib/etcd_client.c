@@ -129,7 +129,9 @@ int dlock__etcd_holder_get(dlock__gw *g, const char *dir, dlock__etcd_holder *ou
     dlock__gw_reply r;
     int rc = dlock__gw_call_buf(g, "/v3/kv/range", &b, DLOCK__GW_RETRY, &r);
     if (rc == 0) {
+        const dlock__json_val *kvs = dlock__gw_get(&r.doc, r.root, "kvs");
         const dlock__json_val *kv = dlock__gw_at(&r.doc, r.root, "kvs", 0);
+        if (kvs && kvs->type != DLOCK__JSON_ARRAY) rc = DLOCK_ESERVER;
         out->count = dlock__gw_int(&r.doc, r.root, "count");
         out->found = kv != NULL;
         if (kv) {
@@ -250,9 +252,13 @@ int dlock__etcd_fence_guard(dlock_client *c, const char *resource, uint64_t toke
     dlock__gw_reply r;
     rc = dlock__gw_call_buf(c->etcd->gw, "/v3/kv/txn", &b, DLOCK__GW_RETRY, &r);
     uint64_t highest = token;
-    if (rc == 0 && dlock__gw_bool(&r.doc, r.root, "succeeded")) {
-        /* a greater token is recorded: stale */
-        const dlock__json_val *rr = dlock__gw_get(&r.doc, dlock__gw_at(&r.doc, r.root, "responses", 0), "response_range");
+    bool stale = rc == 0 && dlock__gw_bool(&r.doc, r.root, "succeeded");
+    const dlock__json_val *r0 = rc == 0 ? dlock__gw_at(&r.doc, r.root, "responses", 0) : NULL;
+    if (rc == 0 && !dlock__gw_get(&r.doc, r0, stale ? "response_range" : "response_put"))
+        rc = DLOCK_ESERVER; /* not a txn answer: never report "accepted" on garbage */
+    if (rc == 0 && stale) {
+        /* a greater token is recorded */
+        const dlock__json_val *rr = dlock__gw_get(&r.doc, r0, "response_range");
         char v[64] = "";
         rc = dlock__gw_b64(&r.doc, dlock__gw_at(&r.doc, rr, "kvs", 0), "value", v, sizeof(v), NULL);
         highest = strtoull(v, NULL, 10);

@@ -148,6 +148,10 @@ static int transport_rc(CURL *h, CURLcode cc)
     case CURLE_SSL_CACERT_BADFILE:
         return DLOCK_ECONN;
     case CURLE_OUT_OF_MEMORY: return DLOCK_ENOMEM;
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_BAD_CONTENT_ENCODING:
+        return DLOCK_ESERVER; /* something answered, but not HTTP */
     default: return sent > 0 ? DLOCK_EUNKNOWN : DLOCK_ECONN;
     }
 }
@@ -172,6 +176,11 @@ static int parse_answer(dlock__gw_reply *r, long status, const dlock__buf *body)
     if (err && err->type == DLOCK__JSON_OBJECT) root = err; /* stream error */
     const dlock__json_val *msg = dlock__json_get(&r->doc, root, "message");
     if (status == 200 && !err) {
+        const dlock__json_val *h = dlock__json_get(&r->doc, root, "header");
+        if (!h || h->type != DLOCK__JSON_OBJECT) {
+            snprintf(r->msg, sizeof(r->msg), "the gateway answered an object without a header: %.60s", text);
+            return DLOCK_ESERVER;
+        }
         r->root = root;
         return 0;
     }
@@ -367,6 +376,7 @@ static int first_contact(dlock__gw *g, char *err, size_t errlen)
         dlock__gw_reply_free(&r);
         rc = dlock__gw_call(g, "/v3/kv/range", "{\"key\":\"AA==\",\"count_only\":true}", DLOCK__GW_RETRY, &r);
     }
+    if (rc == DLOCK_EUNKNOWN) rc = DLOCK_ECONN; /* a read that got no answer: nothing reachable */
     if (rc) snprintf(err, errlen, "%s", r.msg[0] ? r.msg : dlock_strerror(rc));
     dlock__gw_reply_free(&r);
     return rc;
