@@ -1,7 +1,6 @@
 /* test_etcd_lock.c: the public lock API on an etcd:// client, against one
  * real etcd member started for this binary: the revision is the fencing
- * token, exclusion across threads and processes, waiters served in
- * revision order, timeouts and cancel leave the queue, explicit leases
+ * token, waiters served in revision order, timeouts and cancel leave the queue, explicit leases
  * expire, the watchdog (lease keepalive) keeps a lock, force unlock tells
  * the holder, the fence guard, status, metrics, and what is refused. */
 #include <pthread.h>
@@ -12,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,7 +26,6 @@ static dlock_client *cl;
 static int setup(void **state)
 {
     (void)state;
-    test_prefix(); /* fixed before forking, so children share it */
     if (test_etcd_start(&etcd, 1) != 0) return -1;
     cl = es_client(etcd.url, 3000);
     return cl ? 0 : -1;
@@ -41,13 +37,6 @@ static int teardown(void **state)
     dlock_client_destroy(cl);
     test_etcd_stop(&etcd);
     return 0;
-}
-
-static int exit_code(pid_t pid)
-{
-    int st = 0;
-    if (waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* ---- basics ---------------------------------------------------------------- */
@@ -108,62 +97,6 @@ static void test_status_shows_holder_ttl_and_revision(void **state)
     assert_int_equal(dlock_lock_remaining_ttl(a, &ttl), 0);
     assert_int_equal(ttl, -2);
     dlock_lock_free(a);
-}
-
-/* ---- exclusion: 4 threads x 2 processes, non-atomic increments ------------- */
-
-#define THREADS 4
-#define ROUNDS 25
-
-static volatile long *shared_counter;
-
-static void *mx_worker(void *arg)
-{
-    dlock_client *c = arg;
-    dlock_lock *l = es_lock(c, "mx", NULL, NULL);
-    long errors = 0;
-    for (int i = 0; i < ROUNDS; i++) {
-        if (dlock_lock_try_lock(l, 20000, 0, NULL) != 0) {
-            errors++;
-            continue;
-        }
-        long v = *shared_counter;
-        dlock__sleep_ms(1); /* widen the window a second holder would hit */
-        *shared_counter = v + 1;
-        if (dlock_lock_unlock(l) != 0) errors++;
-    }
-    dlock_lock_free(l);
-    return (void *)errors;
-}
-
-static int mx_process(void *arg)
-{
-    (void)arg;
-    dlock_client *c = es_client(etcd.url, 3000);
-    if (!c) return 2;
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, mx_worker, c);
-    long errors = 0;
-    for (int i = 0; i < THREADS; i++) {
-        void *r = NULL;
-        pthread_join(t[i], &r);
-        errors += (long)r;
-    }
-    dlock_client_destroy(c);
-    return errors ? 1 : 0;
-}
-
-static void test_mutual_exclusion_across_threads_and_processes(void **state)
-{
-    (void)state;
-    shared_counter = mmap(NULL, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    assert_true(shared_counter != MAP_FAILED);
-    *shared_counter = 0;
-    pid_t p1 = test_fork(mx_process, NULL), p2 = test_fork(mx_process, NULL);
-    assert_int_equal(exit_code(p1), 0);
-    assert_int_equal(exit_code(p2), 0);
-    assert_int_equal(*shared_counter, 2 * THREADS * ROUNDS);
-    munmap((void *)shared_counter, sizeof(long));
 }
 
 /* ---- waiting ------------------------------------------------------------------ */
@@ -454,7 +387,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_release_and_the_revision_is_the_fence),
         cmocka_unit_test(test_status_shows_holder_ttl_and_revision),
-        cmocka_unit_test(test_mutual_exclusion_across_threads_and_processes),
         cmocka_unit_test(test_waiters_are_served_in_revision_order),
         cmocka_unit_test(test_wait_times_out_and_leaves_the_queue),
         cmocka_unit_test(test_cancel_from_another_thread),

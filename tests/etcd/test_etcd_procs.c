@@ -1,5 +1,6 @@
 /* test_etcd_procs.c: etcd lock safety with real processes and real
- * faults, against one etcd member: a holder SIGSTOPped past its lease
+ * faults, against one etcd member: exclusion of 4 threads in each of 2
+ * processes (no client in the parent while it forks); a holder SIGSTOPped past its lease
  * loses the lock to another process and, resumed, is told (callback,
  * is_held false, ELOST) and its fenced write is refused; a holder killed
  * with -9 is replaced once its lease expires, within TTL + a bound. */
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +45,64 @@ static int exit_code(pid_t pid)
     int st = 0;
     if (waitpid(pid, &st, 0) != pid) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* ---- exclusion: 4 threads x 2 processes, non-atomic increments ------------- */
+
+#define THREADS 4
+#define ROUNDS 25
+
+static volatile long *shared_counter;
+
+static void *mx_worker(void *arg)
+{
+    dlock_client *c = arg;
+    dlock_lock *l = es_lock(c, "mx", NULL, NULL);
+    long errors = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        if (dlock_lock_try_lock(l, 20000, 0, NULL) != 0) {
+            errors++;
+            continue;
+        }
+        /* a read and a separate write (atomic only so TSan, which cannot see
+         * the distributed lock, does not flag them): not an atomic increment */
+        long v = __atomic_load_n(shared_counter, __ATOMIC_RELAXED);
+        dlock__sleep_ms(1); /* widen the window a second holder would hit */
+        __atomic_store_n(shared_counter, v + 1, __ATOMIC_RELAXED);
+        if (dlock_lock_unlock(l) != 0) errors++;
+    }
+    dlock_lock_free(l);
+    return (void *)errors;
+}
+
+static int mx_process(void *arg)
+{
+    (void)arg;
+    dlock_client *c = es_client(etcd.url, 3000);
+    if (!c) return 2;
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, mx_worker, c);
+    long errors = 0;
+    for (int i = 0; i < THREADS; i++) {
+        void *r = NULL;
+        pthread_join(t[i], &r);
+        errors += (long)r;
+    }
+    dlock_client_destroy(c);
+    return errors ? 1 : 0;
+}
+
+static void test_mutual_exclusion_across_threads_and_processes(void **state)
+{
+    (void)state;
+    shared_counter = mmap(NULL, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(shared_counter != MAP_FAILED);
+    *shared_counter = 0;
+    pid_t p1 = test_fork(mx_process, NULL), p2 = test_fork(mx_process, NULL);
+    assert_int_equal(exit_code(p1), 0);
+    assert_int_equal(exit_code(p2), 0);
+    assert_int_equal(*shared_counter, 2 * THREADS * ROUNDS);
+    munmap((void *)shared_counter, sizeof(long));
 }
 
 /* ---- SIGSTOP past the lease -------------------------------------------------- */
@@ -144,7 +204,7 @@ static void *wait_for_it(void *arg)
 {
     waiter *w = arg;
     w->rc = dlock_lock_try_lock(w->l, 15000, 0, NULL);
-    w->at_ms = dlock__now_ms();
+    __atomic_store_n(&w->at_ms, dlock__now_ms(), __ATOMIC_SEQ_CST);
     return NULL;
 }
 
@@ -166,7 +226,7 @@ static void test_kill9_holder_is_replaced_within_its_lease(void **state)
     bool locked = false;
     assert_int_equal(dlock_lock_is_locked(w.l, &locked), 0);
     assert_true(locked);
-    assert_int_equal(w.at_ms, 0);
+    assert_int_equal(__atomic_load_n(&w.at_ms, __ATOMIC_SEQ_CST), 0);
     int64_t killed = dlock__now_ms();
     kill(pid, SIGKILL);
     exit_code(pid);
@@ -185,6 +245,7 @@ static void test_kill9_holder_is_replaced_within_its_lease(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mutual_exclusion_across_threads_and_processes),
         cmocka_unit_test(test_sigstopped_holder_learns_it_lost_the_lock),
         cmocka_unit_test(test_kill9_holder_is_replaced_within_its_lease),
     };
