@@ -23,7 +23,7 @@ etcd --name b --data-dir "$dir/etcd" --listen-client-urls "http://127.0.0.1:$cpo
      --initial-advertise-peer-urls "http://127.0.0.1:$pport" --initial-cluster "b=http://127.0.0.1:$pport" \
      --logger zap --log-level warn >"$dir/etcd.log" 2>&1 &
 epid=$!
-trap 'kill "$rpid" "$epid" 2>/dev/null; wait "$rpid" "$epid" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill "$rpid" "$epid" 2>/dev/null; wait "$rpid" "$epid" 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do
     redis-cli -p "$rport" ping >/dev/null 2>&1 &&
         curl -s --noproxy '*' -X POST "http://127.0.0.1:$cport/v3/kv/range" -d '{"key":"AA=="}' >/dev/null 2>&1 && break

@@ -23,6 +23,11 @@
 
 typedef struct dlock__etcd dlock__etcd;
 
+/* Longest etcd key the backend builds or reads: URL prefix + both names
+ * percent-encoded (3 bytes per byte at worst) + a lease id. A longer one is
+ * DLOCK_EINVAL (built) or DLOCK_ESERVER (read). */
+#define DLOCK__ETCD_KEY_MAX (4096 + 6 * DLOCK__NAME_MAX + 64)
+
 /* ---- the client side (etcd_client.c) ------------------------------------ */
 
 /* Parses the client's URL (an etcd one), opens the gateway client and
@@ -38,12 +43,12 @@ dlock__gw *dlock__etcd_gw(const dlock_client *c);
 char *dlock__etcd_lock_dir(const dlock_client *c, const char *name, int *rc_out);
 
 /* The first key in [dir, dir+1) by create_revision: the holder. *found_out
- * false when free. key_out (>= 2300 bytes) receives the key, lease_out its
+ * false when free. key_out receives the key, lease_out its
  * lease, rev_out its create_revision, count_out the number of contenders.
  * One round trip. */
 typedef struct dlock__etcd_holder {
     bool found;
-    char key[2300];
+    char key[DLOCK__ETCD_KEY_MAX];
     int64_t lease;
     int64_t create_rev;
     int64_t count;

@@ -105,7 +105,7 @@ char *dlock__etcd_lock_dir(const dlock_client *c, const char *name, int *rc_out)
 void dlock__etcd_put_dir_range(dlock__buf *b, const char *dir)
 {
     size_t n = strlen(dir);
-    char end[2300];
+    char end[DLOCK__ETCD_KEY_MAX];
     if (n == 0 || n >= sizeof(end)) {
         b->oom = true; /* cannot happen: names are bounded */
         return;

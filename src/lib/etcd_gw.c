@@ -354,9 +354,9 @@ static int copy_url(dlock__gw *g, const dlock__etcd_url *u)
         snprintf(g->base[i], n, "%s://%s%s%s:%d", u->tls ? "https" : "http", v6 ? "[" : "", hp->host,
                  v6 ? "]" : "", hp->port);
     }
-    const char *const src[5] = {u->user, u->password, u->cacert, u->cert, u->key};
-    char **dst[5] = {&g->u.user, &g->u.password, &g->u.cacert, &g->u.cert, &g->u.key};
-    for (int i = 0; i < 5; i++)
+    const char *const src[6] = {u->user, u->password, u->cacert, u->cert, u->key, u->prefix ? u->prefix : "/"};
+    char **dst[6] = {&g->u.user, &g->u.password, &g->u.cacert, &g->u.cert, &g->u.key, &g->u.prefix};
+    for (int i = 0; i < 6; i++)
         if (src[i] && !(*dst[i] = strdup(src[i]))) return DLOCK_ENOMEM;
     return 0;
 }
@@ -374,7 +374,11 @@ static int first_contact(dlock__gw *g, char *err, size_t errlen)
     }
     if (!g->u.user || rc == 0) {
         dlock__gw_reply_free(&r);
-        rc = dlock__gw_call(g, "/v3/kv/range", "{\"key\":\"AA==\",\"count_only\":true}", DLOCK__GW_RETRY, &r);
+        dlock__buf b = {0};
+        DLOCK__BUF_LIT(&b, "{");
+        dlock__gw_put_b64(&b, "key", g->u.prefix, strlen(g->u.prefix));
+        DLOCK__BUF_LIT(&b, ",\"count_only\":true}");
+        rc = dlock__gw_call_buf(g, "/v3/kv/range", &b, DLOCK__GW_RETRY, &r);
     }
     if (rc == DLOCK_EUNKNOWN) rc = DLOCK_ECONN; /* a read that got no answer: nothing reachable */
     if (rc) snprintf(err, errlen, "%s", r.msg[0] ? r.msg : dlock_strerror(rc));
@@ -544,7 +548,7 @@ static bool is_our_delete(const dlock__json_doc *d, const dlock__json_val *ev, c
 {
     const dlock__json_val *t = dlock__gw_get(d, ev, "type");
     if (!t || t->type != DLOCK__JSON_STRING || strcmp(t->s, "DELETE") != 0) return false;
-    char key[2300];
+    char key[16384]; /* longer than any key the backend builds */
     size_t n = 0;
     const dlock__json_val *kv = dlock__gw_get(d, ev, "kv");
     return dlock__gw_b64(d, kv, "key", key, sizeof(key), &n) == 0 && n == ws->keylen &&

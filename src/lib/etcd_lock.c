@@ -31,7 +31,7 @@
 #include "etcd.h"
 #include "util.h"
 
-#define KEY_MAX 2300
+#define KEY_MAX DLOCK__ETCD_KEY_MAX
 #define TICK_MS 100 /* how often a waiter checks whether a keepalive is due */
 
 static const char lock_magic = 'E';

@@ -47,8 +47,8 @@ static int kill_leader(void)
 static void test_client_fails_over_from_a_dead_endpoint(void **state)
 {
     (void)state;
-    char url[700];
-    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d,%s", test_free_port(), etcd.url + 7);
+    char url[1100];
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d,%.1000s", test_free_port(), etcd.url + 7);
     dlock_client *c = es_client(url, 0);
     assert_non_null(c);
     dlock_lock *l = es_lock(c, "failover", NULL, NULL);

@@ -3,7 +3,8 @@
  * unreachable cluster (ECONN), wrong or missing credentials on a cluster
  * with authentication (EAUTH; the right ones work), and a "gateway" that
  * answers garbage, served by a tiny socket server in this process
- * (ESERVER or ECONN, never a crash, nothing held). Run under ASan it also
+ * (ESERVER or ECONN, never a crash, nothing held); etcds:// with and
+ * without its certificates. Run under ASan it also
  * shows that no failure path leaks. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -58,9 +59,9 @@ static void test_wrong_credentials_are_eauth_and_right_ones_work(void **state)
     test_etcd e;
     assert_int_equal(test_etcd_start(&e, 1), 0);
     assert_int_equal(test_etcd_enable_auth(&e, "s3cret"), 0);
-    char good[600], wrong[600];
-    snprintf(good, sizeof(good), "etcd://root:s3cret@%s", e.url + 7);
-    snprintf(wrong, sizeof(wrong), "etcd://root:nope@%s", e.url + 7);
+    char good[1100], wrong[1100];
+    snprintf(good, sizeof(good), "etcd://root:s3cret@%.1000s", e.url + 7);
+    snprintf(wrong, sizeof(wrong), "etcd://root:nope@%.1000s", e.url + 7);
     dlock_client *c = NULL;
     assert_int_equal(es_client_rc(wrong, 0, &c), DLOCK_EAUTH);
     assert_null(c);
@@ -74,6 +75,37 @@ static void test_wrong_credentials_are_eauth_and_right_ones_work(void **state)
     assert_int_equal(dlock_lock_unlock(l), 0);
     dlock_lock_free(l);
     dlock_client_destroy(c);
+    test_etcd_stop(&e);
+}
+
+/* etcds://: the lock works over HTTPS with a client certificate; without
+ * the certificate, or trusting another CA, nothing connects (ECONN, with
+ * the TLS reason logged). */
+static void test_etcds_works_with_its_certificates_only(void **state)
+{
+    (void)state;
+    test_etcd e;
+    assert_int_equal(test_etcd_start_tls(&e), 0);
+    dlock_client *c = NULL;
+    assert_int_equal(es_client_rc(e.url, 0, &c), 0);
+    dlock_lock *l = es_lock(c, "tls", NULL, NULL);
+    uint64_t fence = 0;
+    assert_int_equal(dlock_lock_try_lock(l, 0, 0, &fence), 0);
+    assert_true(fence > 0);
+    assert_int_equal(dlock_lock_unlock(l), 0);
+    dlock_lock_free(l);
+    dlock_client_destroy(c);
+    char url[1100];
+    snprintf(url, sizeof(url), "etcds://127.0.0.1:%d?cacert=%.300s/ca.pem", e.client_port[0], e.certs);
+    assert_int_equal(es_client_rc(url, 0, &c), DLOCK_ECONN); /* no client certificate */
+    snprintf(url, sizeof(url), "etcds://127.0.0.1:%d?cert=%.300s/member.pem&key=%.300s/member.key",
+             e.client_port[0], e.certs, e.certs);
+    es_log_clear();
+    assert_int_equal(es_client_rc(url, 0, &c), DLOCK_ECONN); /* the system CAs do not know ours */
+    assert_true(es_log_contains("etcd: "));
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d", e.client_port[0]);
+    assert_int_equal(es_client_rc(url, 0, &c), DLOCK_ECONN); /* plain HTTP to an HTTPS member */
+    assert_null(c);
     test_etcd_stop(&e);
 }
 
@@ -174,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_malformed_urls_are_refused_at_create),
         cmocka_unit_test(test_unreachable_cluster_is_econn),
         cmocka_unit_test(test_wrong_credentials_are_eauth_and_right_ones_work),
+        cmocka_unit_test(test_etcds_works_with_its_certificates_only),
         cmocka_unit_test(test_gateway_answering_garbage_is_a_clear_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,7 +79,7 @@ static int launch(test_etcd *e, int i)
     snprintf(name, sizeof(name), "m%d", i);
     snprintf(data, sizeof(data), "%s/m%d.etcd", e->dir, i);
     snprintf(log, sizeof(log), "%s/m%d.log", e->dir, i);
-    snprintf(curls, sizeof(curls), "http://127.0.0.1:%d", e->client_port[i]);
+    snprintf(curls, sizeof(curls), "%s://127.0.0.1:%d", e->tls ? "https" : "http", e->client_port[i]);
     snprintf(purls, sizeof(purls), "http://127.0.0.1:%d", e->peer_port[i]);
     snprintf(hb, sizeof(hb), "%d", e->n == 1 ? 10 : 50);
     snprintf(el, sizeof(el), "%d", e->n == 1 ? 100 : 500);
@@ -89,7 +89,16 @@ static int launch(test_etcd *e, int i)
                     "--initial-advertise-peer-urls", purls, "--initial-cluster", cluster,
                     "--initial-cluster-state", "new", "--initial-cluster-token", e->dir,
                     "--heartbeat-interval", hb, "--election-timeout", el, "--logger", "zap",
-                    "--log-level", "warn", NULL};
+                    "--log-level", "warn", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    char ca[400], crt[400], key[400];
+    if (e->tls) {
+        snprintf(ca, sizeof(ca), "%s/ca.pem", e->certs);
+        snprintf(crt, sizeof(crt), "%s/member.pem", e->certs);
+        snprintf(key, sizeof(key), "%s/member.key", e->certs);
+        char *tls[] = {"--cert-file", crt, "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth"};
+        size_t at = sizeof(argv) / sizeof(argv[0]) - 8;
+        for (size_t k = 0; k < 7; k++) argv[at + k] = tls[k];
+    }
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -129,8 +138,8 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 
 int test_etcd_post(const test_etcd *e, int i, const char *path, const char *body, char *out, size_t outlen)
 {
-    char url[128];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", e->client_port[i], path);
+    char url[128], ca[400], crt[400], key[400];
+    snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", e->tls ? "https" : "http", e->client_port[i], path);
     char dummy[1];
     sink s = {out ? out : dummy, out ? outlen : sizeof(dummy), 0};
     s.out[0] = '\0';
@@ -144,6 +153,14 @@ int test_etcd_post(const test_etcd *e, int i, const char *path, const char *body
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 500L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    if (e->tls) {
+        snprintf(ca, sizeof(ca), "%s/ca.pem", e->certs);
+        snprintf(crt, sizeof(crt), "%s/member.pem", e->certs);
+        snprintf(key, sizeof(key), "%s/member.key", e->certs);
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+        curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+    }
     long status = -1;
     if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(h);
@@ -209,30 +226,67 @@ static int wait_up(const test_etcd *e, int64_t budget_ms)
     return test_etcd_wait_leader(e, (int)(deadline - dlock__now_ms() > 0 ? deadline - dlock__now_ms() : 1));
 }
 
-int test_etcd_start(test_etcd *e, int members)
+static int make_dir(test_etcd *e)
 {
-    memset(e, 0, sizeof(*e));
-    if (members != 1 && members != TEST_ETCD_MAX) return -1;
-    e->n = members;
     const char *tmp = getenv("TMPDIR");
     snprintf(e->dir, sizeof(e->dir), "%s/dlock-etcd-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(e->dir)) {
-        fprintf(stderr, "etcd fixture: mkdtemp: %s\n", strerror(errno));
-        return -1;
-    }
-    size_t off = (size_t)snprintf(e->url, sizeof(e->url), "etcd://");
-    for (int i = 0; i < members; i++) {
+    if (mkdtemp(e->dir)) return 0;
+    fprintf(stderr, "etcd fixture: mkdtemp: %s\n", strerror(errno));
+    return -1;
+}
+
+/* Starts e->n members (dir made, tls set); the URL lists them all. */
+static int start_members(test_etcd *e)
+{
+    size_t off = (size_t)snprintf(e->url, sizeof(e->url), "%s://", e->tls ? "etcds" : "etcd");
+    for (int i = 0; i < e->n; i++) {
         if (port_pair(&e->client_port[i], &e->peer_port[i]) != 0) return -1;
         off += (size_t)snprintf(e->url + off, sizeof(e->url) - off, "%s127.0.0.1:%d", i ? "," : "",
                                 e->client_port[i]);
     }
-    for (int i = 0; i < members; i++)
+    if (e->tls)
+        snprintf(e->url + off, sizeof(e->url) - off, "?cacert=%s/ca.pem&cert=%s/member.pem&key=%s/member.key",
+                 e->certs, e->certs, e->certs);
+    for (int i = 0; i < e->n; i++)
         if (launch(e, i) != 0) return -1;
     if (wait_up(e, 15000) != 0) {
         test_etcd_stop(e);
         return -1;
     }
     return 0;
+}
+
+int test_etcd_start(test_etcd *e, int members)
+{
+    memset(e, 0, sizeof(*e));
+    if (members != 1 && members != TEST_ETCD_MAX) return -1;
+    e->n = members;
+    return make_dir(e) == 0 ? start_members(e) : -1;
+}
+
+int test_etcd_start_tls(test_etcd *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->n = 1;
+    e->tls = true;
+    if (make_dir(e) != 0) return -1;
+    snprintf(e->certs, sizeof(e->certs), "%s", e->dir);
+    char cmd[3000];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && E='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes' &&"
+             " openssl req -x509 $E -keyout ca.key -out ca.pem -days 1 -subj /CN=dlock-test-ca &&"
+             " openssl req $E -keyout member.key -out member.csr -subj /CN=127.0.0.1 &&"
+             " printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext.cnf &&"
+             " openssl x509 -req -in member.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out member.pem"
+             " -days 1 -extfile ext.cnf",
+             e->certs);
+    char full[3400];
+    snprintf(full, sizeof(full), "(%s) >'%s/openssl.log' 2>&1", cmd, e->dir);
+    if (system(full) != 0) {
+        fprintf(stderr, "etcd fixture: openssl failed (see %s/openssl.log)\n", e->dir);
+        return -1;
+    }
+    return start_members(e);
 }
 
 int test_etcd_restart(test_etcd *e, int i)

@@ -19,12 +19,19 @@ typedef struct test_etcd {
     int client_port[TEST_ETCD_MAX];
     int peer_port[TEST_ETCD_MAX];
     char dir[256];                       /* temp dir (removed on stop) */
-    char url[512];                       /* etcd://127.0.0.1:p1[,127.0.0.1:p2,...] */
+    char url[1024];                      /* etcd://127.0.0.1:p1[,127.0.0.1:p2,...] */
+    bool tls;                            /* https only, client certificates required */
+    char certs[300];                     /* tls: dir with ca.pem, member.pem, member.key */
 } test_etcd;
 
 /* Starts members (1 or 3) and waits (<= 15 s) until every member answers
  * and the cluster has a leader. 0 or -1 (message on stderr). */
 int test_etcd_start(test_etcd *e, int members);
+/* One member serving only HTTPS and requiring a client certificate: makes
+ * a throw-away CA and a certificate for 127.0.0.1 (server and client use)
+ * with openssl(1) in the temp dir; url is etcds://127.0.0.1:p?cacert=...
+ * &cert=...&key=... 0 or -1. */
+int test_etcd_start_tls(test_etcd *e);
 /* SIGTERM every member (SIGKILL after 5 s), wait, remove the temp dir. */
 void test_etcd_stop(test_etcd *e);
 /* kill -9 of member i (its data dir stays, for test_etcd_restart). */
