@@ -267,7 +267,7 @@ int dlock__gw_call(dlock__gw *g, const char *path, const char *body, int flags, 
     memset(r, 0, sizeof(*r));
     size_t n = g->u.n_endpoints;
     int rc = DLOCK_ECONN;
-    bool sent = false;
+    bool lost_answer = false; /* an attempt was sent and its answer lost */
     for (int round = 0; round <= g->o.retry_attempts; round++) {
         if (round > 0) dlock__sleep_ms(dlock__backoff_ms(g->o.retry_delay_ms, round - 1, 1000));
         pthread_mutex_lock(&g->mu);
@@ -277,7 +277,7 @@ int dlock__gw_call(dlock__gw *g, const char *path, const char *body, int flags, 
             size_t ep = (first + k) % n;
             bool next = false;
             rc = try_endpoint(g, ep, path, body, flags, r, &next);
-            sent = sent || rc != DLOCK_ECONN;
+            lost_answer = lost_answer || rc == DLOCK_EUNKNOWN;
             if (!next) return rc;
             if (rc == DLOCK_EUNKNOWN && !(flags & DLOCK__GW_RETRY)) return rc;
             pthread_mutex_lock(&g->mu);
@@ -286,8 +286,8 @@ int dlock__gw_call(dlock__gw *g, const char *path, const char *body, int flags, 
             logf_(g, DLOCK_LOG_WARN, "etcd %s: %s; trying the next endpoint", path, r->msg);
         }
     }
-    /* Only idempotent calls get here after a lost answer: say so. */
-    return sent && rc != DLOCK_ECONN ? rc : DLOCK_ECONN;
+    /* A resent call whose first try may have been applied is not ECONN. */
+    return rc == DLOCK_ECONN && lost_answer ? DLOCK_EUNKNOWN : rc;
 }
 
 int dlock__gw_call_buf(dlock__gw *g, const char *path, dlock__buf *body, int flags, dlock__gw_reply *r)
@@ -660,6 +660,13 @@ int dlock__gw_watch_delete(dlock__gw *g, dlock__gw_wait *w, const char *key, siz
     char *body = watch_body(key, keylen, from_rev);
     CURL *h = body ? new_handle(g) : NULL;
     struct curl_slist *hs = h ? headers(g) : NULL;
+    /* etcd's "require leader": a member cut off from the leader ends the
+     * stream instead of keeping a watch that can see no event. */
+    struct curl_slist *more = hs ? curl_slist_append(hs, "Grpc-Metadata-hasleader: true") : NULL;
+    if (!more) {
+        curl_slist_free_all(hs);
+        hs = NULL;
+    }
     CURLM *m = hs ? curl_multi_init() : NULL;
     watch_state ws = {.key = key, .keylen = keylen};
     int rc = DLOCK_ENOMEM;

@@ -109,6 +109,24 @@ static int keepalive(dlock__gw *g, int64_t lease)
     return rc;
 }
 
+/* Revokes our lease. When the answer was lost, the lease being gone
+ * means the revoke happened (or, in a corner, the lease ran out just
+ * before: the lock is not held either way); alive means it did not:
+ * revoke again, a few times. So a leader change during unlock is not
+ * EUNKNOWN. */
+static int revoke_resolved(dlock__gw *g, int64_t lease)
+{
+    int rc = dlock__etcd_revoke(g, lease);
+    for (int i = 0; rc == DLOCK_EUNKNOWN && i < 3; i++) {
+        int64_t ttl = 0;
+        if (dlock__etcd_lease_ttl(g, lease, &ttl) != 0) break;
+        if (ttl == -2) return 0;
+        dlock__sleep_ms(dlock__backoff_ms(100, i, 1000));
+        rc = dlock__etcd_revoke(g, lease);
+    }
+    return rc;
+}
+
 /* Keeps the session's lease alive while waiting (watch tick). */
 static int session_tick(void *ud)
 {
@@ -210,7 +228,7 @@ static int session_start(etcd_lock *l, session *s, int64_t *owner_rev_out)
     if (rc == 0) return 0;
     /* The txn's answer was lost (or bad): revoking the lease removes the
      * key if it was created. Only if that fails too is the outcome open. */
-    int rv = dlock__etcd_revoke(l->gw, s->lease);
+    int rv = revoke_resolved(l->gw, s->lease);
     if (rv != 0 && rv != DLOCK_ELOST) return DLOCK_EUNKNOWN;
     s->lease = 0;
     return rc == DLOCK_EUNKNOWN ? DLOCK_ECONN : rc;
@@ -250,8 +268,10 @@ static int wait_turn(etcd_lock *l, session *s, int64_t deadline)
             rc = dlock__gw_watch_delete(l->gw, l->wait, prev, plen, rev + 1, deadline, tick, session_tick, s);
             if (rc == 0) attempt = -1; /* deleted: re-check at once */
         }
-        if (rc == DLOCK_ETIMEOUT || rc == DLOCK_ECANCELED || rc == DLOCK_ELOST || rc == DLOCK_ENOMEM) return rc;
         if (rc == 0) continue;
+        /* Only transport trouble is waited out (as on Redis); an answer
+         * etcd or the gateway gives (ESERVER, EAUTH) ends the wait. */
+        if (rc != DLOCK_ECONN && rc != DLOCK_EUNKNOWN) return rc;
         if (dlock__now_ms() >= deadline) return DLOCK_ETIMEOUT;
         /* the stream broke or a member was unreachable: back off, re-check */
         int64_t pause = dlock__backoff_ms(50, attempt, 1000);
@@ -410,7 +430,7 @@ static int unlock_unheld(etcd_lock *l)
     l->lost = false;
     pthread_mutex_unlock(&l->mu);
     if (!was_lost && !unknown) return DLOCK_ENOTHELD;
-    int rc = dlock__etcd_revoke(l->gw, lease);
+    int rc = revoke_resolved(l->gw, lease);
     if (was_lost) return DLOCK_ELOST;
     if (rc == 0 || rc == DLOCK_ELOST) {
         pthread_mutex_lock(&l->mu);
@@ -431,7 +451,7 @@ int dlock__etcd_lock_unlock(dlock_lock *ll)
     /* Out of the watchdog first, so no keepalive finds the revoked lease
      * and reports a loss after a good unlock. */
     if (watched) dlock__watchdog_remove(l->c, &l->rn);
-    int rc = dlock__etcd_revoke(l->gw, lease);
+    int rc = revoke_resolved(l->gw, lease);
     if (rc != 0 && rc != DLOCK_ELOST) { /* EUNKNOWN: still held; see is_held_by_me */
         if (watched) dlock__watchdog_add(l->c, &l->rn);
         return rc;
