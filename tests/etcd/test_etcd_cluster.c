@@ -2,7 +2,9 @@
  * fails over from a dead listed endpoint; a lock survives kill -9 of the
  * leader (its keepalives reach the new leader, it is never reported lost,
  * nobody else gets it); a waiter whose watch ran through a killed member
- * is still served when the holder releases. */
+ * is still served when the holder releases; a watch through a member cut
+ * off from the other two ends (etcd's "require leader") instead of
+ * waiting on a stream that can see nothing. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "etcd_gw.h"
 #include "etcd_support.h"
 #include "servers.h"
 #include "util.h"
@@ -157,12 +160,41 @@ static void test_waiter_is_served_across_a_leader_kill(void **state)
     assert_int_equal(test_etcd_restart(&etcd, killed), 0);
 }
 
+static void test_watch_through_a_member_without_leader_ends(void **state)
+{
+    (void)state;
+    dlock__etcd_url u;
+    char url[64], err[256] = "";
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d", etcd.client_port[0]);
+    assert_int_equal(dlock__etcd_url_parse(url, &u, err, sizeof(err)), 0);
+    dlock__gw_opts o = {.connect_timeout_ms = 500, .command_timeout_ms = 2000, .retry_attempts = 0,
+                        .retry_delay_ms = 50, .pool_size = 2};
+    dlock__gw *g = NULL;
+    assert_int_equal(dlock__gw_open(&u, &o, &g, err, sizeof(err)), 0);
+    dlock__etcd_url_free(&u);
+    dlock__gw_wait *w = NULL;
+    assert_int_equal(dlock__gw_wait_new(&w), 0);
+    test_etcd_pause(&etcd, 1, true); /* member 0 is alone: no leader */
+    test_etcd_pause(&etcd, 2, true);
+    int64_t t0 = dlock__now_ms();
+    int rc = dlock__gw_watch_delete(g, w, "nokey", 5, 1, t0 + 10000, 100, NULL, NULL);
+    int64_t took = dlock__now_ms() - t0;
+    test_etcd_pause(&etcd, 1, false);
+    test_etcd_pause(&etcd, 2, false);
+    assert_int_equal(rc, DLOCK_ECONN); /* not ETIMEOUT: the stream was ended */
+    assert_true(took < 8000);
+    dlock__gw_wait_free(w);
+    dlock__gw_close(g);
+    assert_int_equal(test_etcd_wait_leader(&etcd, 10000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_client_fails_over_from_a_dead_endpoint),
         cmocka_unit_test(test_lock_survives_kill9_of_the_leader),
         cmocka_unit_test(test_waiter_is_served_across_a_leader_kill),
+        cmocka_unit_test(test_watch_through_a_member_without_leader_ends),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
