@@ -151,7 +151,8 @@ static int transport_rc(CURL *h, CURLcode cc)
     case CURLE_WEIRD_SERVER_REPLY:
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_BAD_CONTENT_ENCODING:
-        return DLOCK_ESERVER; /* something answered, but not HTTP */
+    case CURLE_WRITE_ERROR: /* on_body refused an answer over MAX_ANSWER */
+        return DLOCK_ESERVER; /* something answered, but not a gateway's answer */
     default: return sent > 0 ? DLOCK_EUNKNOWN : DLOCK_ECONN;
     }
 }
