@@ -8,8 +8,9 @@
  * are JSON strings; fields holding their default (0, false, "") are
  * omitted; stream endpoints wrap each message in {"result": ...}.
  * Errors (dlock_err): ECONN nothing was sent (every endpoint refused or
- * timed out connecting), EUNKNOWN sent but no answer (only for calls not
- * marked DLOCK__GW_RETRY; those are resent to the next endpoint), EAUTH
+ * timed out connecting), EUNKNOWN sent but no answer (a call marked
+ * DLOCK__GW_RETRY is resent to the next endpoint first, and is EUNKNOWN
+ * only if no later try got an answer either), EAUTH
  * credentials refused, ESERVER etcd answered an error (reply.code and
  * reply.msg say which) or the answer was not JSON, ENOMEM.
  */
