@@ -192,7 +192,17 @@ static int parse_answer(dlock__gw_reply *r, long status, const dlock__buf *body)
     return DLOCK_ESERVER;
 }
 
-static int post(dlock__gw *g, size_t ep, const char *path, const char *body, dlock__gw_reply *r)
+/* Per-try timeout: command_timeout_ms, cut to what is left before
+ * deadline_ms (a monotonic time; INT64_MAX: none). */
+static long try_timeout(const dlock__gw *g, int64_t deadline_ms)
+{
+    int64_t t = g->o.command_timeout_ms;
+    if (deadline_ms != INT64_MAX && deadline_ms - dlock__now_ms() < t) t = deadline_ms - dlock__now_ms();
+    return t < 1 ? 1L : (long)t;
+}
+
+static int post(dlock__gw *g, size_t ep, const char *path, const char *body, int64_t deadline_ms,
+                dlock__gw_reply *r)
 {
     CURL *h = handle_get(g);
     struct curl_slist *hs = h ? headers(g) : NULL;
@@ -206,7 +216,7 @@ static int post(dlock__gw *g, size_t ep, const char *path, const char *body, dlo
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)g->o.command_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, try_timeout(g, deadline_ms));
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &buf);
     CURLcode cc = curl_easy_perform(h);
     long status = 0;
@@ -240,10 +250,10 @@ static int authenticate(dlock__gw *g, size_t ep, dlock__gw_reply *r);
 /* Sends to endpoint ep; classifies etcd's own errors. *next_out: try
  * another endpoint. */
 static int try_endpoint(dlock__gw *g, size_t ep, const char *path, const char *body, int flags,
-                        dlock__gw_reply *r, bool *next_out)
+                        int64_t deadline_ms, dlock__gw_reply *r, bool *next_out)
 {
     dlock__gw_reply_free(r);
-    int rc = post(g, ep, path, body, r);
+    int rc = post(g, ep, path, body, deadline_ms, r);
     *next_out = rc == DLOCK_ECONN || (rc == DLOCK_EUNKNOWN && (flags & DLOCK__GW_RETRY));
     if (rc == DLOCK_ESERVER && r->code == DLOCK__GRPC_UNAUTHENTICATED && g->u.user) {
         dlock__gw_reply ar = {0};
@@ -251,7 +261,7 @@ static int try_endpoint(dlock__gw *g, size_t ep, const char *path, const char *b
         dlock__gw_reply_free(&ar);
         if (rc == 0) {
             dlock__gw_reply_free(r);
-            rc = post(g, ep, path, body, r);
+            rc = post(g, ep, path, body, deadline_ms, r);
         }
     }
     if (rc == DLOCK_ESERVER && auth_error(r)) return DLOCK_EAUTH;
@@ -265,19 +275,29 @@ static int try_endpoint(dlock__gw *g, size_t ep, const char *path, const char *b
 
 int dlock__gw_call(dlock__gw *g, const char *path, const char *body, int flags, dlock__gw_reply *r)
 {
+    return dlock__gw_call_until(g, path, body, flags, INT64_MAX, r);
+}
+
+int dlock__gw_call_until(dlock__gw *g, const char *path, const char *body, int flags, int64_t deadline_ms,
+                         dlock__gw_reply *r)
+{
     memset(r, 0, sizeof(*r));
     size_t n = g->u.n_endpoints;
     int rc = DLOCK_ECONN;
     bool lost_answer = false; /* an attempt was sent and its answer lost */
-    for (int round = 0; round <= g->o.retry_attempts; round++) {
-        if (round > 0) dlock__sleep_ms(dlock__backoff_ms(g->o.retry_delay_ms, round - 1, 1000));
+    for (int round = 0; round <= g->o.retry_attempts && dlock__now_ms() < deadline_ms; round++) {
+        if (round > 0) {
+            int64_t pause = dlock__backoff_ms(g->o.retry_delay_ms, round - 1, 1000);
+            int64_t left = deadline_ms - dlock__now_ms();
+            dlock__sleep_ms(pause < left ? pause : left);
+        }
         pthread_mutex_lock(&g->mu);
         size_t first = g->current;
         pthread_mutex_unlock(&g->mu);
-        for (size_t k = 0; k < n; k++) {
+        for (size_t k = 0; k < n && dlock__now_ms() < deadline_ms; k++) {
             size_t ep = (first + k) % n;
             bool next = false;
-            rc = try_endpoint(g, ep, path, body, flags, r, &next);
+            rc = try_endpoint(g, ep, path, body, flags, deadline_ms, r, &next);
             lost_answer = lost_answer || rc == DLOCK_EUNKNOWN;
             if (!next) return rc;
             if (rc == DLOCK_EUNKNOWN && !(flags & DLOCK__GW_RETRY)) return rc;
@@ -320,7 +340,7 @@ static int authenticate(dlock__gw *g, size_t ep, dlock__gw_reply *r)
     const char *pw = g->u.password ? g->u.password : "";
     dlock__json_put_str(&b, pw, strlen(pw));
     DLOCK__BUF_LIT(&b, "}");
-    int rc = b.oom ? DLOCK_ENOMEM : post(g, ep, "/v3/auth/authenticate", b.data, r);
+    int rc = b.oom ? DLOCK_ENOMEM : post(g, ep, "/v3/auth/authenticate", b.data, INT64_MAX, r);
     if (b.data) memset(b.data, 0, b.len);
     dlock__buf_free(&b);
     if (rc == DLOCK_ESERVER && strstr(r->msg, "authentication is not enabled")) return 0; /* no token needed */

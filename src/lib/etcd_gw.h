@@ -66,6 +66,11 @@ void dlock__gw_close(dlock__gw *g); /* NULL is a no-op */
 /* POSTs body (JSON) to path ("/v3/kv/txn") and parses the answer.
  * The reply is always to be freed with dlock__gw_reply_free. */
 int dlock__gw_call(dlock__gw *g, const char *path, const char *body, int flags, dlock__gw_reply *r);
+/* The same, but no try runs past deadline_ms (monotonic): each try's
+ * timeout is cut to what is left and no new try starts after it (a
+ * keepalive that cannot arrive before the lease ends is worthless). */
+int dlock__gw_call_until(dlock__gw *g, const char *path, const char *body, int flags, int64_t deadline_ms,
+                         dlock__gw_reply *r);
 void dlock__gw_reply_free(dlock__gw_reply *r);
 /* The same with a body built in a dlock__buf, which it frees (an
  * out-of-memory buffer is ENOMEM without sending). */

@@ -96,13 +96,15 @@ static int grant(dlock__gw *g, int64_t ttl_s, int64_t *lease_out)
     return rc;
 }
 
-/* One keepalive request (not a stream). 0 alive, ELOST gone, else transport. */
-static int keepalive(dlock__gw *g, int64_t lease)
+/* One keepalive request (not a stream), given up at until_ms (when the
+ * lease may have run out: too late to help). 0 alive, ELOST gone, else
+ * transport. */
+static int keepalive(dlock__gw *g, int64_t lease, int64_t until_ms)
 {
     char body[64];
     snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", lease);
     dlock__gw_reply r;
-    int rc = dlock__gw_call(g, "/v3/lease/keepalive", body, DLOCK__GW_RETRY, &r);
+    int rc = dlock__gw_call_until(g, "/v3/lease/keepalive", body, DLOCK__GW_RETRY, until_ms, &r);
     if (rc == 0 && dlock__gw_int(&r.doc, r.root, "TTL") <= 0) rc = DLOCK_ELOST;
     if (rc == DLOCK_ESERVER && r.code == DLOCK__GRPC_NOT_FOUND) rc = DLOCK_ELOST;
     dlock__gw_reply_free(&r);
@@ -133,7 +135,7 @@ static int session_tick(void *ud)
     session *s = ud;
     int64_t now = dlock__now_ms();
     if (now < s->next_ka_ms) return 0;
-    int rc = keepalive(s->l->gw, s->lease);
+    int rc = keepalive(s->l->gw, s->lease, s->ka_sent_ms + s->ttl_s * 1000);
     if (rc == 0) s->ka_sent_ms = now;
     s->next_ka_ms = now + s->period_ms;
     return rc == DLOCK_ELOST ? rc : 0; /* transient failures: next time */
@@ -317,7 +319,8 @@ static int lock_renew(dlock__renewable *r, int64_t lease_ms)
     pthread_mutex_lock(&l->mu);
     int64_t lease = l->lease;
     pthread_mutex_unlock(&l->mu);
-    return keepalive(l->gw, lease);
+    /* last_ok_ms is the watchdog's, and this runs on its thread */
+    return keepalive(l->gw, lease, r->last_ok_ms + dlock__client_watchdog_ms(l->c));
 }
 
 static void lock_lost(dlock__renewable *r, int reason)
@@ -382,7 +385,7 @@ int dlock__etcd_lock_try_lock(dlock_lock *ll, int64_t wait_ms, int64_t lease_ms,
     if (rc == 0 && lease_ms > 0 && s.waited) {
         /* we waited: restart the lease so lease_ms counts from now */
         int64_t ka = dlock__now_ms();
-        if (keepalive(l->gw, s.lease) == 0) s.ka_sent_ms = ka;
+        if (keepalive(l->gw, s.lease, INT64_MAX) == 0) s.ka_sent_ms = ka;
     }
     if (rc != DLOCK_ECANCELED) dlock__metrics_acquire(l->c, rc);
     if (rc == DLOCK_ECANCELED) { /* this wait used the cancel up */

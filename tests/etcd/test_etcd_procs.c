@@ -3,7 +3,9 @@
  * processes (no client in the parent while it forks); a holder SIGSTOPped past its lease
  * loses the lock to another process and, resumed, is told (callback,
  * is_held false, ELOST) and its fenced write is refused; a holder killed
- * with -9 is replaced once its lease expires, within TTL + a bound. */
+ * with -9 is replaced once its lease expires, within TTL + a bound; etcd
+ * frozen (SIGSTOP) past the lease: keepalives fail for a whole lease and
+ * the holder is told it lost the lock (callback, metrics, ELOST). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -242,12 +244,49 @@ static void test_kill9_holder_is_replaced_within_its_lease(void **state)
     close(p[1]);
 }
 
+/* ---- etcd frozen past the lease: keepalives fail for a whole TTL --------- */
+
+static int frozen_lost;
+
+static void on_frozen_lost(dlock_lock *l, int reason, void *ud)
+{
+    (void)l;
+    (void)ud;
+    if (reason == DLOCK_ELOST) __atomic_add_fetch(&frozen_lost, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_keepalives_failing_for_a_whole_lease_mark_the_lock_lost(void **state)
+{
+    (void)state;
+    dlock_client *c = es_client(etcd.url, WATCHDOG_MS);
+    assert_non_null(c);
+    dlock_lock *l = es_lock(c, "frozen", on_frozen_lost, NULL);
+    assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
+    es_log_clear();
+    test_etcd_pause(&etcd, 0, true); /* every keepalive now times out */
+    int64_t t0 = dlock__now_ms(), deadline = t0 + 8000;
+    while (__atomic_load_n(&frozen_lost, __ATOMIC_SEQ_CST) == 0 && dlock__now_ms() < deadline) dlock__sleep_ms(20);
+    int64_t took = dlock__now_ms() - t0;
+    test_etcd_pause(&etcd, 0, false);
+    assert_int_equal(frozen_lost, 1);
+    assert_true(took >= WATCHDOG_MS * 2 / 3); /* not before the lease could have run out */
+    assert_true(took < WATCHDOG_MS + 1500);   /* nor long after: keepalives give up at its end */
+    assert_false(dlock_lock_is_held(l));
+    assert_true(es_metric(c, "lock_watchdog_renew_fail_total") >= 1);
+    assert_int_equal(es_metric(c, "lock_lost_total"), 1);
+    assert_true(es_log_contains("no successful renewal for a whole lease: lost"));
+    assert_int_equal(dlock_lock_unlock(l), DLOCK_ELOST);
+    dlock_lock_free(l);
+    dlock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutual_exclusion_across_threads_and_processes),
         cmocka_unit_test(test_sigstopped_holder_learns_it_lost_the_lock),
         cmocka_unit_test(test_kill9_holder_is_replaced_within_its_lease),
+        cmocka_unit_test(test_keepalives_failing_for_a_whole_lease_mark_the_lock_lost),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
