@@ -321,3 +321,28 @@ void dlock__url_describe(const dlock__url *u, char *buf, size_t len)
         break;
     }
 }
+
+/* ---- shared with etcd_url.c (etcd:// URLs reuse these rules) ---------- */
+
+int dlock__url_hostport(const char *s, size_t n, dlock__hostport *hp, int default_port, char *err,
+                        size_t errlen)
+{
+    return parse_hostport(s, n, hp, default_port, err, errlen);
+}
+
+int dlock__url_userinfo(const char **auth, size_t *alen, char **user_out, char **password_out,
+                        char *err, size_t errlen)
+{
+    dlock__url u = {0};
+    int rc = parse_userinfo(auth, alen, &u, err, errlen);
+    *user_out = u.user;
+    *password_out = u.password;
+    u.user = u.password = NULL;
+    if (rc) dlock__url_free(&u);
+    return rc;
+}
+
+char *dlock__url_decode(const char *s, size_t n, int *bad)
+{
+    return decode_range(s, n, bad);
+}

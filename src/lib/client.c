@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client_priv.h"
+#include "etcd.h"
 #include "util.h"
 
 DLOCK_API void dlock_client_options_init(dlock_client_options *o)
@@ -111,6 +112,7 @@ void dlock__held_remove(dlock_client *c, dlock__held *h)
 int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t *lens,
                       dlock__reply **out)
 {
+    if (c->etcd) return DLOCK_ENOTSUP; /* etcd backend hook: Redis-only objects */
     return dlock__pool_cmd(&c->pool, argc, argv, lens, out);
 }
 
@@ -118,6 +120,7 @@ int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,
                             const char *const *keys, int nargs, const char *const *args,
                             int replicas, int64_t timeout_ms, dlock__reply **out, int *acked_out)
 {
+    if (c->etcd) return DLOCK_ENOTSUP; /* etcd backend hook: Redis-only objects */
     return dlock__pool_eval_wait(&c->pool, s, nkeys, keys, nargs, args, replicas, timeout_ms, out,
                                  acked_out);
 }
@@ -180,6 +183,17 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
     }
     dlock__metrics_init(c);
     rc = copy_options(c, opts);
+    /* ---- etcd backend hook (issue 16): etcd:// and etcds:// clients have
+     * no Redis connection and no subscriber; locks go to etcd_lock.c. */
+    if (rc == 0 && dlock__etcd_url_is(c->url_copy)) {
+        rc = dlock__random_hex(c->id, 16);
+        if (rc == 0) rc = dlock__etcd_attach(c);
+        if (rc == 0) rc = dlock__watchdog_start(c);
+        if (rc == 0) *client_out = c;
+        else dlock_client_destroy(c);
+        return rc;
+    }
+    /* ---- end of the etcd backend hook ---- */
     char err[256] = "";
     if (rc == 0) rc = dlock__err_from_common(dlock__url_parse(c->url_copy, &c->url, err, sizeof(err)));
     if (rc == DLOCK_EURL) dlock__log(c, DLOCK_LOG_ERROR, "url: %s", err);
@@ -220,6 +234,7 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     dlock__subscriber_stop(c);
     dlock__watchdog_stop(c);
     report_held(c);
+    dlock__etcd_detach(c); /* etcd backend hook */
     dlock__pool_destroy(&c->pool);
     dlock__url_free(&c->url);
     free(c->url_copy);
