@@ -32,7 +32,7 @@ for i in $(seq 1 "$RUNS"); do
                 "$BUILD/tests/fault/test_lock_nemesis" 20 4 >"$log" 2>&1 || rc=$?
         elif [ "$s" = etcd_nemesis ]; then # the same workload on a 3-member etcd cluster
             DLOCK_NEMESIS_HISTORY="$logdir/$s-$i.history" DLOCK_NEMESIS_LEASE_MS=1000 \
-                "$BUILD/tests/etcd/etcd_run" 3 DLOCK_NEMESIS_URL \
+                "$BUILD/tests/lib/etcd/etcd_run" 3 DLOCK_NEMESIS_URL \
                 "$BUILD/tests/fault/test_lock_nemesis" 20 4 >"$log" 2>&1 || rc=$?
         else
             bash "tests/fault/scenario_$s.sh" >"$log" 2>&1 || rc=$?

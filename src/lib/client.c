@@ -112,7 +112,6 @@ void dlock__held_remove(dlock_client *c, dlock__held *h)
 int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t *lens,
                       dlock__reply **out)
 {
-    if (c->etcd) return DLOCK_ENOTSUP; /* etcd backend hook: Redis-only objects */
     return dlock__pool_cmd(&c->pool, argc, argv, lens, out);
 }
 
@@ -120,7 +119,6 @@ int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,
                             const char *const *keys, int nargs, const char *const *args,
                             int replicas, int64_t timeout_ms, dlock__reply **out, int *acked_out)
 {
-    if (c->etcd) return DLOCK_ENOTSUP; /* etcd backend hook: Redis-only objects */
     return dlock__pool_eval_wait(&c->pool, s, nkeys, keys, nargs, args, replicas, timeout_ms, out,
                                  acked_out);
 }

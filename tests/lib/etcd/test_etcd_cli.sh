@@ -3,8 +3,8 @@
 # key's revision and grows; exclusion, -n and -w; `dlock status` shows
 # holder, lease TTL and revision; `release --force` makes the holder's
 # watchdog notice the loss (exit 75); a bad etcd URL is exit 78 and an
-# unreachable one 69. Helpers from tests/cli/lib.sh (no Redis started).
-. "$(dirname "$0")/../cli/lib.sh"
+# unreachable one 69. Helpers from tests/tools/dlock/lib.sh (no Redis started).
+. "$(dirname "$0")/../../tools/dlock/lib.sh"
 case "${DLOCK_URL:-}" in etcd://*) ;; *) fail "run me with etcd_run 1 DLOCK_URL bash $0" ;; esac
 
 # 1. DLOCK_FENCE is the revision; a later holder's is greater.
