@@ -29,11 +29,11 @@ for i in $(seq 1 "$RUNS"); do
         rc=0
         if [ "$s" = lock_nemesis ]; then
             DLOCK_NEMESIS_HISTORY="$logdir/$s-$i.history" \
-                "$BUILD/tests/fault/test_lock_nemesis" 20 4 >"$log" 2>&1 || rc=$?
-        elif [ "$s" = etcd_nemesis ]; then # the same workload on a 3-member etcd cluster
-            DLOCK_NEMESIS_HISTORY="$logdir/$s-$i.history" DLOCK_NEMESIS_LEASE_MS=1000 \
+                bash tests/fault/test_lock_nemesis.sh 20 4 >"$log" 2>&1 || rc=$?
+        elif [ "$s" = etcd_nemesis ]; then # the same workload, the lock on a 3-member etcd cluster
+            DLOCK_NEMESIS_HISTORY="$logdir/$s-$i.history" DLOCK_NEMESIS_LEASE=1s \
                 "$BUILD/tests/lib/etcd/etcd_run" 3 DLOCK_NEMESIS_URL \
-                "$BUILD/tests/fault/test_lock_nemesis" 20 4 >"$log" 2>&1 || rc=$?
+                bash tests/fault/test_lock_nemesis.sh 20 4 >"$log" 2>&1 || rc=$?
         else
             bash "tests/fault/scenario_$s.sh" >"$log" 2>&1 || rc=$?
         fi
@@ -86,7 +86,7 @@ Notes:
   when even these must not happen).
 - *lost*: orders that Redis still has but the database does not: must be 0 everywhere.
 - *duplicates*: users above their limit in the database or in the answers, plus idempotency violations.
-- `lock_nemesis` is the lock workload (SIGSTOP of the holder past its lease; fenced storage); its figures are
+- `lock_nemesis` is the lock workload, `dlock torture` (SIGSTOP of the holder past its lease; fenced storage); its figures are
   in its logs: counter == accepted writes, tokens increasing, no overlap of unpaused holders; the
   history of every holding and pause is in out/fault/lock_nemesis-N.history.
 - `etcd_nemesis` is the same lock workload through an `etcd://` URL on a 3-member etcd cluster (1 s leases,
