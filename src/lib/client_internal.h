@@ -43,9 +43,19 @@ int dlock__check_name(const char *name);
  * not fit. */
 int dlock__client_key(const dlock_client *c, const char *name, char *out, size_t outlen);
 
-/* The hash-tag rule for companion keys (fence counter, queues, ...): if key
- * already contains a hash tag "{...}" the companion is key + suffix, else
- * "{" key "}" + suffix, so both land in the same Cluster slot. */
+/* The rule for companion keys (fence counter, queues, ...): each lands in
+ * key's Cluster slot (slot.h: a tag is the non-empty text between the
+ * first '{' and the first '}' after it; a key without one hashes whole):
+ * 1. key has a tag: key + suffix (same first '{', same '}' after it);
+ * 2. no tag and no '}': "{" key "}" + suffix (the tag is all of key);
+ * 3. no tag but a '}' (no tag can hold key: "a}b", "x{}y", "{}{x}"):
+ *    key + "#" + n + suffix, untagged like key, with the smallest decimal
+ *    n that gives key's slot (cost: ~16384 CRC16 tries, once per handle).
+ * Case 3 keys have no tag and case 1 and 2 keys have one, so they never
+ * meet; within case 3 the digits before the suffix (which has no digits or
+ * braces, else EINVAL) give n and key back. Cases 1 and 2 meet only for
+ * names "x" and "{x}" (the layout since the first release, kept).
+ * 0, or EINVAL when out is too small. */
 int dlock__companion_key(const char *key, const char *suffix, char *out, size_t outlen);
 
 /* ---- scripts --------------------------------------------------------- */

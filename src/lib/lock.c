@@ -3,8 +3,9 @@
  * extend, watchdog renewal, lost-lock detection and server queries.
  *
  * Design note (details in docs/locks.md).
- * Keys: lock key K = prefix + name; fence key "{K}:fence" (or K + ":fence"
- * when K has a hash tag) so every script touches one Cluster slot.
+ * Keys: lock key K = prefix + name; fence key "{K}:fence" (K + ":fence"
+ * when K has a hash tag; dlock__companion_key covers names no tag can hold)
+ * so every script touches one Cluster slot.
  * SIMPLE: K = token (string) with PX lease. REENTRANT: hash K {owner: count}.
  * Unlock channels: SIMPLE "dlock_lock__channel:{K}", REENTRANT
  * "redisson_lock__channel:{K}" (message "0", as Redisson publishes).
@@ -94,7 +95,7 @@ static char *make_channel(dlock_lock_kind kind, const char *key)
 
 static char *make_fence_key(const char *key)
 {
-    size_t n = strlen(key) + 16;
+    size_t n = strlen(key) + 32; /* "{}" or "#" + n, and ":fence" */
     char *f = malloc(n);
     if (f && dlock__companion_key(key, ":fence", f, n) != 0) {
         free(f);
