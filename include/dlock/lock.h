@@ -68,8 +68,9 @@ DLOCK_API void dlock_lock_options_init(dlock_lock_options *opts);
 /* Creates a handle for the lock called name (key = key_prefix + name) on
  * client. No Redis command is sent. opts NULL means defaults.
  * Returns 0 and *lock_out, or DLOCK_EINVAL (NULL client, bad name: empty or
- * longer than 1024 bytes; bad owner id), DLOCK_ENOMEM. Other calls on the
- * handle must not run after its client is destroyed (dlock_lock_free may). */
+ * longer than DLOCK_NAME_MAX, logged with its length; bad owner id),
+ * DLOCK_ENOMEM. Other calls on the handle must not run after its client is
+ * destroyed (dlock_lock_free may). */
 DLOCK_API int dlock_lock_new(dlock_client *client, const char *name, const dlock_lock_options *opts,
                              dlock_lock **lock_out);
 

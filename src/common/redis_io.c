@@ -97,10 +97,10 @@ static void drop_ctx(dlock__conn *c)
 static int handshake(dlock__conn *c)
 {
     const dlock__url *u = &c->url;
-    if (u->password) {
-        const char *argv[3] = {"AUTH", u->user ? u->user : u->password, u->password};
-        int argc = u->user ? 3 : 2;
-        redisReply *r = redisCommandArgv(c->ctx, argc, argv, NULL);
+    const char *auth[3];
+    int argc = dlock__url_auth_argv(u, auth);
+    if (argc) {
+        redisReply *r = redisCommandArgv(c->ctx, argc, auth, NULL);
         if (!r) {
             set_err(c, "AUTH", c->ctx->errstr);
             return DLOCK__ECONN;
@@ -110,7 +110,7 @@ static int handshake(dlock__conn *c)
         freeReplyObject(r);
         if (bad) return DLOCK__EAUTH;
     }
-    if (!u->password) {
+    if (!argc) {
         /* Without credentials a protected server refuses the first command
          * with NOAUTH: find out now, so it is an auth error at connect time
          * instead of a server error on some later call. */

@@ -61,6 +61,18 @@ int dlock__check_name(const char *name)
     return n == 0 || n > DLOCK__NAME_MAX ? DLOCK_EINVAL : 0;
 }
 
+int dlock__client_check_name(const dlock_client *c, const char *what, const char *name)
+{
+    int rc = dlock__check_name(name);
+    if (rc == 0 || !c) return rc;
+    if (!name) dlock__log(c, DLOCK_LOG_WARN, "%s name missing (NULL)", what);
+    else if (!*name) dlock__log(c, DLOCK_LOG_WARN, "%s name is empty", what);
+    else
+        dlock__log(c, DLOCK_LOG_WARN, "%s name of %zu bytes is longer than the maximum of %d bytes", what,
+                   strlen(name), DLOCK__NAME_MAX);
+    return rc;
+}
+
 int dlock__client_key(const dlock_client *c, const char *name, char *out, size_t outlen)
 {
     int rc = dlock__check_name(name);

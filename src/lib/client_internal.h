@@ -33,11 +33,14 @@ int dlock__err_from_common(int rc);
 
 /* ---- keys ------------------------------------------------------------ */
 
-#define DLOCK__NAME_MAX 1024 /* longest lock/object name accepted */
+#define DLOCK__NAME_MAX DLOCK_NAME_MAX /* longest lock/object name accepted */
 
 /* Validates a user-supplied object name: non-NULL, 1..DLOCK__NAME_MAX
  * bytes (no NUL inside by construction). 0 or DLOCK_EINVAL. */
 int dlock__check_name(const char *name);
+/* The same, and a refused name is explained through c's log hook (WARN),
+ * with its length and the maximum; what names the object ("lock"). */
+int dlock__client_check_name(const dlock_client *c, const char *what, const char *name);
 
 /* Writes prefix + name into out (NUL-terminated). 0 or EINVAL if it does
  * not fit. */

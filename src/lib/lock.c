@@ -156,7 +156,7 @@ DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock
     dlock_lock_options defaults;
     dlock_lock_options_init(&defaults);
     if (!opts) opts = &defaults;
-    if (!c || dlock__check_name(name) != 0) return DLOCK_EINVAL;
+    if (!c || dlock__client_check_name(c, "lock", name) != 0) return DLOCK_EINVAL;
     if (opts->kind != DLOCK_LOCK_SIMPLE && opts->kind != DLOCK_LOCK_REENTRANT) return DLOCK_EINVAL;
     if (opts->owner_id && (!*opts->owner_id || strnlen(opts->owner_id, DLOCK_OWNER_MAX + 1) > DLOCK_OWNER_MAX))
         return DLOCK_EINVAL;
@@ -765,7 +765,7 @@ DLOCK_API void dlock_lock_free(dlock_lock *l)
 DLOCK_API int dlock_force_unlock(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out)
 {
     if (removed_out) *removed_out = false;
-    if (!c || dlock__check_name(name) || (kind != DLOCK_LOCK_SIMPLE && kind != DLOCK_LOCK_REENTRANT))
+    if (!c || dlock__client_check_name(c, "lock", name) || (kind != DLOCK_LOCK_SIMPLE && kind != DLOCK_LOCK_REENTRANT))
         return DLOCK_EINVAL;
     char *key = make_key(c, name);
     char *chan = key ? make_channel(kind, key) : NULL;
@@ -792,7 +792,7 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
     if (!st) return DLOCK_EINVAL;
     memset(st, 0, sizeof(*st));
     st->ttl_ms = -2;
-    if (!c || dlock__check_name(name)) return DLOCK_EINVAL;
+    if (!c || dlock__client_check_name(c, "lock", name)) return DLOCK_EINVAL;
     char *key = make_key(c, name);
     char *fence = key ? make_fence_key(key) : NULL;
     int rc = DLOCK_ENOMEM;
@@ -820,7 +820,7 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
 DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out)
 {
     if (highest_out) *highest_out = 0;
-    if (!c || dlock__check_name(resource) || token == 0) return DLOCK_EINVAL;
+    if (!c || dlock__client_check_name(c, "fence-guard resource", resource) || token == 0) return DLOCK_EINVAL;
     char *key = make_key(c, resource);
     if (!key) return DLOCK_ENOMEM;
     char tok[24];

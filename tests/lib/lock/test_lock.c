@@ -29,8 +29,11 @@ static void test_bad_names_are_invalid_arguments(void **state)
     longname[sizeof(longname) - 1] = '\0';
     assert_int_equal(dlock_lock_new(ls_cl, "", NULL, &l), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_new(ls_cl, NULL, NULL, &l), DLOCK_EINVAL);
+    ls_log_clear();
     assert_int_equal(dlock_lock_new(ls_cl, longname, NULL, &l), DLOCK_EINVAL);
     assert_null(l);
+    /* the refusal says the length and the maximum */
+    assert_true(ls_log_contains("lock name of 1025 bytes is longer than the maximum of 1024 bytes"));
     assert_int_equal(dlock_lock_new(NULL, "a", NULL, &l), DLOCK_EINVAL);
     dlock_lock_options lo;
     dlock_lock_options_init(&lo);
