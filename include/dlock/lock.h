@@ -90,8 +90,13 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *name, const dlock
  *   DLOCK_ECANCELED dlock_lock_cancel() was called,
  *   DLOCK_EALREADY  SIMPLE lock already held through this handle,
  *   DLOCK_EINVAL    negative lease, or REENTRANT handle held by another thread,
- *   DLOCK_ENOTREPL  acquired but fewer than wait_replicas replicas
- *                   acknowledged: released again (not held),
+ *   DLOCK_ENOTREPL  (client option wait_replicas = n > 0) the key was set
+ *                   but fewer than n replicas acknowledged it within
+ *                   wait_replicas_timeout_ms: it is released again at
+ *                   once (not held; if that release fails too, the key
+ *                   expires on its lease, logged at WARN). A 0 return
+ *                   with wait_replicas = n means n replicas have the
+ *                   acquisition (and its fence); see docs/locks.md,
  *   DLOCK_EUNKNOWN  an attempt's reply was lost and asking the server
  *                   whether it was applied failed too (see top),
  *   DLOCK_ECONN     no connection (while waiting, connection failures are

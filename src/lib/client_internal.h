@@ -79,9 +79,10 @@ int dlock__client_eval(dlock_client *c, const dlock__script *s, int nkeys, const
 int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t *lens,
                       dlock__reply **out);
 
-/* Like dlock__client_eval, then, if replicas > 0 and the script's reply is
- * not an error, `WAIT replicas timeout_ms` on the same connection (WAIT
- * only counts that connection's writes). *acked_out = replicas that
+/* Like dlock__client_eval, and if replicas > 0 `WAIT replicas timeout_ms`
+ * pipelined with the script on the same connection (one round trip; WAIT
+ * only counts that connection's writes; its answer is used only when the
+ * script's reply is not an error). *acked_out = replicas that
  * acknowledged (replicas when replicas == 0). A failed WAIT leaves *out
  * set and returns the WAIT's code. */
 int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,

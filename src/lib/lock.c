@@ -371,7 +371,7 @@ static void end_hold(dlock_lock *l, bool released)
     if (released) dlock__metrics_hold(l->c, held_ms);
 }
 
-static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res);
+static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, attempt_result *res);
 
 /* One acquisition attempt inside dlock__fam_wait. While an earlier
  * attempt's outcome is unknown, it asks before trying again. Connection
@@ -391,9 +391,9 @@ static int acquire_attempt(void *ctx, int64_t *hint_ms)
 {
     acquire_try *t = ctx;
     t->sent_ms = dlock__now_ms();
-    int rc = t->unknown ? resolve_unknown(t->l, t->owner, &t->res)
+    int rc = t->unknown ? resolve_unknown(t->l, t->owner, t->lease, &t->res)
                         : attempt(t->l, t->owner, t->lease, &t->res);
-    if (!t->unknown && rc == DLOCK_EUNKNOWN) rc = resolve_unknown(t->l, t->owner, &t->res);
+    if (!t->unknown && rc == DLOCK_EUNKNOWN) rc = resolve_unknown(t->l, t->owner, t->lease, &t->res);
     t->unknown = rc == DLOCK_EUNKNOWN;
     t->last_rc = rc == DLOCK_ECONN || rc == DLOCK_EUNKNOWN ? rc : 0;
     *hint_ms = rc == 0 ? t->res.ttl_ms : -1;
@@ -424,6 +424,8 @@ static int acquire_wait(acquire_try *t, int64_t wait_ms)
     return rc;
 }
 
+static int undo_unreplicated(dlock_lock *l, const char *owner, int acked, int64_t lease);
+
 /* Re-entry of a held REENTRANT lock by its owner. */
 static int reenter(dlock_lock *l, uint64_t *fence_out)
 {
@@ -439,6 +441,11 @@ static int reenter(dlock_lock *l, uint64_t *fence_out)
         dlock__log(l->c, DLOCK_LOG_ERROR, "lock %s: re-entry found it held by another owner: lost", l->name);
         return DLOCK_ELOST;
     }
+    int want = dlock__client_options(l->c)->wait_replicas;
+    if (res.state == 1 && want > 0 && res.acked < want) { /* a new hold without its promise */
+        end_hold(l, false);
+        return undo_unreplicated(l, l->owner, res.acked, lease);
+    }
     pthread_mutex_lock(&l->mu);
     if (res.state == 1) { /* expired and taken afresh: a new first hold */
         l->count = 1;
@@ -452,10 +459,32 @@ static int reenter(dlock_lock *l, uint64_t *fence_out)
     return 0;
 }
 
+/* Replica safety for a hold found by resolve_unknown: the WAIT that
+ * followed the lost attempt is lost too, and a WAIT on another connection
+ * says nothing about that write. So renew the hold (an owner-checked
+ * write) with WAIT pipelined: replication is one ordered stream, so a
+ * replica that has the renewal has the acquisition before it. */
+static int confirm_replicas(dlock_lock *l, const char *owner, int64_t lease, int *acked_out)
+{
+    const dlock_client_options *o = dlock__client_options(l->c);
+    *acked_out = o->wait_replicas;
+    if (o->wait_replicas <= 0) return 0;
+    char ls[24];
+    snprintf(ls, sizeof(ls), "%lld", (long long)lease);
+    const char *keys[1] = {l->key};
+    const char *args[2] = {owner, ls};
+    dlock__reply *r = NULL;
+    int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew,
+                                     1, keys, 2, args, o->wait_replicas, o->wait_replicas_timeout_ms, &r, acked_out);
+    if (rc == 0 && lock_finish(&l->rn, r) != 0) *acked_out = 0; /* gone again: not safe */
+    dlock__reply_free(r);
+    return rc ? DLOCK_EUNKNOWN : 0;
+}
+
 /* An acquire attempt ended EUNKNOWN (sent, no reply): ask whether owner
  * holds the lock now. 0 with res->state 1 (it does; fence read back) or 0
  * (it does not: keep waiting), or EUNKNOWN when the question failed too. */
-static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res)
+static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, attempt_result *res)
 {
     bool simple = l->kind == DLOCK_LOCK_SIMPLE;
     const char *q[3] = {simple ? "GET" : "HGET", l->key, owner};
@@ -468,14 +497,13 @@ static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res
     if (rc) return DLOCK_EUNKNOWN;
     res->state = mine ? 1 : 0;
     res->ttl_ms = -1;
-    res->acked = dlock__client_options(l->c)->wait_replicas; /* WAIT's answer is lost */
     if (!mine) return 0;
     const char *g[2] = {"GET", l->fence_key};
     rc = dlock__client_cmd(l->c, 2, g, NULL, &r);
     res->fence = rc == 0 ? strtoull(dlock__reply_str(r, NULL), NULL, 10) : 0;
     dlock__reply_free(r);
     dlock__log(l->c, DLOCK_LOG_INFO, "lock %s: acquire outcome was unknown; it was applied", l->name);
-    return 0;
+    return confirm_replicas(l, owner, lease, &res->acked);
 }
 
 /* Replica safety: too few replicas acknowledged a fresh acquisition. */
