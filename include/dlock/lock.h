@@ -84,6 +84,11 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *name, const dlock
  * fence_out (may be NULL) receives the fencing token of this acquisition,
  * strictly greater than every token issued before for this name; a
  * re-entry of a REENTRANT lock returns the token of the first acquisition.
+ * Tokens are issued on demand: a SIMPLE lock with the default owner, a
+ * NULL fence_out and the client's wait_replicas 0 is acquired with the
+ * plain `SET NX PX` (one command, no script) and gets no token
+ * (dlock_lock_fence() is 0 for that hold); in every other case a token is
+ * issued as above.
  * Returns 0 (acquired; for REENTRANT re-entry increments the hold count),
  *   DLOCK_EBUSY     wait_ms == 0 and someone else holds it,
  *   DLOCK_ETIMEOUT  wait_ms ran out,
@@ -145,7 +150,8 @@ DLOCK_API int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 /* The lock's name (as given), its Redis key, the owner value of the
  * current / last acquisition (SIMPLE: token; REENTRANT: hash field; "" if
  * never acquired) and the fencing token of the current / last first
- * acquisition (0 if none). Pointers valid until the next call on lock. */
+ * acquisition (0 if none, or if it asked for none: see try_lock). Pointers
+ * valid until the next call on lock. */
 DLOCK_API const char *dlock_lock_name(const dlock_lock *lock);
 DLOCK_API const char *dlock_lock_key(const dlock_lock *lock);
 DLOCK_API const char *dlock_lock_owner(const dlock_lock *lock);

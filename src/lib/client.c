@@ -168,6 +168,12 @@ int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t
     return dlock__pool_cmd(&c->pool, argc, argv, lens, out);
 }
 
+int dlock__client_cmds(dlock_client *c, size_t n, const int *argcs, const char *const *const *argvs,
+                       dlock__reply **replies_out)
+{
+    return dlock__pool_cmds(&c->pool, n, argcs, argvs, replies_out);
+}
+
 int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,
                             const char *const *keys, int nargs, const char *const *args,
                             int replicas, int64_t timeout_ms, dlock__reply **out, int *acked_out)

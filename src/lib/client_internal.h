@@ -79,6 +79,11 @@ int dlock__client_eval(dlock_client *c, const dlock__script *s, int nkeys, const
 int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t *lens,
                       dlock__reply **out);
 
+/* n commands pipelined on one pooled connection: one round trip, with
+ * dlock__client_cmd's retry rules; replies_out[n] (all NULL on error). */
+int dlock__client_cmds(dlock_client *c, size_t n, const int *argcs, const char *const *const *argvs,
+                       dlock__reply **replies_out);
+
 /* Like dlock__client_eval, and if replicas > 0 `WAIT replicas timeout_ms`
  * pipelined with the script on the same connection (one round trip; WAIT
  * only counts that connection's writes; its answer is used only when the

@@ -222,6 +222,8 @@ static int server_error(const dlock_lock *l, const char *what, const dlock__repl
 }
 
 typedef struct attempt_result {
+    bool plain;     /* in: SET NX PX without a fencing token (plain_ok) */
+    bool no_hint;   /* in: plain and no wait: the holder's TTL is not needed */
     int state;      /* 0 busy, 1 first acquisition, 2 re-entry */
     int64_t ttl_ms; /* busy: holder's pttl */
     int64_t count;  /* re-entry: new hold count */
@@ -229,8 +231,45 @@ typedef struct attempt_result {
     int acked;      /* replicas that acknowledged */
 } attempt_result;
 
+/* Whether an acquire may be the plain redis-py/redlock one, `SET K token
+ * NX PX lease` without the script: a SIMPLE lock with a fresh random token
+ * (an explicit owner id needs the script's "already mine" rule), no
+ * fencing token asked for, no replica wait (WAIT pipelining is the
+ * script path's). Such a hold has no fencing token (dlock_lock_fence 0). */
+static bool plain_ok(const dlock_lock *l, const uint64_t *fence_out)
+{
+    return l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner && !fence_out &&
+           dlock__client_options(l->c)->wait_replicas == 0;
+}
+
+/* The plain acquire, with PTTL pipelined for the waiting hint (none when
+ * not waiting): one round trip, no script. */
+static int attempt_plain(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_result *res)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+    const char *set[6] = {"SET", l->key, owner, "NX", "PX", lease};
+    const char *pttl[2] = {"PTTL", l->key};
+    const char *const *argvs[2] = {set, pttl};
+    const int argcs[2] = {6, 2};
+    dlock__reply *rs[2];
+    rs[1] = NULL;
+    int rc = dlock__client_cmds(l->c, res->no_hint ? 1 : 2, argcs, argvs, rs);
+    if (rc == 0 && dlock__reply_kind(rs[0]) == DLOCK__R_ERROR) rc = server_error(l, "acquire", rs[0]);
+    if (rc == 0) {
+        res->state = dlock__reply_kind(rs[0]) == DLOCK__R_NIL ? 0 : 1;
+        res->ttl_ms = res->state == 0 && rs[1] ? dlock__reply_int(rs[1]) : 0;
+        res->count = 1;
+        res->fence = 0;
+    }
+    dlock__reply_free(rs[0]);
+    dlock__reply_free(rs[1]);
+    return rc;
+}
+
 static int attempt(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_result *res)
 {
+    if (res->plain) return attempt_plain(l, owner, lease_ms, res);
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
     const char *keys[2] = {l->key, l->fence_key};
@@ -497,11 +536,14 @@ static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, atte
     if (rc) return DLOCK_EUNKNOWN;
     res->state = mine ? 1 : 0;
     res->ttl_ms = -1;
+    res->fence = 0;
     if (!mine) return 0;
-    const char *g[2] = {"GET", l->fence_key};
-    rc = dlock__client_cmd(l->c, 2, g, NULL, &r);
-    res->fence = rc == 0 ? strtoull(dlock__reply_str(r, NULL), NULL, 10) : 0;
-    dlock__reply_free(r);
+    if (!res->plain) { /* a plain acquire issued no token */
+        const char *g[2] = {"GET", l->fence_key};
+        rc = dlock__client_cmd(l->c, 2, g, NULL, &r);
+        res->fence = rc == 0 ? strtoull(dlock__reply_str(r, NULL), NULL, 10) : 0;
+        dlock__reply_free(r);
+    }
     dlock__log(l->c, DLOCK_LOG_INFO, "lock %s: acquire outcome was unknown; it was applied", l->name);
     return confirm_replicas(l, owner, lease, &res->acked);
 }
@@ -540,7 +582,8 @@ DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_
     if (held) return same_owner ? reenter(l, fence_out) : DLOCK_EINVAL;
 
     acquire_try t = {.l = l, .owner = owner,
-                     .lease = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c)};
+                     .lease = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c),
+                     .res = {.plain = plain_ok(l, fence_out), .no_hint = wait_ms == 0}};
     rc = acquire_wait(&t, wait_ms);
     attempt_result res = t.res;
     int64_t lease = t.lease, sent = t.sent_ms;

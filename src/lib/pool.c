@@ -169,6 +169,34 @@ int dlock__pool_cmd(dlock__pool *p, int argc, const char **argv, const size_t *l
     return with_conn(p, run_cmd, &x);
 }
 
+typedef struct cmds_ctx {
+    size_t n;
+    const int *argcs;
+    const char *const *const *argvs;
+    dlock__reply **replies;
+} cmds_ctx;
+
+static int run_cmds(dlock__pool *p, dlock__conn *conn, void *ctx)
+{
+    cmds_ctx *x = ctx;
+    int rc = dlock__err_from_common(dlock__conn_pipeline(conn, x->n, x->argcs, x->argvs, NULL, x->replies));
+    for (size_t i = 0; rc == 0 && i < x->n; i++) rc = check_readonly(p, &x->replies[i]);
+    if (rc)
+        for (size_t i = 0; i < x->n; i++) {
+            dlock__reply_free(x->replies[i]);
+            x->replies[i] = NULL;
+        }
+    return rc;
+}
+
+int dlock__pool_cmds(dlock__pool *p, size_t n, const int *argcs, const char *const *const *argvs,
+                     dlock__reply **replies_out)
+{
+    for (size_t i = 0; i < n; i++) replies_out[i] = NULL;
+    cmds_ctx x = {n, argcs, argvs, replies_out};
+    return with_conn(p, run_cmds, &x);
+}
+
 /* ---- scripts ---------------------------------------------------------- */
 
 const char *dlock__pool_script_sha(dlock__pool *p, const dlock__script *s)
