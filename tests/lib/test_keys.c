@@ -80,7 +80,7 @@ static void test_the_reported_name_keeps_its_fence_in_slot_7866(void **state)
 static void test_random_brace_keys_share_slots_and_never_collide(void **state)
 {
     (void)state;
-    enum { N = 250 };
+    enum { N = 150 };
     static const char alphabet[] = "{}ab#:0%";
     static char keys[N][12], comps[N][DLOCK__KEY_MAX / 16];
     srand(12345);
