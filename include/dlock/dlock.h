@@ -71,6 +71,11 @@ typedef enum dlock_err {
  * a latch, opened). The one definition for every object's wait_ms. */
 #define DLOCK_WAIT_FOREVER ((int64_t)-1)
 
+/* Longest object name (lock, semaphore, ... name, fence-guard resource)
+ * accepted, in bytes. A longer or empty name is DLOCK_EINVAL, and the log
+ * hook (WARN) says the length and this maximum. */
+#define DLOCK_NAME_MAX 1024
+
 /* Short English description of a dlock_err; never NULL. */
 DLOCK_API const char *dlock_strerror(int err);
 
@@ -91,9 +96,13 @@ typedef struct dlock_client dlock_client;
 
 /* Client options. Fill with dlock_client_options_init(), then override. */
 typedef struct dlock_client_options {
-    /* redis://[user[:password]@]host[:port][/db] (password may be
+    /* redis://[user[:password]@]host[:port][/db] (user and password may be
      * percent-encoded), unix:///path/to.sock[?db=N], or
      * redis-sentinel://[user:pass@]host:port[,host:port...]/master[?db=N].
+     * Credentials follow the Redis URI convention (as redis-py reads it):
+     * ":pass@" is a password alone (AUTH pass), "user:pass@" an ACL user
+     * (AUTH user pass), and a bare "user@" a user without a password
+     * (AUTH user "", which only a `nopass` user accepts); no "@": no AUTH.
      * etcd v3 (locks only, see docs/locks.md "Redis or etcd"):
      * etcd://[user:password@]host:port[,host:port...][/prefix] (port
      * default 2379, prefix default /dlock; endpoints tried in order) and

@@ -149,11 +149,9 @@ static int parse_userinfo(const char **auth, size_t *alen, dlock__url *u, char *
             free(u->password);
             u->password = NULL;
         }
-    } else if (u->user) {
-        /* redis://secret@host is the common "password only" spelling. */
-        u->password = u->user;
-        u->user = NULL;
     }
+    /* A bare "user@" is a user name without a password (the Redis URI
+     * convention, as redis-py reads it); a password alone is ":pass@". */
     *alen -= (size_t)(at + 1 - *auth);
     *auth = at + 1;
     return 0;
@@ -289,6 +287,18 @@ int dlock__url_copy(const dlock__url *src, dlock__url *dst)
         return DLOCK__ENOMEM;
     }
     return 0;
+}
+
+int dlock__url_auth_argv(const dlock__url *u, const char *argv[3])
+{
+    argv[0] = "AUTH";
+    if (u->user) {
+        argv[1] = u->user;
+        argv[2] = u->password ? u->password : "";
+        return 3;
+    }
+    argv[1] = u->password;
+    return u->password ? 2 : 0;
 }
 
 void dlock__url_free(dlock__url *u)

@@ -40,6 +40,12 @@ int dlock__url_copy(const dlock__url *src, dlock__url *dst);
 
 void dlock__url_free(dlock__url *u);
 
+/* The AUTH command for u's credentials, into argv; returns its argc: 3
+ * "AUTH user password" when a user is given (password "" when the URL has
+ * none: a `nopass` ACL user accepts it, any other refuses it), 2 "AUTH
+ * password" for a password alone, 0 when there is nothing to send. */
+int dlock__url_auth_argv(const dlock__url *u, const char *argv[3]);
+
 /* Writes a password-free description ("127.0.0.1:7001", "unix:/p.sock",
  * "sentinel mymaster") for log lines. */
 void dlock__url_describe(const dlock__url *u, char *buf, size_t len);

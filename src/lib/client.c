@@ -13,6 +13,7 @@
 
 #include "client_priv.h"
 #include "etcd.h"
+#include "slot.h"
 #include "util.h"
 
 DLOCK_API void dlock_client_options_init(dlock_client_options *o)
@@ -61,6 +62,18 @@ int dlock__check_name(const char *name)
     return n == 0 || n > DLOCK__NAME_MAX ? DLOCK_EINVAL : 0;
 }
 
+int dlock__client_check_name(const dlock_client *c, const char *what, const char *name)
+{
+    int rc = dlock__check_name(name);
+    if (rc == 0 || !c) return rc;
+    if (!name) dlock__log(c, DLOCK_LOG_WARN, "%s name missing (NULL)", what);
+    else if (!*name) dlock__log(c, DLOCK_LOG_WARN, "%s name is empty", what);
+    else
+        dlock__log(c, DLOCK_LOG_WARN, "%s name of %zu bytes is longer than the maximum of %d bytes", what,
+                   strlen(name), DLOCK__NAME_MAX);
+    return rc;
+}
+
 int dlock__client_key(const dlock_client *c, const char *name, char *out, size_t outlen)
 {
     int rc = dlock__check_name(name);
@@ -72,14 +85,55 @@ int dlock__client_key(const dlock_client *c, const char *name, char *out, size_t
     return 0;
 }
 
+/* Adds one to the decimal number in num (len digits, no NUL); returns the
+ * new length (one more when it carried past the first digit). */
+static size_t decimal_increment(char *num, size_t len)
+{
+    for (size_t i = len; i-- > 0;) {
+        if (num[i] != '9') {
+            num[i]++;
+            return len;
+        }
+        num[i] = '0';
+    }
+    memmove(num + 1, num, len);
+    num[0] = '1';
+    return len + 1;
+}
+
+/* Case 3 of the companion rule (client_internal.h): key has no hash tag but
+ * contains '}', so no tag can hold it. The companion key + "#" + n + suffix
+ * is untagged too (the '{' that failed to open a tag in key still fails),
+ * so the Cluster hashes all of it: pick the smallest n that gives key's
+ * slot. About 16384 tries on average, each a few CRC steps (~0.3 ms). */
+static int untaggable_companion(const char *key, size_t n, const char *suffix, char *out,
+                                size_t outlen)
+{
+    unsigned want = dlock__key_slot(key, n);
+    uint16_t head = dlock__crc16(dlock__crc16(0, key, n), "#", 1);
+    size_t slen = strlen(suffix), dlen = 1;
+    char num[16] = "0";
+    for (unsigned long i = 0; i < (1UL << 24); i++) { /* odds of no hit: e^-1024 */
+        uint16_t crc = dlock__crc16(dlock__crc16(head, num, dlen), suffix, slen);
+        if ((crc & (DLOCK__SLOTS - 1)) == want) {
+            int w = snprintf(out, outlen, "%s#%.*s%s", key, (int)dlen, num, suffix);
+            return w < 0 || (size_t)w >= outlen ? DLOCK_EINVAL : 0;
+        }
+        dlen = decimal_increment(num, dlen);
+    }
+    return DLOCK_EINVAL;
+}
+
 int dlock__companion_key(const char *key, const char *suffix, char *out, size_t outlen)
 {
-    const char *open = strchr(key, '{');
-    const char *close = open ? strchr(open + 1, '}') : NULL;
-    bool tagged = open && close && close > open + 1; /* "{}" is no tag */
-    int n = tagged ? snprintf(out, outlen, "%s%s", key, suffix)
+    if (strpbrk(suffix, "{}0123456789")) return DLOCK_EINVAL; /* see the rule's proof */
+    size_t n = strlen(key), off, len;
+    dlock__key_hashed_part(key, n, &off, &len);
+    bool tagged = len != n;
+    if (!tagged && memchr(key, '}', n)) return untaggable_companion(key, n, suffix, out, outlen);
+    int w = tagged ? snprintf(out, outlen, "%s%s", key, suffix)
                    : snprintf(out, outlen, "{%s}%s", key, suffix);
-    return n < 0 || (size_t)n >= outlen ? DLOCK_EINVAL : 0;
+    return w < 0 || (size_t)w >= outlen ? DLOCK_EINVAL : 0;
 }
 
 /* ---- held registry ---------------------------------------------------- */
@@ -113,6 +167,12 @@ int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t
                       dlock__reply **out)
 {
     return dlock__pool_cmd(&c->pool, argc, argv, lens, out);
+}
+
+int dlock__client_cmds(dlock_client *c, size_t n, const int *argcs, const char *const *const *argvs,
+                       dlock__reply **replies_out)
+{
+    return dlock__pool_cmds(&c->pool, n, argcs, argvs, replies_out);
 }
 
 int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,

@@ -121,7 +121,7 @@ DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names
     if (!client || !names || !ml_out || n < 1 || n > DLOCK_MULTILOCK_MAX) return DLOCK_EINVAL;
     *ml_out = NULL;
     for (size_t i = 0; i < n; i++)
-        if (dlock__check_name(names[i]) != 0) return DLOCK_EINVAL;
+        if (dlock__client_check_name(client, "lock", names[i]) != 0) return DLOCK_EINVAL;
     dlock_multilock *ml = calloc(1, sizeof(*ml));
     if (!ml) return DLOCK_ENOMEM;
     ml->c = client;
