@@ -33,7 +33,9 @@ typedef enum dlock_lock_kind {
      * release. Same layout as redis-py Lock and node redlock. */
     DLOCK_LOCK_SIMPLE = 0,
     /* Hash key { "<owner>": hold count }, unlock published ("0") on
-     * redisson_lock__channel:{<name>}. Same layout as Redisson RLock. */
+     * redisson_lock__channel:{<name>} (redisson_lock__channel:<name> when
+     * the name already contains '{', as Redisson names it). Same layout as
+     * Redisson RLock. */
     DLOCK_LOCK_REENTRANT = 1,
 } dlock_lock_kind;
 

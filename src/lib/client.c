@@ -305,3 +305,12 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     pthread_cond_destroy(&c->wd_cv);
     free(c);
 }
+
+char *dlock__redisson_channel(const char *key)
+{
+    bool tagged = strchr(key, '{') != NULL;
+    size_t n = strlen("redisson_lock__channel:{}") + strlen(key) + 1;
+    char *ch = malloc(n);
+    if (ch) snprintf(ch, n, tagged ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}", key);
+    return ch;
+}

@@ -210,4 +210,9 @@ void dlock__thread_owner(const dlock_client *c, char *out, size_t outlen);
 /* Options the client was created with (strings valid for its lifetime). */
 const dlock_client_options *dlock__client_options(const dlock_client *c);
 
+/* Redisson's unlock channel of lock key: "redisson_lock__channel:{key}", or
+ * "redisson_lock__channel:key" when key already contains '{' (Redisson's
+ * prefixName does not wrap a name twice). malloc'd; NULL on ENOMEM. */
+char *dlock__redisson_channel(const char *key);
+
 #endif

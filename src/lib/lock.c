@@ -114,10 +114,10 @@ static char *make_key(dlock_client *c, const char *name)
 
 static char *make_channel(dlock_lock_kind kind, const char *key)
 {
-    const char *pre = kind == DLOCK_LOCK_REENTRANT ? "redisson_lock__channel:" : "dlock_lock__channel:";
-    size_t n = strlen(pre) + strlen(key) + 3;
+    if (kind == DLOCK_LOCK_REENTRANT) return dlock__redisson_channel(key);
+    size_t n = strlen("dlock_lock__channel:{}") + strlen(key) + 1;
     char *ch = malloc(n);
-    if (ch) snprintf(ch, n, "%s{%s}", pre, key);
+    if (ch) snprintf(ch, n, "dlock_lock__channel:{%s}", key);
     return ch;
 }
 
