@@ -244,7 +244,7 @@ int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen)
         out->kind = DLOCK__URL_SENTINEL;
         rc = parse_sentinel(s + 17, out, err, errlen);
     } else if (strncmp(s, "rediss://", 9) == 0) {
-        fail(err, errlen, "rediss:// (TLS) needs hiredis >= 1.0; this build links hiredis 0.14");
+        fail(err, errlen, "rediss:// (TLS) needs hiredis >= 1.0; this build links hiredis 0.14: use redis:// through a local stunnel (docs/ops/tls.md)");
         rc = DLOCK__ETLS;
     } else {
         rc = fail(err, errlen, "unknown scheme (expected redis://, unix:// or redis-sentinel://)");
