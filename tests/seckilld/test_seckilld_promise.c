@@ -16,7 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -303,6 +308,38 @@ static int buy_ids(const skt_daemon *x, const char *tag, int n, uint64_t *ids, i
     return ok;
 }
 
+/* Sends a purchase to port without reading the answer (the instance may
+ * be stopped): the request waits in the socket. Returns the fd. */
+static int send_purchase(int port, const char *user)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    char req[256];
+    int n = snprintf(req, sizeof(req), "POST /v1/campaigns/ls/purchase HTTP/1.1\r\nHost: x\r\n"
+                                       "Connection: close\r\nX-User-Id: %s\r\nContent-Length: 2\r\n\r\n{}", user);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    return fd;
+}
+
+/* The status of the answer on fd (0: none within 5 s); closes fd. */
+static int read_status(int fd)
+{
+    char buf[1024];
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (got < sizeof(buf) - 1 && poll(&p, 1, 5000) > 0) {
+        ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    close(fd);
+    int st = 0;
+    return sscanf(buf, "HTTP/1.%*d %d", &st) == 1 ? st : 0;
+}
+
 static void test_instance_paused_past_its_lease_stops_issuing_ids(void **state)
 {
     (void)state;
@@ -319,8 +356,17 @@ static void test_instance_paused_past_its_lease_stops_issuing_ids(void **state)
     assert_int_equal(skt_daemon_start(&d2, master.url, extra), 0);
     assert_int_equal(worker_of(&d2), wa);
     assert_int_equal(buy_ids(&d2, "b1", 20, ids, &nids), 20);
+    /* buyers' requests pile up on the stopped instance: they are read at
+     * once on resume, before any of its timers runs */
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "queued-%d", i);
+        fds[i] = send_purchase(d.port, user);
+    }
     dlock__sleep_ms(4000 - 100);
     kill(d.pid, SIGCONT);
+    for (int i = 0; i < 4; i++) assert_int_equal(read_status(fds[i]), 503);
     /* A resumed: its lease is stale, its fence is B's now, no id is free */
     char resp[512];
     for (int i = 0; i < 5; i++) {
