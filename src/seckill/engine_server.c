@@ -64,7 +64,7 @@ static void on_info_repl(const dlock__reply *r, int err, void *priv)
     char v[32];
     if (!err && dlock__reply_kind(r) == DLOCK__R_STRING &&
         info_field(dlock__reply_str(r, NULL), "connected_slaves", v, sizeof(v)))
-        e->srv_replicas = atoi(v);
+        e->srv_replicas = (int)strtol(v, NULL, 10);
     probe_done(e);
 }
 
