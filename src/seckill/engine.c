@@ -16,8 +16,12 @@
  * coalescer (coalesce.c), which reaches this file only by the hooks it is
  * given here; each batch is followed by WAIT when replicas must
  * acknowledge it (docs/design/promise.md). A WAIT blocks the connection
- * for up to its timeout, so the reply deadline of every command counts
- * the WAITs queued ahead of it. */
+ * for up to its timeout (plus Redis's timer granularity), so the reply
+ * deadline runs per command: the oldest unanswered one is late when it was
+ * not answered command_timeout_ms (plus its own WAIT timeout) after it was
+ * sent and after the reply ahead of it came. Measured from the reply ahead,
+ * not accumulated, so a queue of WAITs that each overshoot a little never
+ * adds up to a false deadline. */
 #include "engine_internal.h"
 
 #include <stdio.h>
@@ -41,7 +45,7 @@ struct sk__call {
     sk_engine *e;
     sk__reply_fn fn;
     void *priv;
-    int64_t due_ms;               /* sent, plus the WAIT blocking ahead and its own */
+    int64_t sent_ms;
     int64_t block_ms;             /* WAIT's timeout (0 for other commands) */
     struct sk__call *prev, *next; /* in-flight FIFO */
     int script;                   /* SK__LUA_* or -1 */
@@ -123,14 +127,10 @@ static void unlink_call(sk_engine *e, sk__call *c)
 
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
 
-/* Appends a sent command to the FIFO. Redis answers a connection's
- * commands in order and a WAIT holds everything behind it for up to its
- * timeout, so a command is due when the one ahead is, plus its own block. */
+/* Appends a sent command to the FIFO (Redis answers them in order). */
 static void track_call(sk_engine *e, sk__call *c)
 {
-    int64_t now = dlock__now_ms();
-    int64_t ahead = e->tail && e->tail->due_ms > now ? e->tail->due_ms : now;
-    c->due_ms = ahead + c->block_ms;
+    c->sent_ms = dlock__now_ms();
     c->prev = e->tail;
     c->next = NULL;
     if (e->tail) e->tail->next = c;
@@ -158,6 +158,7 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     (void)ac;
     sk__call *c = priv;
     sk_engine *e = c->e;
+    if (reply) e->last_reply_ms = dlock__now_ms();
     unlink_call(e, c);
     if (reply && c->script >= 0 && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up &&
         strcmp(c->argv[0], "EVALSHA") == 0) {
@@ -339,10 +340,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     sk_engine *e = arg;
     int64_t now = dlock__now_ms();
-    /* due_ms counts the blocking time of WAITs ahead (send_call) */
-    if (e->ac && e->head && now - e->head->due_ms > e->o.command_timeout_ms) {
-        drop_connection(e, "reply deadline passed");
-        return;
+    /* the head could start only when the reply ahead of it came */
+    if (e->ac && e->head) {
+        sk__call *h = e->head;
+        int64_t since = h->sent_ms > e->last_reply_ms ? h->sent_ms : e->last_reply_ms;
+        if (now - since > e->o.command_timeout_ms + h->block_ms) {
+            drop_connection(e, "reply deadline passed");
+            return;
+        }
     }
     if (e->info_due == 0) sk__lease_tick(e, now);
     if (e->up && now - e->last_poll_ms >= e->o.soldout_poll_ms) {

@@ -31,6 +31,7 @@ struct sk_engine {
     struct event *reconnect_ev;
     struct event *tick_ev;
     sk__call *head, *tail;  /* in flight, oldest first */
+    int64_t last_reply_ms;  /* monotonic time of the last reply (reply deadline) */
     char sha[SK__NLUA][41];
     /* what the connected server said at connect (engine_server.c) */
     char runid[41];         /* INFO server run_id; "" unknown */

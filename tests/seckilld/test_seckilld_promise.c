@@ -251,7 +251,8 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     assert_int_equal(test_redis_start(&master, NULL), 0);
     assert_int_equal(test_redis_start(&replica, NULL), 0);
     assert_int_equal(test_redis_replicate(&replica, &master), 0);
-    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "200", NULL};
+    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "200",
+                           "--redis-timeout-ms", "500", NULL};
     assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
     assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
@@ -265,6 +266,25 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     expect_pending(resp, oid, sizeof(oid));
     assert_true(took >= 190 && took < 1500); /* WAIT's own timeout, not the reply deadline */
     assert_int_equal(metric(d.port, "seckill_ack_failures_total"), 1);
+    /* 8 campaigns' batches at once: 8 WAITs of 200 ms queue on the one
+     * connection (1.6 s), far beyond the 500 ms reply deadline, which
+     * must count each WAIT's own timeout and not drop the connection */
+    enum { NC = 8 };
+    skt_req r[NC];
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < NC; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "rq%d", i);
+        assert_int_equal(create_on(d.port, id, 10, NULL), 201);
+        r[i].port = d.port;
+        r[i].method = "POST";
+        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/%s/purchase", id);
+        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: q%d\r\n", i);
+    }
+    assert_int_equal(skt_run_concurrent(r, NC, 10000), 0);
+    for (int i = 0; i < NC; i++)
+        if (r[i].status != 202) fail_msg("queued WAIT %d: %d %s", i, r[i].status, r[i].resp);
+    assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
     test_server_pause(&replica, false);
     /* the replay's batch WAITs for its own write, which follows the first */
     int64_t deadline = dlock__now_ms() + 5000;
@@ -275,6 +295,7 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     assert_true(skt_json_str(resp, "order_id", again, sizeof(again)));
     assert_string_equal(oid, again);
     assert_true(metric(d.port, "seckill_answers_total{answer=\"201\"}") >= 2);
+    assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
 }
 
 /* The worker id an instance holds, from its metrics. */
