@@ -143,6 +143,8 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
                             sk_campaign_cb cb, void *arg)
 {
     if (!cb || sk_campaign_check(d, NULL, 0)) return SK_EINVAL;
+    /* meta.runid comes from the connect-time probe: not before it answered */
+    if (e->info_due > 0 || !e->runid[0]) return SK_EUNAVAIL;
     camp_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
     q->e = e;

@@ -118,8 +118,10 @@ typedef void (*sk_campaign_cb)(int err, const sk_campaign_info *info, void *arg)
 /* Checks a definition (id charset, stock >= 0, limit >= 1, starts < ends,
  * price >= 0, title length); 0 or SK_EINVAL with a reason in err. */
 int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen);
-/* Pre-heats d into Redis (meta, stock) and adds it to seckill:campaigns;
- * cb gets the resulting info. */
+/* Pre-heats d into Redis (meta, stock; db_reserve carved out; meta.runid
+ * the connected server's) and adds it to seckill:campaigns; cb gets the
+ * resulting info. SK_EUNAVAIL at once while the server's run id is not
+ * known yet (connect-time probe in flight, or INFO refused). */
 int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
                             sk_campaign_cb cb, void *arg);
 int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void *arg);
