@@ -76,8 +76,10 @@ def main():
     bench = json.load(open(a.bench))
     told = {}
     for line in open(a.orders):
-        oid, user, qty = line.split()
-        told[int(oid)] = (user, int(qty))
+        # order_id user qty [status]: 201 (acknowledged: a promise) or 202
+        # (pending: may end lost); older files have no status (all 201)
+        f = line.split()
+        told[int(f[0])] = (f[1], int(f[2]), int(f[3]) if len(f) > 3 else 201)
     rows = db_rows(a.database_url, a.campaign)
     by_id = {r[0]: r for r in rows}
     sold_status = ("persisted", "paid")
@@ -90,7 +92,7 @@ def main():
     for r in rows:
         key = r[3] + (":" + r[4] if r[4] else "")
         statuses[key] = statuses.get(key, 0) + 1
-    missing = [oid for oid in told if oid not in by_id]
+    missing = [oid for oid in told if oid not in by_id and told[oid][2] == 201]
     redis_dropped = []  # told accepted, but the (new) master's stream lacks them
     if a.redis_url:
         import redis  # Debian python3-redis

@@ -23,11 +23,12 @@ PERSIST_PIDS=()
 
 say() { echo "[$SCENARIO $(date +%T.%3N)] $*"; }
 
-start_services() { # uses REDIS_URL, DATABASE_URL
+start_services() { # uses REDIS_URL, DATABASE_URL, SECKILLD_EXTRA (more seckilld flags)
     export REDIS_URL DATABASE_URL
     for i in 1 2 3; do
         port=$(dl_free_port)
-        "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" \
+        # shellcheck disable=SC2086 # SECKILLD_EXTRA is a list of flags
+        "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" ${SECKILLD_EXTRA:-} \
             >"$work/seckilld-$i.log" 2>&1 &
         dl_track $!
         SECKILLD_PIDS+=($!)

@@ -118,7 +118,8 @@ for t in ts:
 print("degraded: while the database was locked: %s, /ping %.1f ms; then: %s" % (early, ping_ms, sorted(res)))
 assert early == [(503, "unavailable")] * 4, "throttle: want 4 x 503 at once, got %s" % early
 assert ping_ms < 500, "event loop blocked: /ping took %.0f ms" % ping_ms
-assert sorted(res) == [(201, "")] * 2 + [(503, "unavailable")] * 4, sorted(res)
+# database-path orders are tentative: 202 pending (docs/design/promise.md)
+assert sorted(res) == [(202, "")] * 2 + [(503, "unavailable")] * 4, sorted(res)
 PY
 load p2c dgA u4:50 --threads 3
 
@@ -131,6 +132,13 @@ wait_mode 0 30 || fail "instances did not switch back to Redis"
 echo "degraded: all 3 instances back on the Redis path"
 touch "$work/stop-p2c"
 wait "$pid_p2c"
+# The restarted server has a new run id: dgA waits for the barrier (503
+# recovering). TODO(merge with the pipeline side): seckill-persist runs the
+# barrier; until it does, the operator's force re-heat reopens the campaign
+# (every database-path order is mirrored already: the switch back checked).
+code=$(curl -s -o "$work/reheat.out" -w '%{http_code}' -X POST "http://${hosts[0]}/v1/campaigns/dgA/preheat?force=1" \
+    -H "Authorization: Bearer $TOKEN")
+[ "$code" = 200 ] || fail "re-heat dgA: $code $(cat "$work/reheat.out")"
 
 # --- phase 3: Redis path until A is sold out -------------------------------
 load p3 dgA u3:500 --until-soldout --seconds 20
@@ -196,4 +204,4 @@ done
 ! grep -l 'Sanitizer' "$work"/seckilld-*.log || fail "sanitizer report in a seckilld log"
 touch "$work/stop-p4"
 wait "$pid_p4" || true
-grep -q '"201 accepted"\|"409 sold_out"' "$work/p4.json" || fail "no database-path answer before SIGTERM: $(cat "$work/p4.json")"
+grep -q '"202 pending"\|"409 sold_out"' "$work/p4.json" || fail "no database-path answer before SIGTERM: $(cat "$work/p4.json")"
