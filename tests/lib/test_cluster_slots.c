@@ -64,7 +64,7 @@ static unsigned server_slot(const char *key)
     char out[32] = "";
     const char *argv[] = {"CLUSTER", "KEYSLOT", key};
     assert_int_equal(test_redis_cmd(&g_node, out, sizeof(out), 3, argv), 0);
-    return (unsigned)atoi(out);
+    return (unsigned)strtoul(out, NULL, 10);
 }
 
 static void test_server_keyslot_agrees_with_our_crc16(void **state)
