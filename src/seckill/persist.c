@@ -27,12 +27,14 @@
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "lifecycle.h"
+#include "reserve.h"
 #include "sk_err.h"
 #include "url.h"
 #include "util.h"
 
 #define MAX_FIELDS 16
 #define OWN_RETRY_MS 200 /* pause before an entry that failed is delivered again */
+#define BARRIER_EVERY_MS 250 /* how often the master's run id is compared with each campaign's */
 
 typedef struct entry {
     char id[32];
@@ -41,7 +43,7 @@ typedef struct entry {
     const char *why;   /* malformed: reason */
     int64_t deliveries;
     sk_order_in in;
-    char campaign[65], user[65], path[8];
+    char campaign[65], user[65], path[8], idem[65];
 } entry;
 
 typedef struct camp {
@@ -61,7 +63,8 @@ typedef struct worker {
     entry *buf;    /* o->batch entries */
     int *results;  /* o->batch results */
     sk_order_in *ins;
-    int64_t next_claim_ms, next_sweep_ms, next_discover_ms;
+    int64_t next_claim_ms, next_sweep_ms, next_discover_ms, next_barrier_ms;
+    char run_id[41]; /* of the connected master, read at every barrier pass */
     bool nogroup; /* Redis lost a stream or group (restart, failover): re-create */
     bool db_down; /* the database is unreachable: read nothing (deliveries would count) */
     int64_t next_own_ms; /* own pending entries that failed are retried from then on */
@@ -239,7 +242,7 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
     out->deleted = false;
     out->why = NULL;
     out->deliveries = 0;
-    out->campaign[0] = out->user[0] = out->path[0] = '\0';
+    out->campaign[0] = out->user[0] = out->path[0] = out->idem[0] = '\0';
     snprintf(out->id, sizeof(out->id), "%s", rstr(dlock__reply_at(e, 0)));
     const dlock__reply *f = dlock__reply_count(e) > 1 ? dlock__reply_at(e, 1) : NULL;
     out->fields = f;
@@ -247,10 +250,11 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
         out->deleted = true;
         return;
     }
-    const char *oid = NULL, *qty = NULL, *ts = NULL;
+    const char *oid = NULL, *qty = NULL, *ts = NULL, *epoch = NULL;
     out->in.campaign = out->campaign;
     out->in.user = out->user;
     out->in.path = out->path;
+    out->in.idem = out->idem;
     for (size_t i = 0; i + 1 < dlock__reply_count(f); i += 2) {
         size_t kl = 0, vl = 0;
         const char *k = dlock__reply_str(dlock__reply_at(f, i), &kl);
@@ -260,6 +264,8 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
         if (strcmp(k, "order_id") == 0) oid = v;
         else if (strcmp(k, "qty") == 0) qty = v;
         else if (strcmp(k, "ts_ms") == 0) ts = v;
+        else if (strcmp(k, "epoch") == 0) epoch = v;
+        else if (strcmp(k, "idem") == 0 && fits) memcpy(out->idem, v, vl + 1);
         else if (strcmp(k, "campaign") == 0 && fits) memcpy(out->campaign, v, vl + 1);
         else if (strcmp(k, "user") == 0 && fits) memcpy(out->user, v, vl + 1);
         else if (strcmp(k, "path") == 0 && vl < sizeof(out->path)) memcpy(out->path, v, vl + 1);
@@ -269,6 +275,7 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
     out->in.order_id = (oid && end != oid && *end == '\0' && oid[0] != '-') ? (uint64_t)id : 0;
     out->in.qty = qty ? parse_i64(qty) : -1;
     out->in.created_ms = ts ? parse_i64(ts) : dlock__wall_ms();
+    out->in.epoch = epoch ? parse_i64(epoch) : 1; /* no field: the first timeline */
     if (!out->path[0]) snprintf(out->path, sizeof(out->path), "redis");
     out->why = sk_db_order_invalid(&out->in);
     if (!out->why && strcmp(out->campaign, c->id) != 0) out->why = "campaign field does not match the stream";
@@ -378,11 +385,13 @@ static void note_error(worker *w, const camp *c, const char *id, const char *why
     if (cmd(w, 4, argv, &r) == 0) dlock__reply_free(r);
 }
 
-static void count_stats(worker *w, const camp *c, int64_t persisted, int64_t rejected, int64_t dups)
+static void count_stats(worker *w, const camp *c, int64_t persisted, int64_t rejected, int64_t dups, int64_t stale)
 {
     w->st.persisted += persisted;
     w->st.rejected += rejected;
     w->st.duplicates += dups;
+    w->st.stale += stale;
+    sk__pipeline_add(w->rc, c->id, "stale", stale);
     char p[24], rj[24], d[24];
     snprintf(p, sizeof(p), "%" PRId64, persisted);
     snprintf(rj, sizeof(rj), "%" PRId64, rejected);
@@ -406,16 +415,18 @@ static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
     if (m == 0) return xack(w, c, es, n, keep);
     int rc = sk_db_apply_batch(w->db, w->ins, (size_t)m, w->results);
     if (rc == 0) {
-        int64_t p = 0, rj = 0, d = 0;
+        int64_t p = 0, rj = 0, d = 0, stale = 0;
         for (int i = 0; i < m; i++) {
             if (w->results[i] == SK_APPLY_PERSISTED) p++;
             else if (w->results[i] == SK_APPLY_REJECTED) rj++;
+            else if (w->results[i] == SK_APPLY_STALE) rj++, stale++;
             else d++;
         }
         w->st.batches++;
         int err = xack(w, c, es, n, keep);
-        count_stats(w, c, p, rj, d);
-        if (rj) wlog(w, "campaign %s: %" PRId64 " order(s) rejected by the database guard", c->id, rj);
+        count_stats(w, c, p, rj, d, stale);
+        if (rj - stale) wlog(w, "campaign %s: %" PRId64 " order(s) rejected by the database guard", c->id, rj - stale);
+        if (stale) wlog(w, "campaign %s: %" PRId64 " order(s) of an old timeline refused (stale timeline)", c->id, stale);
         return err;
     }
     w->st.db_errors++;
@@ -435,7 +446,9 @@ static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
             note_error(w, c, es[i].id, sk_db_errmsg(w->db));
             continue;
         }
-        count_stats(w, c, res == SK_APPLY_PERSISTED, res == SK_APPLY_REJECTED, res == SK_APPLY_DUPLICATE);
+        bool stale = res == SK_APPLY_STALE;
+        count_stats(w, c, res == SK_APPLY_PERSISTED, res == SK_APPLY_REJECTED || stale, res == SK_APPLY_DUPLICATE,
+                    stale);
         xack(w, c, &es[i], 1, NULL);
     }
     /* The failed entries stay pending; the flow of new entries goes on and
@@ -614,6 +627,20 @@ static bool all_drained(worker *w)
     return true;
 }
 
+/* Tentative orders finalised, refused ones given back, and the reserve
+ * handed back where Redis sold out. */
+static void reserve_pass(worker *w)
+{
+    sk_reserve_stats rs = {0};
+    for (size_t i = 0; i < w->ncamps; i++) {
+        sk_reserve_finalise(w->db, w->rc, w->camps[i].id, w->o->batch, &rs);
+        sk_reserve_handback(w->db, w->rc, w->camps[i].id, &rs);
+    }
+    w->st.confirmed += rs.confirmed;
+    w->st.lost += rs.lost;
+    w->st.handbacks += rs.handbacks;
+}
+
 static int worker_round(worker *w)
 {
     int64_t now = dlock__now_ms();
@@ -636,6 +663,7 @@ static int worker_round(worker *w)
         dlock__sleep_ms(w->o->block_ms);
         return w->o->drain ? 1 : 0;
     }
+
     int work = 0, n = 0, err = 0;
     for (size_t i = 0; i < w->ncamps && !err && now >= w->next_own_ms; i++) {
         err = read_own_pending(w, &w->camps[i], &n);
@@ -656,6 +684,7 @@ static int worker_round(worker *w)
     if (dlock__now_ms() >= w->next_sweep_ms) { /* timeouts (if on), mirrors, releases */
         sk_lifecycle_sweep(w->db, w->rc, w->o->campaign, w->o->pay_timeout_ms, w->o->batch, &w->st.cancelled,
                            &w->st.released);
+        reserve_pass(w);
         w->next_sweep_ms = dlock__now_ms() + w->o->sweep_interval_ms;
     }
     if (err) return err;

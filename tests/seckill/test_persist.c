@@ -28,6 +28,7 @@
 #include "persist.h"
 #include "reconcile.h"
 #include "release.h"
+#include "reserve.h"
 #include "servers.h"
 #include "sk_err.h"
 #include "util.h"
@@ -79,8 +80,9 @@ static void rkey(char *out, size_t len, const char *camp, const char *suffix)
     snprintf(out, len, "{c:%s}:%s", camp, suffix);
 }
 
-/* Campaign in the database and pre-heated in Redis. */
-static void seed(const char *camp, int64_t stock, int64_t limit)
+/* Campaign in the database and pre-heated in Redis, reserve units of the
+ * stock carved out for the database path (Redis gets the rest). */
+static void seed_reserve(const char *camp, int64_t stock, int64_t limit, int64_t reserve)
 {
     sk_campaign c = {0};
     snprintf(c.id, sizeof(c.id), "%s", camp);
@@ -88,6 +90,7 @@ static void seed(const char *camp, int64_t stock, int64_t limit)
     c.stock = stock;
     c.per_user_limit = limit;
     c.price_cents = 999;
+    c.db_reserve = reserve;
     assert_int_equal(sk_db_campaign_create(db, &c), 0);
     char meta[96], stk[96], s[24], l[24];
     rkey(meta, sizeof(meta), camp, "meta");
@@ -97,9 +100,12 @@ static void seed(const char *camp, int64_t stock, int64_t limit)
     const char *h[] = {"HSET", meta, "title", c.title, "stock", s, "per_user_limit", l, "starts_at_ms", "0",
                        "ends_at_ms", "0", "price_cents", "999"};
     dlock__reply_free(cmdv(14, h));
+    snprintf(s, sizeof(s), "%" PRId64, stock - reserve);
     const char *set[] = {"SET", stk, s};
     dlock__reply_free(cmdv(3, set));
 }
+
+static void seed(const char *camp, int64_t stock, int64_t limit) { seed_reserve(camp, stock, limit, 0); }
 
 /* One purchase attempt through ACCEPT_LUA; force skips the decision (a
  * Redis that lost writes). Returns 1 accepted / 0 refused; *oid_out. */
@@ -272,7 +278,7 @@ static void test_bad_urls_and_inputs_are_refused_cleanly(void **state)
     assert_int_equal(sk_db_campaign_get(db, "ok-id", NULL, NULL), SK_ENOTFOUND);
     assert_int_equal(sk_db_order_get(db, 424242, NULL), SK_ENOTFOUND);
     assert_int_equal(sk_db_order_pay(db, 424242, "u", NULL), SK_ENOTFOUND);
-    sk_order_in o = {0, "x", "u", 1, "redis", 0};
+    sk_order_in o = {0, "x", "u", 1, "redis", 0, NULL, 1};
     assert_non_null(sk_db_order_invalid(&o));
     assert_int_equal(sk_db_apply_batch(db, &o, 1, NULL), SK_EINVAL);
 }
@@ -282,12 +288,12 @@ static void test_migrations_are_versioned_and_idempotent(void **state)
     (void)state;
     int v = 0;
     assert_int_equal(sk_db_schema_version(db, &v), 0);
-    assert_int_equal(v, 5);
+    assert_int_equal(v, 6);
     sk_db *d2 = NULL;
     char err[256];
     assert_int_equal(sk_db_open(db_url, &d2, err, sizeof(err)), 0); /* re-run: no-op */
     assert_int_equal(sk_db_schema_version(d2, &v), 0);
-    assert_int_equal(v, 5);
+    assert_int_equal(v, 6);
     sk_db_close(d2);
     sk_campaign c = {0};
     snprintf(c.id, sizeof(c.id), "mig");
@@ -337,8 +343,8 @@ static void test_redelivered_orders_are_no_ops(void **state)
     (void)state;
     const char *camp = "redeliver";
     seed(camp, 10, 2);
-    sk_order_in in[3] = {{900001, camp, "a", 1, "redis", 1}, {900002, camp, "b", 2, "redis", 1},
-                         {900001, camp, "a", 1, "redis", 1}};
+    sk_order_in in[3] = {{900001, camp, "a", 1, "redis", 1, NULL, 1}, {900002, camp, "b", 2, "redis", 1, NULL, 1},
+                         {900001, camp, "a", 1, "redis", 1, NULL, 1}};
     int res[3];
     assert_int_equal(sk_db_apply_batch(db, in, 3, res), 0);
     assert_int_equal(res[0], SK_APPLY_PERSISTED);
@@ -352,11 +358,11 @@ static void test_redelivered_orders_are_no_ops(void **state)
     assert_int_equal(rem, 7);
     /* user ids with quotes, backslashes and braces are refused whole (one
      * user-id rule at every door, ids.h): nothing of the batch is written */
-    sk_order_in bad[2] = {{900005, camp, "ok", 1, "redis", 1}, {900006, camp, "a\"b\\c{,}", 1, "redis", 1}};
+    sk_order_in bad[2] = {{900005, camp, "ok", 1, "redis", 1, NULL, 1}, {900006, camp, "a\"b\\c{,}", 1, "redis", 1, NULL, 1}};
     assert_int_equal(sk_db_apply_batch(db, bad, 2, res), SK_EINVAL);
     assert_int_equal(sk_db_order_get(db, 900005, NULL), SK_ENOTFOUND);
     /* the allowed punctuation and the spelling NULL survive (PostgreSQL arrays) */
-    sk_order_in odd[2] = {{900003, camp, "a.b:c-d_e", 1, "redis", 1}, {900004, camp, "NULL", 1, "db", 1}};
+    sk_order_in odd[2] = {{900003, camp, "a.b:c-d_e", 1, "redis", 1, NULL, 1}, {900004, camp, "NULL", 1, "db", 1, NULL, 1}};
     assert_int_equal(sk_db_apply_batch(db, odd, 2, res), 0);
     assert_int_equal(res[0], SK_APPLY_PERSISTED);
     assert_int_equal(res[1], SK_APPLY_PERSISTED);
@@ -674,7 +680,7 @@ static void test_direct_purchase_keeps_the_guard_and_uniqueness(void **state)
 {
     (void)state;
     const char *camp = "direct";
-    seed(camp, 2, 1);
+    seed_reserve(camp, 5, 1, 2);
     int64_t now = dlock__wall_ms();
     assert_int_equal(sk_db_purchase_direct(db, 5000001, camp, "d1", 1, now), 0);
     assert_int_equal(sk_db_purchase_direct(db, 5000002, camp, "d1", 1, now), SK_ELIMIT);
@@ -687,12 +693,14 @@ static void test_direct_purchase_keeps_the_guard_and_uniqueness(void **state)
     sk_order_row row;
     assert_int_equal(sk_db_order_get(db, 5000004, &row), 0);
     assert_string_equal(row.path, "db");
-    assert_string_equal(row.status, "persisted");
+    assert_string_equal(row.status, "pending"); /* tentative: finalised by the persister */
     assert_int_equal(sk_db_order_get(db, 5000002, &row), SK_ENOTFOUND); /* refusals leave no row */
     sk_db_campaign_stats s;
     counts(camp, &s);
-    assert_int_equal(s.remaining, 0);
-    assert_int_equal(s.orders[SK_ST_PERSISTED], 2);
+    assert_int_equal(s.remaining, 3); /* only the reserve was sold: Redis's 3 units are untouched */
+    assert_int_equal(s.reserve_remaining, 0);
+    assert_int_equal(s.orders[SK_ST_PENDING], 2);
+    assert_int_equal(s.user_total_units, 0);
 }
 
 static int64_t redis_stock(const char *camp)
@@ -703,13 +711,14 @@ static int64_t redis_stock(const char *camp)
     return rcmd_int(2, get);
 }
 
-/* Orders decided by the database while Redis was down are taken out of
- * Redis's stock once when it is back; cancelling one gives it back once. */
+/* Orders decided by the database while Redis was down sold reserve units:
+ * when Redis is back they are mirrored into its buyer totals once (not its
+ * stock), then finalised; cancelling one gives its unit to Redis once. */
 static void test_degraded_orders_are_mirrored_into_redis_once(void **state)
 {
     (void)state;
     const char *camp = "degraded";
-    seed(camp, 10, 1);
+    seed_reserve(camp, 10, 1, 3);
     assert_int_equal(buy(camp, "dr1", 1, false, NULL), 1);
     assert_int_equal(buy(camp, "dr2", 1, false, NULL), 1);
     drain(camp);
@@ -720,11 +729,15 @@ static void test_degraded_orders_are_mirrored_into_redis_once(void **state)
         assert_int_equal(sk_db_purchase_direct(db, 8000000 + (uint64_t)i, camp, user, 1, now), 0);
     }
     assert_int_equal(sk_db_purchase_direct(db, 8000009, camp, "dr1", 1, now), SK_ELIMIT); /* bought via Redis */
-    assert_true(reconcile_diffs(camp, false) > 0); /* Redis 8, database 5 */
+    assert_int_equal(sk_db_purchase_direct(db, 8000010, camp, "dd9", 1, now), SK_ESOLDOUT); /* reserve gone */
+    assert_true(reconcile_diffs(camp, false) > 0); /* not mirrored, not finalised */
     int64_t cancelled = 0, released = 0;
     assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
     assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
-    assert_int_equal(redis_stock(camp), 5);
+    assert_int_equal(redis_stock(camp), 5); /* reserve units were never in Redis's stock */
+    sk_reserve_stats rs = {0};
+    assert_int_equal(sk_reserve_finalise(db, rc, camp, 100, &rs), 0);
+    assert_int_equal(rs.confirmed, 3);
     assert_int_equal(reconcile_diffs(camp, false), 0);
     assert_int_equal(sk_order_cancel(db, rc, 8000001, "changed mind"), 0);
     assert_int_equal(sk_order_cancel(db, rc, 8000001, "changed mind"), SK_ECONFLICT);
@@ -764,7 +777,7 @@ static void test_concurrent_direct_purchases_never_oversell(void **state)
 {
     (void)state;
     const char *camp = "directcc";
-    seed(camp, 30, 1);
+    seed_reserve(camp, 40, 1, 30);
     enum { T = 4 };
     pthread_t th[T];
     thr_arg a[T];
@@ -780,9 +793,10 @@ static void test_concurrent_direct_purchases_never_oversell(void **state)
     assert_int_equal(ok, 30);
     sk_db_campaign_stats s;
     counts(camp, &s);
-    assert_int_equal(s.remaining, 0);
-    assert_int_equal(s.orders[SK_ST_PERSISTED], 30);
-    assert_int_equal(s.user_total_units, 30);
+    assert_int_equal(s.remaining, 10);
+    assert_int_equal(s.reserve_remaining, 0);
+    assert_int_equal(s.orders[SK_ST_PENDING], 30);
+    assert_int_equal(s.user_total_units, 0);
 }
 
 static void test_two_persisters_at_once_persist_each_order_once(void **state)
