@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "barrier.h"
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "lifecycle.h"
@@ -50,6 +51,8 @@ typedef struct camp {
     char id[65];
     char key[96], dead[112], errs[112], stats[112];
     char cursor[32]; /* XAUTOCLAIM cursor */
+    sk_barrier_run bar; /* the barrier after a change of master (barrier.h) */
+    bool open;          /* no barrier due on the connected master */
 } camp;
 
 typedef struct worker {
@@ -202,6 +205,7 @@ static void camp_add(worker *w, const char *id)
     snprintf(c->errs, sizeof(c->errs), "{c:%s}:orders:errors", id);
     snprintf(c->stats, sizeof(c->stats), "{c:%s}:pipeline", id);
     snprintf(c->cursor, sizeof(c->cursor), "0-0");
+    sk_barrier_run_init(&c->bar, w->consumer);
     const char *argv[] = {"XGROUP", "CREATE", c->key, SK_PERSIST_GROUP, "0", "MKSTREAM"};
     dlock__reply *r = NULL;
     int err = dlock__conn_cmd(w->rc, 6, argv, NULL, &r);
@@ -628,17 +632,46 @@ static bool all_drained(worker *w)
 }
 
 /* Tentative orders finalised, refused ones given back, and the reserve
- * handed back where Redis sold out. */
+ * handed back where Redis sold out; only on campaigns open on this master
+ * (no barrier due). */
 static void reserve_pass(worker *w)
 {
     sk_reserve_stats rs = {0};
     for (size_t i = 0; i < w->ncamps; i++) {
+        if (!w->camps[i].open) continue;
         sk_reserve_finalise(w->db, w->rc, w->camps[i].id, w->o->batch, &rs);
         sk_reserve_handback(w->db, w->rc, w->camps[i].id, &rs);
     }
     w->st.confirmed += rs.confirmed;
     w->st.lost += rs.lost;
     w->st.handbacks += rs.handbacks;
+}
+
+/* The barrier after a change of master, one step per campaign (barrier.h):
+ * the run id is read at every pass, so a failover or a restart behind the
+ * same address is seen within one pass. */
+static void barrier_pass(worker *w)
+{
+    if (sk_barrier_run_id(w->rc, w->run_id) != 0) {
+        for (size_t i = 0; i < w->ncamps; i++) w->camps[i].open = false;
+        return;
+    }
+    for (size_t i = 0; i < w->ncamps; i++) {
+        camp *c = &w->camps[i];
+        bool was_due = c->bar.started_ms != 0;
+        int st = sk_barrier_step(w->db, w->rc, c->id, w->run_id, &c->bar);
+        c->open = st == SK_BARRIER_OPEN;
+        if (st < 0) wlog(w, "campaign %s: barrier: %s", c->id, sk_strerror(st));
+        if (!was_due && c->bar.started_ms)
+            wlog(w, "campaign %s: new master (run id %s): barrier, draining", c->id, w->run_id);
+        if (!c->bar.opened) continue;
+        w->st.barriers++;
+        w->st.barrier_ms = c->bar.duration_ms;
+        wlog(w, "campaign %s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
+                " give-backs mirrored, %" PRId64 " handbacks applied again; selling on this master",
+             c->id, c->bar.duration_ms, c->bar.epoch, c->bar.mirrored, c->bar.given_back, c->bar.handbacks);
+        c->bar.mirrored = c->bar.given_back = c->bar.handbacks = 0;
+    }
 }
 
 static int worker_round(worker *w)
@@ -663,7 +696,11 @@ static int worker_round(worker *w)
         dlock__sleep_ms(w->o->block_ms);
         return w->o->drain ? 1 : 0;
     }
-
+    if (now >= w->next_barrier_ms) {
+        barrier_pass(w);
+        int64_t every = w->o->sweep_interval_ms < BARRIER_EVERY_MS ? w->o->sweep_interval_ms : BARRIER_EVERY_MS;
+        w->next_barrier_ms = now + every;
+    }
     int work = 0, n = 0, err = 0;
     for (size_t i = 0; i < w->ncamps && !err && now >= w->next_own_ms; i++) {
         err = read_own_pending(w, &w->camps[i], &n);

@@ -1,14 +1,18 @@
 /* seckill: admin tool of the order pipeline: reconcile Redis with the
- * database, list campaigns, show / pay / cancel an order, run migrations.
+ * database, list campaigns, show / pay / cancel an order, run migrations,
+ * run the barrier after a change of master by hand.
  * Exit status: 0 ok (reconcile: consistent), 1 differences or refused,
- * 2 usage error, 3 cannot reach Redis or the database. */
+ * 2 usage error, 3 cannot reach Redis or the database, 4 (reconcile)
+ * broken promises found. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "barrier.h"
 #include "dlock/dlock.h"
 #include "lifecycle.h"
 #include "options.h"
@@ -31,10 +35,14 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: seckill [--redis-url URL] [--database-url URL] COMMAND [args]\n"
                "  reconcile [--campaign ID] [--json] [--wait DUR]\n"
-               "                                       compare Redis with the database; exit 0 only if consistent;\n"
+               "                                       compare Redis with the database; exit 0 only if consistent,\n"
+               "                                       4 when a Redis-path order was refused by the guard (a broken promise);\n"
                "                                       --wait: first wait up to DUR for the streams to drain\n"
                "  metrics [--campaign ID]              backlog, dead letters, differences, stock, orders as\n"
                "                                       Prometheus text (for node_exporter's textfile collector)\n"
+               "  barrier --campaign ID [--wait DUR]   run the barrier after a change of master now: stop sales,\n"
+               "                                       wait (default 30s) for the persisters to drain the stream,\n"
+               "                                       seal the old timeline, mirror the database into Redis, open\n"
                "  campaigns [--json]                   list campaigns (database) with remaining stock\n"
                "  order ORDER_ID [--json]              show an order from the database\n"
                "  pay ORDER_ID USER                    mark a persisted order paid\n"
@@ -206,6 +214,7 @@ static int cmd_reconcile(cli *c)
             if (c->json && i) dlock__buf_printf(&out, ",");
             sk_reconcile_format(&rep, c->json, &out);
             if (rep.ndiffs && !status) status = 1;
+            if (rep.d.broken_promises && status < 3) status = 4;
         }
         sk_reconcile_report_free(&rep);
     }
@@ -310,6 +319,41 @@ static int cmd_migrate(cli *c)
     return 0;
 }
 
+/* Forces a barrier on --campaign and runs it to the end; the persisters
+ * (one at least must run) drain the stream meanwhile. 0 opened, 1 not
+ * within --wait, 3 unreachable. */
+static int cmd_barrier(cli *c)
+{
+    char run_id[41], owner[64];
+    snprintf(owner, sizeof(owner), "seckill-barrier-%ld", (long)getpid());
+    int err = sk_barrier_run_id(c->rc, run_id);
+    if (!err) err = sk_barrier_force(c->rc, c->campaign, owner);
+    if (err) {
+        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(err));
+        return 3;
+    }
+    sk_barrier_run b;
+    sk_barrier_run_init(&b, owner);
+    int64_t end = dlock__now_ms() + (c->wait_ms > 0 ? c->wait_ms : 30000);
+    int st = SK_BARRIER_WAITING;
+    while ((st = sk_barrier_step(c->db, c->rc, c->campaign, run_id, &b)) == SK_BARRIER_WAITING &&
+           dlock__now_ms() < end)
+        dlock__sleep_ms(50);
+    if (st < 0) {
+        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(st));
+        return 3;
+    }
+    if (st == SK_BARRIER_WAITING) {
+        fprintf(stderr, "seckill: barrier %s: the stream was not drained in time (is a persister running?); "
+                        "sales stay stopped until a persister finishes it\n", c->campaign);
+        return 1;
+    }
+    printf("campaign %s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
+           " give-backs mirrored, %" PRId64 " handbacks applied again\n",
+           c->campaign, b.duration_ms, b.epoch, b.mirrored, b.given_back, b.handbacks);
+    return 0;
+}
+
 static int cmd_show(cli *c) { return cmd_order(c, "order"); }
 static int cmd_pay(cli *c) { return cmd_order(c, "pay"); }
 static int cmd_cancel(cli *c) { return cmd_order(c, "cancel"); }
@@ -321,7 +365,7 @@ static const struct command {
 } commands[] = {
     {"reconcile", true, cmd_reconcile}, {"metrics", true, cmd_metrics}, {"campaigns", false, cmd_campaigns},
     {"order", false, cmd_show},         {"pay", false, cmd_pay},         {"cancel", true, cmd_cancel},
-    {"migrate", false, cmd_migrate},
+    {"migrate", false, cmd_migrate},    {"barrier", true, cmd_barrier},
 };
 
 static int add_operand(void *base, const char *arg, char *err, size_t errlen)
@@ -370,6 +414,10 @@ static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
     }
     if (c->campaign && !sk_db_id_valid(c->campaign)) {
         fprintf(stderr, "seckill: bad campaign id '%s'\n", c->campaign);
+        return 2;
+    }
+    if ((*cmd_out)->run == cmd_barrier && !c->campaign) {
+        fprintf(stderr, "seckill: barrier needs --campaign ID\n");
         return 2;
     }
     return 0;
