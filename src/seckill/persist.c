@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "announce.h"
 #include "barrier.h"
 #include "dlock/dlock.h"
 #include "ids.h"
@@ -68,6 +69,7 @@ typedef struct worker {
     sk_order_in *ins;
     int64_t next_claim_ms, next_sweep_ms, next_discover_ms, next_barrier_ms;
     char run_id[41]; /* of the connected master, read at every barrier pass */
+    sk_announce *ann; /* new campaigns, announced (NULL with --campaign) */
     bool nogroup; /* Redis lost a stream or group (restart, failover): re-create */
     bool db_down; /* the database is unreachable: read nothing (deliveries would count) */
     int64_t next_own_ms; /* own pending entries that failed are retried from then on */
@@ -179,10 +181,12 @@ static void camp_ensure_db(worker *w, const char *id)
         if (strcmp(k, "starts_at_ms") == 0) c.starts_at_ms = parse_i64(v);
         if (strcmp(k, "ends_at_ms") == 0) c.ends_at_ms = parse_i64(v);
         if (strcmp(k, "price_cents") == 0) c.price_cents = parse_i64(v);
+        if (strcmp(k, "db_reserve") == 0) c.db_reserve = parse_i64(v);
     }
     dlock__reply_free(r);
     if (!have_stock) return;
     if (c.price_cents < 0) c.price_cents = 0;
+    if (c.db_reserve < 0 || c.db_reserve > c.stock) c.db_reserve = 0;
     int rc = sk_db_campaign_create(w->db, &c);
     wlog(w, "campaign %s: created in the database from Redis meta: %s", id, rc ? sk_strerror(rc) : "ok");
 }
@@ -531,9 +535,37 @@ static int reclaim(worker *w, camp *c, int *n_out)
     return err;
 }
 
+/* Before blocking: not at all when announcements wait, else the waiter
+ * learns which connection to unblock (its id changes at a reconnect). */
+static bool may_block(worker *w)
+{
+    if (!w->ann) return true;
+    if (sk_announce_queued(w->ann)) return false;
+    const char *argv[] = {"CLIENT", "ID"};
+    dlock__reply *r;
+    if (cmd(w, 2, argv, &r) == 0) {
+        sk_announce_set_target(w->ann, dlock__reply_kind(r) == DLOCK__R_INTEGER ? dlock__reply_int(r) : 0);
+        dlock__reply_free(r);
+    }
+    return true;
+}
+
+/* Campaigns announced since the last round are consumed now. */
+static void take_announced(worker *w)
+{
+    char ids[16][65];
+    size_t n;
+    while (w->ann && (n = sk_announce_take(w->ann, ids, 16)) > 0)
+        for (size_t i = 0; i < n; i++) {
+            if (!camp_find(w, ids[i])) wlog(w, "campaign %s: announced", ids[i]);
+            camp_add(w, ids[i]);
+        }
+}
+
 static int read_new(worker *w, bool block, int *n_out)
 {
     *n_out = 0;
+    block = block && may_block(w);
     size_t argc = 0, cap = 10 + 2 * w->ncamps;
     const char **argv = calloc(cap, sizeof(*argv));
     if (!argv) return DLOCK_ENOMEM;
@@ -688,6 +720,7 @@ static int worker_round(worker *w)
         wlog(w, "database reachable again");
         w->db_down = false;
     }
+    take_announced(w);
     if (now >= w->next_discover_ms) {
         discover(w);
         w->next_discover_ms = now + 2000;
@@ -755,11 +788,17 @@ static int worker_init(worker *w, const sk_persist_opts *o, char *err, size_t er
     }
     int rc = sk_db_open(o->database_url, &w->db, err, errlen);
     if (rc) return rc;
-    return sk_persist_redis_open(o->redis_url, o->block_ms + 5000, &w->rc, err, errlen);
+    rc = sk_persist_redis_open(o->redis_url, o->block_ms + 5000, &w->rc, err, errlen);
+    if (rc || o->campaign) return rc;
+    char why[256];
+    if (sk_announce_start(o->redis_url, &w->ann, why, sizeof(why)) != 0) /* discovery still finds them */
+        wlog(w, "campaign announcements not followed (%s): new campaigns are found every 2 s", why);
+    return 0;
 }
 
 static void worker_free(worker *w)
 {
+    sk_announce_stop(w->ann);
     sk_db_close(w->db);
     dlock__conn_close(w->rc);
     free(w->camps);
