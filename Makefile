@@ -1,5 +1,5 @@
 # Convenience targets; the real build is CMake (see README).
-.PHONY: all build test demo fault clean
+.PHONY: all build test demo fault clean deb
 all build:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build -j $$(nproc)
@@ -9,5 +9,7 @@ demo:
 	./scripts/demo.sh
 fault:
 	./scripts/fault.sh
+deb: build
+	cmake --build build --target package
 clean:
 	rm -rf build build-asan build-tsan

@@ -7,6 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/check-banned.sh
+./scripts/check-layers.sh
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-}

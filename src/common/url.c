@@ -6,28 +6,17 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common_err.h"
+#include "util.h"
 
 #define URL_MAX_LEN 4096
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return DLOCK__EURL;
-}
+/* Every refusal: the message into err, and this file's error code. */
+#define fail(err, errlen, ...) dlock__errf(DLOCK__EURL, err, errlen, __VA_ARGS__)
 
 static char *dup_range(const char *s, size_t n)
 {
@@ -331,4 +320,29 @@ void dlock__url_describe(const dlock__url *u, char *buf, size_t len)
         snprintf(buf, len, "sentinel master %s", u->master_name);
         break;
     }
+}
+
+/* ---- shared with etcd_url.c (etcd:// URLs reuse these rules) ---------- */
+
+int dlock__url_hostport(const char *s, size_t n, dlock__hostport *hp, int default_port, char *err,
+                        size_t errlen)
+{
+    return parse_hostport(s, n, hp, default_port, err, errlen);
+}
+
+int dlock__url_userinfo(const char **auth, size_t *alen, char **user_out, char **password_out,
+                        char *err, size_t errlen)
+{
+    dlock__url u = {0};
+    int rc = parse_userinfo(auth, alen, &u, err, errlen);
+    *user_out = u.user;
+    *password_out = u.password;
+    u.user = u.password = NULL;
+    if (rc) dlock__url_free(&u);
+    return rc;
+}
+
+char *dlock__url_decode(const char *s, size_t n, int *bad)
+{
+    return decode_range(s, n, bad);
 }

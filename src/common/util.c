@@ -126,3 +126,14 @@ void dlock__buf_free(dlock__buf *b)
     free(b->data);
     memset(b, 0, sizeof(*b));
 }
+
+int dlock__errf(int code, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}

@@ -37,4 +37,10 @@ void dlock__buf_append(dlock__buf *b, const char *s, size_t n);
 void dlock__buf_printf(dlock__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dlock__buf_free(dlock__buf *b);
 
+/* Formats a message into the caller's err buffer (NULL or errlen 0: no-op)
+ * and returns code, so a parser can write `return dlock__errf(code, err,
+ * errlen, "...")` at each refusal. */
+int dlock__errf(int code, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

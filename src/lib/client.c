@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client_priv.h"
+#include "etcd.h"
 #include "util.h"
 
 DLOCK_API void dlock_client_options_init(dlock_client_options *o)
@@ -180,6 +181,17 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
     }
     dlock__metrics_init(c);
     rc = copy_options(c, opts);
+    /* ---- etcd backend hook (issue 16): etcd:// and etcds:// clients have
+     * no Redis connection and no subscriber; locks go to etcd_lock.c. */
+    if (rc == 0 && dlock__etcd_url_is(c->url_copy)) {
+        rc = dlock__random_hex(c->id, 16);
+        if (rc == 0) rc = dlock__etcd_attach(c);
+        if (rc == 0) rc = dlock__watchdog_start(c);
+        if (rc == 0) *client_out = c;
+        else dlock_client_destroy(c);
+        return rc;
+    }
+    /* ---- end of the etcd backend hook ---- */
     char err[256] = "";
     if (rc == 0) rc = dlock__err_from_common(dlock__url_parse(c->url_copy, &c->url, err, sizeof(err)));
     if (rc == DLOCK_EURL) dlock__log(c, DLOCK_LOG_ERROR, "url: %s", err);
@@ -220,6 +232,7 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     dlock__subscriber_stop(c);
     dlock__watchdog_stop(c);
     report_held(c);
+    dlock__etcd_detach(c); /* etcd backend hook */
     dlock__pool_destroy(&c->pool);
     dlock__url_free(&c->url);
     free(c->url_copy);

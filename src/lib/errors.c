@@ -35,6 +35,7 @@ DLOCK_API const char *dlock_strerror(int err)
     case DLOCK_ELIMIT: return "limit exceeded";
     case DLOCK_ECLOSED: return "client is closing";
     case DLOCK_ESTALE: return "stale fencing token";
+    case DLOCK_ENOTSUP: return "not supported by this backend";
     }
     return "unknown error code";
 }

@@ -122,6 +122,7 @@ typedef int (*conn_fn)(dlock__pool *p, dlock__conn *conn, void *ctx);
 
 static int with_conn(dlock__pool *p, conn_fn fn, void *ctx)
 {
+    if (!p->started) return DLOCK_ENOTSUP; /* no Redis behind this client (etcd) */
     int rc = DLOCK_ECONN;
     for (int attempt = 0;; attempt++) {
         dlock__pooled pc;
@@ -370,6 +371,7 @@ int dlock__pool_start(dlock__pool *p, const dlock_client_options *opts, const dl
     p->n_open = 1;
     rc = preload(p, pc.conn);
     p->idle[p->n_idle++] = pc;
+    p->started = rc == 0;
     return rc;
 }
 

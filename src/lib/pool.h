@@ -40,6 +40,7 @@ typedef struct dlock__pool {
     int n_idle;
     int n_open;
     bool closing;
+    bool started;      /* pool_start succeeded: a Redis backend (false on etcd clients) */
     struct {
         const unsigned char *src;
         char sha[41];

@@ -6,21 +6,13 @@
 #include "options.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+#include "util.h"
+
+/* Every refusal: the message into err, and this file's error code. */
+#define fail(err, errlen, ...) dlock__errf(-1, err, errlen, __VA_ARGS__)
 
 int opt_parse_int(const char *name, const char *s, int64_t lo, int64_t hi, int64_t *out, char *err,
                   size_t errlen)

@@ -272,7 +272,7 @@ static int parse_order_id(const char *s, uint64_t *out)
 static void print_order(const sk_order_row *r, bool json)
 {
     if (json)
-        printf("{\"order_id\":\"%" PRIu64 "\",\"campaign\":\"%s\",\"user\":\"%s\",\"qty\":%" PRId64
+        printf("{\"order_id\":\"%" PRIu64 "\",\"campaign\":\"%s\",\"user\":\"%s\",\"quantity\":%" PRId64
                ",\"status\":\"%s\",\"reason\":\"%s\",\"path\":\"%s\"}\n",
                r->order_id, r->campaign, r->user, r->qty, r->status, r->reason, r->path);
     else

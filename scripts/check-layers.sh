@@ -1,0 +1,41 @@
+#!/bin/sh
+# Fails when the tree breaks its layering (docs/design/architecture.md):
+#   src/common  <- src/lib (libdlock)  <- src/seckill  <- src/seckilld  <- tools/
+# A file may include headers of its own layer and of layers below, never
+# above; the common layer never sees the public API (dlock/dlock.h), so
+# libdlock maps its codes at its edge. Also fails on a function longer than
+# 60 lines in src/, tools/ or bench/ (STYLE.md: split past ~60), counted from
+# the opening to the closing brace at column 0 (the clang-format layout).
+set -eu
+cd "$(dirname "$0")/.."
+fail=0
+headers_of() { find "$1" -name '*.h' -printf '%f\n' 2>/dev/null | sort -u; }
+check() { # check DIR "forbidden header names..." why
+    dir=$1 names=$2 why=$3
+    for h in $names; do
+        hits=$(grep -rn "#include \"$h\"" "$dir" --include='*.c' --include='*.h' || true)
+        if [ -n "$hits" ]; then
+            echo "layering: $dir includes $h ($why):" >&2
+            echo "$hits" >&2
+            fail=1
+        fi
+    done
+}
+lib_h=$(headers_of src/lib)
+seckill_h=$(headers_of src/seckill)
+front_h=$(headers_of src/seckilld)
+check src/common "dlock/dlock.h $lib_h $seckill_h $front_h" "layer 1 includes nothing above it"
+check src/lib "$seckill_h $front_h" "libdlock does not know the engine"
+check src/seckill "$front_h" "the engine is usable without HTTP"
+long=$(for f in $(find src tools bench -name '*.c'); do
+    awk -v F="$f" '/^\{$/ { s = NR; name = prev }
+        /^\}/ { if (s) { n = NR - s - 1; if (n > 60) print F ": " n " lines: " name; s = 0 } }
+        { prev = $0 }' "$f"
+done)
+if [ -n "$long" ]; then
+    echo "functions longer than 60 lines:" >&2
+    echo "$long" >&2
+    fail=1
+fi
+[ $fail -eq 0 ] && echo "layering and function-length check: clean"
+exit $fail

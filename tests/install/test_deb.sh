@@ -1,0 +1,174 @@
+#!/bin/bash
+# test_deb.sh: the Debian packages (cmake/packaging.cmake) on this machine,
+# as root: build them, `dpkg -i` them, use what they installed (a consumer
+# compiled through pkg-config and find_package, `dlock --version`,
+# `seckilld --help`, seckilld started from its unit's ExecStart line against
+# a private redis-server), `systemd-analyze verify` the units, then
+# `dpkg -r` (conffiles stay), `dpkg -P` (they go) and compare the file
+# system with its state before: nothing of ours may be left. The packages
+# are purged on every exit, failed or not. Not in the default suite: label
+# package, run with DLOCK_TEST_PACKAGE=1 (.ci/run does, in its own step).
+set -euo pipefail
+src=${DLOCK_SOURCE_DIR:?}
+build=${DLOCK_BUILD_DIR:?}
+. "$src/scripts/lib.sh"
+pkgs=(seckill dlock-tools libdlock-dev libdlock0)   # removal order
+fail() { echo "FAIL [deb]: $*" >&2; exit 1; }
+ok() { echo "ok   [deb] $*"; }
+[ "$(id -u)" = 0 ] || fail "needs root (dpkg -i / dpkg -P)"
+command -v dpkg-deb >/dev/null || fail "dpkg not found: a Debian machine is needed"
+
+installed() { dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null | grep -q ' installed$'; }
+known() { dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null | grep -qv 'not-installed$'; }
+for p in "${pkgs[@]}"; do
+    known "$p" && fail "$p is already on this machine (not ours to remove): dpkg -P $p first"
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/dlock-deb-XXXXXX")
+chmod 755 "$work"
+# dpkg_retry ARGS...: dpkg, waiting for another dpkg/apt run to let go of its lock.
+dpkg_retry() {
+    local i out
+    for i in $(seq 1 30); do
+        if out=$(dpkg "$@" 2>&1); then printf '%s\n' "$out"; return 0; fi
+        printf '%s' "$out" | grep -q 'lock' || { printf '%s\n' "$out" >&2; return 1; }
+        sleep 2
+    done
+    printf '%s\n' "$out" >&2
+    return 1
+}
+purge_all() {
+    local p left=()
+    for p in "${pkgs[@]}"; do known "$p" && left+=("$p"); done
+    [ ${#left[@]} -eq 0 ] || dpkg_retry -P "${left[@]}" >/dev/null
+}
+trap 'dl_cleanup; purge_all || echo "deb: could not purge ${pkgs[*]}: remove them by hand" >&2; rm -rf "$work"' EXIT
+
+# Every path under these trees, but the package manager's own state.
+snapshot() {
+    find /usr /etc /var/lib /opt -xdev \( -path /var/lib/dpkg -o -path /var/lib/apt \
+        -o -path /var/lib/systemd -o -path /var/lib/ucf -o -path '/var/lib/*/*' \) -prune -o -print \
+        2>/dev/null | sort
+}
+snapshot >"$work/before.txt"
+cp /etc/passwd "$work/passwd.before"
+
+# --- build and install -----------------------------------------------------------
+cmake --build "$build" --target package >"$work/cpack.log" 2>&1 || { cat "$work/cpack.log" >&2; fail "cpack"; }
+debs=()
+for p in libdlock0 libdlock-dev dlock-tools seckill; do
+    f=$(ls "$build"/deb/"${p}"_*.deb 2>/dev/null | head -n 1)
+    [ -n "$f" ] || fail "no package $p in $build/deb"
+    debs+=("$f")
+done
+ok "built: $(cd "$build/deb" && ls ./*.deb | tr '\n' ' ')"
+if ! dpkg_retry -i "${debs[@]}" >"$work/dpkg-i.log"; then
+    echo "deb: dependencies missing, apt-get -f install" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -f install -y -qq -o DPkg::Lock::Timeout=60 >>"$work/dpkg-i.log" 2>&1 ||
+        { cat "$work/dpkg-i.log" >&2; fail "apt-get -f install"; }
+fi
+for p in "${pkgs[@]}"; do installed "$p" || fail "$p not installed after dpkg -i"; done
+ok "dpkg -i: ${pkgs[*]} installed"
+for p in "${pkgs[@]}"; do dpkg -L "$p"; done | sort -u >"$work/owned.txt"
+
+# --- the library, from the installed headers --------------------------------------
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror -o "$work/consumer_pc" "$src/tests/install/consumer.c" \
+    $(pkg-config --cflags --libs dlock) || fail "consumer does not build with pkg-config"
+ldd "$work/consumer_pc" | grep -Eq "libdlock.so.0 => (/usr)?/lib/[^ ]*libdlock.so.0 " ||
+    fail "consumer does not load the packaged libdlock: $(ldd "$work/consumer_pc" | grep dlock)"
+"$work/consumer_pc" >/dev/null || fail "pkg-config consumer failed"
+cmake -S "$src/tests/install/cmake-consumer" -B "$work/cm" >/dev/null &&
+    cmake --build "$work/cm" >/dev/null || fail "consumer does not build with find_package(dlock)"
+"$work/cm/consumer_shared" >/dev/null && "$work/cm/consumer_static" >/dev/null ||
+    fail "find_package consumers failed"
+ok "consumer built with pkg-config ($(pkg-config --modversion dlock)) and find_package, both ran"
+
+# --- the programs -------------------------------------------------------------------
+ver=$(dpkg-query -W -f='${Version}' dlock-tools)
+out=$(/usr/bin/dlock --version) || fail "dlock --version exited non-zero"
+[ "$out" = "dlock ${ver%-*}" ] || fail "dlock --version: '$out', want 'dlock ${ver%-*}'"
+/usr/bin/seckilld --help | grep -q '^usage: seckilld' || fail "seckilld --help"
+for m in $(grep '/usr/share/man/.*\.gz$' "$work/owned.txt"); do
+    zcat "$m" | grep -q '^\.TH ' || fail "$m is not a man page"
+done
+ok "dlock --version ($out), seckilld --help, man pages: $(grep -c '/usr/share/man/.*\.gz$' "$work/owned.txt")"
+
+# --- seckilld from its unit, as the unit's user, with the example environment ------
+unit=/lib/systemd/system/seckilld.service
+[ -f "$unit" ] || fail "$unit not installed"
+exec_line=$(sed -n 's/^ExecStart=//p' "$unit")
+user=$(sed -n 's/^User=//p' "$unit")
+envfile=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$unit")
+read -ra cmd <<<"$exec_line"
+grep -Fqx "${cmd[0]}" "$work/owned.txt" || fail "ExecStart runs ${cmd[0]}, which the packages do not install"
+[ -f "$envfile.example" ] || fail "no example of $envfile installed"
+getent passwd "$user" >/dev/null || fail "unit user $user was not created by postinst"
+dl_start_redis "$work"
+chown "$user" "$work"
+port=$(dl_free_port)
+(
+    set -a
+    # shellcheck disable=SC1090
+    . "$envfile.example"
+    REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+    DATABASE_URL="sqlite://$work/orders.db"
+    SECKILL_PORT=$port
+    SECKILL_BIND=127.0.0.1
+    set +a
+    exec setpriv --reuid="$user" --regid="$user" --init-groups "${cmd[@]}"
+) >"$work/seckilld.log" 2>&1 &
+sk_pid=$!
+dl_track "$sk_pid"
+dl_wait_http "http://127.0.0.1:$port/healthz" 100 ||
+    { cat "$work/seckilld.log" >&2; fail "seckilld from '$exec_line' did not answer /healthz"; }
+health=$(curl -s "http://127.0.0.1:$port/healthz")
+[ "$(ps -o user= -p "$sk_pid")" = "$user" ] || fail "seckilld does not run as $user"
+kill -TERM "$sk_pid"
+rc=0
+wait "$sk_pid" || rc=$?
+[ "$rc" = 0 ] || fail "seckilld exited $rc on SIGTERM (the unit's KillSignal)"
+ok "seckilld from ExecStart ($exec_line) as $user: /healthz $health; SIGTERM: exit 0"
+
+# --- systemd's own check of the installed units --------------------------------------
+if command -v systemd-analyze >/dev/null; then
+    units=$(grep '^/lib/systemd/system/' "$work/owned.txt" | grep -E '\.(service|timer)$')
+    # shellcheck disable=SC2086
+    if ! systemd-analyze verify $units >"$work/verify.log" 2>&1; then
+        cat "$work/verify.log" >&2
+        fail "systemd-analyze verify"
+    fi
+    [ -s "$work/verify.log" ] && sed 's/^/     /' "$work/verify.log"
+    ok "systemd-analyze verify: $(echo $units | wc -w) units"
+else
+    echo "note [deb] systemd-analyze not installed: units not verified"
+fi
+
+# --- remove: conffiles stay; purge: everything goes ----------------------------------
+dpkg_retry -r "${pkgs[@]}" >/dev/null
+for p in "${pkgs[@]}"; do installed "$p" && fail "$p still installed after dpkg -r"; done
+[ -f /etc/dlock/seckilld.conf ] || fail "dpkg -r removed the conffile /etc/dlock/seckilld.conf"
+[ -e /usr/bin/seckilld ] && fail "dpkg -r left /usr/bin/seckilld"
+ok "dpkg -r: programs gone, conffiles kept ($(dpkg-query -W -f='${db:Status-Abbrev}' seckill))"
+dpkg_retry -P "${pkgs[@]}" >/dev/null
+for p in "${pkgs[@]}"; do known "$p" && fail "$p still known to dpkg after purge"; done
+dl_cleanup
+snapshot >"$work/after.txt"
+left=$(comm -13 "$work/before.txt" "$work/after.txt" | { grep -v "^$work" || true; } | while read -r f; do
+    dpkg -S "$f" >/dev/null 2>&1 || echo "$f"    # new and owned by no package: ours
+done)
+[ -z "$left" ] || fail "left behind after purge: $left"
+while read -r f; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    [ "$f" = / ] && continue
+    if [ -d "$f" ]; then                      # a directory: /lib -> /usr/lib
+        c=$(readlink -f "$f")
+    else                                      # a file or link: its directory
+        c=$(readlink -f "$(dirname "$f")"); c="${c%/}/$(basename "$f")"
+    fi
+    grep -Fqx "$c" "$work/before.txt" || fail "packaged path left behind: $f"
+done <"$work/owned.txt"
+diff <(cut -d: -f1 "$work/passwd.before") <(cut -d: -f1 /etc/passwd) >/dev/null ||
+    fail "users differ after purge: $(diff <(cut -d: -f1 "$work/passwd.before") <(cut -d: -f1 /etc/passwd) | tr '\n' ' ')"
+ok "dpkg -P: conffiles, /etc/dlock and the seckill user gone; file list as before"
+echo "deb: all checks passed"
