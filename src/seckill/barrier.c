@@ -239,8 +239,22 @@ static int open_campaign(dlock__conn *rc, const char *campaign, const char *run_
     return out;
 }
 
+/* barrier_started_ms (wall clock) in {c:<id>}:pipeline while a barrier
+ * runs, for `seckill metrics` (seckill_barrier_running_seconds). */
+static void mark_running(dlock__conn *rc, const char *campaign, bool running)
+{
+    char key[96], ms[24];
+    snprintf(key, sizeof(key), "{c:%s}:pipeline", campaign);
+    snprintf(ms, sizeof(ms), "%" PRId64, dlock__wall_ms());
+    const char *set[] = {"HSET", key, "barrier_started_ms", ms};
+    const char *del[] = {"HDEL", key, "barrier_started_ms"};
+    dlock__reply *r = NULL;
+    if (dlock__conn_cmd(rc, running ? 4 : 3, running ? set : del, NULL, &r) == 0) dlock__reply_free(r);
+}
+
 static void record(dlock__conn *rc, const char *campaign, const sk_barrier_run *b)
 {
+    mark_running(rc, campaign, false);
     sk__pipeline_add(rc, campaign, "barrier_runs", 1);
     sk__pipeline_add(rc, campaign, "barrier_ms_total", b->duration_ms);
     char key[96], ms[24];
@@ -284,9 +298,11 @@ int sk_barrier_step(sk_db *db, dlock__conn *rc, const char *campaign, const char
         b->started_ms = 0;
         return SK_BARRIER_OPEN;
     }
-    if (!b->started_ms) b->started_ms = dlock__now_ms();
+    bool first = !b->started_ms;
+    if (first) b->started_ms = dlock__now_ms();
     int held = lock_hold(rc, campaign, b);
     if (held <= 0) return held < 0 ? held : SK_BARRIER_WAITING;
+    if (first) mark_running(rc, campaign, true);
     int64_t pending = 0, lag = 0;
     if ((err = sk_persist_backlog(rc, campaign, &pending, &lag))) return err;
     if (pending || lag) return SK_BARRIER_WAITING;

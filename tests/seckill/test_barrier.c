@@ -311,6 +311,30 @@ static void test_admin_barrier_runs_by_hand(void **state)
     }
     waitpid(pid, &st, 0);
     assert_int_equal(WEXITSTATUS(st), 2);
+    /* the counters reach `seckill metrics` (Prometheus text) */
+    char out[400];
+    snprintf(out, sizeof(out), "%s/metrics.txt", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    pid = fork();
+    if (pid == 0) {
+        if (!freopen(out, "w", stdout)) _exit(126);
+        execl(tool, tool, "--redis-url", new_url, "--database-url", pf_db_url, "metrics", "--campaign", "bar",
+              (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, &st, 0);
+    assert_int_equal(WEXITSTATUS(st), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char text[8192] = "";
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(out);
+    assert_non_null(strstr(text, "seckill_barrier_runs_total{campaign=\"bar\"} 3\n")); /* failover, forced, by hand */
+    assert_non_null(strstr(text, "seckill_barrier_running_seconds{campaign=\"bar\"} 0.000\n"));
+    assert_non_null(strstr(text, "seckill_broken_promises{campaign=\"bar\"} 0\n"));
+    assert_non_null(strstr(text, "seckill_stale_timeline_refusals{campaign=\"bar\"} 2\n"));
+    assert_non_null(strstr(text, "seckill_tentative_finalised_total{campaign=\"bar\",result=\"confirmed\"}"));
 }
 
 int main(void)
