@@ -28,7 +28,6 @@
 #include "persist.h"
 #include "reconcile.h"
 #include "release.h"
-#include "reserve.h"
 #include "servers.h"
 #include "sk_err.h"
 #include "util.h"
@@ -677,81 +676,6 @@ static void test_malformed_and_poisoned_entries_go_to_dead_letters(void **state)
     assert_true(reconcile_diffs(camp, false) > 0); /* dead letters are differences */
 }
 
-static void test_direct_purchase_keeps_the_guard_and_uniqueness(void **state)
-{
-    (void)state;
-    const char *camp = "direct";
-    seed_reserve(camp, 5, 1, 2);
-    int64_t now = dlock__wall_ms();
-    assert_int_equal(sk_db_purchase_direct(db, 5000001, camp, "d1", 1, now), 0);
-    assert_int_equal(sk_db_purchase_direct(db, 5000002, camp, "d1", 1, now), SK_ELIMIT);
-    assert_int_equal(sk_db_purchase_direct(db, 5000001, camp, "d2", 1, now), SK_EEXIST);
-    assert_int_equal(sk_db_purchase_direct(db, 5000003, camp, "d2", 2, now), SK_ELIMIT);
-    assert_int_equal(sk_db_purchase_direct(db, 5000004, camp, "d2", 1, now), 0);
-    assert_int_equal(sk_db_purchase_direct(db, 5000005, camp, "d3", 1, now), SK_ESOLDOUT);
-    assert_int_equal(sk_db_purchase_direct(db, 5000006, "nocamp", "d3", 1, now), SK_ENOTFOUND);
-    assert_int_equal(sk_db_purchase_direct(db, 5000007, camp, "", 1, now), SK_EINVAL);
-    sk_order_row row;
-    assert_int_equal(sk_db_order_get(db, 5000004, &row), 0);
-    assert_string_equal(row.path, "db");
-    assert_string_equal(row.status, "pending"); /* tentative: finalised by the persister */
-    assert_int_equal(sk_db_order_get(db, 5000002, &row), SK_ENOTFOUND); /* refusals leave no row */
-    sk_db_campaign_stats s;
-    counts(camp, &s);
-    assert_int_equal(s.remaining, 3); /* only the reserve was sold: Redis's 3 units are untouched */
-    assert_int_equal(s.reserve_remaining, 0);
-    assert_int_equal(s.orders[SK_ST_PENDING], 2);
-    assert_int_equal(s.user_total_units, 0);
-}
-
-static int64_t redis_stock(const char *camp)
-{
-    char stk[96];
-    rkey(stk, sizeof(stk), camp, "stock");
-    const char *get[] = {"GET", stk};
-    return rcmd_int(2, get);
-}
-
-/* Orders decided by the database while Redis was down sold reserve units:
- * when Redis is back they are mirrored into its buyer totals once (not its
- * stock), then finalised; cancelling one gives its unit to Redis once. */
-static void test_degraded_orders_are_mirrored_into_redis_once(void **state)
-{
-    (void)state;
-    const char *camp = "degraded";
-    seed_reserve(camp, 10, 1, 3);
-    assert_int_equal(buy(camp, "dr1", 1, false, NULL), 1);
-    assert_int_equal(buy(camp, "dr2", 1, false, NULL), 1);
-    drain(camp);
-    int64_t now = dlock__wall_ms();
-    for (int i = 0; i < 3; i++) {
-        char user[16];
-        snprintf(user, sizeof(user), "dd%d", i);
-        assert_int_equal(sk_db_purchase_direct(db, 8000000 + (uint64_t)i, camp, user, 1, now), 0);
-    }
-    assert_int_equal(sk_db_purchase_direct(db, 8000009, camp, "dr1", 1, now), SK_ELIMIT); /* bought via Redis */
-    assert_int_equal(sk_db_purchase_direct(db, 8000010, camp, "dd9", 1, now), SK_ESOLDOUT); /* reserve gone */
-    assert_true(reconcile_diffs(camp, false) > 0); /* not mirrored, not finalised */
-    int64_t cancelled = 0, released = 0;
-    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
-    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
-    assert_int_equal(redis_stock(camp), 5); /* reserve units were never in Redis's stock */
-    sk_reserve_stats rs = {0};
-    assert_int_equal(sk_reserve_finalise(db, rc, camp, 100, &rs), 0);
-    assert_int_equal(rs.confirmed, 3);
-    assert_int_equal(reconcile_diffs(camp, false), 0);
-    assert_int_equal(sk_order_cancel(db, rc, 8000001, "changed mind"), 0);
-    assert_int_equal(sk_order_cancel(db, rc, 8000001, "changed mind"), SK_ECONFLICT);
-    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
-    assert_int_equal(sk_lifecycle_sweep(db, rc, camp, 0, 100, &cancelled, &released), 0);
-    assert_int_equal(released, 1);
-    assert_int_equal(redis_stock(camp), 6);
-    int64_t rem = 0;
-    assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
-    assert_int_equal(rem, 6);
-    assert_int_equal(reconcile_diffs(camp, false), 0);
-}
-
 typedef struct thr_arg {
     const char *camp;
     int base, n;
@@ -1037,9 +961,7 @@ int main(void)
         cmocka_unit_test(test_pay_then_timeout_cancels_the_rest_returning_stock_once),
         cmocka_unit_test(test_concurrent_cancellations_return_stock_once),
         cmocka_unit_test(test_malformed_and_poisoned_entries_go_to_dead_letters),
-        cmocka_unit_test(test_direct_purchase_keeps_the_guard_and_uniqueness),
         cmocka_unit_test(test_concurrent_direct_purchases_never_oversell),
-        cmocka_unit_test(test_degraded_orders_are_mirrored_into_redis_once),
         cmocka_unit_test(test_two_persisters_at_once_persist_each_order_once),
         cmocka_unit_test(test_two_workers_cancel_unpaid_orders_once),
         cmocka_unit_test(test_worker_survives_a_database_restart),

@@ -97,7 +97,8 @@ static void test_stale_epoch_entry_is_refused_unless_held(void **state)
 /* ---- database path and finalisation ------------------------------------- */
 
 /* The database path sells the reserve only, stores pending orders outside
- * user_totals, and holds a user to persisted + pending <= limit. */
+ * user_totals, holds a user to persisted + pending <= limit, and keeps the
+ * order id unique; a refusal leaves no row. */
 static void test_database_path_sells_only_the_reserve_tentatively(void **state)
 {
     (void)state;
@@ -108,8 +109,15 @@ static void test_database_path_sells_only_the_reserve_tentatively(void **state)
     assert_int_equal(sk_db_purchase_direct(pf_db, a, camp, "u1", 1, now), 0);
     assert_int_equal(sk_db_purchase_direct(pf_db, b, camp, "u1", 1, now), 0);
     assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "u1", 1, now), SK_ELIMIT);
+    assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "u2", 3, now), SK_ELIMIT);
     assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "u2", 2, now), SK_ESOLDOUT); /* 1 left */
+    assert_int_equal(sk_db_purchase_direct(pf_db, a, camp, "u3", 1, now), SK_EEXIST); /* order id reused */
+    assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), "nocamp", "u3", 1, now), SK_ENOTFOUND);
+    assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "", 1, now), SK_EINVAL);
+    uint64_t refused = pf_next_id();
+    assert_int_equal(sk_db_purchase_direct(pf_db, refused, camp, "u1", 1, now), SK_ELIMIT);
     sk_order_row row;
+    assert_int_equal(sk_db_order_get(pf_db, refused, &row), SK_ENOTFOUND); /* refusals leave no row */
     assert_int_equal(sk_db_order_get(pf_db, a, &row), 0);
     assert_string_equal(row.status, "pending");
     assert_string_equal(row.path, "db");
@@ -163,6 +171,47 @@ static void test_finalisation_confirms_within_limit_and_refuses_beyond(void **st
     assert_int_equal(pf_redis_int("HGET", camp, "buyers", "fb"), 1); /* its Redis order only */
     assert_int_equal(pf_redis_int("HGET", camp, "buyers", "fa"), 1);
     assert_int_equal(pf_redis_int("HGET", camp, "pipeline", "lost"), 1);
+    assert_int_equal(pf_reconcile(camp), 0);
+}
+
+/* Orders decided by the database while Redis was down sold reserve units:
+ * when Redis is back they are mirrored into its buyer totals once (not its
+ * stock), then finalised; cancelling one gives its unit to Redis once. */
+static void test_degraded_orders_are_mirrored_into_redis_once(void **state)
+{
+    (void)state;
+    const char *camp = "degraded";
+    pf_seed(camp, 10, 1, 3);
+    pf_redis_buy(camp, "dr1", 1);
+    pf_redis_buy(camp, "dr2", 1);
+    pf_drain(camp);
+    int64_t now = dlock__wall_ms();
+    uint64_t ids[3];
+    for (int i = 0; i < 3; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "dd%d", i);
+        ids[i] = pf_next_id();
+        assert_int_equal(sk_db_purchase_direct(pf_db, ids[i], camp, user, 1, now), 0);
+    }
+    assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "dr1", 1, now), SK_ELIMIT); /* via Redis */
+    assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "dd9", 1, now), SK_ESOLDOUT); /* reserve gone */
+    assert_true(pf_reconcile(camp) > 0); /* not mirrored, not finalised */
+    pf_sweep(camp);
+    pf_sweep(camp);
+    assert_int_equal(pf_redis_int("GET", camp, "stock", NULL), 5); /* reserve units were never in Redis's stock */
+    assert_int_equal(pf_redis_int("HGET", camp, "buyers", "dd0"), 1);
+    sk_reserve_stats rs = {0};
+    assert_int_equal(sk_reserve_finalise(pf_db, pf_rc, camp, 100, &rs), 0);
+    assert_int_equal(rs.confirmed, 3);
+    assert_int_equal(pf_reconcile(camp), 0);
+    assert_int_equal(sk_order_cancel(pf_db, pf_rc, ids[1], "changed mind"), 0);
+    assert_int_equal(sk_order_cancel(pf_db, pf_rc, ids[1], "changed mind"), SK_ECONFLICT);
+    pf_sweep(camp); /* a database-path order is released by the sweep */
+    pf_sweep(camp);
+    assert_int_equal(pf_redis_int("GET", camp, "stock", NULL), 6);
+    int64_t rem = 0;
+    assert_int_equal(sk_db_campaign_get(pf_db, camp, NULL, &rem), 0);
+    assert_int_equal(rem, 6);
     assert_int_equal(pf_reconcile(camp), 0);
 }
 
@@ -272,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_stale_epoch_entry_is_refused_unless_held),
         cmocka_unit_test(test_database_path_sells_only_the_reserve_tentatively),
         cmocka_unit_test(test_finalisation_confirms_within_limit_and_refuses_beyond),
+        cmocka_unit_test(test_degraded_orders_are_mirrored_into_redis_once),
         cmocka_unit_test(test_handback_survives_a_crash_between_database_and_redis),
         cmocka_unit_test(test_no_handback_while_tentative_orders_are_pending),
         cmocka_unit_test(test_an_old_database_is_migrated_at_open),
