@@ -38,7 +38,7 @@ void sk_barrier_run_init(sk_barrier_run *b, const char *owner)
 {
     memset(b, 0, sizeof(*b));
     b->owner = owner;
-    b->lock_ms = 30000;
+    b->lock_ms = 10000;
     b->batch = 200;
 }
 

@@ -27,7 +27,7 @@ typedef enum sk_barrier_state {
 
 typedef struct sk_barrier_run {
     const char *owner;    /* lock value (the persister's consumer name) */
-    int64_t lock_ms;      /* lock lifetime, renewed at every step (default 30000) */
+    int64_t lock_ms;      /* lock lifetime, renewed at every step (default 10000) */
     int batch;            /* orders per barrier_mirror.lua call (default 200) */
     int64_t started_ms;   /* in/out: monotonic ms the drain began, 0 = not yet */
     /* out, when opened now: */

@@ -285,6 +285,7 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
     out->in.created_ms = ts ? parse_i64(ts) : dlock__wall_ms();
     out->in.epoch = epoch ? parse_i64(epoch) : 1; /* no field: the first timeline */
     if (!out->path[0]) snprintf(out->path, sizeof(out->path), "redis");
+    if (out->idem[0] && !sk_valid_idem_key(out->idem)) out->idem[0] = '\0'; /* the order stands without it */
     out->why = sk_db_order_invalid(&out->in);
     if (!out->why && strcmp(out->campaign, c->id) != 0) out->why = "campaign field does not match the stream";
 }
@@ -427,13 +428,13 @@ static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
         for (int i = 0; i < m; i++) {
             if (w->results[i] == SK_APPLY_PERSISTED) p++;
             else if (w->results[i] == SK_APPLY_REJECTED) rj++;
-            else if (w->results[i] == SK_APPLY_STALE) rj++, stale++;
+            else if (w->results[i] == SK_APPLY_STALE) stale++;
             else d++;
         }
         w->st.batches++;
         int err = xack(w, c, es, n, keep);
-        count_stats(w, c, p, rj, d, stale);
-        if (rj - stale) wlog(w, "campaign %s: %" PRId64 " order(s) rejected by the database guard", c->id, rj - stale);
+        count_stats(w, c, p, rj + stale, d, stale);
+        if (rj) wlog(w, "campaign %s: %" PRId64 " order(s) rejected by the database guard", c->id, rj);
         if (stale) wlog(w, "campaign %s: %" PRId64 " order(s) of an old timeline refused (stale timeline)", c->id, stale);
         return err;
     }
