@@ -125,17 +125,6 @@ typedef struct mirror_item {
     const char *final;
 } mirror_item;
 
-typedef struct page {
-    sk_order_row *rows;
-    int n, cap;
-} page;
-
-static void page_add(const sk_order_row *row, void *ud)
-{
-    page *p = ud;
-    if (p->n < p->cap) p->rows[p->n++] = *row;
-}
-
 /* What the master must end with for row: "" (holds it), "released"
  * (cancelled), "dropped" (refused at finalisation); NULL: not in Redis at
  * all (a database-path order cancelled before any mirror). */
@@ -148,7 +137,7 @@ static const char *final_of(const sk_order_row *row)
 }
 
 /* One barrier_mirror.lua call for the rows of p. 0 or a code. */
-static int mirror_page(dlock__conn *rc, const char *campaign, const page *p, sk_barrier_run *b)
+static int mirror_page(dlock__conn *rc, const char *campaign, const sk_db_rows *p, sk_barrier_run *b)
 {
     mirror_item *it = calloc((size_t)p->n, sizeof(*it));
     const char **keys = calloc(5 + 2 * (size_t)p->n, sizeof(*keys));
@@ -166,7 +155,7 @@ static int mirror_page(dlock__conn *rc, const char *campaign, const page *p, sk_
     args[na++] = ORDER_HASH_TTL_MS;
     args[na++] = IDEM_TTL_MS;
     for (int i = 0; i < p->n; i++) {
-        const sk_order_row *row = &p->rows[i];
+        const sk_order_row *row = &p->v[i];
         mirror_item *m = &it[i];
         if (!(m->final = final_of(row))) continue;
         snprintf(m->hash, sizeof(m->hash), "{c:%s}:order:%" PRIu64, campaign, row->order_id);
@@ -199,13 +188,13 @@ out:
  * page (0 when it was lost: stop). 1 done, 0 lock lost, < 0 error. */
 static int mirror_all(sk_db *db, dlock__conn *rc, const char *campaign, sk_barrier_run *b)
 {
-    page p = {calloc((size_t)b->batch, sizeof(sk_order_row)), 0, b->batch};
-    if (!p.rows) return DLOCK_ENOMEM;
+    sk_db_rows p = {calloc((size_t)b->batch, sizeof(sk_order_row)), 0, b->batch};
+    if (!p.v) return DLOCK_ENOMEM;
     uint64_t after = 0;
     int rc_out = 1;
     for (;;) {
         p.n = 0;
-        int found = sk_db_orders_for_barrier(db, campaign, after, p.cap, page_add, &p);
+        int found = sk_db_orders_for_barrier(db, campaign, after, p.cap, sk_db_rows_add, &p);
         if (found < 0 || p.n == 0) {
             rc_out = found < 0 ? found : 1;
             break;
@@ -216,9 +205,9 @@ static int mirror_all(sk_db *db, dlock__conn *rc, const char *campaign, sk_barri
             rc_out = held == 0 ? 0 : err;
             break;
         }
-        after = p.rows[p.n - 1].order_id;
+        after = p.v[p.n - 1].order_id;
     }
-    free(p.rows);
+    free(p.v);
     return rc_out;
 }
 

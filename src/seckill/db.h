@@ -149,6 +149,13 @@ int sk_db_campaign_epoch(sk_db *db, const char *campaign, int64_t *epoch_out);
  * at most max, of one campaign (NULL: all); cb per row. Returns the number
  * found or SK_EDB. */
 typedef void (*sk_db_order_cb)(const sk_order_row *row, void *ud);
+/* A caller's array of rows: pass sk_db_rows_add as cb and a sk_db_rows as
+ * ud to the order queries; rows beyond cap are not kept. */
+typedef struct sk_db_rows {
+    sk_order_row *v;
+    int n, cap;
+} sk_db_rows;
+void sk_db_rows_add(const sk_order_row *row, void *ud);
 int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_ms, int max, sk_db_order_cb cb,
                                void *ud);
 /* Cancelled orders whose units were not yet given back in Redis. */

@@ -43,6 +43,12 @@ static const char SQL_FOR_BARRIER[] =
     " OR (path = 'db' AND redis_mirrored = 1)) ORDER BY order_id LIMIT $3";
 static const char SQL_BY_STATUS[] = SK__ORDER_COLS " WHERE campaign = $1 AND status = $2 ORDER BY order_id LIMIT $3";
 
+void sk_db_rows_add(const sk_order_row *row, void *ud)
+{
+    sk_db_rows *l = ud;
+    if (l->n < l->cap) l->v[l->n++] = *row;
+}
+
 int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_ms, int max, sk_db_order_cb cb,
                                void *ud)
 {

@@ -32,17 +32,6 @@ void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, 
     if (dlock__conn_cmd(rc, 4, argv, NULL, &r) == 0) dlock__reply_free(r);
 }
 
-typedef struct rows {
-    sk_order_row *v;
-    int n, cap;
-} rows;
-
-static void collect(const sk_order_row *row, void *ud)
-{
-    rows *l = ud;
-    if (l->n < l->cap) l->v[l->n++] = *row;
-}
-
 /* Gives back the Redis buyer total of a refused tentative order, then
  * marks it done (redis_released). 0 or a negative code. */
 static int drop_and_mark(sk_db *db, dlock__conn *rc, const sk_order_row *row)
@@ -61,7 +50,7 @@ static int drained_now(dlock__conn *rc, const char *campaign)
     return pending == 0 && lag == 0;
 }
 
-static int finalise_rows(sk_db *db, dlock__conn *rc, rows *l, sk_reserve_stats *st)
+static int finalise_rows(sk_db *db, dlock__conn *rc, const sk_db_rows *l, sk_reserve_stats *st)
 {
     char drained_camp[65] = "";
     int drained = 0, rc_out = 0;
@@ -91,12 +80,12 @@ static int finalise_rows(sk_db *db, dlock__conn *rc, rows *l, sk_reserve_stats *
 int sk_reserve_finalise(sk_db *db, dlock__conn *rc, const char *campaign, int max, sk_reserve_stats *st)
 {
     if (max <= 0) max = 256;
-    rows l = {calloc((size_t)max, sizeof(sk_order_row)), 0, max};
+    sk_db_rows l = {calloc((size_t)max, sizeof(sk_order_row)), 0, max};
     if (!l.v) return DLOCK_ENOMEM;
-    int found = sk_db_orders_finalise_pending(db, campaign, max, collect, &l);
+    int found = sk_db_orders_finalise_pending(db, campaign, max, sk_db_rows_add, &l);
     int rc_out = found < 0 ? found : finalise_rows(db, rc, &l, st);
     l.n = 0;
-    found = sk_db_orders_drop_pending(db, campaign, max, collect, &l);
+    found = sk_db_orders_drop_pending(db, campaign, max, sk_db_rows_add, &l);
     if (found < 0) rc_out = found;
     for (int i = 0; i < l.n; i++) {
         int r = drop_and_mark(db, rc, &l.v[i]);
