@@ -134,6 +134,7 @@ typedef struct sk_db_handback {
     char id[48];    /* "" when the campaign never handed back */
     int64_t units;
     bool done;      /* Redis applied it (INCRBY gated by {c:<id>}:handbacks) */
+    int64_t reserve_remaining; /* the reserve when read */
 } sk_db_handback;
 int sk_db_handback_begin(sk_db *db, const char *campaign, sk_db_handback *out);
 int sk_db_handback_get(sk_db *db, const char *campaign, sk_db_handback *out);

@@ -144,7 +144,7 @@ static void handback_row(int n, const char *const *v, void *ud)
     snprintf(a->hb->id, sizeof(a->hb->id), "%s", v[0] ? v[0] : "");
     a->hb->units = sk__db_i64(v[1]);
     a->hb->done = sk__db_i64(v[2]) != 0;
-    a->reserve = sk__db_i64(v[3]);
+    a->reserve = a->hb->reserve_remaining = sk__db_i64(v[3]);
     a->found = 1;
 }
 

@@ -136,6 +136,7 @@ int sk_reserve_handback(sk_db *db, dlock__conn *rc, const char *campaign, sk_res
     int r = sk_db_handback_get(db, campaign, &hb);
     if (r) return r;
     if (hb.id[0] && hb.done) return 0;
+    if (!hb.id[0] && hb.reserve_remaining <= 0) return 0; /* nothing to hand back: no transaction */
     if (!hb.id[0]) {
         r = redis_sold_out(rc, campaign);
         if (r <= 0) return r;
