@@ -188,7 +188,7 @@ typedef struct sk_db_campaign_stats {
     int64_t user_total_units;    /* sum of user_totals.qty */
     int64_t released_pending;    /* cancelled, Redis release not done yet */
     int64_t db_path_orders;      /* orders taken by the degraded path (not in the stream) */
-    int64_t mirror_pending;      /* degraded-path orders not yet taken out of Redis */
+    int64_t mirror_pending;      /* degraded-path orders not yet mirrored into Redis */
     int64_t released_done;       /* cancelled orders given back in Redis */
     int64_t db_reserve, reserve_remaining, epoch;
     sk_db_handback handback;

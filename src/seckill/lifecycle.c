@@ -52,7 +52,7 @@ int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t
         }
     }
     l.n = 0;
-    if (rc) { /* degraded-path orders: take their units out of Redis once */
+    if (rc) { /* degraded-path orders: mirrored into Redis once */
         int found = sk_db_orders_mirror_pending(db, campaign, max, sk_db_rows_add, &l);
         if (found < 0) rc_out = found;
         for (int i = 0; i < l.n; i++) {

@@ -175,7 +175,7 @@ static void checks(sk_reconcile_report *rep)
     if (d->released_pending)
         diff(rep, "%" PRId64 " cancelled orders not yet given back in Redis", d->released_pending);
     if (d->mirror_pending)
-        diff(rep, "%" PRId64 " degraded-path (db) orders not yet taken out of Redis stock", d->mirror_pending);
+        diff(rep, "%" PRId64 " degraded-path (db) orders not yet mirrored into Redis", d->mirror_pending);
     if (rep->r_released != d->released_done)
         diff(rep, "Redis released %" PRId64 " orders, the database cancelled and released %" PRId64,
              rep->r_released, d->released_done);
