@@ -127,6 +127,9 @@ static void on_heat(const dlock__reply *r, int err, void *priv)
     if (!err) {
         const char *argv[] = {"SADD", "seckill:campaigns", q->id};
         sk__call_cmd(e, 3, argv, NULL, ignore_reply, NULL);
+        /* the persisters consume it at once (announce.h) */
+        const char *ann[] = {"XADD", "seckill:announce", "MAXLEN", "~", "1000", "*", "campaign", q->id};
+        sk__call_cmd(e, 8, ann, NULL, ignore_reply, NULL);
         /* The snapshot queued after the write sees it (one connection). */
         if (send_info(e, q) == 0) {
             /* remember the campaign: a new stock clears a local sold-out flag */

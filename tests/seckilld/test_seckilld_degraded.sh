@@ -5,7 +5,10 @@
 # instances switch to the database path and keep selling (campaign B sells
 # out there); redis restarts on the same port; the instances switch back
 # once the persister mirrored the database-path orders; campaign A sells
-# out on the Redis path. While degraded, a held database write lock shows
+# out on the Redis path, then (after the persister handed the unsold
+# database reserve back) sells out again. The database path sells only
+# each campaign's reserve (db_reserve units carved out of the stock; its
+# orders are tentative until the persister finalises them). While degraded, a held database write lock shows
 # the throttle (503 beyond degraded-max-inflight) and a free event loop.
 # Checks: the database never sells more than the
 # stock nor more than the limit to a user, every order records its path,
@@ -47,8 +50,22 @@ create() { # id stock limit
         \"starts_at\":$((now_ms - 1000)),\"ends_at\":$((now_ms + 3600000)),\"price_cents\":1}")
     [ "$code" = 201 ] || fail "create $1: $code $(cat "$work/create.out")"
 }
+# The reserve as campaign_heat.lua carves it out (db_reserve in the JSON,
+# docs/design/promise.md): the database keeps it, Redis gets the rest.
+carve_reserve() { # id units
+    "$PY" - "$work/orders.db" "$1" "$2" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=10)
+db.execute("UPDATE campaigns SET db_reserve=? WHERE id=?", (int(sys.argv[3]), sys.argv[2]))
+db.execute("UPDATE campaign_stock SET reserve_remaining=? WHERE campaign=?", (int(sys.argv[3]), sys.argv[2]))
+db.commit()
+PY
+    redis-cli -p "$REDIS_PORT" DECRBY "{c:$1}:stock" "$2" >/dev/null
+}
 create dgA 1000 2
-create dgB 20 5
+carve_reserve dgA 400
+create dgB 25 5
+carve_reserve dgB 20
 
 mode_of() { curl -s -m 2 "http://$1/metrics" | awk '$1 == "seckill_mode" {print $2}'; }
 wait_mode() { # mode seconds
@@ -145,6 +162,18 @@ load p3 dgA u3:500 --until-soldout --seconds 20
 load p3b dgA u2:100 --until-soldout --seconds 20 --threads 2
 wait "$pid_p3"
 wait "$pid_p3b"
+# Redis sold out while healthy: the persister hands the unsold reserve back
+# once; it sells on the Redis path (after the instances' sold-out poll)
+for _ in $(seq 1 100); do
+    done_=$("$PY" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(
+        "SELECT handback_done FROM campaign_stock WHERE campaign=\"dgA\"").fetchone()[0])' "$work/orders.db")
+    [ "$done_" = 1 ] && break
+    sleep 0.1
+done
+[ "$done_" = 1 ] || fail "the reserve of dgA was not handed back"
+sleep 1
+load p4 dgA u5:500 --until-soldout --seconds 20
+wait "$pid_p4"
 
 "$build/tools/seckill/seckill" reconcile --wait 15s >"$work/reconcile.txt" 2>&1 ||
     { cat "$work/reconcile.txt" >&2; fail "reconcile not clean"; }
@@ -155,10 +184,10 @@ for h in "${hosts[@]}"; do curl -s "http://$h/metrics" | grep -E '^seckill_(mode
 import json, sqlite3, sys
 w = sys.argv[1]
 db = sqlite3.connect(w + "/orders.db")
-ph = {n: json.load(open("%s/%s.json" % (w, n))) for n in ("p1", "p2", "p2b", "p2c", "p3", "p3b")}
+ph = {n: json.load(open("%s/%s.json" % (w, n))) for n in ("p1", "p2", "p2b", "p2c", "p3", "p3b", "p4")}
 for n, r in ph.items():
     print("degraded: phase %s: %s" % (n, r["codes"]))
-stock = {"dgA": 1000, "dgB": 20}
+stock = {"dgA": 1000, "dgB": 20}  # dgB: its reserve (Redis's 5 units are never offered)
 limit = {"dgA": 2, "dgB": 5}
 live = "status IN ('persisted','paid')"
 for c in stock:
@@ -183,7 +212,7 @@ p2 = [path_of[i] for i in ph["p2"]["accepted"] + ph["p2b"]["accepted"]]
 assert p2.count("db") > 0, "no order took the database path while redis was down"
 dbB = db.execute("SELECT COUNT(*) FROM orders WHERE campaign='dgB' AND path<>'db'").fetchone()[0]
 assert dbB == 0, "dgB was sold while redis was down: every order must be db-path"
-p3 = [path_of[i] for i in ph["p3"]["accepted"] + ph["p3b"]["accepted"]]
+p3 = [path_of[i] for i in ph["p3"]["accepted"] + ph["p3b"]["accepted"] + ph["p4"]["accepted"]]
 assert p3 and all(p == "redis" for p in p3), "after the switch back orders must take the redis path"
 print("degraded: ok (db-path %d, redis-path after switch-back %d)" % (p2.count("db"), len(p3)))
 PY
