@@ -376,7 +376,6 @@ static void handle_campaign_create(hreq *q)
     if (q->h->o.db) {
         /* The system of record first: a campaign Redis knows but the
          * database does not could sell orders the pipeline must reject. */
-        /* TODO(merge with P13): the database stores d.db_reserve (campaign_stock.reserve_remaining) */
         rc = sk_db_campaign_create(q->h->o.db, &d);
         if (rc == SK_EEXIST) {
             sk__http_reply_error(q, 409, "exists", "campaign already exists");

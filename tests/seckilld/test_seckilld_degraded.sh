@@ -44,28 +44,18 @@ for h in "${hosts[@]}"; do dl_wait_http "http://$h/healthz" 100 || fail "$h not 
 urls=$(IFS=,; echo "${hosts[*]}")
 
 now_ms=$(($(date +%s) * 1000))
-create() { # id stock limit
+create() { # id stock limit db_reserve
     code=$(curl -s -o "$work/create.out" -w '%{http_code}' -X POST "http://${hosts[0]}/v1/campaigns" \
         -H "Authorization: Bearer $TOKEN" -d "{\"id\":\"$1\",\"title\":\"t\",\"stock\":$2,\"per_user_limit\":$3,
-        \"starts_at\":$((now_ms - 1000)),\"ends_at\":$((now_ms + 3600000)),\"price_cents\":1}")
+        \"db_reserve\":$4,\"starts_at\":$((now_ms - 1000)),\"ends_at\":$((now_ms + 3600000)),\"price_cents\":1}")
     [ "$code" = 201 ] || fail "create $1: $code $(cat "$work/create.out")"
 }
-# The reserve as campaign_heat.lua carves it out (db_reserve in the JSON,
-# docs/design/promise.md): the database keeps it, Redis gets the rest.
-carve_reserve() { # id units
-    "$PY" - "$work/orders.db" "$1" "$2" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1], timeout=10)
-db.execute("UPDATE campaigns SET db_reserve=? WHERE id=?", (int(sys.argv[3]), sys.argv[2]))
-db.execute("UPDATE campaign_stock SET reserve_remaining=? WHERE campaign=?", (int(sys.argv[3]), sys.argv[2]))
-db.commit()
-PY
-    redis-cli -p "$REDIS_PORT" DECRBY "{c:$1}:stock" "$2" >/dev/null
-}
-create dgA 1000 2
-carve_reserve dgA 400
-create dgB 25 5
-carve_reserve dgB 20
+# db_reserve (docs/design/promise.md): the database keeps those units for
+# its path, Redis gets the rest.
+create dgA 1000 2 400
+create dgB 25 5 20
+redis_stock=$(redis-cli -p "$REDIS_PORT" GET "{c:dgA}:stock")
+[ "$redis_stock" = 600 ] || fail "dgA: Redis got $redis_stock units of 1000 with a reserve of 400, want 600"
 
 mode_of() { curl -s -m 2 "http://$1/metrics" | awk '$1 == "seckill_mode" {print $2}'; }
 wait_mode() { # mode seconds
@@ -149,13 +139,17 @@ wait_mode 0 30 || fail "instances did not switch back to Redis"
 echo "degraded: all 3 instances back on the Redis path"
 touch "$work/stop-p2c"
 wait "$pid_p2c"
-# The restarted server has a new run id: dgA waits for the barrier (503
-# recovering). TODO(merge with the pipeline side): seckill-persist runs the
-# barrier; until it does, the operator's force re-heat reopens the campaign
-# (every database-path order is mirrored already: the switch back checked).
-code=$(curl -s -o "$work/reheat.out" -w '%{http_code}' -X POST "http://${hosts[0]}/v1/campaigns/dgA/preheat?force=1" \
-    -H "Authorization: Bearer $TOKEN")
-[ "$code" = 200 ] || fail "re-heat dgA: $code $(cat "$work/reheat.out")"
+# The restarted server has a new run id: dgA sells again only after
+# seckill-persist ran the barrier (drain, seal, mirror, open).
+for _ in $(seq 1 100); do
+    [ "$(redis-cli -p "$REDIS_PORT" HGET "{c:dgA}:meta" runid)" = \
+      "$(redis-cli -p "$REDIS_PORT" INFO server | awk -F: '$1 == "run_id" {print $2}' | tr -d '\r')" ] && break
+    sleep 0.1
+done
+[ "$(redis-cli -p "$REDIS_PORT" HGET "{c:dgA}:meta" runid)" = \
+  "$(redis-cli -p "$REDIS_PORT" INFO server | awk -F: '$1 == "run_id" {print $2}' | tr -d '\r')" ] ||
+    fail "the persister did not run the barrier on the restarted server"
+echo "degraded: the barrier reopened dgA on the restarted server"
 
 # --- phase 3: Redis path until A is sold out -------------------------------
 load p3 dgA u3:500 --until-soldout --seconds 20
