@@ -140,13 +140,13 @@ static const char *final_of(const sk_order_row *row)
 static int mirror_page(dlock__conn *rc, const char *campaign, const sk_db_rows *p, sk_barrier_run *b)
 {
     mirror_item *it = calloc((size_t)p->n, sizeof(*it));
-    const char **keys = calloc(5 + 2 * (size_t)p->n, sizeof(*keys));
+    const char **keys = calloc(6 + 2 * (size_t)p->n, sizeof(*keys));
     const char **args = calloc(4 + 7 * (size_t)p->n, sizeof(*args));
-    char k[5][112];
-    static const char *const sfx[5] = {"stock", "buyers", "mirrored", "released", "dropped"};
+    char k[6][112];
+    static const char *const sfx[6] = {"stock", "buyers", "mirrored", "released", "dropped", "carried"};
     int nk = 0, na = 0, err = DLOCK_ENOMEM;
     if (!it || !keys || !args) goto out;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         snprintf(k[i], sizeof(k[i]), "{c:%s}:%s", campaign, sfx[i]);
         keys[nk++] = k[i];
     }
@@ -169,7 +169,7 @@ static int mirror_page(dlock__conn *rc, const char *campaign, const sk_db_rows *
         for (int j = 0; j < 7; j++) args[na++] = a[j];
     }
     dlock__reply *r = NULL;
-    err = nk > 5 ? sk__eval_script(rc, (const char *)sk_lua_barrier_mirror, nk, keys, na, args, &r) : 0;
+    err = nk > 6 ? sk__eval_script(rc, (const char *)sk_lua_barrier_mirror, nk, keys, na, args, &r) : 0;
     if (!err && r && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2) {
         b->mirrored += dlock__reply_int(dlock__reply_at(r, 0));
         b->given_back += dlock__reply_int(dlock__reply_at(r, 1));

@@ -32,7 +32,7 @@ static const sk_outcome table[SK_OUT_COUNT] = {
     [SK_OUT_QUEUE_FULL] = {-1, SK_EQUEUEFULL, "queue_full", 503, "unavailable",
                            "too many purchases waiting; retry later", NONE},
     [SK_OUT_UNAVAILABLE] = {-1, SK_EUNAVAIL, "unavailable", 503, "unavailable", "Redis unavailable", NONE},
-    [SK_OUT_UNKNOWN] = {-1, DLOCK_EUNKNOWN, "unknown", 503, "unavailable",
+    [SK_OUT_UNKNOWN] = {-1, DLOCK_EUNKNOWN, "unknown", 503, "outcome_unknown",
                         "Redis did not answer: outcome unknown; retry with the same Idempotency-Key", NONE},
 };
 

@@ -136,6 +136,8 @@ static int redis_side(dlock__conn *rc, sk_reconcile_report *rep)
     if ((err = redis_int(rc, "XLEN", k, NULL, &rep->r_dead, NULL))) return err;
     snprintf(k, sizeof(k), "{c:%s}:released", id);
     if ((err = redis_int(rc, "SCARD", k, NULL, &rep->r_released, NULL))) return err;
+    snprintf(k, sizeof(k), "{c:%s}:carried", id);
+    if ((err = redis_int(rc, "SCARD", k, NULL, &rep->r_carried, NULL))) return err;
     return sk_persist_backlog(rc, id, &rep->r_pending, &rep->r_lag);
 }
 
@@ -169,9 +171,10 @@ static void checks(sk_reconcile_report *rep)
     if (rep->r_initial != d->stock && rep->redis_present)
         diff(rep, "initial stock: Redis %" PRId64 ", database %" PRId64, rep->r_initial, d->stock);
     int64_t in_db = orders_db - d->db_path_orders;
-    if (rep->r_stream_len != in_db + rep->r_dead)
-        diff(rep, "stream has %" PRId64 " entries but the database has %" PRId64 " orders from it (+%" PRId64 " dead)",
-             rep->r_stream_len, in_db, rep->r_dead);
+    if (rep->r_stream_len + rep->r_carried != in_db + rep->r_dead)
+        diff(rep, "stream has %" PRId64 " entries (+%" PRId64 " carried by a barrier) but the database has %" PRId64
+                  " orders from it (+%" PRId64 " dead)",
+             rep->r_stream_len, rep->r_carried, in_db, rep->r_dead);
     if (d->released_pending)
         diff(rep, "%" PRId64 " cancelled orders not yet given back in Redis", d->released_pending);
     if (d->mirror_pending)

@@ -202,7 +202,9 @@ static int parse_head(hl_conn *c, const char *h, size_t n)
 
 static void drop_conn(hl_conn *c, int delay_ms)
 {
-    if (c->busy && requeue(c->st, &c->cur, 0)) {
+    const hl_options *o = c->st->o;
+    bool may_resend = !o->resend || o->resend(o->ud, c->cur.req.tag, 0, "", 0);
+    if (c->busy && may_resend && requeue(c->st, &c->cur, 0)) {
         memset(&c->cur, 0, sizeof(c->cur)); /* the bytes now belong to the retry queue */
         c->busy = 0;
         c->st->in_flight--;

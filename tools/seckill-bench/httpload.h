@@ -50,7 +50,8 @@ typedef struct hl_options {
      * the request (while retries remain) instead of finishing it, so the
      * caller may note an interim answer (a 202 it wants to see become
      * 201). NULL: resend on 503 only. A Retry-After of the answer stretches
-     * the backoff (at most 1 s). */
+     * the backoff (at most 1 s). Also asked, with status 0, when the
+     * connection failed with the request in flight (0: report it). */
     int (*resend)(void *ud, void *tag, int status, const char *body, size_t body_len);
     hl_next_fn next;
     hl_done_fn done;

@@ -46,7 +46,7 @@ typedef struct bench {
     size_t n_targets;
     const char *mode, *campaign, *admin_token, *user_secret, *format, *json_out;
     FILE *orders_out;
-    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries, keyless;
+    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries, keyless, db_reserve;
     bool create, smoke, csv, json, help;
     double rate, duration, warmup;
     char run_id[9];
@@ -219,13 +219,23 @@ static size_t copy_body(char *copy, size_t cap, const char *body, size_t len)
     return n;
 }
 
-/* hl_options.resend: 503 always; a keyed planned purchase answered 202 is
+/* hl_options.resend: 503 (but see below); a keyed planned purchase answered 202 is
  * noted and replayed (a keyless one would be a second purchase). */
 static int resend(void *ud, void *tag, int status, const char *body, size_t len)
 {
     bench *b = ud;
     intptr_t i = (intptr_t)tag;
-    if (status == 503) return 1;
+    /* A purchase that may have been decided (connection lost in flight,
+     * 503 outcome_unknown) is resent only with its Idempotency-Key: sent
+     * again without one it would be a second purchase. Malformed requests
+     * buy nothing and are always resent. */
+    bool safe = i >= 0 && (b->plan[i].key >= 0 || b->plan[i].kind == K_BAD);
+    if (status == 0) return safe;
+    if (status == 503) {
+        char head[1024];
+        copy_body(head, sizeof(head), body, len);
+        return safe || !strstr(head, "\"outcome_unknown\"");
+    }
     if (status != 202 || i < 0 || b->plan[i].key < 0) return 0;
     char copy[1024];
     copy_body(copy, sizeof(copy), body, len);
@@ -371,9 +381,10 @@ static int create_campaign(bench *b)
     int64_t now = dlock__wall_ms();
     char body[512];
     snprintf(body, sizeof(body),
-             "{\"id\":\"%s\",\"title\":\"bench\",\"stock\":%d,\"per_user_limit\":%d,"
+             "{\"id\":\"%s\",\"title\":\"bench\",\"stock\":%d,\"per_user_limit\":%d,\"db_reserve\":%d,"
              "\"starts_at\":%lld,\"ends_at\":%lld,\"price_cents\":100}",
-             b->campaign, b->stock, b->limit, (long long)(now - 1000), (long long)(now + 3600 * 1000));
+             b->campaign, b->stock, b->limit, b->db_reserve, (long long)(now - 1000),
+             (long long)(now + 3600 * 1000));
     dlock__buf o = {0};
     dlock__buf_printf(&o,
                       "POST /v1/campaigns HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer %s\r\n"
@@ -546,6 +557,8 @@ static const opt_spec specs[] = {
      .help = "campaign stock (for --create and checks; default 100)"},
     {.name = "limit", .type = OPT_INT, .off = OFF(limit), .lo = 0, .hi = 1000000, .arg = "N", .def = "1",
      .help = "per-user limit (for --create and checks; default 1)"},
+    {.name = "db-reserve", .type = OPT_INT, .off = OFF(db_reserve), .lo = 0, .hi = 1000000000, .arg = "N",
+     .def = "0", .help = "--create: units only the degraded database path sells (default 0)"},
     {.name = "buyers", .type = OPT_INT, .off = OFF(buyers), .lo = 0, .hi = 10000000, .arg = "N", .def = "10000",
      .help = "distinct buyers, one request each (default 10000)"},
     {.name = "scalpers", .type = OPT_INT, .off = OFF(scalpers), .lo = 0, .hi = 100000, .arg = "N", .def = "50",

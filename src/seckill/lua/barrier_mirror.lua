@@ -14,10 +14,11 @@
 -- its gate: a cancelled order (final "released", gate {c:<id>}:released):
 -- stock += qty, buyers -= qty, hash status cancelled; a tentative order
 -- refused at finalisation (final "dropped", gate {c:<id>}:dropped):
--- buyers -= qty.
+-- buyers -= qty. A Redis-path order taken here joins {c:<id>}:carried: it is
+-- in the database but not in this master's stream, which reconcile counts.
 --   KEYS[1] {c:<id>}:stock  KEYS[2] {c:<id>}:buyers  KEYS[3] {c:<id>}:mirrored
---   KEYS[4] {c:<id>}:released  KEYS[5] {c:<id>}:dropped
---   then 2 per order i (k = 5 + 2*(i-1)): KEYS[k+1] order hash, KEYS[k+2]
+--   KEYS[4] {c:<id>}:released  KEYS[5] {c:<id>}:dropped  KEYS[6] {c:<id>}:carried
+--   then 2 per order i (k = 6 + 2*(i-1)): KEYS[k+1] order hash, KEYS[k+2]
 --   idempotency key ({c:<id>}:idem:<key>; any key of the slot when none)
 --   ARGV[1] "mirror"  ARGV[2] campaign id  ARGV[3] order hash ttl ms
 --   ARGV[4] idempotency ttl ms
@@ -47,13 +48,14 @@ local n = (#ARGV - 4) / 7
 local taken, given = 0, 0
 
 local function take(i, oid, user, qty, path, idem, ts)
-  local hash, idem_key = KEYS[5 + 2 * i - 1], KEYS[5 + 2 * i]
+  local hash, idem_key = KEYS[6 + 2 * i - 1], KEYS[6 + 2 * i]
   local held = redis.call('EXISTS', hash) == 1
   if redis.call('SADD', KEYS[3], oid) == 0 then held = true end
   if held then return end
   local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
   if path == 'redis' then
     stock = redis.call('DECRBY', KEYS[1], qty)
+    redis.call('SADD', KEYS[6], oid)
   end
   redis.call('HINCRBY', KEYS[2], user, qty)
   redis.call('HSET', hash, 'campaign', cid, 'user', user, 'qty', qty, 'status', 'accepted', 'ts_ms', ts)
