@@ -50,7 +50,7 @@ RECOVER_MS=$(wait_healthy_ms "$paused" 10) || fail "the resumed instance did not
 nwid=$(worker_of "$paused")
 say "resumed instance leased worker id $nwid after ${RECOVER_MS} ms ($(( ($(date +%s%N) - t0) / 1000000 )) ms after ids were freed)"
 [ "$nwid" != "$wid" ] || fail "the resumed instance kept worker id $wid"
-grep -q 'worker lease not renewed' "$work/seckilld-1.log" || fail "the resumed instance did not say it lost its lease"
+grep -Eq 'worker lease not renewed|lease \(fence [0-9]+\) is no longer ours' "$work/seckilld-1.log" || fail "the resumed instance did not say it lost its lease"
 finish_sale
 dups=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["order_id_collisions"])' "$work/bench.json")
 [ "$dups" = 0 ] || fail "$dups order ids told to more than one buyer"
