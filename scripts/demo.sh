@@ -1,6 +1,8 @@
 #!/bin/bash
 # README command 1: the flash-sale demo. Installs what is missing, builds,
-# then on private servers: a redis-server (or $REDIS_URL), a SQLite file
+# then on private servers: a Redis master with one replica and three
+# Sentinels (or $REDIS_URL), so a 201 waits for the replica's
+# acknowledgement (docs/design/promise.md); a SQLite file
 # (or $DATABASE_URL), 3 seckilld instances and 2 persisters; a campaign of
 # $DEMO_STOCK items, limit 1 per user; $DEMO_BUYERS buyers, $DEMO_SCALPERS
 # scalpers firing $DEMO_BURST requests each with repeated Idempotency-Keys,
@@ -8,6 +10,9 @@
 # report, writes an HTML report, and exits non-zero if any invariant failed.
 # Everything it starts is stopped by PID on exit, also on Ctrl-C.
 # DEMO_SKIP_BUILD=1 BUILD_DIR=dir uses an existing build (the CI test does).
+# DEMO_FAILOVER=1 (make demo-failover): the buyers arrive over a few
+# seconds and the master is killed with -9 mid-sale; Sentinel promotes the
+# replica and the same report must say "broken promises 0".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -17,7 +22,9 @@ BUYERS=${DEMO_BUYERS:-10000}
 SCALPERS=${DEMO_SCALPERS:-50}
 BURST=${DEMO_BURST:-100}
 BAD=${DEMO_BAD:-200}
-STOCK=${DEMO_STOCK:-100}
+FAILOVER=${DEMO_FAILOVER:-0}
+# with a failover the stock lasts past the kill, so it happens mid-sale
+STOCK=${DEMO_STOCK:-$([ "$FAILOVER" = 1 ] && echo 5000 || echo 100)}
 CONNS=${DEMO_CONNECTIONS:-192}
 OUT=${DEMO_OUT:-$root/out/demo}
 BUILD=${BUILD_DIR:-build}
@@ -35,9 +42,20 @@ mkdir -p "$OUT"
 trap 'dl_cleanup; rm -rf "$work"' EXIT
 trap 'echo; echo "demo: interrupted, stopping everything"; exit 130' INT TERM
 
+check_url=()
 if [ -z "${REDIS_URL:-}" ]; then
-    dl_start_redis "$work" --appendonly yes --appendfsync always  # fsync before reply: a 201 is a promise
-    REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+    # A master that refuses writes when its replica is gone for 10 s (no
+    # promises from a cut-off master), one replica, three Sentinels.
+    dl_start_redis "$work" --min-replicas-to-write 1 --min-replicas-max-lag 10
+    MASTER_PID=$REDIS_PID
+    dl_start_replica "$work" "$REDIS_PORT"
+    dl_start_sentinels "$work" "$REDIS_PORT" demo
+    sentinels=$(for p in $SENTINEL_PORTS; do printf '127.0.0.1:%s,' "$p"; done)
+    REDIS_URL="redis-sentinel://${sentinels%,}/demo"
+    check_url=(--redis-url "redis://127.0.0.1:$REPLICA_PORT")
+elif [ "$FAILOVER" = 1 ]; then
+    echo "demo: DEMO_FAILOVER needs the demo's own servers (unset REDIS_URL)" >&2
+    exit 2
 fi
 DATABASE_URL=${DATABASE_URL:-sqlite://$work/orders.db}
 export REDIS_URL DATABASE_URL
@@ -63,10 +81,26 @@ echo "demo: 3 seckilld instances (${urls[*]}) and 2 persisters are up"
 
 args=()
 for u in "${urls[@]}"; do args+=(--url "$u"); done
+pace=()
+[ "$FAILOVER" = 1 ] && pace=(--rate "${DEMO_RATE:-3000}" --retries 40)
 set +e
 "$bin/seckill-bench/seckill-bench" "${args[@]}" --campaign "$CAMPAIGN" --create --admin-token "$TOKEN" \
     --stock "$STOCK" --limit 1 --buyers "$BUYERS" --scalpers "$SCALPERS" --scalper-burst "$BURST" \
-    --bad "$BAD" --connections "$CONNS" --json-out "$OUT/bench.json" --orders-out "$OUT/orders.txt"
+    --bad "$BAD" --connections "$CONNS" "${pace[@]}" --json-out "$OUT/bench.json" \
+    --orders-out "$OUT/orders.txt" &
+bench_pid=$!
+if [ "$FAILOVER" = 1 ]; then
+    sleep 1
+    echo "demo: kill -9 the Redis master (pid $MASTER_PID) mid-sale"
+    kill -9 "$MASTER_PID"
+    first=${SENTINEL_PORTS# }
+    for _ in $(seq 1 300); do
+        [ "$(dl_sentinel_master "${first%% *}" demo)" = "127.0.0.1:$REPLICA_PORT" ] && break
+        sleep 0.1
+    done
+    echo "demo: Sentinel promoted the replica 127.0.0.1:$REPLICA_PORT"
+fi
+wait "$bench_pid"
 bench_rc=$?
 set -e
 [ $bench_rc -le 1 ] || { echo "demo: load generator failed (exit $bench_rc)" >&2; exit 1; }
@@ -85,7 +119,7 @@ done
 set +e
 "$PY" scripts/sale_check.py --bench "$OUT/bench.json" --orders "$OUT/orders.txt" \
     --reconcile "$OUT/reconcile.json" --reconcile-rc "$rec_rc" --database-url "$DATABASE_URL" \
-    --campaign "$CAMPAIGN" --stock "$STOCK" --html "$OUT/report.html"
+    --campaign "$CAMPAIGN" --stock "$STOCK" --html "$OUT/report.html" "${check_url[@]}"
 report_rc=$?
 set -e
 echo "demo: HTML report: $OUT/report.html"
