@@ -151,3 +151,17 @@ restart_redis() {
     REDIS_PID=$!
     dl_track "$REDIS_PID"
 }
+
+# start_sentinel_redis: a master, one replica and three Sentinels (name
+# mymaster); sets MASTER_PID, REDIS_PORT, REPLICA_PORT/PID, SENTINEL_PORTS,
+# REDIS_URL (the sentinel URL) and DATABASE_URL (a SQLite file in $work).
+start_sentinel_redis() {
+    dl_start_redis "$work"
+    MASTER_PID=$REDIS_PID
+    dl_start_replica "$work" "$REDIS_PORT"
+    dl_start_sentinels "$work" "$REDIS_PORT" mymaster
+    local hosts
+    hosts=$(for p in $SENTINEL_PORTS; do printf '127.0.0.1:%s,' "$p"; done)
+    REDIS_URL="redis-sentinel://${hosts%,}/mymaster"
+    DATABASE_URL="sqlite://$work/orders.db"
+}

@@ -11,13 +11,7 @@
 # listed; extra sales are stored as `rejected` by the guard.
 SCENARIO=failover
 . "$(dirname "$0")/sale_lib.sh"
-dl_start_redis "$work"
-MASTER_PID=$REDIS_PID
-dl_start_replica "$work" "$REDIS_PORT"
-dl_start_sentinels "$work" "$REDIS_PORT" mymaster
-sentinel_hosts=$(for p in $SENTINEL_PORTS; do printf '127.0.0.1:%s,' "$p"; done)
-REDIS_URL="redis-sentinel://${sentinel_hosts%,}/mymaster"
-DATABASE_URL="sqlite://$work/orders.db"
+start_sentinel_redis
 STOCK=${FAULT_STOCK:-1500}
 start_services
 start_sale

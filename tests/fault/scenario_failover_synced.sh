@@ -6,13 +6,7 @@
 # unit Redis already sold, no resale on the new master.
 SCENARIO=failover-synced
 . "$(dirname "$0")/sale_lib.sh"
-dl_start_redis "$work"
-MASTER_PID=$REDIS_PID
-dl_start_replica "$work" "$REDIS_PORT"
-dl_start_sentinels "$work" "$REDIS_PORT" mymaster
-sentinel_hosts=$(for p in $SENTINEL_PORTS; do printf '127.0.0.1:%s,' "$p"; done)
-REDIS_URL="redis-sentinel://${sentinel_hosts%,}/mymaster"
-DATABASE_URL="sqlite://$work/orders.db"
+start_sentinel_redis
 STOCK=${FAULT_STOCK:-300}
 start_services
 start_sale

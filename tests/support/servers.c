@@ -438,3 +438,10 @@ pid_t test_fork(int (*fn)(void *), void *arg)
     }
     return pid;
 }
+
+int test_exit_code(int pid)
+{
+    int st = 0;
+    if (waitpid((pid_t)pid, &st, 0) != (pid_t)pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

@@ -22,6 +22,10 @@ typedef struct test_server {
 /* Returns a TCP port on 127.0.0.1 that was free a moment ago (never 6379). */
 int test_free_port(void);
 
+/* Waits for child pid: its exit status, 128 + the signal that ended it, or
+ * -1 if waitpid failed. */
+int test_exit_code(int pid);
+
 /* Starts redis-server with `save ""`, appendonly no, enable-debug-command
  * local, plus extra "key value" config lines (NULL-terminated, may be
  * NULL). Waits until PING answers (<= 5 s). 0 or -1 (message on stderr). */

@@ -1,44 +1,17 @@
-/* etcd_support.c: see etcd_support.h. The log buffer is guarded by a mutex
- * since the library logs from its own threads. */
+/* etcd_support.c: see etcd_support.h. Messages are kept by tests/support/logcap.c. */
 #include "etcd_support.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base64.h"
+#include "logcap.h"
 #include "servers.h"
 
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char log_text[65536];
-static size_t log_len;
+bool es_log_contains(const char *needle) { return test_log_contains(needle); }
 
-static void capture(dlock_log_level level, const char *msg, void *ud)
-{
-    (void)ud;
-    pthread_mutex_lock(&log_mu);
-    int n = snprintf(log_text + log_len, sizeof(log_text) - log_len, "[%d] %s\n", (int)level, msg);
-    if (n > 0 && log_len + (size_t)n < sizeof(log_text)) log_len += (size_t)n;
-    pthread_mutex_unlock(&log_mu);
-    if (getenv("DLOCK_TEST_VERBOSE")) fprintf(stderr, "log[%d]: %s\n", (int)level, msg);
-}
-
-bool es_log_contains(const char *needle)
-{
-    pthread_mutex_lock(&log_mu);
-    bool found = strstr(log_text, needle) != NULL;
-    pthread_mutex_unlock(&log_mu);
-    return found;
-}
-
-void es_log_clear(void)
-{
-    pthread_mutex_lock(&log_mu);
-    log_len = 0;
-    log_text[0] = '\0';
-    pthread_mutex_unlock(&log_mu);
-}
+void es_log_clear(void) { test_log_clear(); }
 
 int es_client_rc(const char *url, int64_t watchdog_ms, dlock_client **out)
 {
@@ -50,7 +23,7 @@ int es_client_rc(const char *url, int64_t watchdog_ms, dlock_client **out)
     o.command_timeout_ms = 2000;
     o.retry_attempts = 2;
     o.key_prefix = test_prefix();
-    o.log_fn = capture;
+    o.log_fn = test_log_capture;
     o.log_level = DLOCK_LOG_DEBUG;
     *out = NULL;
     return dlock_client_create(&o, out);

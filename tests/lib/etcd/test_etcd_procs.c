@@ -42,13 +42,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static int exit_code(pid_t pid)
-{
-    int st = 0;
-    if (waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* ---- exclusion: 4 threads x 2 processes, non-atomic increments ------------- */
 
 #define THREADS 4
@@ -101,8 +94,8 @@ static void test_mutual_exclusion_across_threads_and_processes(void **state)
     assert_true(shared_counter != MAP_FAILED);
     *shared_counter = 0;
     pid_t p1 = test_fork(mx_process, NULL), p2 = test_fork(mx_process, NULL);
-    assert_int_equal(exit_code(p1), 0);
-    assert_int_equal(exit_code(p2), 0);
+    assert_int_equal(test_exit_code(p1), 0);
+    assert_int_equal(test_exit_code(p2), 0);
     assert_int_equal(*shared_counter, 2 * THREADS * ROUNDS);
     munmap((void *)shared_counter, sizeof(long));
 }
@@ -170,7 +163,7 @@ static void test_sigstopped_holder_learns_it_lost_the_lock(void **state)
     assert_int_equal(kill(pid, SIGCONT), 0);
     assert_int_equal(write(p.down[1], "g", 1), 1);
     assert_int_equal(read(p.up[0], &rep, sizeof(rep)), sizeof(rep));
-    assert_int_equal(exit_code(pid), 0);
+    assert_int_equal(test_exit_code(pid), 0);
     assert_int_equal(rep.lost_calls, 1);
     assert_false(rep.held_after);
     assert_int_equal(rep.guard_rc, DLOCK_ESTALE);
@@ -231,7 +224,7 @@ static void test_kill9_holder_is_replaced_within_its_lease(void **state)
     assert_int_equal(__atomic_load_n(&w.at_ms, __ATOMIC_SEQ_CST), 0);
     int64_t killed = dlock__now_ms();
     kill(pid, SIGKILL);
-    exit_code(pid);
+    test_exit_code(pid);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, 0);
     /* TTL 1 s from the last keepalive, etcd's 500 ms expiry sweep, + slack */

@@ -1,47 +1,21 @@
-/* lock_support.c: see lock_support.h. The log buffer is guarded by a mutex
- * since the library logs from its own threads. */
+/* lock_support.c: see lock_support.h. Messages are kept by tests/support/logcap.c. */
 #include "lock_support.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char log_text[65536];
-static size_t log_len;
+#include "logcap.h"
 
-static void capture(dlock_log_level level, const char *msg, void *ud)
-{
-    (void)ud;
-    pthread_mutex_lock(&log_mu);
-    int n = snprintf(log_text + log_len, sizeof(log_text) - log_len, "[%d] %s\n", (int)level, msg);
-    if (n > 0 && log_len + (size_t)n < sizeof(log_text)) log_len += (size_t)n;
-    pthread_mutex_unlock(&log_mu);
-    if (getenv("DLOCK_TEST_VERBOSE")) fprintf(stderr, "log[%d]: %s\n", (int)level, msg);
-}
+bool ls_log_contains(const char *needle) { return test_log_contains(needle); }
 
-bool ls_log_contains(const char *needle)
-{
-    pthread_mutex_lock(&log_mu);
-    bool found = strstr(log_text, needle) != NULL;
-    pthread_mutex_unlock(&log_mu);
-    return found;
-}
-
-void ls_log_clear(void)
-{
-    pthread_mutex_lock(&log_mu);
-    log_len = 0;
-    log_text[0] = '\0';
-    pthread_mutex_unlock(&log_mu);
-}
+void ls_log_clear(void) { test_log_clear(); }
 
 dlock_client *ls_client_opts(const test_server *srv, dlock_client_options *o)
 {
     o->url = srv->url;
     o->key_prefix = test_prefix();
-    o->log_fn = capture;
+    o->log_fn = test_log_capture;
     o->log_level = DLOCK_LOG_DEBUG;
     dlock_client *c = NULL;
     int rc = dlock_client_create(o, &c);

@@ -39,13 +39,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static int exit_code(pid_t pid)
-{
-    int st = 0;
-    if (waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* ---- mutual exclusion: 8 threads x 2 processes, non-atomic increments ---- */
 
 #define THREADS 8
@@ -113,8 +106,8 @@ static void test_mutual_exclusion_across_threads_and_processes(void **state)
         assert_int_equal(test_redis_cmd(&srv, NULL, 0, 3, set), 0);
         pid_t p1 = test_fork(mx_process, &kind);
         pid_t p2 = test_fork(mx_process, &kind);
-        assert_int_equal(exit_code(p1), 0);
-        assert_int_equal(exit_code(p2), 0);
+        assert_int_equal(test_exit_code(p1), 0);
+        assert_int_equal(test_exit_code(p2), 0);
         char out[32] = "";
         const char *get[2] = {"GET", ls_key("mx:counter")};
         assert_int_equal(test_redis_cmd(&srv, out, sizeof(out), 2, get), 0);
@@ -149,7 +142,7 @@ static void test_kill9_holder_is_replaced_within_lease(void **state)
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), DLOCK_EBUSY);
     kill(pid, SIGKILL);
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(exit_code(pid), 128 + SIGKILL);
+    assert_int_equal(test_exit_code(pid), 128 + SIGKILL);
     assert_int_equal(dlock_lock_try_lock(l, 3000, 0, NULL), 0);
     int64_t took = dlock__now_ms() - t0;
     if (took > 600 + 400) fail_msg("took %lld ms after kill -9 (lease 600 ms)", (long long)took);
@@ -226,7 +219,7 @@ static void test_sigstopped_holder_learns_it_lost_the_lock(void **state)
     kill(pid, SIGCONT);
     char go = 'g';
     assert_int_equal(write(down[1], &go, 1), 1);
-    assert_int_equal(exit_code(pid), 0);
+    assert_int_equal(test_exit_code(pid), 0);
     assert_true(dlock_lock_is_held(l)); /* the resumed holder did not disturb us */
     assert_int_equal(dlock_lock_unlock(l), 0);
     dlock_lock_free(l);
