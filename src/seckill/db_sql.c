@@ -114,9 +114,14 @@ int sk__db_connect(const char *url, sk_db **out, char *err, size_t errlen)
         db->kind = SK__DB_PG;
         rc = open_pg(db, url, err, errlen);
     } else if (strncmp(url, "sqlite://", 9) == 0) {
+        /* sqlite://orders.db would silently open ./orders.db: the URL form
+         * takes an absolute path; a relative file is given as a plain path */
         db->kind = SK__DB_SQLITE;
-        rc = url[9] ? open_sqlite(db, url + 9, err, errlen) : SK_EINVAL;
+        rc = url[9] == '/' ? open_sqlite(db, url + 9, err, errlen) : SK_EINVAL;
         if (!url[9]) snprintf(err, errlen, "sqlite url without a path: %s", url);
+        else if (url[9] != '/')
+            snprintf(err, errlen, "sqlite url needs an absolute path, sqlite:///abs/path.db (a relative "
+                                  "file is given as a plain path, without sqlite://): %s", url);
     } else if (strstr(url, "://")) {
         snprintf(err, errlen, "unsupported database url scheme (want sqlite:// or postgresql://): %s", url);
         rc = SK_EINVAL;

@@ -263,6 +263,10 @@ static void test_bad_urls_and_inputs_are_refused_cleanly(void **state)
     assert_null(d);
     assert_int_equal(sk_db_open("", &d, err, sizeof(err)), SK_EINVAL);
     assert_int_equal(sk_db_open("sqlite://", &d, err, sizeof(err)), SK_EINVAL);
+    /* two slashes would have opened ./orders.db without a word */
+    assert_int_equal(sk_db_open("sqlite://orders.db", &d, err, sizeof(err)), SK_EINVAL);
+    assert_non_null(strstr(err, "absolute path"));
+    assert_int_equal(access("orders.db", F_OK), -1);
     assert_int_equal(sk_db_open("/nonexistent-dir/x/y.db", &d, err, sizeof(err)), SK_EDB);
     assert_int_equal(sk_db_open("postgresql://nobody@127.0.0.1:1/x?connect_timeout=1", &d, err, sizeof(err)), SK_EDB);
     assert_non_null(strstr(err, "postgresql"));
