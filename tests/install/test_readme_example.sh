@@ -13,7 +13,12 @@ awk '/^## libdlock in/ { on = 1 } on && /^```c$/ { grab = 1; next } grab && /^``
     "$src/README.md" >"$work/example.c"
 [ -s "$work/example.c" ] || { echo "no C block under '## libdlock in' in README.md" >&2; exit 1; }
 libdir=$(dirname "$(find "$build/src/lib" -name 'libdlock.so' | head -n 1)")
-cc -std=c11 -Wall -Wextra -Werror -I"$src/include" -o "$work/example" "$work/example.c" \
+# a sanitizer build's library needs the program linked with the same runtime
+san=()
+syms=$(nm -D "$libdir/libdlock.so")
+case "$syms" in *" U __asan_init"*) san=(-fsanitize=address,undefined) ;; esac
+case "$syms" in *" U __tsan_init"*) san=(-fsanitize=thread) ;; esac
+cc -std=c11 -Wall -Wextra -Werror "${san[@]}" -I"$src/include" -o "$work/example" "$work/example.c" \
     -L"$libdir" -ldlock -Wl,-rpath,"$libdir"
 dl_start_redis "$work"
 out=$("$work/example" "redis://127.0.0.1:$REDIS_PORT")
