@@ -29,15 +29,63 @@ static void on_write(evutil_socket_t fd, short what, void *arg);
 static void on_timer(evutil_socket_t fd, short what, void *arg);
 static void after_io(hs_conn *c);
 
-void hs__req_free(sk_hs_req *r)
+/* Requests are recycled with their buffers (a purchase then allocates
+ * nothing in the layer); orphans, whose server may be gone, are freed. */
+#define HS_FREE_MAX 256
+
+static void req_destroy(sk_hs_req *r)
 {
-    if (!r) return;
     free(r->head);
     free(r->hdrs);
     free(r->body);
     free(r->outh);
     if (r->resp) evbuffer_free(r->resp);
     free(r);
+}
+
+sk_hs_req *hs__req_new(sk_hs *s)
+{
+    sk_hs_req *r = s->free_reqs;
+    if (!r) return calloc(1, sizeof(*r));
+    s->free_reqs = r->next;
+    s->nfree--;
+    char *head = r->head, *body = r->body, *outh = r->outh;
+    hs_hdr *hdrs = r->hdrs;
+    size_t hc = r->head_cap, bc = r->body_cap, oc = r->outh_cap, dc = r->hdr_cap;
+    memset(r, 0, sizeof(*r));
+    r->head = head;
+    r->head_cap = hc;
+    r->body = body;
+    r->body_cap = bc;
+    r->outh = outh;
+    r->outh_cap = oc;
+    r->hdrs = hdrs;
+    r->hdr_cap = dc;
+    return r;
+}
+
+void hs__req_free(sk_hs *s, sk_hs_req *r)
+{
+    if (!r) return;
+    if (!s || s->nfree >= HS_FREE_MAX || r->head_cap > 4096 || r->body_cap > 4096) {
+        req_destroy(r);
+        return;
+    }
+    if (r->resp) evbuffer_free(r->resp);
+    r->resp = NULL;
+    r->next = s->free_reqs;
+    s->free_reqs = r;
+    s->nfree++;
+}
+
+void hs__req_pool_free(sk_hs *s)
+{
+    while (s->free_reqs) {
+        sk_hs_req *r = s->free_reqs;
+        s->free_reqs = r->next;
+        req_destroy(r);
+    }
+    s->nfree = 0;
 }
 
 void hs__wait_enter(hs_conn *c)
@@ -113,12 +161,12 @@ static void free_conn(hs_conn *c)
         n = r->next;
         if (r->replied) {
             s->unflushed--;
-            hs__req_free(r);
+            hs__req_free(s, r);
         } else {
             r->c = NULL; /* its answer, when it comes, only frees it */
         }
     }
-    hs__req_free(c->cur);
+    hs__req_free(s, c->cur);
     event_free(c->rev);
     event_free(c->wev);
     event_free(c->tev);
@@ -157,7 +205,9 @@ static int flush(hs_conn *c)
             hs__conn_close(c);
             return -1;
         }
-        c->last_io = dlock__now_ms();
+        /* progress counts against the write deadline only while output
+         * waits (a complete write needs no clock reading) */
+        if (evbuffer_get_length(c->out) > 0) c->last_io = dlock__now_ms();
     }
     c->s->unflushed -= c->in_out;
     c->in_out = 0;
@@ -172,10 +222,10 @@ static void pump(hs_conn *c)
         c->qhead = r->next;
         if (!c->qhead) c->qtail = NULL;
         c->nq--;
-        evbuffer_add_buffer(c->out, r->resp);
+        if (r->resp) evbuffer_add_buffer(c->out, r->resp);
         c->in_out++;
         if (!r->keep_alive) c->closing = true;
-        hs__req_free(r);
+        hs__req_free(c->s, r);
     }
 }
 
@@ -304,7 +354,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (n == 0) {
         /* half-close: whatever was sent completely is still answered */
         c->eof = true;
-        hs__req_free(c->cur);
+        hs__req_free(c->s, c->cur);
         c->cur = NULL;
         c->phase = HS_IDLE;
     } else {
@@ -321,7 +371,9 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    after_io(arg);
+    hs_conn *c = arg;
+    c->last_io = dlock__now_ms(); /* writable again: the client reads */
+    after_io(c);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -339,7 +391,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         free_conn(c); /* lingered enough, a client that does not read, or idle */
         return;
     }
-    hs__req_free(c->cur); /* a request not complete in time */
+    hs__req_free(c->s, c->cur); /* a request not complete in time */
     c->cur = NULL;
     c->phase = HS_IDLE;
     hs__refuse(c, 408, "request_timeout", "request not complete in time");
@@ -372,7 +424,7 @@ void hs__enqueue(hs_conn *c, sk_hs_req *r)
 
 void hs__refuse(hs_conn *c, int status, const char *code, const char *msg)
 {
-    sk_hs_req *r = calloc(1, sizeof(*r));
+    sk_hs_req *r = hs__req_new(c->s);
     if (!r) {
         c->closing = true;
         return;
@@ -381,42 +433,74 @@ void hs__refuse(hs_conn *c, int status, const char *code, const char *msg)
     sk_hs_reply_error(r, status, code, msg);
 }
 
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static size_t head_size(const sk_hs_req *r) { return 160 + r->outh_len; }
+
+/* Status line and headers into out (head_size(r) bytes; no printf: this
+ * runs once per answer). Returns the length. */
+static size_t format_head(sk_hs *s, const sk_hs_req *r, int status, size_t len, bool last, char *out)
+{
+    const char *reason = http_status_str((enum http_status)status);
+    const char *date = hs__date(s);
+    char num[24], *e = num + sizeof(num), *d = e;
+    do {
+        *--d = (char)('0' + len % 10);
+        len /= 10;
+    } while (len);
+    char *p = put(out, "HTTP/1.1 ", 9);
+    *p++ = (char)('0' + status / 100 % 10);
+    *p++ = (char)('0' + status / 10 % 10);
+    *p++ = (char)('0' + status % 10);
+    *p++ = ' ';
+    p = put(p, reason, strlen(reason)); /* at most 31 bytes */
+    p = put(p, "\r\n", 2);
+    p = put(p, date, strlen(date)); /* 37 bytes */
+    p = put(p, "Content-Length: ", 16);
+    p = put(p, d, (size_t)(e - d));
+    p = put(p, "\r\n", 2);
+    p = put(p, r->outh, r->outh_len);
+    if (last) p = put(p, "Connection: close\r\n", 19);
+    else if (r->v10) p = put(p, "Connection: keep-alive\r\n", 24);
+    p = put(p, "\r\n", 2);
+    return (size_t)(p - out);
+}
+
 void sk_hs_reply(sk_hs_req *r, int status, const void *body, size_t len)
 {
     hs_conn *c = r->c;
     if (!c) {
-        hs__req_free(r); /* an orphan: nobody to answer */
+        hs__req_free(NULL, r); /* an orphan: nobody to answer */
         return;
     }
     sk_hs *s = c->s;
     bool last = !r->keep_alive || (s->draining && r == c->qtail && !c->cur);
     bool direct = r == c->qhead;
     struct evbuffer *b = direct ? c->out : (r->resp = evbuffer_new());
-    if (!b) {
-        hs__req_free(r); /* cannot keep the order: end the connection */
-        hs__conn_close(c);
-        return;
-    }
-    char line[192];
-    const char *reason = http_status_str((enum http_status)status);
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n%sContent-Length: %zu\r\n", status, reason,
-                     hs__date(s), len);
-    evbuffer_add(b, line, (size_t)n);
-    if (r->outh_len) evbuffer_add(b, r->outh, r->outh_len);
-    if (last) evbuffer_add(b, "Connection: close\r\n\r\n", 21);
-    else if (r->v10) evbuffer_add(b, "Connection: keep-alive\r\n\r\n", 26);
-    else evbuffer_add(b, "\r\n", 2);
-    if (body && len && !r->head_only) evbuffer_add(b, body, len);
-    r->keep_alive = !last;
+    char small[512], *head = small;
+    if (head_size(r) > sizeof(small)) head = malloc(head_size(r));
     r->replied = true;
     s->unflushed++;
+    if (!b || !head) {
+        c->dead = true; /* out of memory: the order cannot be kept, end the connection */
+        direct = false;
+    } else {
+        evbuffer_add(b, head, format_head(s, r, status, len, last, head));
+        if (body && len && !r->head_only) evbuffer_add(b, body, len);
+    }
+    if (head != small) free(head);
+    r->keep_alive = !last;
     if (direct) {
         c->qhead = r->next;
         if (!c->qhead) c->qtail = NULL;
         c->nq--;
         c->in_out++;
         if (last) c->closing = true;
-        hs__req_free(r);
+        hs__req_free(s, r);
     }
     if (!c->in_read) after_io(c);
 }

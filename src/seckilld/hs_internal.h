@@ -33,6 +33,8 @@ struct sk_hs {
     size_t nconns;
     size_t unflushed;
     bool draining;
+    sk_hs_req *free_reqs; /* recycled requests */
+    size_t nfree;
     time_t date_at;
     char date[40]; /* "Date: ...\r\n" of date_at */
     char rbuf[HS_READ_CHUNK];
@@ -118,7 +120,9 @@ void hs__wait_leave(hs_conn *c);
 /* Queues a complete request (dispatch) or a refusal (status != 0). */
 void hs__enqueue(hs_conn *c, sk_hs_req *r);
 void hs__refuse(hs_conn *c, int status, const char *code, const char *msg);
-void hs__req_free(sk_hs_req *r);
+sk_hs_req *hs__req_new(sk_hs *s);
+void hs__req_free(sk_hs *s, sk_hs_req *r); /* s NULL: never recycled */
+void hs__req_pool_free(sk_hs *s);
 
 /* hs_parse.c */
 void hs__parser_settings(http_parser_settings *ps);

@@ -66,7 +66,7 @@ static int head_end(http_parser *p)
 static int on_begin(http_parser *p)
 {
     hs_conn *c = p->data;
-    sk_hs_req *r = calloc(1, sizeof(*r));
+    sk_hs_req *r = hs__req_new(c->s);
     if (!r) return refuse_cb(p, 500, "internal", "out of memory");
     r->tag = c->tag;
     memcpy(r->peer, c->peer, sizeof(r->peer));
@@ -130,12 +130,35 @@ static int on_value(http_parser *p, const char *at, size_t n)
     return head_put(p, at, n);
 }
 
+/* Origin form ("/path?query#fragment", the parser has checked its bytes)
+ * without http_parser_parse_url: what nearly every request is. */
+static void split_origin(const sk_hs_req *r, struct http_parser_url *u)
+{
+    const char *t = r->head;
+    size_t n = r->url_len, q = 0, f = n;
+    while (q < n && t[q] != '?' && t[q] != '#') q++;
+    for (size_t i = q; i < n; i++)
+        if (t[i] == '#') {
+            f = i;
+            break;
+        }
+    u->field_set = 1 << UF_PATH;
+    u->field_data[UF_PATH].off = 0;
+    u->field_data[UF_PATH].len = (uint16_t)q;
+    if (q < n && t[q] == '?') {
+        u->field_set |= 1 << UF_QUERY;
+        u->field_data[UF_QUERY].off = (uint16_t)(q + 1);
+        u->field_data[UF_QUERY].len = (uint16_t)(f - q - 1);
+    }
+}
+
 /* path and query of the target, appended to the head as two strings. */
 static int split_target(http_parser *p, sk_hs_req *r)
 {
     struct http_parser_url u;
     http_parser_url_init(&u);
-    if (r->url_len == 0 || http_parser_parse_url(r->head, r->url_len, 0, &u) != 0)
+    if (r->url_len > 0 && r->url_len < 65536 && r->head[0] == '/') split_origin(r, &u);
+    else if (r->url_len == 0 || http_parser_parse_url(r->head, r->url_len, 0, &u) != 0)
         return refuse_cb(p, 400, "bad_request", "bad request target");
     bool has_p = (u.field_set & (1 << UF_PATH)) != 0;
     size_t poff = u.field_data[UF_PATH].off, plen = has_p ? u.field_data[UF_PATH].len : 1;
@@ -306,7 +329,7 @@ size_t hs__feed(hs_conn *c, const char *data, size_t n)
         }
         if (c->closing || c->dead) break; /* stopped on purpose after a message */
         if (!c->err_status) map_error(c, e, done < n ? (unsigned char)data[done] : -1);
-        hs__req_free(c->cur);
+        hs__req_free(c->s, c->cur);
         c->cur = NULL;
         hs__refuse(c, c->err_status, c->err_code, c->err_msg);
         return n;

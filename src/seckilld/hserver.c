@@ -335,5 +335,6 @@ void sk_hs_free(sk_hs *s)
             }
         free(l);
     }
+    hs__req_pool_free(s);
     free(s);
 }
