@@ -18,8 +18,20 @@
 typedef struct later {
     struct event *ev;
     sk_hs_req *req;
+    struct later *prev, *next;
     char body[160];
 } later;
+
+static later *pending; /* answers not given yet: orphans at exit */
+
+static void forget(later *l)
+{
+    if (l->prev) l->prev->next = l->next;
+    else pending = l->next;
+    if (l->next) l->next->prev = l->prev;
+    event_free(l->ev);
+    free(l);
+}
 
 static const char *admin_token = "adm-token";
 
@@ -35,8 +47,7 @@ static void on_later(evutil_socket_t fd, short what, void *arg)
     (void)what;
     later *l = arg;
     json(l->req, 201, l->body);
-    event_free(l->ev);
-    free(l);
+    forget(l);
 }
 
 static void purchase(sk_hs_req *r, struct event_base *base)
@@ -47,7 +58,14 @@ static void purchase(sk_hs_req *r, struct event_base *base)
         return;
     }
     later *l = calloc(1, sizeof(*l));
+    if (!l) {
+        sk_hs_reply_error(r, 500, "internal", "out of memory");
+        return;
+    }
     l->req = r;
+    l->next = pending;
+    if (pending) pending->prev = l;
+    pending = l;
     snprintf(l->body, sizeof(l->body), "{\"status\":\"accepted\",\"user\":\"%.64s\"}\n", u);
     l->ev = evtimer_new(base, on_later, l);
     struct timeval tv = {0, 1000};
@@ -119,6 +137,10 @@ int main(int argc, char **argv)
     event_base_dispatch(base);
     event_free(term);
     sk_hs_free(s);
+    while (pending) { /* orphans now: answering only frees them */
+        sk_hs_reply(pending->req, 503, NULL, 0);
+        forget(pending);
+    }
     event_base_free(base);
     return 0;
 }

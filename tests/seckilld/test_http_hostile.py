@@ -45,8 +45,10 @@ def start(*extra):
     cmd = CMD + ["--bind", "127.0.0.1", "--port", str(port), "--admin-token", ADMIN] + list(extra)
     if redis_url:
         cmd += ["--redis-url", redis_url]
-    log = open("/tmp/http-hostile-%d-%d.log" % (os.getpid(), port), "w")
+    path = "%s/http-hostile-%d-%d.log" % (os.environ.get("TMPDIR", "/tmp"), os.getpid(), port)
+    log = open(path, "w")
     p = subprocess.Popen(cmd, stdout=log, stderr=log)
+    p.log_path = path
     PIDS.append(p)
     deadline = time.time() + 10
     while time.time() < deadline:
@@ -69,14 +71,22 @@ def start(*extra):
 
 
 def stop_all():
+    """SIGTERM each instance; one that does not exit 0 (under ASan: a leak
+    or a memory error) is a failed case."""
     for p in PIDS:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
     for p in PIDS:
         try:
-            p.wait(10)
+            code = p.wait(15)
         except subprocess.TimeoutExpired:
             p.kill()
+            code = "killed after 15 s"
+        if code != 0:
+            RESULTS.append(("exit of %s" % " ".join(p.args[:1]), False, str(code)))
+            print("FAIL server pid %d exited with %s (log %s)" % (p.pid, code, p.log_path))
+        else:
+            os.unlink(p.log_path)
 
 
 def connect(port, timeout=5):
