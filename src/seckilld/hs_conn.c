@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "dlock/dlock.h"
@@ -470,6 +471,25 @@ static size_t format_head(sk_hs *s, const sk_hs_req *r, int status, size_t len, 
     return (size_t)(p - out);
 }
 
+/* head + body into b; with now, first what the socket takes at once. */
+static void emit(hs_conn *c, struct evbuffer *b, bool now, const char *head, size_t hn, const void *body,
+                 size_t bn)
+{
+    size_t done = 0;
+    if (now) {
+        struct iovec iov[2] = {{(void *)(uintptr_t)head, hn}, {(void *)(uintptr_t)body, bn}};
+        ssize_t w = writev(c->fd, iov, bn ? 2 : 1);
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            c->dead = true;
+            return;
+        }
+        if (w > 0) done = (size_t)w;
+    }
+    if (done < hn) evbuffer_add(b, head + done, hn - done);
+    size_t bd = done > hn ? done - hn : 0;
+    if (bd < bn) evbuffer_add(b, (const char *)body + bd, bn - bd);
+}
+
 void sk_hs_reply(sk_hs_req *r, int status, const void *body, size_t len)
 {
     hs_conn *c = r->c;
@@ -489,8 +509,10 @@ void sk_hs_reply(sk_hs_req *r, int status, const void *body, size_t len)
         c->dead = true; /* out of memory: the order cannot be kept, end the connection */
         direct = false;
     } else {
-        evbuffer_add(b, head, format_head(s, r, status, len, last, head));
-        if (body && len && !r->head_only) evbuffer_add(b, body, len);
+        /* due now on an idle socket (an answer from a Redis reply): written
+         * straight away, no buffer chain to allocate and free */
+        bool now = direct && !c->in_read && evbuffer_get_length(c->out) == 0;
+        emit(c, b, now, head, format_head(s, r, status, len, last, head), body, r->head_only || !body ? 0 : len);
     }
     if (head != small) free(head);
     r->keep_alive = !last;

@@ -32,15 +32,19 @@ const char *sk_hs_req_body(const sk_hs_req *r, size_t *len_out)
     return r->body ? r->body : "";
 }
 
-static bool clean(const char *s)
+static bool clean(const char *s, size_t *len_out)
 {
-    return strpbrk(s, "\r\n") == NULL;
+    const char *p = s;
+    while (*p && *p != '\r' && *p != '\n') p++;
+    *len_out = (size_t)(p - s);
+    return *p == '\0';
 }
 
 int sk_hs_reply_header(sk_hs_req *r, const char *name, const char *value)
 {
-    if (!clean(name) || !clean(value) || !*name || strchr(name, ':')) return SK_EINVAL;
-    size_t nl = strlen(name), vl = strlen(value), need = r->outh_len + nl + vl + 4;
+    size_t nl, vl;
+    if (!clean(name, &nl) || !clean(value, &vl) || !nl || memchr(name, ':', nl)) return SK_EINVAL;
+    size_t need = r->outh_len + nl + vl + 4;
     if (need > r->outh_cap) {
         size_t cap = r->outh_cap ? r->outh_cap * 2 : 128;
         while (cap < need) cap *= 2;
