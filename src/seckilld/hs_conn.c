@@ -184,6 +184,8 @@ void hs__conn_close(hs_conn *c)
     else free_conn(c);
 }
 
+void hs__conn_free(hs_conn *c) { free_conn(c); }
+
 static void set_reading(hs_conn *c, bool on)
 {
     if (c->reading == on) return;

@@ -113,7 +113,8 @@ struct hs_conn {
 
 /* hs_conn.c */
 int hs__conn_new(sk_hs *s, hs_listener *l, int fd, unsigned tag, const char *peer);
-void hs__conn_close(hs_conn *c);
+void hs__conn_close(hs_conn *c); /* deferred while its own read handler runs */
+void hs__conn_free(hs_conn *c);  /* at once (the server is being freed) */
 void hs__conn_drain(hs_conn *c); /* draining server: close now if idle */
 void hs__wait_enter(hs_conn *c);
 void hs__wait_leave(hs_conn *c);

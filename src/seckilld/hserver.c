@@ -325,7 +325,7 @@ void sk_hs_free(sk_hs *s)
 {
     if (!s) return;
     sk_hs_stop_accepting(s);
-    while (s->conns) hs__conn_close(s->conns);
+    while (s->conns) hs__conn_free(s->conns);
     for (hs_listener *l = s->listeners, *n; l; l = n) {
         n = l->next;
         for (int i = 0; i < HS_ADDR_BUCKETS; i++)
