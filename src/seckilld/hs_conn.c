@@ -438,7 +438,7 @@ void hs__refuse(hs_conn *c, int status, const char *code, const char *msg)
 
 static char *put(char *p, const char *s, size_t n)
 {
-    memcpy(p, s, n);
+    if (n) memcpy(p, s, n); /* s may be NULL when n is 0 */
     return p + n;
 }
 
