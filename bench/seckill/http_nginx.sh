@@ -6,7 +6,7 @@
 # free loopback port). Server CPU is `perf stat -e task-clock -p PID` over
 # the same seconds (or utime+stime from /proc/PID/stat when perf is
 # refused), divided by the requests wrk counted. Prints one CSV line per
-# measurement and the medians and same-run ratios at the end.
+# measurement, the medians, and the same-run ratios per round and their median.
 #   bench/seckill/http_nginx.sh [BUILD_DIR] [ROUNDS] [DURATION_S] [SECKILLD_BINARY] [EXTRA_SECKILLD_ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -126,13 +126,18 @@ rcpu = {n: med(n, 5) for n in ("ping", "buy", "nginx")}
 for n in ("ping", "buy", "nginx"):
     print("median %-5s %9.0f req/s  %6.2f us server CPU/request  %6.2f us Redis CPU/request"
           % (n, rps[n], cpu[n], rcpu[n]))
-print("purchase CPU / nginx CPU per request: %.2f (goal <= 1.5)" % (cpu["buy"] / cpu["nginx"]))
-print("purchases/s / seckilld /ping per s:   %.2f (goal >= 0.8)" % (rps["buy"] / rps["ping"]))
-# same-run ratios per round, to show the spread
+# same-run ratios per round, and their median
 per = {}
 for r in rows:
     per.setdefault(r[0], []).append(r)
+cr, rr = [], []
 for i in range(len(per["buy"])):
     b, p, g = per["buy"][i], per["ping"][i], per["nginx"][i]
-    print("round %d: cpu buy/nginx %.2f, rps buy/ping %.2f" % (i + 1, float(b[4]) / float(g[4]), float(b[1]) / float(p[1])))
+    cr.append(float(b[4]) / float(g[4]))
+    rr.append(float(b[1]) / float(p[1]))
+    print("round %d: cpu buy/nginx %.2f, rps buy/ping %.2f" % (i + 1, cr[-1], rr[-1]))
+print("purchase CPU / nginx CPU per request: median of rounds %.2f, of medians %.2f (goal <= 1.5)"
+      % (statistics.median(cr), cpu["buy"] / cpu["nginx"]))
+print("purchases/s / seckilld /ping per s:   median of rounds %.2f, of medians %.2f (goal >= 0.8)"
+      % (statistics.median(rr), rps["buy"] / rps["ping"]))
 PY
