@@ -36,7 +36,7 @@ trap 'dl_cleanup; rm -rf "$work"' EXIT
 trap 'echo; echo "demo: interrupted, stopping everything"; exit 130' INT TERM
 
 if [ -z "${REDIS_URL:-}" ]; then
-    dl_start_redis "$work"
+    dl_start_redis "$work" --appendonly yes --appendfsync always  # fsync before reply: a 201 is a promise
     REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 fi
 DATABASE_URL=${DATABASE_URL:-sqlite://$work/orders.db}

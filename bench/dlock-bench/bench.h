@@ -42,14 +42,18 @@ typedef struct bench_scenario {
 /* A client for ctx (watchdog 30 s, quiet log). NULL on failure (printed). */
 dlock_client *bench_client(const bench_ctx *ctx);
 
-/* The limit: cycles/s of `evals_per_cycle` trivial EVALSHA round trips
- * (`return 1`) on one thread through the same client API; also the
+/* The limit: cycles/s of `evals_per_cycle` trivial round trips
+ * (bench_trivial_eval) on one thread through the same client API; also the
  * median round trip in *rtt_us_out (may be NULL). */
 double bench_measure_limit(const bench_ctx *ctx, int evals_per_cycle, double *rtt_us_out);
 
 /* One trivial EVALSHA round trip (`return 1`) through c: the unit the
- * limits are made of. 0 or a dlock_err. */
+ * limits are made of; on an etcd client one trivial write txn through the
+ * same HTTP client. 0 or a dlock_err. */
 int bench_trivial_eval(dlock_client *c);
+/* Round trips one lock cycle costs at best: 2 on Redis (acquire and
+ * release scripts), 3 on etcd (lease grant, create txn, lease revoke). */
+int bench_cycle_trips(const bench_ctx *ctx);
 
 /* Latency samples: append, then percentiles (sorts in place). */
 typedef struct bench_samples {

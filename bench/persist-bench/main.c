@@ -130,7 +130,7 @@ static double run_db(const bench *b, sk_db *db, int run)
         int n = b->orders - done < b->batch ? b->orders - done : b->batch;
         for (int i = 0; i < n; i++) {
             snprintf(users[i], sizeof(users[i]), "u%d", done + i);
-            in[i] = (sk_order_in){base + (uint64_t)(done + i), id, users[i], 1, "redis", dlock__wall_ms()};
+            in[i] = (sk_order_in){base + (uint64_t)(done + i), id, users[i], 1, "redis", dlock__wall_ms(), NULL, 1};
         }
         if (sk_db_apply_batch(db, in, (size_t)n, NULL)) {
             fprintf(stderr, "persist-bench: %s\n", sk_db_errmsg(db));

@@ -56,6 +56,7 @@ typedef enum dlock_err {
     DLOCK_ELIMIT = -20,   /* a bound would be exceeded (e.g. permits above N) */
     DLOCK_ECLOSED = -21,  /* the client is being destroyed */
     DLOCK_ESTALE = -22,   /* fencing: a token older than one already seen */
+    DLOCK_ENOTSUP = -23,  /* not supported by the client's backend (e.g. a Redis-only object on etcd) */
 } dlock_err;
 
 /* "Transport codes", as the headers say in their Returns lists: the codes
@@ -69,6 +70,11 @@ typedef enum dlock_err {
 /* Pass as wait_ms to wait without bound (until acquired, cancelled or, for
  * a latch, opened). The one definition for every object's wait_ms. */
 #define DLOCK_WAIT_FOREVER ((int64_t)-1)
+
+/* Longest object name (lock, semaphore, ... name, fence-guard resource)
+ * accepted, in bytes. A longer or empty name is DLOCK_EINVAL, and the log
+ * hook (WARN) says the length and this maximum. */
+#define DLOCK_NAME_MAX 1024
 
 /* Short English description of a dlock_err; never NULL. */
 DLOCK_API const char *dlock_strerror(int err);
@@ -90,9 +96,17 @@ typedef struct dlock_client dlock_client;
 
 /* Client options. Fill with dlock_client_options_init(), then override. */
 typedef struct dlock_client_options {
-    /* redis://[user[:password]@]host[:port][/db] (password may be
+    /* redis://[user[:password]@]host[:port][/db] (user and password may be
      * percent-encoded), unix:///path/to.sock[?db=N], or
      * redis-sentinel://[user:pass@]host:port[,host:port...]/master[?db=N].
+     * Credentials follow the Redis URI convention (as redis-py reads it):
+     * ":pass@" is a password alone (AUTH pass), "user:pass@" an ACL user
+     * (AUTH user pass), and a bare "user@" a user without a password
+     * (AUTH user "", which only a `nopass` user accepts); no "@": no AUTH.
+     * etcd v3 (locks only, see docs/locks.md "Redis or etcd"):
+     * etcd://[user:password@]host:port[,host:port...][/prefix] (port
+     * default 2379, prefix default /dlock; endpoints tried in order) and
+     * etcds://...[?cacert=FILE&cert=FILE&key=FILE] (HTTPS).
      * Default "redis://127.0.0.1:6379". */
     const char *url;
     int64_t connect_timeout_ms;  /* default 2000 */
@@ -113,8 +127,10 @@ DLOCK_API void dlock_client_options_init(dlock_client_options *opts);
 
 /* Creates a client: parses the URL, connects once to check it (so a bad
  * URL, wrong password or unreachable server is reported here), loads the
- * scripts and starts the subscriber and watchdog threads.
- * Returns 0 and *client_out, or EINVAL/EURL/ETLS/EAUTH/ECONN/ENOMEM. */
+ * scripts and starts the subscriber and watchdog threads. An etcd URL
+ * authenticates (with a user), reads once and starts only the watchdog
+ * thread (lease keepalives); a gateway answering garbage is ESERVER.
+ * Returns 0 and *client_out, or EINVAL/EURL/ETLS/EAUTH/ECONN/ESERVER/ENOMEM. */
 DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client **client_out);
 
 /* Stops the client's threads and closes its connections. Locks still held

@@ -33,7 +33,9 @@ typedef enum dlock_lock_kind {
      * release. Same layout as redis-py Lock and node redlock. */
     DLOCK_LOCK_SIMPLE = 0,
     /* Hash key { "<owner>": hold count }, unlock published ("0") on
-     * redisson_lock__channel:{<name>}. Same layout as Redisson RLock. */
+     * redisson_lock__channel:{<name>} (redisson_lock__channel:<name> when
+     * the name already contains '{', as Redisson names it). Same layout as
+     * Redisson RLock. */
     DLOCK_LOCK_REENTRANT = 1,
 } dlock_lock_kind;
 
@@ -68,8 +70,9 @@ DLOCK_API void dlock_lock_options_init(dlock_lock_options *opts);
 /* Creates a handle for the lock called name (key = key_prefix + name) on
  * client. No Redis command is sent. opts NULL means defaults.
  * Returns 0 and *lock_out, or DLOCK_EINVAL (NULL client, bad name: empty or
- * longer than 1024 bytes; bad owner id), DLOCK_ENOMEM. Other calls on the
- * handle must not run after its client is destroyed (dlock_lock_free may). */
+ * longer than DLOCK_NAME_MAX, logged with its length; bad owner id),
+ * DLOCK_ENOMEM. Other calls on the handle must not run after its client is
+ * destroyed (dlock_lock_free may). */
 DLOCK_API int dlock_lock_new(dlock_client *client, const char *name, const dlock_lock_options *opts,
                              dlock_lock **lock_out);
 
@@ -83,14 +86,24 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *name, const dlock
  * fence_out (may be NULL) receives the fencing token of this acquisition,
  * strictly greater than every token issued before for this name; a
  * re-entry of a REENTRANT lock returns the token of the first acquisition.
+ * Tokens are issued on demand: a SIMPLE lock with the default owner, a
+ * NULL fence_out and the client's wait_replicas 0 is acquired with the
+ * plain `SET NX PX` (one command, no script) and gets no token
+ * (dlock_lock_fence() is 0 for that hold); in every other case a token is
+ * issued as above.
  * Returns 0 (acquired; for REENTRANT re-entry increments the hold count),
  *   DLOCK_EBUSY     wait_ms == 0 and someone else holds it,
  *   DLOCK_ETIMEOUT  wait_ms ran out,
  *   DLOCK_ECANCELED dlock_lock_cancel() was called,
  *   DLOCK_EALREADY  SIMPLE lock already held through this handle,
  *   DLOCK_EINVAL    negative lease, or REENTRANT handle held by another thread,
- *   DLOCK_ENOTREPL  acquired but fewer than wait_replicas replicas
- *                   acknowledged: released again (not held),
+ *   DLOCK_ENOTREPL  (client option wait_replicas = n > 0) the key was set
+ *                   but fewer than n replicas acknowledged it within
+ *                   wait_replicas_timeout_ms: it is released again at
+ *                   once (not held; if that release fails too, the key
+ *                   expires on its lease, logged at WARN). A 0 return
+ *                   with wait_replicas = n means n replicas have the
+ *                   acquisition (and its fence); see docs/locks.md,
  *   DLOCK_EUNKNOWN  an attempt's reply was lost and asking the server
  *                   whether it was applied failed too (see top),
  *   DLOCK_ECONN     no connection (while waiting, connection failures are
@@ -139,7 +152,8 @@ DLOCK_API int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 /* The lock's name (as given), its Redis key, the owner value of the
  * current / last acquisition (SIMPLE: token; REENTRANT: hash field; "" if
  * never acquired) and the fencing token of the current / last first
- * acquisition (0 if none). Pointers valid until the next call on lock. */
+ * acquisition (0 if none, or if it asked for none: see try_lock). Pointers
+ * valid until the next call on lock. */
 DLOCK_API const char *dlock_lock_name(const dlock_lock *lock);
 DLOCK_API const char *dlock_lock_key(const dlock_lock *lock);
 DLOCK_API const char *dlock_lock_owner(const dlock_lock *lock);

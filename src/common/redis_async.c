@@ -132,10 +132,9 @@ static void ignore_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *p
 
 static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
 {
-    if (u->password) {
-        const char *argv[3] = {"AUTH", u->user ? u->user : u->password, u->password};
-        dlock__aconn_cmd(ac, ignore_reply, NULL, u->user ? 3 : 2, argv, NULL);
-    }
+    const char *auth[3];
+    int argc = dlock__url_auth_argv(u, auth);
+    if (argc) dlock__aconn_cmd(ac, ignore_reply, NULL, argc, auth, NULL);
     if (u->db) {
         char db[16];
         snprintf(db, sizeof(db), "%d", u->db);

@@ -1,7 +1,7 @@
 /* redis_io.c: hiredis behind dlock's own types (see redis_io.h).
  * Only calls and fields that hiredis 0.14.1 and 1.x both have are used:
  * redisConnectWithTimeout/UnixWithTimeout, redisSetTimeout,
- * redisEnableKeepAlive, redisCommandArgv, redisAppendCommandArgv,
+ * redisEnableKeepAlive, redisCommandArgv, redisAppendFormattedCommand,
  * redisGetReply, redisGetReplyFromReader, redisBufferWrite, and redisReply's
  * type/integer/str/len/elements. The async half is redis_async.c. */
 #include "redis_io.h"
@@ -97,10 +97,10 @@ static void drop_ctx(dlock__conn *c)
 static int handshake(dlock__conn *c)
 {
     const dlock__url *u = &c->url;
-    if (u->password) {
-        const char *argv[3] = {"AUTH", u->user ? u->user : u->password, u->password};
-        int argc = u->user ? 3 : 2;
-        redisReply *r = redisCommandArgv(c->ctx, argc, argv, NULL);
+    const char *auth[3];
+    int argc = dlock__url_auth_argv(u, auth);
+    if (argc) {
+        redisReply *r = redisCommandArgv(c->ctx, argc, auth, NULL);
         if (!r) {
             set_err(c, "AUTH", c->ctx->errstr);
             return DLOCK__ECONN;
@@ -110,7 +110,7 @@ static int handshake(dlock__conn *c)
         freeReplyObject(r);
         if (bad) return DLOCK__EAUTH;
     }
-    if (!u->password) {
+    if (!argc) {
         /* Without credentials a protected server refuses the first command
          * with NOAUTH: find out now, so it is an auth error at connect time
          * instead of a server error on some later call. */
@@ -241,6 +241,44 @@ static int ensure_open(dlock__conn *c)
     return reopen(c);
 }
 
+/* Writes "$<n>\r\n" or "*<n>\r\n" at p; returns the end. */
+static char *resp_len(char *p, char tag, size_t n)
+{
+    char digits[24];
+    int d = 0;
+    do digits[d++] = (char)('0' + n % 10); while ((n /= 10) > 0);
+    *p++ = tag;
+    while (d > 0) *p++ = digits[--d];
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* Formats argv as a RESP array and appends it to the output buffer. Our
+ * own formatting, because hiredis' redisAppendCommandArgv builds each
+ * length with sdscatfmt, the largest single cost of a lock cycle in
+ * callgrind (docs/BENCHMARKS.md). REDIS_OK or REDIS_ERR (out of memory). */
+static int append_argv(redisContext *ctx, int argc, const char *const *argv, const size_t *lens)
+{
+    size_t total = 24;
+    for (int i = 0; i < argc; i++) total += 24 + (lens ? lens[i] : strlen(argv[i]));
+    char stack[2048];
+    char *buf = total <= sizeof(stack) ? stack : malloc(total);
+    if (!buf) return REDIS_ERR;
+    char *p = resp_len(buf, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        size_t n = lens ? lens[i] : strlen(argv[i]);
+        p = resp_len(p, '$', n);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    int rc = redisAppendFormattedCommand(ctx, buf, (size_t)(p - buf));
+    if (buf != stack) free(buf);
+    return rc;
+}
+
 static int transport_failed(dlock__conn *c)
 {
     set_err(c, "reply", c->ctx->errstr[0] ? c->ctx->errstr : "connection lost");
@@ -254,9 +292,14 @@ int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *l
     *reply_out = NULL;
     int rc = ensure_open(c);
     if (rc) return rc;
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
-    if (!r) return transport_failed(c);
-    *reply_out = (dlock__reply *)(void *)r;
+    if (append_argv(c->ctx, argc, argv, lens) != REDIS_OK) {
+        set_err(c, "append", "out of memory");
+        drop_ctx(c);
+        return DLOCK__ENOMEM;
+    }
+    void *r = NULL;
+    if (redisGetReply(c->ctx, &r) != REDIS_OK || !r) return transport_failed(c);
+    *reply_out = r;
     return 0;
 }
 
@@ -267,7 +310,7 @@ int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char 
     int rc = ensure_open(c);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++) {
-        if (redisAppendCommandArgv(c->ctx, argcs[i], (const char **)argvs[i], lens ? lens[i] : NULL) != REDIS_OK) {
+        if (append_argv(c->ctx, argcs[i], argvs[i], lens ? lens[i] : NULL) != REDIS_OK) {
             set_err(c, "append", "out of memory");
             drop_ctx(c);
             return DLOCK__ENOMEM;
@@ -310,7 +353,7 @@ int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **rep
 int dlock__conn_send(dlock__conn *c, int argc, const char **argv, const size_t *lens)
 {
     if (!c->ctx) return DLOCK__ECONN;
-    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
+    if (append_argv(c->ctx, argc, argv, lens) != REDIS_OK) {
         set_err(c, "append", "out of memory");
         drop_ctx(c);
         return DLOCK__ENOMEM;

@@ -149,11 +149,9 @@ static int parse_userinfo(const char **auth, size_t *alen, dlock__url *u, char *
             free(u->password);
             u->password = NULL;
         }
-    } else if (u->user) {
-        /* redis://secret@host is the common "password only" spelling. */
-        u->password = u->user;
-        u->user = NULL;
     }
+    /* A bare "user@" is a user name without a password (the Redis URI
+     * convention, as redis-py reads it); a password alone is ":pass@". */
     *alen -= (size_t)(at + 1 - *auth);
     *auth = at + 1;
     return 0;
@@ -246,7 +244,7 @@ int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen)
         out->kind = DLOCK__URL_SENTINEL;
         rc = parse_sentinel(s + 17, out, err, errlen);
     } else if (strncmp(s, "rediss://", 9) == 0) {
-        fail(err, errlen, "rediss:// (TLS) needs hiredis >= 1.0; this build links hiredis 0.14");
+        fail(err, errlen, "rediss:// (TLS) needs hiredis >= 1.0; this build links hiredis 0.14: use redis:// through a local stunnel (docs/ops/tls.md)");
         rc = DLOCK__ETLS;
     } else {
         rc = fail(err, errlen, "unknown scheme (expected redis://, unix:// or redis-sentinel://)");
@@ -291,6 +289,18 @@ int dlock__url_copy(const dlock__url *src, dlock__url *dst)
     return 0;
 }
 
+int dlock__url_auth_argv(const dlock__url *u, const char *argv[3])
+{
+    argv[0] = "AUTH";
+    if (u->user) {
+        argv[1] = u->user;
+        argv[2] = u->password ? u->password : "";
+        return 3;
+    }
+    argv[1] = u->password;
+    return u->password ? 2 : 0;
+}
+
 void dlock__url_free(dlock__url *u)
 {
     if (!u) return;
@@ -320,4 +330,29 @@ void dlock__url_describe(const dlock__url *u, char *buf, size_t len)
         snprintf(buf, len, "sentinel master %s", u->master_name);
         break;
     }
+}
+
+/* ---- shared with etcd_url.c (etcd:// URLs reuse these rules) ---------- */
+
+int dlock__url_hostport(const char *s, size_t n, dlock__hostport *hp, int default_port, char *err,
+                        size_t errlen)
+{
+    return parse_hostport(s, n, hp, default_port, err, errlen);
+}
+
+int dlock__url_userinfo(const char **auth, size_t *alen, char **user_out, char **password_out,
+                        char *err, size_t errlen)
+{
+    dlock__url u = {0};
+    int rc = parse_userinfo(auth, alen, &u, err, errlen);
+    *user_out = u.user;
+    *password_out = u.password;
+    u.user = u.password = NULL;
+    if (rc) dlock__url_free(&u);
+    return rc;
+}
+
+char *dlock__url_decode(const char *s, size_t n, int *bad)
+{
+    return decode_range(s, n, bad);
 }

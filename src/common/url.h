@@ -40,8 +40,26 @@ int dlock__url_copy(const dlock__url *src, dlock__url *dst);
 
 void dlock__url_free(dlock__url *u);
 
+/* The AUTH command for u's credentials, into argv; returns its argc: 3
+ * "AUTH user password" when a user is given (password "" when the URL has
+ * none: a `nopass` ACL user accepts it, any other refuses it), 2 "AUTH
+ * password" for a password alone, 0 when there is nothing to send. */
+int dlock__url_auth_argv(const dlock__url *u, const char *argv[3]);
+
 /* Writes a password-free description ("127.0.0.1:7001", "unix:/p.sock",
  * "sentinel mymaster") for log lines. */
 void dlock__url_describe(const dlock__url *u, char *buf, size_t len);
+
+/* ---- shared with etcd_url.c ---- */
+/* host[:port] or [v6]:port of [s, s+n) into hp (default_port if absent). */
+int dlock__url_hostport(const char *s, size_t n, dlock__hostport *hp, int default_port, char *err,
+                        size_t errlen);
+/* [user[:password]@] at the start of the authority [*auth, *auth+*alen);
+ * advances past it; percent-decoded copies (NULL when absent) on success. */
+int dlock__url_userinfo(const char **auth, size_t *alen, char **user_out, char **password_out,
+                        char *err, size_t errlen);
+/* Percent-decodes [s, s+n) into a new string; NULL and *bad on a bad
+ * escape or %00, NULL alone when out of memory. */
+char *dlock__url_decode(const char *s, size_t n, int *bad);
 
 #endif

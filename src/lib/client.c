@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "client_priv.h"
+#include "etcd.h"
+#include "slot.h"
 #include "util.h"
 
 DLOCK_API void dlock_client_options_init(dlock_client_options *o)
@@ -60,6 +62,18 @@ int dlock__check_name(const char *name)
     return n == 0 || n > DLOCK__NAME_MAX ? DLOCK_EINVAL : 0;
 }
 
+int dlock__client_check_name(const dlock_client *c, const char *what, const char *name)
+{
+    int rc = dlock__check_name(name);
+    if (rc == 0 || !c) return rc;
+    if (!name) dlock__log(c, DLOCK_LOG_WARN, "%s name missing (NULL)", what);
+    else if (!*name) dlock__log(c, DLOCK_LOG_WARN, "%s name is empty", what);
+    else
+        dlock__log(c, DLOCK_LOG_WARN, "%s name of %zu bytes is longer than the maximum of %d bytes", what,
+                   strlen(name), DLOCK__NAME_MAX);
+    return rc;
+}
+
 int dlock__client_key(const dlock_client *c, const char *name, char *out, size_t outlen)
 {
     int rc = dlock__check_name(name);
@@ -71,14 +85,55 @@ int dlock__client_key(const dlock_client *c, const char *name, char *out, size_t
     return 0;
 }
 
+/* Adds one to the decimal number in num (len digits, no NUL); returns the
+ * new length (one more when it carried past the first digit). */
+static size_t decimal_increment(char *num, size_t len)
+{
+    for (size_t i = len; i-- > 0;) {
+        if (num[i] != '9') {
+            num[i]++;
+            return len;
+        }
+        num[i] = '0';
+    }
+    memmove(num + 1, num, len);
+    num[0] = '1';
+    return len + 1;
+}
+
+/* Case 3 of the companion rule (client_internal.h): key has no hash tag but
+ * contains '}', so no tag can hold it. The companion key + "#" + n + suffix
+ * is untagged too (the '{' that failed to open a tag in key still fails),
+ * so the Cluster hashes all of it: pick the smallest n that gives key's
+ * slot. About 16384 tries on average, each a few CRC steps (~0.3 ms). */
+static int untaggable_companion(const char *key, size_t n, const char *suffix, char *out,
+                                size_t outlen)
+{
+    unsigned want = dlock__key_slot(key, n);
+    uint16_t head = dlock__crc16(dlock__crc16(0, key, n), "#", 1);
+    size_t slen = strlen(suffix), dlen = 1;
+    char num[16] = "0";
+    for (unsigned long i = 0; i < (1UL << 24); i++) { /* odds of no hit: e^-1024 */
+        uint16_t crc = dlock__crc16(dlock__crc16(head, num, dlen), suffix, slen);
+        if ((crc & (DLOCK__SLOTS - 1)) == want) {
+            int w = snprintf(out, outlen, "%s#%.*s%s", key, (int)dlen, num, suffix);
+            return w < 0 || (size_t)w >= outlen ? DLOCK_EINVAL : 0;
+        }
+        dlen = decimal_increment(num, dlen);
+    }
+    return DLOCK_EINVAL;
+}
+
 int dlock__companion_key(const char *key, const char *suffix, char *out, size_t outlen)
 {
-    const char *open = strchr(key, '{');
-    const char *close = open ? strchr(open + 1, '}') : NULL;
-    bool tagged = open && close && close > open + 1; /* "{}" is no tag */
-    int n = tagged ? snprintf(out, outlen, "%s%s", key, suffix)
+    if (strpbrk(suffix, "{}0123456789")) return DLOCK_EINVAL; /* see the rule's proof */
+    size_t n = strlen(key), off, len;
+    dlock__key_hashed_part(key, n, &off, &len);
+    bool tagged = len != n;
+    if (!tagged && memchr(key, '}', n)) return untaggable_companion(key, n, suffix, out, outlen);
+    int w = tagged ? snprintf(out, outlen, "%s%s", key, suffix)
                    : snprintf(out, outlen, "{%s}%s", key, suffix);
-    return n < 0 || (size_t)n >= outlen ? DLOCK_EINVAL : 0;
+    return w < 0 || (size_t)w >= outlen ? DLOCK_EINVAL : 0;
 }
 
 /* ---- held registry ---------------------------------------------------- */
@@ -112,6 +167,12 @@ int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t
                       dlock__reply **out)
 {
     return dlock__pool_cmd(&c->pool, argc, argv, lens, out);
+}
+
+int dlock__client_cmds(dlock_client *c, size_t n, const int *argcs, const char *const *const *argvs,
+                       dlock__reply **replies_out)
+{
+    return dlock__pool_cmds(&c->pool, n, argcs, argvs, replies_out);
 }
 
 int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,
@@ -180,6 +241,17 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
     }
     dlock__metrics_init(c);
     rc = copy_options(c, opts);
+    /* ---- etcd backend hook (issue 16): etcd:// and etcds:// clients have
+     * no Redis connection and no subscriber; locks go to etcd_lock.c. */
+    if (rc == 0 && dlock__etcd_url_is(c->url_copy)) {
+        rc = dlock__random_hex(c->id, 16);
+        if (rc == 0) rc = dlock__etcd_attach(c);
+        if (rc == 0) rc = dlock__watchdog_start(c);
+        if (rc == 0) *client_out = c;
+        else dlock_client_destroy(c);
+        return rc;
+    }
+    /* ---- end of the etcd backend hook ---- */
     char err[256] = "";
     if (rc == 0) rc = dlock__err_from_common(dlock__url_parse(c->url_copy, &c->url, err, sizeof(err)));
     if (rc == DLOCK_EURL) dlock__log(c, DLOCK_LOG_ERROR, "url: %s", err);
@@ -220,6 +292,7 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     dlock__subscriber_stop(c);
     dlock__watchdog_stop(c);
     report_held(c);
+    dlock__etcd_detach(c); /* etcd backend hook */
     dlock__pool_destroy(&c->pool);
     dlock__url_free(&c->url);
     free(c->url_copy);
@@ -231,4 +304,13 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     pthread_cond_destroy(&c->sub_cv);
     pthread_cond_destroy(&c->wd_cv);
     free(c);
+}
+
+char *dlock__redisson_channel(const char *key)
+{
+    bool tagged = strchr(key, '{') != NULL;
+    size_t n = strlen("redisson_lock__channel:{}") + strlen(key) + 1;
+    char *ch = malloc(n);
+    if (ch) snprintf(ch, n, tagged ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}", key);
+    return ch;
 }

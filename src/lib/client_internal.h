@@ -33,19 +33,32 @@ int dlock__err_from_common(int rc);
 
 /* ---- keys ------------------------------------------------------------ */
 
-#define DLOCK__NAME_MAX 1024 /* longest lock/object name accepted */
+#define DLOCK__NAME_MAX DLOCK_NAME_MAX /* longest lock/object name accepted */
 
 /* Validates a user-supplied object name: non-NULL, 1..DLOCK__NAME_MAX
  * bytes (no NUL inside by construction). 0 or DLOCK_EINVAL. */
 int dlock__check_name(const char *name);
+/* The same, and a refused name is explained through c's log hook (WARN),
+ * with its length and the maximum; what names the object ("lock"). */
+int dlock__client_check_name(const dlock_client *c, const char *what, const char *name);
 
 /* Writes prefix + name into out (NUL-terminated). 0 or EINVAL if it does
  * not fit. */
 int dlock__client_key(const dlock_client *c, const char *name, char *out, size_t outlen);
 
-/* The hash-tag rule for companion keys (fence counter, queues, ...): if key
- * already contains a hash tag "{...}" the companion is key + suffix, else
- * "{" key "}" + suffix, so both land in the same Cluster slot. */
+/* The rule for companion keys (fence counter, queues, ...): each lands in
+ * key's Cluster slot (slot.h: a tag is the non-empty text between the
+ * first '{' and the first '}' after it; a key without one hashes whole):
+ * 1. key has a tag: key + suffix (same first '{', same '}' after it);
+ * 2. no tag and no '}': "{" key "}" + suffix (the tag is all of key);
+ * 3. no tag but a '}' (no tag can hold key: "a}b", "x{}y", "{}{x}"):
+ *    key + "#" + n + suffix, untagged like key, with the smallest decimal
+ *    n that gives key's slot (cost: ~16384 CRC16 tries, once per handle).
+ * Case 3 keys have no tag and case 1 and 2 keys have one, so they never
+ * meet; within case 3 the digits before the suffix (which has no digits or
+ * braces, else EINVAL) give n and key back. Cases 1 and 2 meet only for
+ * names "x" and "{x}" (the layout since the first release, kept).
+ * 0, or EINVAL when out is too small. */
 int dlock__companion_key(const char *key, const char *suffix, char *out, size_t outlen);
 
 /* ---- scripts --------------------------------------------------------- */
@@ -66,9 +79,15 @@ int dlock__client_eval(dlock_client *c, const dlock__script *s, int nkeys, const
 int dlock__client_cmd(dlock_client *c, int argc, const char **argv, const size_t *lens,
                       dlock__reply **out);
 
-/* Like dlock__client_eval, then, if replicas > 0 and the script's reply is
- * not an error, `WAIT replicas timeout_ms` on the same connection (WAIT
- * only counts that connection's writes). *acked_out = replicas that
+/* n commands pipelined on one pooled connection: one round trip, with
+ * dlock__client_cmd's retry rules; replies_out[n] (all NULL on error). */
+int dlock__client_cmds(dlock_client *c, size_t n, const int *argcs, const char *const *const *argvs,
+                       dlock__reply **replies_out);
+
+/* Like dlock__client_eval, and if replicas > 0 `WAIT replicas timeout_ms`
+ * pipelined with the script on the same connection (one round trip; WAIT
+ * only counts that connection's writes; its answer is used only when the
+ * script's reply is not an error). *acked_out = replicas that
  * acknowledged (replicas when replicas == 0). A failed WAIT leaves *out
  * set and returns the WAIT's code. */
 int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,
@@ -190,5 +209,10 @@ void dlock__thread_owner(const dlock_client *c, char *out, size_t outlen);
 
 /* Options the client was created with (strings valid for its lifetime). */
 const dlock_client_options *dlock__client_options(const dlock_client *c);
+
+/* Redisson's unlock channel of lock key: "redisson_lock__channel:{key}", or
+ * "redisson_lock__channel:key" when key already contains '{' (Redisson's
+ * prefixName does not wrap a name twice). malloc'd; NULL on ENOMEM. */
+char *dlock__redisson_channel(const char *key);
 
 #endif

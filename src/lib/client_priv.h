@@ -59,6 +59,8 @@ struct dlock_client {
     double m_hold_sum_s;
     int64_t m_hold[DLOCK__HOLD_WINDOW]; /* ring of recent hold times (ms) */
     size_t m_hold_next;
+
+    struct dlock__etcd *etcd; /* etcd backend hook: set for etcd:// clients (etcd_client.c) */
 };
 
 int dlock__subscriber_start(dlock_client *c);

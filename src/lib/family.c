@@ -25,7 +25,7 @@ int dlock__fam_owner(const dlock_client *c, char out[DLOCK__FAM_OWNER_LEN])
 int dlock__fam_keys(const dlock_client *c, const char *name, int n, const char *const *suffixes,
                     char (*out)[DLOCK__KEY_MAX])
 {
-    int rc = dlock__check_name(name);
+    int rc = dlock__client_check_name(c, "object", name);
     if (rc) return rc;
     rc = dlock__client_key(c, name, out[0], DLOCK__KEY_MAX);
     for (int i = 0; rc == 0 && i < n; i++)

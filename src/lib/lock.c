@@ -3,8 +3,9 @@
  * extend, watchdog renewal, lost-lock detection and server queries.
  *
  * Design note (details in docs/locks.md).
- * Keys: lock key K = prefix + name; fence key "{K}:fence" (or K + ":fence"
- * when K has a hash tag) so every script touches one Cluster slot.
+ * Keys: lock key K = prefix + name; fence key "{K}:fence" (K + ":fence"
+ * when K has a hash tag; dlock__companion_key covers names no tag can hold)
+ * so every script touches one Cluster slot.
  * SIMPLE: K = token (string) with PX lease. REENTRANT: hash K {owner: count}.
  * Unlock channels: SIMPLE "dlock_lock__channel:{K}", REENTRANT
  * "redisson_lock__channel:{K}" (message "0", as Redisson publishes).
@@ -25,6 +26,34 @@
 #include "family.h"
 #include "scripts.h"
 #include "util.h"
+
+/* ---- etcd backend hook (issue 16) ------------------------------------------
+ * The public lock functions are defined in lock_dispatch.c, which sends
+ * each call here or to the etcd mutex (etcd_lock.c). So this file compiles
+ * them under internal names (lock_backend.h), not exported. Invariant that
+ * lock_dispatch.c relies on: struct dlock_lock begins with a pointer. */
+#include "lock_backend.h"
+#undef DLOCK_API
+#define DLOCK_API
+#define dlock_lock_new dlock__redis_lock_new
+#define dlock_lock_try_lock dlock__redis_lock_try_lock
+#define dlock_lock_unlock dlock__redis_lock_unlock
+#define dlock_lock_cancel dlock__redis_lock_cancel
+#define dlock_lock_is_held dlock__redis_lock_is_held
+#define dlock_lock_is_held_by_me dlock__redis_lock_is_held_by_me
+#define dlock_lock_is_locked dlock__redis_lock_is_locked
+#define dlock_lock_hold_count dlock__redis_lock_hold_count
+#define dlock_lock_remaining_ttl dlock__redis_lock_remaining_ttl
+#define dlock_lock_extend dlock__redis_lock_extend
+#define dlock_lock_name dlock__redis_lock_name
+#define dlock_lock_key dlock__redis_lock_key
+#define dlock_lock_owner dlock__redis_lock_owner
+#define dlock_lock_fence dlock__redis_lock_fence
+#define dlock_lock_free dlock__redis_lock_free
+#define dlock_force_unlock dlock__redis_force_unlock
+#define dlock_lock_status_get dlock__redis_lock_status_get
+#define dlock_fence_guard dlock__redis_fence_guard
+/* ---- end of the etcd backend hook ----------------------------------------- */
 
 #define FENCE_TTL_MS "3600000" /* fence key lives 1 h after last use */
 #define RECHECK_MIN_MS 50
@@ -85,16 +114,16 @@ static char *make_key(dlock_client *c, const char *name)
 
 static char *make_channel(dlock_lock_kind kind, const char *key)
 {
-    const char *pre = kind == DLOCK_LOCK_REENTRANT ? "redisson_lock__channel:" : "dlock_lock__channel:";
-    size_t n = strlen(pre) + strlen(key) + 3;
+    if (kind == DLOCK_LOCK_REENTRANT) return dlock__redisson_channel(key);
+    size_t n = strlen("dlock_lock__channel:{}") + strlen(key) + 1;
     char *ch = malloc(n);
-    if (ch) snprintf(ch, n, "%s{%s}", pre, key);
+    if (ch) snprintf(ch, n, "dlock_lock__channel:{%s}", key);
     return ch;
 }
 
 static char *make_fence_key(const char *key)
 {
-    size_t n = strlen(key) + 16;
+    size_t n = strlen(key) + 32; /* "{}" or "#" + n, and ":fence" */
     char *f = malloc(n);
     if (f && dlock__companion_key(key, ":fence", f, n) != 0) {
         free(f);
@@ -155,7 +184,7 @@ DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock
     dlock_lock_options defaults;
     dlock_lock_options_init(&defaults);
     if (!opts) opts = &defaults;
-    if (!c || dlock__check_name(name) != 0) return DLOCK_EINVAL;
+    if (!c || dlock__client_check_name(c, "lock", name) != 0) return DLOCK_EINVAL;
     if (opts->kind != DLOCK_LOCK_SIMPLE && opts->kind != DLOCK_LOCK_REENTRANT) return DLOCK_EINVAL;
     if (opts->owner_id && (!*opts->owner_id || strnlen(opts->owner_id, DLOCK_OWNER_MAX + 1) > DLOCK_OWNER_MAX))
         return DLOCK_EINVAL;
@@ -221,6 +250,8 @@ static int server_error(const dlock_lock *l, const char *what, const dlock__repl
 }
 
 typedef struct attempt_result {
+    bool plain;     /* in: SET NX PX without a fencing token (plain_ok) */
+    bool no_hint;   /* in: plain and no wait: the holder's TTL is not needed */
     int state;      /* 0 busy, 1 first acquisition, 2 re-entry */
     int64_t ttl_ms; /* busy: holder's pttl */
     int64_t count;  /* re-entry: new hold count */
@@ -228,8 +259,45 @@ typedef struct attempt_result {
     int acked;      /* replicas that acknowledged */
 } attempt_result;
 
+/* Whether an acquire may be the plain redis-py/redlock one, `SET K token
+ * NX PX lease` without the script: a SIMPLE lock with a fresh random token
+ * (an explicit owner id needs the script's "already mine" rule), no
+ * fencing token asked for, no replica wait (WAIT pipelining is the
+ * script path's). Such a hold has no fencing token (dlock_lock_fence 0). */
+static bool plain_ok(const dlock_lock *l, const uint64_t *fence_out)
+{
+    return l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner && !fence_out &&
+           dlock__client_options(l->c)->wait_replicas == 0;
+}
+
+/* The plain acquire, with PTTL pipelined for the waiting hint (none when
+ * not waiting): one round trip, no script. */
+static int attempt_plain(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_result *res)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+    const char *set[6] = {"SET", l->key, owner, "NX", "PX", lease};
+    const char *pttl[2] = {"PTTL", l->key};
+    const char *const *argvs[2] = {set, pttl};
+    const int argcs[2] = {6, 2};
+    dlock__reply *rs[2];
+    rs[1] = NULL;
+    int rc = dlock__client_cmds(l->c, res->no_hint ? 1 : 2, argcs, argvs, rs);
+    if (rc == 0 && dlock__reply_kind(rs[0]) == DLOCK__R_ERROR) rc = server_error(l, "acquire", rs[0]);
+    if (rc == 0) {
+        res->state = dlock__reply_kind(rs[0]) == DLOCK__R_NIL ? 0 : 1;
+        res->ttl_ms = res->state == 0 && rs[1] ? dlock__reply_int(rs[1]) : 0;
+        res->count = 1;
+        res->fence = 0;
+    }
+    dlock__reply_free(rs[0]);
+    dlock__reply_free(rs[1]);
+    return rc;
+}
+
 static int attempt(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_result *res)
 {
+    if (res->plain) return attempt_plain(l, owner, lease_ms, res);
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
     const char *keys[2] = {l->key, l->fence_key};
@@ -370,7 +438,7 @@ static void end_hold(dlock_lock *l, bool released)
     if (released) dlock__metrics_hold(l->c, held_ms);
 }
 
-static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res);
+static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, attempt_result *res);
 
 /* One acquisition attempt inside dlock__fam_wait. While an earlier
  * attempt's outcome is unknown, it asks before trying again. Connection
@@ -390,9 +458,9 @@ static int acquire_attempt(void *ctx, int64_t *hint_ms)
 {
     acquire_try *t = ctx;
     t->sent_ms = dlock__now_ms();
-    int rc = t->unknown ? resolve_unknown(t->l, t->owner, &t->res)
+    int rc = t->unknown ? resolve_unknown(t->l, t->owner, t->lease, &t->res)
                         : attempt(t->l, t->owner, t->lease, &t->res);
-    if (!t->unknown && rc == DLOCK_EUNKNOWN) rc = resolve_unknown(t->l, t->owner, &t->res);
+    if (!t->unknown && rc == DLOCK_EUNKNOWN) rc = resolve_unknown(t->l, t->owner, t->lease, &t->res);
     t->unknown = rc == DLOCK_EUNKNOWN;
     t->last_rc = rc == DLOCK_ECONN || rc == DLOCK_EUNKNOWN ? rc : 0;
     *hint_ms = rc == 0 ? t->res.ttl_ms : -1;
@@ -423,6 +491,8 @@ static int acquire_wait(acquire_try *t, int64_t wait_ms)
     return rc;
 }
 
+static int undo_unreplicated(dlock_lock *l, const char *owner, int acked, int64_t lease);
+
 /* Re-entry of a held REENTRANT lock by its owner. */
 static int reenter(dlock_lock *l, uint64_t *fence_out)
 {
@@ -438,6 +508,11 @@ static int reenter(dlock_lock *l, uint64_t *fence_out)
         dlock__log(l->c, DLOCK_LOG_ERROR, "lock %s: re-entry found it held by another owner: lost", l->name);
         return DLOCK_ELOST;
     }
+    int want = dlock__client_options(l->c)->wait_replicas;
+    if (res.state == 1 && want > 0 && res.acked < want) { /* a new hold without its promise */
+        end_hold(l, false);
+        return undo_unreplicated(l, l->owner, res.acked, lease);
+    }
     pthread_mutex_lock(&l->mu);
     if (res.state == 1) { /* expired and taken afresh: a new first hold */
         l->count = 1;
@@ -451,10 +526,32 @@ static int reenter(dlock_lock *l, uint64_t *fence_out)
     return 0;
 }
 
+/* Replica safety for a hold found by resolve_unknown: the WAIT that
+ * followed the lost attempt is lost too, and a WAIT on another connection
+ * says nothing about that write. So renew the hold (an owner-checked
+ * write) with WAIT pipelined: replication is one ordered stream, so a
+ * replica that has the renewal has the acquisition before it. */
+static int confirm_replicas(dlock_lock *l, const char *owner, int64_t lease, int *acked_out)
+{
+    const dlock_client_options *o = dlock__client_options(l->c);
+    *acked_out = o->wait_replicas;
+    if (o->wait_replicas <= 0) return 0;
+    char ls[24];
+    snprintf(ls, sizeof(ls), "%lld", (long long)lease);
+    const char *keys[1] = {l->key};
+    const char *args[2] = {owner, ls};
+    dlock__reply *r = NULL;
+    int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew,
+                                     1, keys, 2, args, o->wait_replicas, o->wait_replicas_timeout_ms, &r, acked_out);
+    if (rc == 0 && lock_finish(&l->rn, r) != 0) *acked_out = 0; /* gone again: not safe */
+    dlock__reply_free(r);
+    return rc ? DLOCK_EUNKNOWN : 0;
+}
+
 /* An acquire attempt ended EUNKNOWN (sent, no reply): ask whether owner
  * holds the lock now. 0 with res->state 1 (it does; fence read back) or 0
  * (it does not: keep waiting), or EUNKNOWN when the question failed too. */
-static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res)
+static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, attempt_result *res)
 {
     bool simple = l->kind == DLOCK_LOCK_SIMPLE;
     const char *q[3] = {simple ? "GET" : "HGET", l->key, owner};
@@ -467,14 +564,16 @@ static int resolve_unknown(dlock_lock *l, const char *owner, attempt_result *res
     if (rc) return DLOCK_EUNKNOWN;
     res->state = mine ? 1 : 0;
     res->ttl_ms = -1;
-    res->acked = dlock__client_options(l->c)->wait_replicas; /* WAIT's answer is lost */
+    res->fence = 0;
     if (!mine) return 0;
-    const char *g[2] = {"GET", l->fence_key};
-    rc = dlock__client_cmd(l->c, 2, g, NULL, &r);
-    res->fence = rc == 0 ? strtoull(dlock__reply_str(r, NULL), NULL, 10) : 0;
-    dlock__reply_free(r);
+    if (!res->plain) { /* a plain acquire issued no token */
+        const char *g[2] = {"GET", l->fence_key};
+        rc = dlock__client_cmd(l->c, 2, g, NULL, &r);
+        res->fence = rc == 0 ? strtoull(dlock__reply_str(r, NULL), NULL, 10) : 0;
+        dlock__reply_free(r);
+    }
     dlock__log(l->c, DLOCK_LOG_INFO, "lock %s: acquire outcome was unknown; it was applied", l->name);
-    return 0;
+    return confirm_replicas(l, owner, lease, &res->acked);
 }
 
 /* Replica safety: too few replicas acknowledged a fresh acquisition. */
@@ -511,7 +610,8 @@ DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_
     if (held) return same_owner ? reenter(l, fence_out) : DLOCK_EINVAL;
 
     acquire_try t = {.l = l, .owner = owner,
-                     .lease = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c)};
+                     .lease = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c),
+                     .res = {.plain = plain_ok(l, fence_out), .no_hint = wait_ms == 0}};
     rc = acquire_wait(&t, wait_ms);
     attempt_result res = t.res;
     int64_t lease = t.lease, sent = t.sent_ms;
@@ -764,7 +864,7 @@ DLOCK_API void dlock_lock_free(dlock_lock *l)
 DLOCK_API int dlock_force_unlock(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out)
 {
     if (removed_out) *removed_out = false;
-    if (!c || dlock__check_name(name) || (kind != DLOCK_LOCK_SIMPLE && kind != DLOCK_LOCK_REENTRANT))
+    if (!c || dlock__client_check_name(c, "lock", name) || (kind != DLOCK_LOCK_SIMPLE && kind != DLOCK_LOCK_REENTRANT))
         return DLOCK_EINVAL;
     char *key = make_key(c, name);
     char *chan = key ? make_channel(kind, key) : NULL;
@@ -791,7 +891,7 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
     if (!st) return DLOCK_EINVAL;
     memset(st, 0, sizeof(*st));
     st->ttl_ms = -2;
-    if (!c || dlock__check_name(name)) return DLOCK_EINVAL;
+    if (!c || dlock__client_check_name(c, "lock", name)) return DLOCK_EINVAL;
     char *key = make_key(c, name);
     char *fence = key ? make_fence_key(key) : NULL;
     int rc = DLOCK_ENOMEM;
@@ -819,7 +919,7 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
 DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out)
 {
     if (highest_out) *highest_out = 0;
-    if (!c || dlock__check_name(resource) || token == 0) return DLOCK_EINVAL;
+    if (!c || dlock__client_check_name(c, "fence-guard resource", resource) || token == 0) return DLOCK_EINVAL;
     char *key = make_key(c, resource);
     if (!key) return DLOCK_ENOMEM;
     char tok[24];

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "family.h"
+#include "slot.h"
 #include "util.h"
 
 extern const unsigned char dlock__lua_multi_acquire[];
@@ -41,31 +42,6 @@ struct dlock_multilock {
 };
 
 #define ML_OF_HOLD(h) ((dlock_multilock *)(void *)((char *)(h) - offsetof(dlock_multilock, hold)))
-
-/* ---- Cluster hash slots --------------------------------------------------- */
-
-static uint16_t crc16_xmodem(const char *s, size_t n)
-{
-    uint16_t crc = 0;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= (uint16_t)((uint16_t)(unsigned char)s[i] << 8);
-        for (int b = 0; b < 8; b++)
-            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
-    }
-    return crc;
-}
-
-/* The slot Redis Cluster assigns to key (hash tag rules). */
-static unsigned key_slot(const char *key)
-{
-    size_t len = strlen(key);
-    const char *open = strchr(key, '{');
-    if (open) {
-        const char *close = strchr(open + 1, '}');
-        if (close && close > open + 1) return crc16_xmodem(open + 1, (size_t)(close - open - 1)) & 16383u;
-    }
-    return crc16_xmodem(key, len) & 16383u;
-}
 
 /* ---- creation ------------------------------------------------------------- */
 
@@ -103,14 +79,12 @@ static int fill_keys(dlock_multilock *ml, const char *const *names)
     }
     qsort(ml->keys, ml->n, sizeof(char *), cmp_str);
     ml->atomic = true;
-    unsigned slot0 = key_slot(ml->keys[0]);
+    unsigned slot0 = dlock__key_slot(ml->keys[0], strlen(ml->keys[0]));
     for (size_t i = 0; i < ml->n; i++) {
         if (i > 0 && strcmp(ml->keys[i - 1], ml->keys[i]) == 0) return DLOCK_EINVAL;
-        if (key_slot(ml->keys[i]) != slot0) ml->atomic = false;
-        size_t len = strlen(ml->keys[i]) + sizeof("redisson_lock__channel:{}");
-        ml->chans[i] = malloc(len);
+        if (dlock__key_slot(ml->keys[i], strlen(ml->keys[i])) != slot0) ml->atomic = false;
+        ml->chans[i] = dlock__redisson_channel(ml->keys[i]);
         if (!ml->chans[i]) return DLOCK_ENOMEM;
-        snprintf(ml->chans[i], len, "redisson_lock__channel:{%s}", ml->keys[i]);
     }
     return 0;
 }
@@ -121,7 +95,7 @@ DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names
     if (!client || !names || !ml_out || n < 1 || n > DLOCK_MULTILOCK_MAX) return DLOCK_EINVAL;
     *ml_out = NULL;
     for (size_t i = 0; i < n; i++)
-        if (dlock__check_name(names[i]) != 0) return DLOCK_EINVAL;
+        if (dlock__client_check_name(client, "lock", names[i]) != 0) return DLOCK_EINVAL;
     dlock_multilock *ml = calloc(1, sizeof(*ml));
     if (!ml) return DLOCK_ENOMEM;
     ml->c = client;

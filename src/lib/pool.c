@@ -122,6 +122,7 @@ typedef int (*conn_fn)(dlock__pool *p, dlock__conn *conn, void *ctx);
 
 static int with_conn(dlock__pool *p, conn_fn fn, void *ctx)
 {
+    if (!p->started) return DLOCK_ENOTSUP; /* no Redis behind this client (etcd) */
     int rc = DLOCK_ECONN;
     for (int attempt = 0;; attempt++) {
         dlock__pooled pc;
@@ -169,6 +170,34 @@ int dlock__pool_cmd(dlock__pool *p, int argc, const char **argv, const size_t *l
     return with_conn(p, run_cmd, &x);
 }
 
+typedef struct cmds_ctx {
+    size_t n;
+    const int *argcs;
+    const char *const *const *argvs;
+    dlock__reply **replies;
+} cmds_ctx;
+
+static int run_cmds(dlock__pool *p, dlock__conn *conn, void *ctx)
+{
+    cmds_ctx *x = ctx;
+    int rc = dlock__err_from_common(dlock__conn_pipeline(conn, x->n, x->argcs, x->argvs, NULL, x->replies));
+    for (size_t i = 0; rc == 0 && i < x->n; i++) rc = check_readonly(p, &x->replies[i]);
+    if (rc)
+        for (size_t i = 0; i < x->n; i++) {
+            dlock__reply_free(x->replies[i]);
+            x->replies[i] = NULL;
+        }
+    return rc;
+}
+
+int dlock__pool_cmds(dlock__pool *p, size_t n, const int *argcs, const char *const *const *argvs,
+                     dlock__reply **replies_out)
+{
+    for (size_t i = 0; i < n; i++) replies_out[i] = NULL;
+    cmds_ctx x = {n, argcs, argvs, replies_out};
+    return with_conn(p, run_cmds, &x);
+}
+
 /* ---- scripts ---------------------------------------------------------- */
 
 const char *dlock__pool_script_sha(dlock__pool *p, const dlock__script *s)
@@ -202,18 +231,25 @@ typedef struct eval_ctx {
     int *acked_out;
 } eval_ctx;
 
-static int eval_on(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
+/* argv for EVALSHA (EVAL when sha is NULL) of x into argv (MAX_ARGS);
+ * nk holds the key count's text. Returns argc. */
+static int eval_argv(const eval_ctx *x, const char *sha, const char **argv, char nk[16])
 {
-    const char *argv[MAX_ARGS];
-    char nk[16];
-    snprintf(nk, sizeof(nk), "%d", x->nkeys);
-    const char *sha = dlock__pool_script_sha(p, x->s);
+    snprintf(nk, 16, "%d", x->nkeys);
     argv[0] = sha ? "EVALSHA" : "EVAL";
     argv[1] = sha ? sha : (const char *)x->s->src;
     argv[2] = nk;
     for (int i = 0; i < x->nkeys; i++) argv[3 + i] = x->keys[i];
     for (int i = 0; i < x->nargs; i++) argv[3 + x->nkeys + i] = x->args[i];
-    int argc = 3 + x->nkeys + x->nargs;
+    return 3 + x->nkeys + x->nargs;
+}
+
+static int eval_on(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
+{
+    const char *argv[MAX_ARGS];
+    char nk[16];
+    const char *sha = dlock__pool_script_sha(p, x->s);
+    int argc = eval_argv(x, sha, argv, nk);
     int rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
     if (rc == 0 && sha && dlock__reply_is_error(*x->out, "NOSCRIPT")) {
         /* Script cache emptied (restart, failover, SCRIPT FLUSH): EVAL
@@ -221,30 +257,84 @@ static int eval_on(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
         dlock__log_opts(p->opts, DLOCK_LOG_INFO, "script %s not cached on server: reloading", x->s->name);
         dlock__reply_free(*x->out);
         *x->out = NULL;
-        argv[0] = "EVAL";
-        argv[1] = (const char *)x->s->src;
+        argc = eval_argv(x, NULL, argv, nk);
         rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
     }
     if (rc) return rc;
     return check_readonly(p, x->out);
 }
 
-static int run_eval(dlock__pool *p, dlock__conn *conn, void *ctx)
+/* The WAIT reply: *acked_out = replicas that acknowledged, or ESERVER. */
+static int wait_result(const dlock__reply *w, int *acked_out)
 {
-    eval_ctx *x = ctx;
+    if (dlock__reply_kind(w) != DLOCK__R_INTEGER) return DLOCK_ESERVER;
+    *acked_out = (int)dlock__reply_int(w);
+    return 0;
+}
+
+static void wait_argv(const eval_ctx *x, const char *argv[3], char n[16], char t[24])
+{
+    snprintf(n, 16, "%d", x->replicas);
+    snprintf(t, 24, "%lld", (long long)x->timeout_ms);
+    argv[0] = "WAIT";
+    argv[1] = n;
+    argv[2] = t;
+}
+
+/* The script, then WAIT: two round trips (no SHA, or after NOSCRIPT). */
+static int eval_then_wait(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
+{
     int rc = eval_on(p, conn, x);
-    if (rc || x->replicas <= 0 || dlock__reply_kind(*x->out) == DLOCK__R_ERROR) return rc;
+    if (rc || dlock__reply_kind(*x->out) == DLOCK__R_ERROR) return rc;
+    const char *argv[3];
     char n[16], t[24];
-    snprintf(n, sizeof(n), "%d", x->replicas);
-    snprintf(t, sizeof(t), "%lld", (long long)x->timeout_ms);
-    const char *argv[3] = {"WAIT", n, t};
+    wait_argv(x, argv, n, t);
     dlock__reply *w = NULL;
     rc = dlock__err_from_common(dlock__conn_cmd(conn, 3, argv, NULL, &w));
     if (rc == DLOCK_ECONN) rc = DLOCK_EUNKNOWN; /* the eval did run: never retry it */
-    if (rc == 0 && dlock__reply_kind(w) == DLOCK__R_INTEGER) *x->acked_out = (int)dlock__reply_int(w);
-    else if (rc == 0) rc = DLOCK_ESERVER;
+    if (rc == 0) rc = wait_result(w, x->acked_out);
     dlock__reply_free(w);
     return rc;
+}
+
+/* EVALSHA and `WAIT replicas timeout` pipelined: one round trip. WAIT
+ * counts the replicas that have this connection's last write, so it covers
+ * the script's writes (a script that wrote nothing leaves the offset of an
+ * earlier write, normally acknowledged long ago). *noscript_out: the
+ * script was not cached, nothing ran (the caller falls back). */
+static int eval_with_wait(dlock__pool *p, dlock__conn *conn, eval_ctx *x, const char *sha,
+                          bool *noscript_out)
+{
+    const char *argv[MAX_ARGS], *wargv[3];
+    char nk[16], n[16], t[24];
+    const char *const *argvs[2] = {argv, wargv};
+    int argcs[2] = {eval_argv(x, sha, argv, nk), 3};
+    wait_argv(x, wargv, n, t);
+    dlock__reply *rs[2] = {NULL, NULL};
+    int rc = dlock__err_from_common(dlock__conn_pipeline(conn, 2, argcs, argvs, NULL, rs));
+    *noscript_out = rc == 0 && dlock__reply_is_error(rs[0], "NOSCRIPT");
+    if (rc == 0 && !*noscript_out) {
+        *x->out = rs[0];
+        rs[0] = NULL;
+        rc = check_readonly(p, x->out);
+        if (rc == 0 && dlock__reply_kind(*x->out) != DLOCK__R_ERROR) rc = wait_result(rs[1], x->acked_out);
+    }
+    dlock__reply_free(rs[0]);
+    dlock__reply_free(rs[1]);
+    return rc;
+}
+
+static int run_eval(dlock__pool *p, dlock__conn *conn, void *ctx)
+{
+    eval_ctx *x = ctx;
+    if (x->replicas <= 0) return eval_on(p, conn, x);
+    const char *sha = dlock__pool_script_sha(p, x->s);
+    bool noscript = false;
+    if (sha) {
+        int rc = eval_with_wait(p, conn, x, sha, &noscript);
+        if (!noscript) return rc;
+    }
+    return eval_then_wait(p, conn, x);
 }
 
 int dlock__pool_eval_wait(dlock__pool *p, const dlock__script *s, int nkeys,
@@ -370,6 +460,7 @@ int dlock__pool_start(dlock__pool *p, const dlock_client_options *opts, const dl
     p->n_open = 1;
     rc = preload(p, pc.conn);
     p->idle[p->n_idle++] = pc;
+    p->started = rc == 0;
     return rc;
 }
 

@@ -40,6 +40,7 @@ typedef struct dlock__pool {
     int n_idle;
     int n_open;
     bool closing;
+    bool started;      /* pool_start succeeded: a Redis backend (false on etcd clients) */
     struct {
         const unsigned char *src;
         char sha[41];
@@ -76,6 +77,12 @@ int dlock__pool_eval_wait(dlock__pool *p, const dlock__script *s, int nkeys,
                           const char *const *keys, int nargs, const char *const *args,
                           int replicas, int64_t timeout_ms, dlock__reply **out, int *acked_out);
 const char *dlock__pool_script_sha(dlock__pool *p, const dlock__script *s);
+
+/* n commands pipelined on one connection (one round trip); replies_out[n].
+ * Retried as a whole on ECONN (nothing sent) and on a READONLY reply (a
+ * demoted master applied nothing). On any error every reply is NULL. */
+int dlock__pool_cmds(dlock__pool *p, size_t n, const int *argcs, const char *const *const *argvs,
+                     dlock__reply **replies_out);
 
 /* Pipelines n EVALSHA calls on one pooled connection (watchdog batches).
  * replies_out[n]; all-or-nothing on transport errors. */

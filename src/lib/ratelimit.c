@@ -52,7 +52,7 @@ DLOCK_API int dlock_ratelimit_new(dlock_client *client, const char *name,
         return DLOCK_EINVAL;
     double interval_us = (double)o.period_ms * 1000.0 / (double)o.rate;
     if (interval_us < 1.0) return DLOCK_EINVAL; /* finer than TIME resolution */
-    int rc = dlock__check_name(name);
+    int rc = dlock__client_check_name(client, "rate limiter", name);
     if (rc) return rc;
     dlock_ratelimit *rl = calloc(1, sizeof(*rl));
     if (!rl) return DLOCK_ENOMEM;

@@ -20,6 +20,7 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
     else if (d->per_user_limit < 1 || d->per_user_limit > 1000000) why = "per_user_limit must be 1..1000000";
     else if (d->starts_at_ms < 0 || d->ends_at_ms <= d->starts_at_ms) why = "ends_at must be after starts_at";
     else if (d->price_cents < 0) why = "price_cents must be >= 0";
+    else if (d->db_reserve < 0 || d->db_reserve > d->stock) why = "db_reserve must be 0..stock";
     if (why && err && errlen) snprintf(err, errlen, "%s", why);
     return why ? SK_EINVAL : 0;
 }
@@ -68,6 +69,7 @@ static void on_info(const dlock__reply *r, int err, void *priv)
         else if (strcmp(k, "starts_at_ms") == 0) info.def.starts_at_ms = field_int(v);
         else if (strcmp(k, "ends_at_ms") == 0) info.def.ends_at_ms = field_int(v);
         else if (strcmp(k, "price_cents") == 0) info.def.price_cents = field_int(v);
+        else if (strcmp(k, "db_reserve") == 0) info.def.db_reserve = field_int(v);
     }
     info.sold = info.def.stock - info.remaining;
     if (info.sold < 0) info.sold = 0;
@@ -125,6 +127,9 @@ static void on_heat(const dlock__reply *r, int err, void *priv)
     if (!err) {
         const char *argv[] = {"SADD", "seckill:campaigns", q->id};
         sk__call_cmd(e, 3, argv, NULL, ignore_reply, NULL);
+        /* the persisters consume it at once (announce.h) */
+        const char *ann[] = {"XADD", "seckill:announce", "MAXLEN", "~", "1000", "*", "campaign", q->id};
+        sk__call_cmd(e, 8, ann, NULL, ignore_reply, NULL);
         /* The snapshot queued after the write sees it (one connection). */
         if (send_info(e, q) == 0) {
             /* remember the campaign: a new stock clears a local sold-out flag */
@@ -141,22 +146,26 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
                             sk_campaign_cb cb, void *arg)
 {
     if (!cb || sk_campaign_check(d, NULL, 0)) return SK_EINVAL;
+    /* meta.runid comes from the connect-time probe: not before it answered */
+    if (e->info_due > 0 || !e->runid[0]) return SK_EUNAVAIL;
     camp_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
     q->e = e;
     q->cb = cb;
     q->arg = arg;
     snprintf(q->id, sizeof(q->id), "%s", d->id);
-    char meta[96], stock[96], buyers[96], n[5][24];
+    char meta[96], stock[96], buyers[96], n[6][24];
     snprintf(meta, sizeof(meta), "{c:%s}:meta", d->id);
     snprintf(stock, sizeof(stock), "{c:%s}:stock", d->id);
     snprintf(buyers, sizeof(buyers), "{c:%s}:buyers", d->id);
-    const int64_t v[5] = {d->stock, d->per_user_limit, d->starts_at_ms, d->ends_at_ms, d->price_cents};
-    for (int i = 0; i < 5; i++) snprintf(n[i], sizeof(n[i]), "%lld", (long long)v[i]);
+    const int64_t v[6] = {d->stock, d->per_user_limit, d->starts_at_ms, d->ends_at_ms, d->price_cents,
+                          d->db_reserve};
+    for (int i = 0; i < 6; i++) snprintf(n[i], sizeof(n[i]), "%lld", (long long)v[i]);
     const char *modes[] = {"create", "reheat", "force"};
+    /* the run id of the server this connection reached (read at connect) */
     const char *args[] = {"3", meta, stock, buyers, modes[mode], d->title,
-                          n[0], n[1], n[2], n[3], n[4]};
-    int rc = sk__call_script(e, SK__LUA_HEAT, 11, args, NULL, on_heat, q);
+                          n[0], n[1], n[2], n[3], n[4], e->runid, n[5]};
+    int rc = sk__call_script(e, SK__LUA_HEAT, 13, args, NULL, on_heat, q);
     if (rc) free(q);
     return rc;
 }

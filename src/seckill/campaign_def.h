@@ -13,6 +13,7 @@ typedef struct sk_campaign {
     int64_t per_user_limit;
     int64_t starts_at_ms, ends_at_ms; /* [starts, ends), unix ms, checked on the Redis clock */
     int64_t price_cents;
+    int64_t db_reserve; /* units carved out for the database path (0..stock); Redis gets stock - db_reserve */
 } sk_campaign;
 
 #endif

@@ -5,7 +5,13 @@
  * once when nothing of its campaign is in flight (no added latency when
  * idle); under load it waits for the in-flight call to return or for
  * linger_us, whichever comes first. Redis is reached only through the
- * hooks (coalesce.h); outcomes are read from the table of outcome.h. */
+ * hooks (coalesce.h); outcomes are read from the table of outcome.h.
+ * Acknowledgement: when the plan is SK__ACK_WAIT, a WAIT is pipelined
+ * right behind the script; a batch is decided by the script's reply and
+ * answered when both replies are in: acceptances (and replays) are 201
+ * only if WAIT reported enough replicas, else pending (202). The
+ * campaign's next batch may be sent as soon as the script replied (it
+ * queues behind the WAIT on the same connection). */
 #include "coalesce.h"
 
 #include <stdio.h>
@@ -30,13 +36,19 @@ struct sk__preq {
     char idem[65];
     char ip[64];
     uint64_t order_id;
+    sk_purchase_result res; /* decided, waiting for the acknowledgement */
 };
 
 typedef struct sk__batch {
-    sk__camp *camp;
+    sk__camp *camp;         /* until the script's reply */
     struct sk__batch *next; /* on co->failed */
-    int err;
+    int err;                /* not sent (fail_later), or the script's transport error */
     int n;
+    int ack;                /* SK__ACK_* when sent */
+    int acks;               /* WAIT's replicas */
+    int replies_due;        /* the script's and WAIT's replies still to come */
+    bool acked;             /* WAIT reported >= acks */
+    sk__coalescer *co;
     sk__preq *reqs[];
 } sk__batch;
 
@@ -55,6 +67,7 @@ struct sk__coalescer {
     uint64_t batches[SK_STAT_BATCH_BUCKETS];
     uint64_t batched_purchases;
     uint64_t soldout_local;
+    uint64_t answered_acked, answered_pending, ack_waits, ack_failures;
 };
 
 const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, INT64_MAX};
@@ -170,13 +183,15 @@ static void put_keys(dlock__buf *buf, size_t *offs, int *na, const sk__camp *c, 
     }
 }
 
-/* purchase.lua's ARGV: campaign, N, the six limits, then 5 per purchase. */
+/* purchase.lua's ARGV: campaign, N, the six limits, the server's run id,
+ * then 5 per purchase. */
 static void put_argv(dlock__buf *buf, size_t *offs, int *na, const sk__coalescer *co, const sk__camp *c,
                      const sk__batch *b)
 {
     put_arg(buf, offs, na, "", c->id);
     put_int(buf, offs, na, b->n);
     for (int k = 0; k < 6; k++) put_int(buf, offs, na, (long long)co->limits[k]);
+    put_arg(buf, offs, na, "", co->h.server_runid(co->h.ud));
     for (int i = 0; i < b->n; i++) {
         const sk__preq *q = b->reqs[i];
         char oid[24];
@@ -189,9 +204,28 @@ static void put_argv(dlock__buf *buf, size_t *offs, int *na, const sk__coalescer
     }
 }
 
+static void on_wait_reply(const dlock__reply *r, int err, void *priv);
+
+/* WAIT right behind the script, on the same connection: it covers the
+ * script's write (purchase.lua always writes when it decides). */
+static void send_wait(sk__coalescer *co, sk__batch *b)
+{
+    int64_t timeout = 0;
+    b->ack = co->h.ack_plan(co->h.ud, &b->acks, &timeout);
+    b->acked = b->ack == SK__ACK_REPLY;
+    if (b->ack != SK__ACK_WAIT) return;
+    char n[16], t[24];
+    snprintf(n, sizeof(n), "%d", b->acks);
+    snprintf(t, sizeof(t), "%lld", (long long)timeout);
+    const char *argv[] = {"WAIT", n, t};
+    co->ack_waits++;
+    if (co->h.send(co->h.ud, false, 3, argv, on_wait_reply, b) == 0) b->replies_due++;
+    else co->ack_failures++; /* decided, never acknowledged: pending */
+}
+
 static int send_batch(sk__coalescer *co, sk__camp *c, sk__batch *b)
 {
-    int nargs = 1 + (4 + 4 * b->n) + 8 + 5 * b->n, na = 0;
+    int nargs = 1 + (4 + 4 * b->n) + 9 + 5 * b->n, na = 0;
     size_t *offs = malloc((size_t)nargs * sizeof(size_t));
     const char **args = malloc((size_t)nargs * sizeof(char *));
     dlock__buf buf = {0};
@@ -202,7 +236,12 @@ static int send_batch(sk__coalescer *co, sk__camp *c, sk__batch *b)
     }
     if (offs && args && !buf.oom) {
         for (int k = 0; k < na; k++) args[k] = buf.data + offs[k];
+        b->replies_due = 0;
         rc = co->h.send(co->h.ud, true, na, args, on_batch_reply, b);
+        if (rc == 0) {
+            b->replies_due = 1;
+            send_wait(co, b);
+        }
     }
     dlock__buf_free(&buf);
     free(offs);
@@ -231,9 +270,7 @@ static void flush(sk__camp *c)
     if (!n) return;
     sk__batch *b = malloc(sizeof(*b) + (size_t)n * sizeof(sk__preq *));
     if (!b) return; /* stays queued: the next arrival or reply retries */
-    b->camp = c;
-    b->n = n;
-    b->next = NULL;
+    *b = (sk__batch){.camp = c, .co = co, .n = n};
     memcpy(b->reqs, c->pending, (size_t)n * sizeof(sk__preq *));
     c->npending = 0;
     c->inflight++;
@@ -244,8 +281,9 @@ static void flush(sk__camp *c)
     else count_batch(co, n);
 }
 
-/* Answers purchase i of a batch from its 4 reply entries. */
-static void answer_one(sk__coalescer *co, sk__camp *c, const dlock__reply *r, int i, sk__preq *q)
+/* Reads purchase i of a batch from its 4 reply entries into q->res; the
+ * answer waits for the acknowledgement (deliver_decided). */
+static void decide_one(sk__camp *c, const dlock__reply *r, int i, sk__preq *q)
 {
     sk_outcome_id id = sk_outcome_of_script(dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i))));
     sk_purchase_result res = {.err = sk_outcome_get(id)->err, .replay = id == SK_OUT_REPLAY};
@@ -258,9 +296,43 @@ static void answer_one(sk__coalescer *co, sk__camp *c, const dlock__reply *r, in
     else res.value = v;
     if ((id == SK_OUT_ACCEPTED || id == SK_OUT_SOLD_OUT) && v == 0) c->soldout = true;
     c->unknown = id == SK_OUT_NOT_FOUND;
-    count_outcome(co, &res);
-    q->cb(&res, q->arg);
-    free(q);
+    q->res = res;
+}
+
+/* Answers a decided batch: an acceptance or replay is pending unless the
+ * batch was acknowledged. */
+static void deliver_decided(sk__coalescer *co, sk__batch *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        sk__preq *q = b->reqs[i];
+        if (q->res.err == 0) {
+            q->res.pending = !b->acked;
+            if (q->res.pending) co->answered_pending++;
+            else co->answered_acked++;
+        }
+        count_outcome(co, &q->res);
+        q->cb(&q->res, q->arg);
+        free(q);
+    }
+    co->pending -= (size_t)b->n;
+}
+
+/* The script's or WAIT's reply is in; the second one answers the batch. */
+static void batch_reply_in(sk__coalescer *co, sk__batch *b)
+{
+    if (--b->replies_due > 0) return;
+    if (b->err) deliver_batch_error(co, b, b->err);
+    else deliver_decided(co, b);
+    free(b);
+}
+
+static void on_wait_reply(const dlock__reply *r, int err, void *priv)
+{
+    sk__batch *b = priv;
+    sk__coalescer *co = b->co;
+    b->acked = !err && dlock__reply_kind(r) == DLOCK__R_INTEGER && dlock__reply_int(r) >= b->acks;
+    if (!b->acked) co->ack_failures++;
+    batch_reply_in(co, b);
 }
 
 static void on_batch_reply(const dlock__reply *r, int err, void *priv)
@@ -275,12 +347,12 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     }
     if (err) {
         /* Sent and unanswered: the decision may have been made. */
-        deliver_batch_error(co, b, err == DLOCK_EUNKNOWN ? DLOCK_EUNKNOWN : SK_EUNAVAIL);
+        b->err = err == DLOCK_EUNKNOWN ? DLOCK_EUNKNOWN : SK_EUNAVAIL;
     } else {
-        for (int i = 0; i < b->n; i++) answer_one(co, c, r, i, b->reqs[i]);
-        co->pending -= (size_t)b->n;
+        for (int i = 0; i < b->n; i++) decide_one(c, r, i, b->reqs[i]);
     }
-    free(b);
+    b->camp = NULL; /* the campaign may go before the WAIT's reply */
+    batch_reply_in(co, b);
     if (c->npending && !co->freeing) flush(c);
     maybe_drop_camp(co, c);
 }
@@ -441,4 +513,8 @@ void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
     memcpy(st->batches, co->batches, sizeof(st->batches));
     st->batched_purchases = co->batched_purchases;
     st->soldout_local = co->soldout_local;
+    st->answered_acked = co->answered_acked;
+    st->answered_pending = co->answered_pending;
+    st->ack_waits = co->ack_waits;
+    st->ack_failures = co->ack_failures;
 }

@@ -21,6 +21,13 @@ typedef struct sk__coalescer sk__coalescer;
  * sent); an ERROR reply comes with err = DLOCK_ESERVER. */
 typedef void (*sk__reply_fn)(const dlock__reply *reply, int err, void *priv);
 
+/* How a batch's acceptances are acknowledged (docs/design/promise.md). */
+enum {
+    SK__ACK_NONE = 0,  /* the deployment cannot acknowledge: every acceptance is pending (202) */
+    SK__ACK_REPLY = 1, /* the script's reply is the acknowledgement (fsync before reply): 201 */
+    SK__ACK_WAIT = 2,  /* WAIT <replicas> <timeout> behind the script: 201 when it reports enough */
+};
+
 typedef struct sk__coalesce_hooks {
     void *ud;
     /* Sends purchase.lua (script: args are numkeys, keys, argv) or a plain
@@ -30,6 +37,11 @@ typedef struct sk__coalesce_hooks {
     bool (*ready)(void *ud);
     /* The next order id; 0 or SK_EUNAVAIL. */
     int (*next_order_id)(void *ud, uint64_t *id_out);
+    /* The acknowledgement of a batch sent now: SK__ACK_*, with WAIT's
+     * replicas and timeout for SK__ACK_WAIT. */
+    int (*ack_plan)(void *ud, int *replicas_out, int64_t *timeout_ms_out);
+    /* The run id of the connected server (purchase.lua's barrier check). */
+    const char *(*server_runid)(void *ud);
     void (*log)(void *ud, int level, const char *msg);
 } sk__coalesce_hooks;
 

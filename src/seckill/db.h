@@ -2,7 +2,10 @@
  * Invariant: the database never sells more than a campaign's stock nor more
  * than per_user_limit to one user, whatever Redis says: every order goes
  * through the guard (UPDATE campaign_stock ... WHERE remaining >= qty and a
- * guarded per-user total) inside the transaction that records it.
+ * guarded per-user total) inside the transaction that records it. The
+ * reserve (reserve_remaining, sold only by the database path) and Redis's
+ * share (remaining - reserve_remaining) never mix, and an order of an old
+ * timeline (epoch below the campaign's) is refused unless already held.
  * Thread-safety: an sk_db handle is used by one thread at a time; open one
  * handle per thread. Schema: docs/schema.md. */
 #ifndef SK_DB_H
@@ -34,8 +37,9 @@ int sk_db_ping(sk_db *db);
 int sk_db_schema_version(sk_db *db, int *version_out);
 
 
-/* Creates the campaign and its campaign_stock row (remaining = stock).
- * 0, SK_EEXIST, SK_EINVAL (bad id, stock < 0, limit < 1) or SK_EDB. */
+/* Creates the campaign and its campaign_stock row (remaining = stock,
+ * reserve_remaining = db_reserve, epoch 1). 0, SK_EEXIST, SK_EINVAL (bad
+ * id, stock < 0, limit < 1, db_reserve outside 0..stock) or SK_EDB. */
 int sk_db_campaign_create(sk_db *db, const sk_campaign *c);
 /* 0 or SK_ENOTFOUND / SK_EDB; remaining_out may be NULL. */
 int sk_db_campaign_get(sk_db *db, const char *id, sk_campaign *out, int64_t *remaining_out);
@@ -48,10 +52,13 @@ typedef struct sk_order_row {
     char campaign[65];
     char user[65];
     int64_t qty;
-    char status[16]; /* persisted | paid | cancelled | rejected */
+    char status[16]; /* persisted | paid | cancelled | rejected | pending (tentative, path db) */
     char reason[64]; /* why rejected / cancelled; "" otherwise */
     char path[8];    /* redis | db */
     int64_t created_ms, updated_ms; /* wall clock ms */
+    char idem[65];   /* Idempotency-Key of the purchase ("" if none) */
+    int64_t epoch;   /* timeline the order was decided in (stream field epoch; 1 if absent) */
+    bool redis_mirrored, redis_released;
 } sk_order_row;
 
 /* 0 or SK_ENOTFOUND / SK_EDB. */
@@ -75,16 +82,21 @@ typedef struct sk_order_in {
     int64_t qty;
     const char *path;  /* "redis" or "db" */
     int64_t created_ms;
+    const char *idem;  /* Idempotency-Key or NULL / "" */
+    int64_t epoch;     /* stream field epoch; 0 (absent) counts as 1 */
 } sk_order_in;
 
 typedef enum sk_apply_result {
     SK_APPLY_PERSISTED = 1,
     SK_APPLY_REJECTED = 2,  /* stored with status rejected + reason */
     SK_APPLY_DUPLICATE = 3, /* order_id already stored: no-op */
+    SK_APPLY_STALE = 4,     /* epoch below the campaign's: stored rejected, reason "stale timeline" */
 } sk_apply_result;
 
 /* Applies n orders in ONE transaction: each is inserted (order_id is the
- * primary key, so a redelivery is a no-op) and checked by the guard; a
+ * primary key, so a redelivery is a no-op) and checked by the guard
+ * (epoch >= the campaign's; units from remaining - reserve_remaining; the
+ * per-user total); a
  * refused order is stored as rejected with its reason. results_out[n]
  * (may be NULL) gets one sk_apply_result per order. All or nothing:
  * on SK_EDB nothing was written. SK_EINVAL if an order is malformed
@@ -93,28 +105,78 @@ int sk_db_apply_batch(sk_db *db, const sk_order_in *orders, size_t n, int *resul
 /* NULL when o is well-formed, else a static reason. */
 const char *sk_db_order_invalid(const sk_order_in *o);
 
-/* Degraded path (Redis down): one transaction with the same guard and
- * uniqueness; the order is recorded with path "db". Returns 0 (persisted),
- * SK_ESOLDOUT, SK_ELIMIT (refused: nothing stored), SK_EEXIST (order_id
- * already used), SK_ENOTFOUND (campaign), SK_ENOTSTARTED / SK_EENDED when
- * now_ms (wall) is outside the campaign window, SK_EINVAL, SK_EDB. */
+/* Degraded path (Redis down), src/seckill/db_reserve.c: one transaction
+ * that sells only from the reserve (reserve_remaining and remaining both
+ * >= qty, both decremented) and stores a tentative order: status
+ * "pending", path "db", not counted in user_totals (the user's persisted +
+ * pending units are held to the limit). Returns 0 (stored pending: the
+ * buyer is told 202), SK_ESOLDOUT (reserve exhausted), SK_ELIMIT (refused:
+ * nothing stored), SK_EEXIST (order_id already used), SK_ENOTFOUND
+ * (campaign), SK_ENOTSTARTED / SK_EENDED when now_ms (wall) is outside the
+ * campaign window, SK_EINVAL, SK_EDB. */
 int sk_db_purchase_direct(sk_db *db, uint64_t order_id, const char *campaign, const char *user,
                           int64_t qty, int64_t now_ms);
+
+/* Finalises one tentative order (status pending): within the limit
+ * (user_totals + qty <= per_user_limit) it becomes persisted and counted;
+ * otherwise rejected (reason "limit") and its units go back to
+ * reserve_remaining and remaining. One transaction; WHERE status =
+ * 'pending' makes it happen once. *result_out: SK_APPLY_PERSISTED,
+ * SK_APPLY_REJECTED, or 0 (not pending: done before). 0 or SK_EDB. */
+int sk_db_order_finalise(sk_db *db, uint64_t order_id, int *result_out);
+
+/* The reserve handback of one campaign (once): begin moves
+ * reserve_remaining to Redis's share and records the id and the units in
+ * the same transaction, only while no tentative order of the campaign is
+ * pending. Returns 1 (begun now), 0 (nothing to do: handed back before,
+ * reserve empty, or orders still pending), SK_ENOTFOUND or SK_EDB. */
+typedef struct sk_db_handback {
+    char id[48];    /* "" when the campaign never handed back */
+    int64_t units;
+    bool done;      /* Redis applied it (INCRBY gated by {c:<id>}:handbacks) */
+    int64_t reserve_remaining; /* the reserve when read */
+} sk_db_handback;
+int sk_db_handback_begin(sk_db *db, const char *campaign, sk_db_handback *out);
+int sk_db_handback_get(sk_db *db, const char *campaign, sk_db_handback *out);
+int sk_db_handback_mark_done(sk_db *db, const char *campaign);
+
+/* The barrier's seal: campaign_stock.epoch becomes max(epoch, at_least).
+ * 0, SK_ENOTFOUND or SK_EDB. */
+int sk_db_campaign_seal(sk_db *db, const char *campaign, int64_t at_least);
+/* The campaign's timeline (campaign_stock.epoch). */
+int sk_db_campaign_epoch(sk_db *db, const char *campaign, int64_t *epoch_out);
 
 /* Orders still 'persisted' created before cutoff_ms (wall), oldest first,
  * at most max, of one campaign (NULL: all); cb per row. Returns the number
  * found or SK_EDB. */
 typedef void (*sk_db_order_cb)(const sk_order_row *row, void *ud);
+/* A caller's array of rows: pass sk_db_rows_add as cb and a sk_db_rows as
+ * ud to the order queries; rows beyond cap are not kept. */
+typedef struct sk_db_rows {
+    sk_order_row *v;
+    int n, cap;
+} sk_db_rows;
+void sk_db_rows_add(const sk_order_row *row, void *ud);
 int sk_db_orders_unpaid_before(sk_db *db, const char *campaign, int64_t cutoff_ms, int max, sk_db_order_cb cb,
                                void *ud);
 /* Cancelled orders whose units were not yet given back in Redis. */
 int sk_db_orders_release_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
-/* Degraded-path orders (path db, persisted or paid) whose units were not
- * yet taken out of Redis (order_units.lua), and the mark when done. */
+/* Degraded-path orders (path db, pending, persisted or paid) not yet
+ * mirrored into Redis (order_units.lua), and the mark when done. */
 int sk_db_orders_mirror_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
 int sk_db_order_mark_mirrored(sk_db *db, uint64_t order_id);
 /* Marks a cancelled order's Redis release as done. 0 or SK_EDB. */
 int sk_db_order_mark_released(sk_db *db, uint64_t order_id);
+/* Tentative orders (pending) already mirrored into Redis: to finalise. */
+int sk_db_orders_finalise_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
+/* Tentative orders refused at finalisation whose buyer total is still in
+ * Redis (rejected, path db, mirrored, not yet released there). */
+int sk_db_orders_drop_pending(sk_db *db, const char *campaign, int max, sk_db_order_cb cb, void *ud);
+/* Every order of a campaign a new master must hold (live, cancelled, and
+ * refused tentative orders that were mirrored), order_id > after, ordered
+ * by order_id, at most max (the barrier's keyset pages). */
+int sk_db_orders_for_barrier(sk_db *db, const char *campaign, uint64_t after, int max, sk_db_order_cb cb,
+                             void *ud);
 /* Orders of one campaign with a given status (e.g. "rejected"), at most max. */
 int sk_db_orders_by_status(sk_db *db, const char *campaign, const char *status, int max,
                            sk_db_order_cb cb, void *ud);
@@ -122,14 +184,19 @@ int sk_db_orders_by_status(sk_db *db, const char *campaign, const char *status, 
 /* Reconciliation figures of one campaign. */
 typedef struct sk_db_campaign_stats {
     int64_t stock, remaining;
-    int64_t orders[4], units[4]; /* by status: persisted, paid, cancelled, rejected */
+    int64_t orders[5], units[5]; /* by status: persisted, paid, cancelled, rejected, pending */
     int64_t user_total_units;    /* sum of user_totals.qty */
     int64_t released_pending;    /* cancelled, Redis release not done yet */
     int64_t db_path_orders;      /* orders taken by the degraded path (not in the stream) */
-    int64_t mirror_pending;      /* degraded-path orders not yet taken out of Redis */
+    int64_t mirror_pending;      /* degraded-path orders not yet mirrored into Redis */
     int64_t released_done;       /* cancelled orders given back in Redis */
+    int64_t db_reserve, reserve_remaining, epoch;
+    sk_db_handback handback;
+    int64_t broken_promises;     /* path redis, rejected by the guard for another reason than a stale timeline */
+    int64_t stale;               /* rejected: stale timeline */
+    int64_t finalised_lost;      /* tentative orders refused at finalisation (reason "limit") */
 } sk_db_campaign_stats;
-enum { SK_ST_PERSISTED = 0, SK_ST_PAID = 1, SK_ST_CANCELLED = 2, SK_ST_REJECTED = 3 };
+enum { SK_ST_PERSISTED = 0, SK_ST_PAID = 1, SK_ST_CANCELLED = 2, SK_ST_REJECTED = 3, SK_ST_PENDING = 4 };
 int sk_db_campaign_stats_get(sk_db *db, const char *campaign, sk_db_campaign_stats *out);
 /* Per-user totals of a campaign (users with qty > 0). */
 typedef void (*sk_db_user_cb)(const char *user, int64_t qty, void *ud);

@@ -9,11 +9,19 @@
  * resource: while it is down every request fails fast with SK_EUNAVAIL
  * (HTTP 503); a command sent but not answered reports DLOCK_EUNKNOWN (the
  * decision may have happened: a retry with the same Idempotency-Key gives
- * the first answer). Order ids need the worker lease
- * seckill:worker:<n> (SET NX PX 60 s, renewed every 20 s); after 50 s
- * without a successful renewal the engine stops issuing ids. Purchases go
- * through the coalescer (coalesce.c), which reaches this file only by the
- * hooks it is given here. */
+ * the first answer). Order ids need the worker lease (engine_lease.c).
+ * A new connection first loads the scripts and probes the server
+ * (engine_server.c: run id, replicas, persistence); the engine is ready
+ * once those replies are in and a lease is held. Purchases go through the
+ * coalescer (coalesce.c), which reaches this file only by the hooks it is
+ * given here; each batch is followed by WAIT when replicas must
+ * acknowledge it (docs/design/promise.md). A WAIT blocks the connection
+ * for up to its timeout (plus Redis's timer granularity), so the reply
+ * deadline runs per command: the oldest unanswered one is late when it was
+ * not answered command_timeout_ms (plus its own WAIT timeout) after it was
+ * sent and after the reply ahead of it came. Measured from the reply ahead,
+ * not accumulated, so a queue of WAITs that each overshoot a little never
+ * adds up to a false deadline. */
 #include "engine_internal.h"
 
 #include <stdio.h>
@@ -38,6 +46,7 @@ struct sk__call {
     sk__reply_fn fn;
     void *priv;
     int64_t sent_ms;
+    int64_t block_ms;             /* WAIT's timeout (0 for other commands) */
     struct sk__call *prev, *next; /* in-flight FIFO */
     int script;                   /* SK__LUA_* or -1 */
     int argc;
@@ -45,9 +54,6 @@ struct sk__call {
     size_t *lens;
 };
 
-#define LEASE_TTL_MS 60000
-#define LEASE_RENEW_MS 20000
-#define LEASE_GIVEUP_MS 50000
 #define TICK_MS 50
 
 void sk_engine_opts_init(sk_engine_opts *o)
@@ -62,9 +68,10 @@ void sk_engine_opts_init(sk_engine_opts *o)
     o->order_ttl_ms = 7LL * 24 * 3600 * 1000;
     o->command_timeout_ms = 2000;
     o->reconnect_max_ms = 2000;
+    o->replica_acks = -1;
+    o->replica_ack_timeout_ms = 100;
+    o->worker_lease_ms = 60000;
 }
-
-#define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)
 
 static void sha1_hex(const unsigned char *s, char out[41])
 {
@@ -77,14 +84,14 @@ static void sha1_hex(const unsigned char *s, char out[41])
 
 static bool ready(const sk_engine *e)
 {
-    return e->up && e->ac && e->lease_held && e->gen.worker >= 0;
+    return e->up && e->ac && e->info_due == 0 && sk__lease_valid(e, dlock__now_ms());
 }
 
 bool sk_engine_ready(const sk_engine *e) { return ready(e); }
 
 int sk_engine_next_order_id(sk_engine *e, uint64_t *id_out)
 {
-    if (!e->lease_held || e->gen.worker < 0) return SK_EUNAVAIL;
+    if (!sk__lease_valid(e, dlock__now_ms())) return SK_EUNAVAIL;
     return sk_orderid_next(&e->gen, dlock__wall_ms(), id_out);
 }
 
@@ -94,6 +101,10 @@ void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out)
 {
     *out = e->st;
     sk__coalescer_stats(e->co, out);
+    out->ack_mode = sk__ack_plan(e, &out->ack_replicas, &(int64_t){0});
+    out->lease_held = sk__lease_valid(e, dlock__now_ms());
+    out->worker_id = out->lease_held ? e->gen.worker : -1;
+    out->lease_fence = e->lease_fence;
 }
 
 int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int64_t qty,
@@ -116,6 +127,17 @@ static void unlink_call(sk_engine *e, sk__call *c)
 
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
 
+/* Appends a sent command to the FIFO (Redis answers them in order). */
+static void track_call(sk_engine *e, sk__call *c)
+{
+    c->sent_ms = dlock__now_ms();
+    c->prev = e->tail;
+    c->next = NULL;
+    if (e->tail) e->tail->next = c;
+    else e->head = c;
+    e->tail = c;
+}
+
 static int send_call(sk_engine *e, sk__call *c)
 {
     if (!e->ac || !e->up) return SK_EUNAVAIL;
@@ -127,12 +149,7 @@ static int send_call(sk_engine *e, sk__call *c)
     }
     int rc = dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
     if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
-    c->sent_ms = dlock__now_ms();
-    c->prev = e->tail;
-    c->next = NULL;
-    if (e->tail) e->tail->next = c;
-    else e->head = c;
-    e->tail = c;
+    track_call(e, c);
     return 0;
 }
 
@@ -141,6 +158,7 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     (void)ac;
     sk__call *c = priv;
     sk_engine *e = c->e;
+    if (reply) e->last_reply_ms = dlock__now_ms();
     unlink_call(e, c);
     if (reply && c->script >= 0 && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up &&
         strcmp(c->argv[0], "EVALSHA") == 0) {
@@ -151,11 +169,7 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
         c->lens[0] = 4;
         c->lens[1] = strlen(c->argv[1]);
         if (dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens) == 0) {
-            c->sent_ms = dlock__now_ms();
-            c->prev = e->tail;
-            if (e->tail) e->tail->next = c;
-            else e->head = c;
-            e->tail = c;
+            track_call(e, c);
             return;
         }
         reply = NULL;
@@ -202,6 +216,7 @@ static sk__call *new_call(sk_engine *e, int script, int nargs, const char **args
         c->lens[pre + i] = n;
         p += n + 1;
     }
+    if (script < 0 && argc == 3 && strcmp(c->argv[0], "WAIT") == 0) c->block_ms = strtoll(c->argv[2], NULL, 10);
     return c;
 }
 
@@ -230,7 +245,6 @@ int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, 
 /* ---- connection ------------------------------------------------------- */
 
 static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv);
-static void lease_step(sk_engine *e);
 
 static void schedule_reconnect(sk_engine *e)
 {
@@ -306,7 +320,8 @@ static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
         e->ever_up = true;
         sk__log(e, DLOCK_LOG_INFO, "redis connected");
         load_scripts(e);
-        lease_step(e);
+        sk__server_probe(e);
+        sk__lease_step(e);
         return;
     }
     sk__log(e, DLOCK_LOG_WARN, "redis connection lost: %s", why ? why : "?");
@@ -317,38 +332,7 @@ static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
     schedule_reconnect(e);
 }
 
-/* ---- worker lease ------------------------------------------------------ */
-
-static void on_lease_reply(const dlock__reply *r, int err, void *priv)
-{
-    sk_engine *e = priv;
-    e->lease_busy = false;
-    if (err || dlock__reply_kind(r) != DLOCK__R_INTEGER) return; /* the tick retries */
-    if (dlock__reply_int(r) == 1) {
-        if (!e->lease_held) sk__log(e, DLOCK_LOG_INFO, "order-id worker id %d leased", e->lease_n);
-        e->lease_held = true;
-        e->lease_ok_ms = dlock__now_ms();
-        e->gen.worker = e->lease_n; /* keeps last_ms: ids never go back */
-        e->lease_tries = 0;
-        return;
-    }
-    if (e->lease_held) sk__log(e, DLOCK_LOG_WARN, "worker id %d lease lost", e->lease_n);
-    e->lease_held = false;
-    e->gen.worker = -1;
-    e->lease_n = (e->lease_n + 1) % (SK_ORDERID_MAX_WORKER + 1);
-    if (++e->lease_tries <= SK_ORDERID_MAX_WORKER) lease_step(e);
-}
-
-static void lease_step(sk_engine *e)
-{
-    if (e->lease_busy || !e->up) return;
-    char key[48], ttl[24];
-    snprintf(key, sizeof(key), "seckill:worker:%d", e->lease_n);
-    snprintf(ttl, sizeof(ttl), "%d", LEASE_TTL_MS);
-    const char *args[] = {"1", key, e->instance, ttl};
-    if (sk__call_script(e, SK__LUA_LEASE, 4, args, NULL, on_lease_reply, e) == 0)
-        e->lease_busy = true;
-}
+/* ---- the tick ---------------------------------------------------------- */
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -356,24 +340,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     sk_engine *e = arg;
     int64_t now = dlock__now_ms();
-    if (e->ac && e->head && now - e->head->sent_ms > e->o.command_timeout_ms) {
-        drop_connection(e, "reply deadline passed");
-        return;
-    }
-    if (e->lease_held && now - e->lease_ok_ms > LEASE_GIVEUP_MS) {
-        sk__log(e, DLOCK_LOG_WARN, "worker lease not renewed for %d ms: no new order ids",
-                LEASE_GIVEUP_MS);
-        e->lease_held = false;
-        e->gen.worker = -1;
-    }
-    if (e->up && !e->lease_busy) {
-        if (!e->lease_held) {
-            if (e->lease_tries > SK_ORDERID_MAX_WORKER) e->lease_tries = 0;
-            lease_step(e);
-        } else if (now - e->lease_ok_ms >= LEASE_RENEW_MS) {
-            lease_step(e);
+    /* the head could start only when the reply ahead of it came */
+    if (e->ac && e->head) {
+        sk__call *h = e->head;
+        int64_t since = h->sent_ms > e->last_reply_ms ? h->sent_ms : e->last_reply_ms;
+        if (now - since > e->o.command_timeout_ms + h->block_ms) {
+            drop_connection(e, "reply deadline passed");
+            return;
         }
     }
+    if (e->info_due == 0) sk__lease_tick(e, now);
     if (e->up && now - e->last_poll_ms >= e->o.soldout_poll_ms) {
         e->last_poll_ms = now;
         sk__coalescer_poll_soldout(e->co);
@@ -391,11 +367,14 @@ static int co_send(void *ud, bool script, int nargs, const char **args, sk__repl
 
 static bool co_ready(void *ud) { return ready(ud); }
 
-static int co_next_order_id(void *ud, uint64_t *id_out)
+static int co_next_order_id(void *ud, uint64_t *id_out) { return sk_engine_next_order_id(ud, id_out); }
+
+static int co_ack_plan(void *ud, int *replicas_out, int64_t *timeout_ms_out)
 {
-    sk_engine *e = ud;
-    return sk_orderid_next(&e->gen, dlock__wall_ms(), id_out);
+    return sk__ack_plan(ud, replicas_out, timeout_ms_out);
 }
+
+static const char *co_server_runid(void *ud) { return ((sk_engine *)ud)->runid; }
 
 static void co_log(void *ud, int level, const char *msg)
 {
@@ -418,6 +397,10 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     if (e->o.max_batch > 512) e->o.max_batch = 512;
     if (e->o.command_timeout_ms <= 0) e->o.command_timeout_ms = 2000;
     if (e->o.soldout_poll_ms <= 0) e->o.soldout_poll_ms = 500;
+    /* WAIT with timeout 0 would block forever */
+    if (e->o.replica_ack_timeout_ms <= 0) e->o.replica_ack_timeout_ms = 100;
+    if (e->o.worker_lease_ms <= 0) e->o.worker_lease_ms = 60000;
+    if (e->o.worker_lease_ms < 300) e->o.worker_lease_ms = 300;
     if (dlock__url_parse(redis_url ? redis_url : "redis://127.0.0.1:6379", &e->url, err, errlen)) {
         free(e);
         return SK_EINVAL;
@@ -429,7 +412,8 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
     sk__coalesce_hooks hooks = {.ud = e, .send = co_send, .ready = co_ready,
-                                 .next_order_id = co_next_order_id, .log = co_log};
+                                 .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
+                                 .server_runid = co_server_runid, .log = co_log};
     int rc = sk__coalescer_new(base, &e->o, &hooks, &e->co);
     if (rc || !e->reconnect_ev || !e->tick_ev) {
         sk_engine_free(e);

@@ -37,6 +37,15 @@ typedef struct sk_engine_opts {
     int64_t order_ttl_ms;       /* {c:<id>}:order:<id> kept (default 7 days) */
     int64_t command_timeout_ms; /* a reply later than this drops the connection (default 2000) */
     int64_t reconnect_max_ms;   /* backoff cap (default 2000) */
+    /* Acknowledged answers (docs/design/promise.md). replica_acks: replicas
+     * that must acknowledge a batch (WAIT) before its purchases are told
+     * 201; -1 (default): the connected_slaves the master reports at every
+     * (re)connect. 0: standalone: 201 only when the server runs
+     * appendonly yes + appendfsync always, else every acceptance is
+     * pending (202). */
+    int replica_acks;
+    int64_t replica_ack_timeout_ms; /* WAIT's timeout (default 100, >= 1) */
+    int64_t worker_lease_ms;    /* order-id worker lease (default 60000, >= 300) */
     sk_log_fn log;              /* NULL: silent */
     void *log_ud;
 } sk_engine_opts;
@@ -67,6 +76,8 @@ typedef struct sk_purchase_result {
                                (Idempotency-Key of another user), SK_EUNAVAIL (not sent),
                                DLOCK_EUNKNOWN (sent, outcome unknown) */
     bool replay;            /* accepted earlier under the same Idempotency-Key */
+    bool pending;           /* accepted/replay, but not acknowledged (replicas or
+                               fsync, or decided by the database path): HTTP 202 */
     uint64_t order_id;      /* accepted/replay */
     int64_t qty;
     int64_t remaining;      /* accepted, replay (at the first answer), sold out */
@@ -107,8 +118,10 @@ typedef void (*sk_campaign_cb)(int err, const sk_campaign_info *info, void *arg)
 /* Checks a definition (id charset, stock >= 0, limit >= 1, starts < ends,
  * price >= 0, title length); 0 or SK_EINVAL with a reason in err. */
 int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen);
-/* Pre-heats d into Redis (meta, stock) and adds it to seckill:campaigns;
- * cb gets the resulting info. */
+/* Pre-heats d into Redis (meta, stock; db_reserve carved out; meta.runid
+ * the connected server's) and adds it to seckill:campaigns; cb gets the
+ * resulting info. SK_EUNAVAIL at once while the server's run id is not
+ * known yet (connect-time probe in flight, or INFO refused). */
 int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
                             sk_campaign_cb cb, void *arg);
 int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void *arg);
@@ -142,6 +155,16 @@ typedef struct sk_engine_stats {
     uint64_t redis_errors;   /* failed commands (no reply, error reply, timeout) */
     uint64_t reconnects;     /* connections opened after the first */
     uint64_t soldout_local;  /* answered from the local sold-out flag */
+    uint64_t answered_acked;   /* accepted/replay answers told 201 */
+    uint64_t answered_pending; /* accepted/replay answers told 202 (not acknowledged) */
+    uint64_t ack_waits;        /* WAITs sent (one per batch) */
+    uint64_t ack_failures;     /* WAITs that reported fewer than replica_acks (or failed) */
+    int ack_mode;              /* now: 0 none (202), 1 reply is the ack (fsync), 2 WAIT */
+    int ack_replicas;          /* now: the n of WAIT */
+    int lease_held;            /* 1 while order ids may be issued */
+    int worker_id;             /* leased worker id, -1 none */
+    uint64_t lease_fence;      /* fencing token of the current lease */
+    uint64_t lease_lost;       /* leases given up or found taken */
 } sk_engine_stats;
 void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out);
 extern const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS];

@@ -1,5 +1,5 @@
-/* engine_internal.h: what engine.c and campaign.c share: the engine struct
- * and the script-call helper. Every Redis command goes through
+/* engine_internal.h: what engine.c, engine_server.c, engine_lease.c and
+ * campaign.c share: the engine struct and the script-call helper. Every Redis command goes through
  * sk__call_script/sk__call_cmd, which track it in a FIFO so a late reply
  * (command_timeout_ms) drops the connection. The purchase path
  * (coalesce.c) does not include this: it is given hooks. */
@@ -31,14 +31,24 @@ struct sk_engine {
     struct event *reconnect_ev;
     struct event *tick_ev;
     sk__call *head, *tail;  /* in flight, oldest first */
+    int64_t last_reply_ms;  /* monotonic time of the last reply (reply deadline) */
     char sha[SK__NLUA][41];
-    /* order-id worker lease */
+    /* what the connected server said at connect (engine_server.c) */
+    char runid[41];         /* INFO server run_id; "" unknown */
+    int info_due;           /* connect-time replies still to come */
+    int srv_replicas;       /* INFO replication connected_slaves */
+    bool srv_aof_yes, srv_fsync_always;
+    bool config_refused_logged;
+    /* order-id worker lease (engine_lease.c) */
     char instance[33];
     int lease_n;
     int lease_tries;
     bool lease_busy;        /* a lease command is in flight */
     bool lease_held;
-    int64_t lease_ok_ms;    /* monotonic time of the last successful take/renew */
+    uint64_t lease_fence;   /* fencing token of the lease taken (0: none) */
+    int64_t lease_sent_ms;  /* monotonic send time of the take/renew in flight */
+    uint64_t lease_sent_fence; /* the fence it renews (0: a take) */
+    int64_t lease_ok_ms;    /* send time of the last successful take/renew */
     sk_orderid_gen gen;
     int64_t last_poll_ms;
     sk__coalescer *co;      /* the purchase path */
@@ -52,5 +62,19 @@ int sk__call_script(sk_engine *e, int script, int nargs, const char **args, cons
                     sk__reply_fn fn, void *priv);
 int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
                  void *priv);
+
+#define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)
+
+/* engine_server.c: sends INFO server / INFO replication / CONFIG GET on a
+ * new connection (e->info_due counts the replies); ready needs them. */
+void sk__server_probe(sk_engine *e);
+/* How a purchase batch is acknowledged now: SK__ACK_* (coalesce.h) and,
+ * for SK__ACK_WAIT, the replicas and the timeout of its WAIT. */
+int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out);
+
+/* engine_lease.c: the order-id worker lease. */
+void sk__lease_step(sk_engine *e);          /* take or renew now (one in flight) */
+void sk__lease_tick(sk_engine *e, int64_t now_ms); /* renew at 1/3, give up at lease - margin */
+bool sk__lease_valid(const sk_engine *e, int64_t now_ms); /* ids may be issued now */
 
 #endif

@@ -34,41 +34,30 @@ int sk_order_cancel(sk_db *db, dlock__conn *rc, uint64_t order_id, const char *r
     return 0;
 }
 
-typedef struct row_list {
-    sk_order_row *rows;
-    int n, cap;
-} row_list;
-
-static void collect(const sk_order_row *row, void *ud)
-{
-    row_list *l = ud;
-    if (l->n < l->cap) l->rows[l->n++] = *row;
-}
-
 int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t pay_timeout_ms, int max,
                        int64_t *cancelled_out, int64_t *released_out)
 {
     if (max <= 0) max = 256;
-    row_list l = {calloc((size_t)max, sizeof(sk_order_row)), 0, max};
-    if (!l.rows) return DLOCK_ENOMEM;
+    sk_db_rows l = {calloc((size_t)max, sizeof(sk_order_row)), 0, max};
+    if (!l.v) return DLOCK_ENOMEM;
     int rc_out = 0;
     if (pay_timeout_ms > 0) {
-        int found = sk_db_orders_unpaid_before(db, campaign, dlock__wall_ms() - pay_timeout_ms, max, collect, &l);
+        int found = sk_db_orders_unpaid_before(db, campaign, dlock__wall_ms() - pay_timeout_ms, max, sk_db_rows_add, &l);
         if (found < 0) rc_out = found;
         for (int i = 0; i < l.n; i++) {
             sk_order_row row;
-            int r = sk_db_order_cancel(db, l.rows[i].order_id, "payment timeout", &row);
+            int r = sk_db_order_cancel(db, l.v[i].order_id, "payment timeout", &row);
             if (r == 0 && cancelled_out) (*cancelled_out)++;
             if (r == SK_EDB) rc_out = r;
         }
     }
     l.n = 0;
-    if (rc) { /* degraded-path orders: take their units out of Redis once */
-        int found = sk_db_orders_mirror_pending(db, campaign, max, collect, &l);
+    if (rc) { /* degraded-path orders: mirrored into Redis once */
+        int found = sk_db_orders_mirror_pending(db, campaign, max, sk_db_rows_add, &l);
         if (found < 0) rc_out = found;
         for (int i = 0; i < l.n; i++) {
-            int r = sk_mirror_order(rc, &l.rows[i]);
-            if (r >= 0) r = sk_db_order_mark_mirrored(db, l.rows[i].order_id);
+            int r = sk_mirror_order(rc, &l.v[i]);
+            if (r >= 0) r = sk_db_order_mark_mirrored(db, l.v[i].order_id);
             if (r < 0) {
                 rc_out = r;
                 break;
@@ -77,10 +66,10 @@ int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t
     }
     l.n = 0;
     if (rc) {
-        int found = sk_db_orders_release_pending(db, campaign, max, collect, &l);
+        int found = sk_db_orders_release_pending(db, campaign, max, sk_db_rows_add, &l);
         if (found < 0) rc_out = found;
         for (int i = 0; i < l.n; i++) {
-            int r = release_and_mark(db, rc, &l.rows[i]);
+            int r = release_and_mark(db, rc, &l.v[i]);
             if (r == 1 && released_out) (*released_out)++;
             if (r < 0) {
                 rc_out = r;
@@ -88,6 +77,6 @@ int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t
             }
         }
     }
-    free(l.rows);
+    free(l.v);
     return rc_out;
 }

@@ -27,10 +27,12 @@ static const sk_outcome table[SK_OUT_COUNT] = {
                              1, "quantity must be 1..", ""},
     [SK_OUT_IDEM_CONFLICT] = {9, SK_EIDEMPOTENCY, "idempotency_conflict", 400, "bad_request",
                               "Idempotency-Key already used by another user", NONE},
+    [SK_OUT_BARRIER] = {10, SK_EBARRIER, "barrier", 503, "recovering",
+                        "campaign recovering after a change of Redis master; retry shortly", NONE, 1},
     [SK_OUT_QUEUE_FULL] = {-1, SK_EQUEUEFULL, "queue_full", 503, "unavailable",
                            "too many purchases waiting; retry later", NONE},
     [SK_OUT_UNAVAILABLE] = {-1, SK_EUNAVAIL, "unavailable", 503, "unavailable", "Redis unavailable", NONE},
-    [SK_OUT_UNKNOWN] = {-1, DLOCK_EUNKNOWN, "unknown", 503, "unavailable",
+    [SK_OUT_UNKNOWN] = {-1, DLOCK_EUNKNOWN, "unknown", 503, "outcome_unknown",
                         "Redis did not answer: outcome unknown; retry with the same Idempotency-Key", NONE},
 };
 

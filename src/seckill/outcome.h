@@ -22,6 +22,7 @@ typedef enum sk_outcome_id {
     SK_OUT_RATE,
     SK_OUT_BAD_QUANTITY,
     SK_OUT_IDEM_CONFLICT,
+    SK_OUT_BARRIER,     /* meta.runid is not the connected master's: not decided */
     SK_OUT_QUEUE_FULL,
     SK_OUT_UNAVAILABLE, /* not decided; also every code no other row names */
     SK_OUT_UNKNOWN,     /* sent, no answer: the decision may have happened */
@@ -43,6 +44,7 @@ typedef struct sk_outcome {
     sk_outcome_field field;
     int64_t detail_min;
     const char *detail_pre, *detail_post;
+    int retry_after_s;      /* > 0: the answer carries Retry-After (429 takes it from value) */
 } sk_outcome;
 
 /* Row of an outcome id (SK_OUT_UNAVAILABLE's row for ids out of range). */

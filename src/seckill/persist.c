@@ -24,15 +24,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "announce.h"
+#include "barrier.h"
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "lifecycle.h"
+#include "reserve.h"
 #include "sk_err.h"
 #include "url.h"
 #include "util.h"
 
 #define MAX_FIELDS 16
 #define OWN_RETRY_MS 200 /* pause before an entry that failed is delivered again */
+#define BARRIER_EVERY_MS 250 /* how often the master's run id is compared with each campaign's */
 
 typedef struct entry {
     char id[32];
@@ -41,13 +45,15 @@ typedef struct entry {
     const char *why;   /* malformed: reason */
     int64_t deliveries;
     sk_order_in in;
-    char campaign[65], user[65], path[8];
+    char campaign[65], user[65], path[8], idem[65];
 } entry;
 
 typedef struct camp {
     char id[65];
     char key[96], dead[112], errs[112], stats[112];
     char cursor[32]; /* XAUTOCLAIM cursor */
+    sk_barrier_run bar; /* the barrier after a change of master (barrier.h) */
+    bool open;          /* no barrier due on the connected master */
 } camp;
 
 typedef struct worker {
@@ -61,7 +67,9 @@ typedef struct worker {
     entry *buf;    /* o->batch entries */
     int *results;  /* o->batch results */
     sk_order_in *ins;
-    int64_t next_claim_ms, next_sweep_ms, next_discover_ms;
+    int64_t next_claim_ms, next_sweep_ms, next_discover_ms, next_barrier_ms;
+    char run_id[41]; /* of the connected master, read at every barrier pass */
+    sk_announce *ann; /* new campaigns, announced (NULL with --campaign) */
     bool nogroup; /* Redis lost a stream or group (restart, failover): re-create */
     bool db_down; /* the database is unreachable: read nothing (deliveries would count) */
     int64_t next_own_ms; /* own pending entries that failed are retried from then on */
@@ -173,10 +181,12 @@ static void camp_ensure_db(worker *w, const char *id)
         if (strcmp(k, "starts_at_ms") == 0) c.starts_at_ms = parse_i64(v);
         if (strcmp(k, "ends_at_ms") == 0) c.ends_at_ms = parse_i64(v);
         if (strcmp(k, "price_cents") == 0) c.price_cents = parse_i64(v);
+        if (strcmp(k, "db_reserve") == 0) c.db_reserve = parse_i64(v);
     }
     dlock__reply_free(r);
     if (!have_stock) return;
     if (c.price_cents < 0) c.price_cents = 0;
+    if (c.db_reserve < 0 || c.db_reserve > c.stock) c.db_reserve = 0;
     int rc = sk_db_campaign_create(w->db, &c);
     wlog(w, "campaign %s: created in the database from Redis meta: %s", id, rc ? sk_strerror(rc) : "ok");
 }
@@ -199,6 +209,7 @@ static void camp_add(worker *w, const char *id)
     snprintf(c->errs, sizeof(c->errs), "{c:%s}:orders:errors", id);
     snprintf(c->stats, sizeof(c->stats), "{c:%s}:pipeline", id);
     snprintf(c->cursor, sizeof(c->cursor), "0-0");
+    sk_barrier_run_init(&c->bar, w->consumer);
     const char *argv[] = {"XGROUP", "CREATE", c->key, SK_PERSIST_GROUP, "0", "MKSTREAM"};
     dlock__reply *r = NULL;
     int err = dlock__conn_cmd(w->rc, 6, argv, NULL, &r);
@@ -239,7 +250,7 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
     out->deleted = false;
     out->why = NULL;
     out->deliveries = 0;
-    out->campaign[0] = out->user[0] = out->path[0] = '\0';
+    out->campaign[0] = out->user[0] = out->path[0] = out->idem[0] = '\0';
     snprintf(out->id, sizeof(out->id), "%s", rstr(dlock__reply_at(e, 0)));
     const dlock__reply *f = dlock__reply_count(e) > 1 ? dlock__reply_at(e, 1) : NULL;
     out->fields = f;
@@ -247,10 +258,11 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
         out->deleted = true;
         return;
     }
-    const char *oid = NULL, *qty = NULL, *ts = NULL;
+    const char *oid = NULL, *qty = NULL, *ts = NULL, *epoch = NULL;
     out->in.campaign = out->campaign;
     out->in.user = out->user;
     out->in.path = out->path;
+    out->in.idem = out->idem;
     for (size_t i = 0; i + 1 < dlock__reply_count(f); i += 2) {
         size_t kl = 0, vl = 0;
         const char *k = dlock__reply_str(dlock__reply_at(f, i), &kl);
@@ -260,6 +272,8 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
         if (strcmp(k, "order_id") == 0) oid = v;
         else if (strcmp(k, "qty") == 0) qty = v;
         else if (strcmp(k, "ts_ms") == 0) ts = v;
+        else if (strcmp(k, "epoch") == 0) epoch = v;
+        else if (strcmp(k, "idem") == 0 && fits) memcpy(out->idem, v, vl + 1);
         else if (strcmp(k, "campaign") == 0 && fits) memcpy(out->campaign, v, vl + 1);
         else if (strcmp(k, "user") == 0 && fits) memcpy(out->user, v, vl + 1);
         else if (strcmp(k, "path") == 0 && vl < sizeof(out->path)) memcpy(out->path, v, vl + 1);
@@ -269,7 +283,9 @@ static void entry_parse(const camp *c, const dlock__reply *e, entry *out)
     out->in.order_id = (oid && end != oid && *end == '\0' && oid[0] != '-') ? (uint64_t)id : 0;
     out->in.qty = qty ? parse_i64(qty) : -1;
     out->in.created_ms = ts ? parse_i64(ts) : dlock__wall_ms();
+    out->in.epoch = epoch ? parse_i64(epoch) : 1; /* no field: the first timeline */
     if (!out->path[0]) snprintf(out->path, sizeof(out->path), "redis");
+    if (out->idem[0] && !sk_valid_idem_key(out->idem)) out->idem[0] = '\0'; /* the order stands without it */
     out->why = sk_db_order_invalid(&out->in);
     if (!out->why && strcmp(out->campaign, c->id) != 0) out->why = "campaign field does not match the stream";
 }
@@ -378,11 +394,13 @@ static void note_error(worker *w, const camp *c, const char *id, const char *why
     if (cmd(w, 4, argv, &r) == 0) dlock__reply_free(r);
 }
 
-static void count_stats(worker *w, const camp *c, int64_t persisted, int64_t rejected, int64_t dups)
+static void count_stats(worker *w, const camp *c, int64_t persisted, int64_t rejected, int64_t dups, int64_t stale)
 {
     w->st.persisted += persisted;
     w->st.rejected += rejected;
     w->st.duplicates += dups;
+    w->st.stale += stale;
+    sk__pipeline_add(w->rc, c->id, "stale", stale);
     char p[24], rj[24], d[24];
     snprintf(p, sizeof(p), "%" PRId64, persisted);
     snprintf(rj, sizeof(rj), "%" PRId64, rejected);
@@ -406,16 +424,18 @@ static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
     if (m == 0) return xack(w, c, es, n, keep);
     int rc = sk_db_apply_batch(w->db, w->ins, (size_t)m, w->results);
     if (rc == 0) {
-        int64_t p = 0, rj = 0, d = 0;
+        int64_t p = 0, rj = 0, d = 0, stale = 0;
         for (int i = 0; i < m; i++) {
             if (w->results[i] == SK_APPLY_PERSISTED) p++;
             else if (w->results[i] == SK_APPLY_REJECTED) rj++;
+            else if (w->results[i] == SK_APPLY_STALE) stale++;
             else d++;
         }
         w->st.batches++;
         int err = xack(w, c, es, n, keep);
-        count_stats(w, c, p, rj, d);
+        count_stats(w, c, p, rj + stale, d, stale);
         if (rj) wlog(w, "campaign %s: %" PRId64 " order(s) rejected by the database guard", c->id, rj);
+        if (stale) wlog(w, "campaign %s: %" PRId64 " order(s) of an old timeline refused (stale timeline)", c->id, stale);
         return err;
     }
     w->st.db_errors++;
@@ -435,7 +455,9 @@ static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
             note_error(w, c, es[i].id, sk_db_errmsg(w->db));
             continue;
         }
-        count_stats(w, c, res == SK_APPLY_PERSISTED, res == SK_APPLY_REJECTED, res == SK_APPLY_DUPLICATE);
+        bool stale = res == SK_APPLY_STALE;
+        count_stats(w, c, res == SK_APPLY_PERSISTED, res == SK_APPLY_REJECTED || stale, res == SK_APPLY_DUPLICATE,
+                    stale);
         xack(w, c, &es[i], 1, NULL);
     }
     /* The failed entries stay pending; the flow of new entries goes on and
@@ -514,9 +536,37 @@ static int reclaim(worker *w, camp *c, int *n_out)
     return err;
 }
 
+/* Before blocking: not at all when announcements wait, else the waiter
+ * learns which connection to unblock (its id changes at a reconnect). */
+static bool may_block(worker *w)
+{
+    if (!w->ann) return true;
+    if (sk_announce_queued(w->ann)) return false;
+    const char *argv[] = {"CLIENT", "ID"};
+    dlock__reply *r;
+    if (cmd(w, 2, argv, &r) == 0) {
+        sk_announce_set_target(w->ann, dlock__reply_kind(r) == DLOCK__R_INTEGER ? dlock__reply_int(r) : 0);
+        dlock__reply_free(r);
+    }
+    return true;
+}
+
+/* Campaigns announced since the last round are consumed now. */
+static void take_announced(worker *w)
+{
+    char ids[16][65];
+    size_t n;
+    while (w->ann && (n = sk_announce_take(w->ann, ids, 16)) > 0)
+        for (size_t i = 0; i < n; i++) {
+            if (!camp_find(w, ids[i])) wlog(w, "campaign %s: announced", ids[i]);
+            camp_add(w, ids[i]);
+        }
+}
+
 static int read_new(worker *w, bool block, int *n_out)
 {
     *n_out = 0;
+    block = block && may_block(w);
     size_t argc = 0, cap = 10 + 2 * w->ncamps;
     const char **argv = calloc(cap, sizeof(*argv));
     if (!argv) return DLOCK_ENOMEM;
@@ -614,6 +664,49 @@ static bool all_drained(worker *w)
     return true;
 }
 
+/* Tentative orders finalised, refused ones given back, and the reserve
+ * handed back where Redis sold out; only on campaigns open on this master
+ * (no barrier due). */
+static void reserve_pass(worker *w)
+{
+    sk_reserve_stats rs = {0};
+    for (size_t i = 0; i < w->ncamps; i++) {
+        if (!w->camps[i].open) continue;
+        sk_reserve_finalise(w->db, w->rc, w->camps[i].id, w->o->batch, &rs);
+        sk_reserve_handback(w->db, w->rc, w->camps[i].id, &rs);
+    }
+    w->st.confirmed += rs.confirmed;
+    w->st.lost += rs.lost;
+    w->st.handbacks += rs.handbacks;
+}
+
+/* The barrier after a change of master, one step per campaign (barrier.h):
+ * the run id is read at every pass, so a failover or a restart behind the
+ * same address is seen within one pass. */
+static void barrier_pass(worker *w)
+{
+    if (sk_barrier_run_id(w->rc, w->run_id) != 0) {
+        for (size_t i = 0; i < w->ncamps; i++) w->camps[i].open = false;
+        return;
+    }
+    for (size_t i = 0; i < w->ncamps; i++) {
+        camp *c = &w->camps[i];
+        bool was_due = c->bar.started_ms != 0;
+        int st = sk_barrier_step(w->db, w->rc, c->id, w->run_id, &c->bar);
+        c->open = st == SK_BARRIER_OPEN;
+        if (st < 0) wlog(w, "campaign %s: barrier: %s", c->id, sk_strerror(st));
+        if (!was_due && c->bar.started_ms)
+            wlog(w, "campaign %s: new master (run id %s): barrier, draining", c->id, w->run_id);
+        if (!c->bar.opened) continue;
+        w->st.barriers++;
+        w->st.barrier_ms = c->bar.duration_ms;
+        wlog(w, "campaign %s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
+                " give-backs mirrored, %" PRId64 " handbacks applied again; selling on this master",
+             c->id, c->bar.duration_ms, c->bar.epoch, c->bar.mirrored, c->bar.given_back, c->bar.handbacks);
+        c->bar.mirrored = c->bar.given_back = c->bar.handbacks = 0;
+    }
+}
+
 static int worker_round(worker *w)
 {
     int64_t now = dlock__now_ms();
@@ -628,6 +721,7 @@ static int worker_round(worker *w)
         wlog(w, "database reachable again");
         w->db_down = false;
     }
+    take_announced(w);
     if (now >= w->next_discover_ms) {
         discover(w);
         w->next_discover_ms = now + 2000;
@@ -635,6 +729,11 @@ static int worker_round(worker *w)
     if (w->ncamps == 0) {
         dlock__sleep_ms(w->o->block_ms);
         return w->o->drain ? 1 : 0;
+    }
+    if (now >= w->next_barrier_ms) {
+        barrier_pass(w);
+        int64_t every = w->o->sweep_interval_ms < BARRIER_EVERY_MS ? w->o->sweep_interval_ms : BARRIER_EVERY_MS;
+        w->next_barrier_ms = now + every;
     }
     int work = 0, n = 0, err = 0;
     for (size_t i = 0; i < w->ncamps && !err && now >= w->next_own_ms; i++) {
@@ -656,6 +755,7 @@ static int worker_round(worker *w)
     if (dlock__now_ms() >= w->next_sweep_ms) { /* timeouts (if on), mirrors, releases */
         sk_lifecycle_sweep(w->db, w->rc, w->o->campaign, w->o->pay_timeout_ms, w->o->batch, &w->st.cancelled,
                            &w->st.released);
+        reserve_pass(w);
         w->next_sweep_ms = dlock__now_ms() + w->o->sweep_interval_ms;
     }
     if (err) return err;
@@ -689,11 +789,17 @@ static int worker_init(worker *w, const sk_persist_opts *o, char *err, size_t er
     }
     int rc = sk_db_open(o->database_url, &w->db, err, errlen);
     if (rc) return rc;
-    return sk_persist_redis_open(o->redis_url, o->block_ms + 5000, &w->rc, err, errlen);
+    rc = sk_persist_redis_open(o->redis_url, o->block_ms + 5000, &w->rc, err, errlen);
+    if (rc || o->campaign) return rc;
+    char why[256];
+    if (sk_announce_start(o->redis_url, &w->ann, why, sizeof(why)) != 0) /* discovery still finds them */
+        wlog(w, "campaign announcements not followed (%s): new campaigns are found every 2 s", why);
+    return 0;
 }
 
 static void worker_free(worker *w)
 {
+    sk_announce_stop(w->ann);
     sk_db_close(w->db);
     dlock__conn_close(w->rc);
     free(w->camps);

@@ -41,6 +41,10 @@ typedef struct sk_persist_stats {
     int64_t persisted, rejected, duplicates, dead_lettered;
     int64_t batches, reclaimed, db_errors, redis_errors;
     int64_t cancelled, released;
+    int64_t stale;                 /* refused: stale timeline (an old master's order) */
+    int64_t confirmed, lost;       /* tentative orders finalised */
+    int64_t handbacks;             /* reserve handbacks applied */
+    int64_t barriers, barrier_ms;  /* barriers run, and the last one's duration */
 } sk_persist_stats;
 
 void sk_persist_opts_init(sk_persist_opts *o);

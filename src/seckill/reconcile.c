@@ -1,9 +1,12 @@
 /* reconcile.c: Redis vs database for one campaign. Every check that fails
  * adds one line to rep->diffs; nothing is repaired here (the operator
- * decides). Checks: backlog drained, no dead letters, no guard rejections,
- * stock equal on both sides, each side adds up (initial = remaining +
- * sold), per-user totals equal, every stream entry has an order row, every
- * cancellation released in Redis exactly once. */
+ * decides). Checks: backlog drained, no dead letters, no broken promises
+ * (a Redis-path order the guard refused for another reason than a stale
+ * timeline), stock equal on both sides (Redis holds remaining minus the
+ * database reserve), each side adds up (initial = remaining + sold +
+ * reserve), per-user totals equal, every stream entry has an order row,
+ * every cancellation released in Redis exactly once, every tentative
+ * order mirrored and finalised. */
 #include "reconcile.h"
 
 #include <inttypes.h>
@@ -133,41 +136,49 @@ static int redis_side(dlock__conn *rc, sk_reconcile_report *rep)
     if ((err = redis_int(rc, "XLEN", k, NULL, &rep->r_dead, NULL))) return err;
     snprintf(k, sizeof(k), "{c:%s}:released", id);
     if ((err = redis_int(rc, "SCARD", k, NULL, &rep->r_released, NULL))) return err;
+    snprintf(k, sizeof(k), "{c:%s}:carried", id);
+    if ((err = redis_int(rc, "SCARD", k, NULL, &rep->r_carried, NULL))) return err;
     return sk_persist_backlog(rc, id, &rep->r_pending, &rep->r_lag);
 }
 
 static void checks(sk_reconcile_report *rep)
 {
     const sk_db_campaign_stats *d = &rep->d;
-    int64_t sold_db = d->units[SK_ST_PERSISTED] + d->units[SK_ST_PAID];
-    int64_t orders_db = d->orders[0] + d->orders[1] + d->orders[2] + d->orders[3];
+    int64_t counted = d->units[SK_ST_PERSISTED] + d->units[SK_ST_PAID];
+    int64_t sold_db = counted + d->units[SK_ST_PENDING];
+    int64_t orders_db = d->orders[0] + d->orders[1] + d->orders[2] + d->orders[3] + d->orders[4];
+    int64_t redis_share = d->remaining - d->reserve_remaining;
     if (!rep->redis_present) diff(rep, "campaign has no stock key in Redis (not pre-heated or lost)");
     if (rep->r_pending || rep->r_lag)
         diff(rep, "stream not drained: %" PRId64 " pending, %" PRId64 " never delivered", rep->r_pending, rep->r_lag);
     if (rep->r_dead) diff(rep, "%" PRId64 " entries in the dead-letter stream {c:%s}:orders:dead", rep->r_dead, rep->campaign);
-    if (d->orders[SK_ST_REJECTED])
-        diff(rep, "%" PRId64 " orders (%" PRId64 " units) accepted by Redis were rejected by the database guard",
-             d->orders[SK_ST_REJECTED], d->units[SK_ST_REJECTED]);
-    if (rep->redis_present && rep->r_stock != d->remaining)
-        diff(rep, "remaining stock: Redis %" PRId64 ", database %" PRId64, rep->r_stock, d->remaining);
+    if (d->broken_promises)
+        diff(rep, "%" PRId64 " orders accepted by Redis (path redis) were rejected by the database guard: "
+                  "broken promises", d->broken_promises);
+    if (rep->redis_present && rep->r_stock != redis_share)
+        diff(rep, "remaining stock: Redis %" PRId64 ", database %" PRId64 " (remaining %" PRId64 " - reserve %" PRId64
+                  ")", rep->r_stock, redis_share, d->remaining, d->reserve_remaining);
     if (d->stock != d->remaining + sold_db)
         diff(rep, "database does not add up: stock %" PRId64 " != remaining %" PRId64 " + sold %" PRId64, d->stock,
              d->remaining, sold_db);
-    if (d->user_total_units != sold_db)
-        diff(rep, "database user totals %" PRId64 " != units sold %" PRId64, d->user_total_units, sold_db);
-    if (rep->redis_present && rep->r_initial != rep->r_stock + rep->r_buyer_units)
-        diff(rep, "Redis does not add up: initial %" PRId64 " != remaining %" PRId64 " + bought %" PRId64,
-             rep->r_initial, rep->r_stock, rep->r_buyer_units);
+    if (d->user_total_units != counted)
+        diff(rep, "database user totals %" PRId64 " != units sold %" PRId64, d->user_total_units, counted);
+    if (rep->redis_present && rep->r_initial != rep->r_stock + rep->r_buyer_units + d->reserve_remaining)
+        diff(rep, "Redis does not add up: initial %" PRId64 " != remaining %" PRId64 " + bought %" PRId64
+                  " + database reserve %" PRId64, rep->r_initial, rep->r_stock, rep->r_buyer_units, d->reserve_remaining);
+    if (d->orders[SK_ST_PENDING])
+        diff(rep, "%" PRId64 " tentative (database-path) orders not yet finalised", d->orders[SK_ST_PENDING]);
     if (rep->r_initial != d->stock && rep->redis_present)
         diff(rep, "initial stock: Redis %" PRId64 ", database %" PRId64, rep->r_initial, d->stock);
     int64_t in_db = orders_db - d->db_path_orders;
-    if (rep->r_stream_len != in_db + rep->r_dead)
-        diff(rep, "stream has %" PRId64 " entries but the database has %" PRId64 " orders from it (+%" PRId64 " dead)",
-             rep->r_stream_len, in_db, rep->r_dead);
+    if (rep->r_stream_len + rep->r_carried != in_db + rep->r_dead)
+        diff(rep, "stream has %" PRId64 " entries (+%" PRId64 " carried by a barrier) but the database has %" PRId64
+                  " orders from it (+%" PRId64 " dead)",
+             rep->r_stream_len, rep->r_carried, in_db, rep->r_dead);
     if (d->released_pending)
         diff(rep, "%" PRId64 " cancelled orders not yet given back in Redis", d->released_pending);
     if (d->mirror_pending)
-        diff(rep, "%" PRId64 " degraded-path (db) orders not yet taken out of Redis stock", d->mirror_pending);
+        diff(rep, "%" PRId64 " degraded-path (db) orders not yet mirrored into Redis", d->mirror_pending);
     if (rep->r_released != d->released_done)
         diff(rep, "Redis released %" PRId64 " orders, the database cancelled and released %" PRId64,
              rep->r_released, d->released_done);
@@ -218,10 +229,13 @@ void sk_reconcile_format(const sk_reconcile_report *rep, bool json, dlock__buf *
                              ",\"orders\":{\"persisted\":%" PRId64 ",\"paid\":%" PRId64 ",\"cancelled\":%" PRId64
                              ",\"rejected\":%" PRId64 "},\"units\":{\"persisted\":%" PRId64 ",\"paid\":%" PRId64
                              ",\"cancelled\":%" PRId64 ",\"rejected\":%" PRId64 "},\"user_total_units\":%" PRId64
-                             ",\"release_pending\":%" PRId64 ",\"db_path_orders\":%" PRId64 "}",
+                             ",\"release_pending\":%" PRId64 ",\"db_path_orders\":%" PRId64 ",\"pending\":%" PRId64
+                             ",\"reserve_remaining\":%" PRId64 ",\"epoch\":%" PRId64 ",\"broken_promises\":%" PRId64
+                             ",\"stale_timeline\":%" PRId64 ",\"finalised_lost\":%" PRId64 "}",
                           d->stock, d->remaining, d->orders[0], d->orders[1], d->orders[2], d->orders[3], d->units[0],
                           d->units[1], d->units[2], d->units[3], d->user_total_units, d->released_pending,
-                          d->db_path_orders);
+                          d->db_path_orders, d->orders[SK_ST_PENDING], d->reserve_remaining, d->epoch,
+                          d->broken_promises, d->stale, d->finalised_lost);
         dlock__buf_printf(o, ",\"differences\":[");
         for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) {
             if (i) dlock__buf_append(o, ",", 1);
@@ -236,8 +250,10 @@ void sk_reconcile_format(const sk_reconcile_report *rep, bool json, dlock__buf *
                          ", released %" PRId64 "\n",
                       rep->r_stock, rep->r_initial, rep->r_buyers, rep->r_buyer_units, rep->r_stream_len,
                       rep->r_pending, rep->r_lag, rep->r_dead, rep->r_released);
-    dlock__buf_printf(o, "  database: remaining %" PRId64 " of %" PRId64 ", orders persisted %" PRId64 " paid %" PRId64
-                         " cancelled %" PRId64 " rejected %" PRId64 "\n",
-                      d->remaining, d->stock, d->orders[0], d->orders[1], d->orders[2], d->orders[3]);
+    dlock__buf_printf(o, "  database: remaining %" PRId64 " of %" PRId64 " (reserve %" PRId64 "), epoch %" PRId64
+                         ", orders persisted %" PRId64 " paid %" PRId64 " cancelled %" PRId64 " rejected %" PRId64
+                         " (stale timeline %" PRId64 ", broken promises %" PRId64 ") pending %" PRId64 "\n",
+                      d->remaining, d->stock, d->reserve_remaining, d->epoch, d->orders[0], d->orders[1], d->orders[2],
+                      d->orders[3], d->stale, d->broken_promises, d->orders[4]);
     for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) dlock__buf_printf(o, "  - %s\n", p);
 }

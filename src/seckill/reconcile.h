@@ -18,6 +18,7 @@ typedef struct sk_reconcile_report {
     /* Redis */
     bool redis_present;
     int64_t r_initial, r_stock, r_buyer_units, r_buyers, r_stream_len, r_pending, r_lag, r_dead, r_released;
+    int64_t r_carried; /* Redis-path orders a barrier gave this master (in the database, not in its stream) */
     /* database */
     sk_db_campaign_stats d;
     /* differences, one line each */

@@ -1,10 +1,12 @@
 /* release.c: the Redis half of an order's lifecycle: runs order_units.lua
  * by EVALSHA (loading it on NOSCRIPT), whose SADD on a gate set makes each
  * move happen once however many workers and retries run it: the give-back
- * of a cancelled order ({c:<id>}:released) and the take-out of a
- * degraded-path order ({c:<id>}:mirrored). */
+ * of a cancelled order ({c:<id>}:released), the mirror of a
+ * degraded-path order ({c:<id>}:mirrored) and the give-back of a tentative
+ * order refused at finalisation ({c:<id>}:dropped). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -24,14 +26,14 @@ static void script_sha(const char *src, char hex_out[41])
     hex_out[40] = '\0';
 }
 
-/* EVALSHA, then EVAL on NOSCRIPT. Returns 0 with *reply_out or a dlock code. */
-static int eval_script(dlock__conn *rc, const char *src, int nkeys, const char **keys, int nargs,
-                       const char **args, dlock__reply **reply_out)
+int sk__eval_script(dlock__conn *rc, const char *src, int nkeys, const char **keys, int nargs,
+                    const char **args, dlock__reply **reply_out)
 {
     char sha[41], nk[16];
     script_sha(src, sha);
     snprintf(nk, sizeof(nk), "%d", nkeys);
-    const char *argv[32];
+    const char **argv = calloc((size_t)(nkeys + nargs + 3), sizeof(*argv));
+    if (!argv) return DLOCK_ENOMEM;
     int argc = 0;
     argv[argc++] = "EVALSHA";
     argv[argc++] = sha;
@@ -39,16 +41,21 @@ static int eval_script(dlock__conn *rc, const char *src, int nkeys, const char *
     for (int i = 0; i < nkeys; i++) argv[argc++] = keys[i];
     for (int i = 0; i < nargs; i++) argv[argc++] = args[i];
     int err = dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
-    if (err || !dlock__reply_is_error(*reply_out, "NOSCRIPT")) return err;
-    dlock__reply_free(*reply_out);
-    *reply_out = NULL;
-    argv[0] = "EVAL";
-    argv[1] = src;
-    return dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
+    if (!err && dlock__reply_is_error(*reply_out, "NOSCRIPT")) {
+        dlock__reply_free(*reply_out);
+        *reply_out = NULL;
+        argv[0] = "EVAL";
+        argv[1] = src;
+        err = dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
+    }
+    free(argv);
+    return err;
 }
 
-/* Runs order_units.lua for row in one direction; 1, 0 or a code. */
-static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate, const char *status)
+/* Runs order_units.lua for row in direction dir; 1, 0 or a code. status:
+ * the final status of a give-back ("back"), else NULL. */
+static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate, const char *dir,
+                      const char *status)
 {
     char k_gate[128], k_stock[128], k_buyers[128], k_order[160], k_events[128], oid[24], qty[24];
     snprintf(k_gate, sizeof(k_gate), "{c:%s}:%s", row->campaign, gate);
@@ -59,9 +66,9 @@ static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate
     snprintf(oid, sizeof(oid), "%" PRIu64, row->order_id);
     snprintf(qty, sizeof(qty), "%" PRId64, row->qty);
     const char *keys[5] = {k_gate, k_stock, k_buyers, k_order, k_events};
-    const char *args[5] = {oid, row->user, qty, status ? "back" : "out", status};
+    const char *args[5] = {oid, row->user, qty, dir, status};
     dlock__reply *r = NULL;
-    int err = eval_script(rc, (const char *)sk_lua_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
+    int err = sk__eval_script(rc, (const char *)sk_lua_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);
@@ -70,7 +77,15 @@ static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate
 
 int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status)
 {
-    return move_units(rc, row, "released", status ? status : "cancelled");
+    return move_units(rc, row, "released", "back", status ? status : "cancelled");
 }
 
-int sk_mirror_order(dlock__conn *rc, const sk_order_row *row) { return move_units(rc, row, "mirrored", NULL); }
+int sk_mirror_order(dlock__conn *rc, const sk_order_row *row)
+{
+    /* a tentative order sold a reserve unit; one persisted before the
+     * reserve existed (schema 5) sold a unit of the shared stock */
+    bool tentative = strcmp(row->status, "pending") == 0;
+    return move_units(rc, row, "mirrored", tentative ? "hold" : "out", NULL);
+}
+
+int sk_drop_order(dlock__conn *rc, const sk_order_row *row) { return move_units(rc, row, "dropped", "drop", NULL); }

@@ -1,7 +1,9 @@
 /* release.h: the Redis half of an order's lifecycle, each step once
  * however many workers and retries run it (lua/order_units.lua): a
- * cancellation gives units back (gate {c:<id>}:released) and a
- * degraded-path order takes them out (gate {c:<id>}:mirrored).
+ * cancellation gives units back (gate {c:<id>}:released), a
+ * degraded-path order is mirrored (gate {c:<id>}:mirrored), a tentative
+ * order refused at finalisation gives its buyer's units back (gate
+ * {c:<id>}:dropped).
  * Thread-safety: uses only the connection it is given. */
 #ifndef SK_RELEASE_H
 #define SK_RELEASE_H
@@ -14,9 +16,20 @@
  * Returns 1 (released now), 0 (already released) or a negative code. */
 int sk_release_order(dlock__conn *rc, const sk_order_row *row, const char *status);
 
-/* For a degraded-path order: its units leave
- * {c:<id>}:stock and join the buyer in {c:<id>}:buyers, once (gate
- * {c:<id>}:mirrored). 1 (now), 0 (already) or a negative code. */
+/* For a degraded-path order: its units join the buyer in
+ * {c:<id>}:buyers, once (gate {c:<id>}:mirrored); a tentative (pending)
+ * order sold a reserve unit and leaves {c:<id>}:stock alone, an older
+ * persisted one also takes its units out of the stock.
+ * 1 (now), 0 (already) or a negative code. */
 int sk_mirror_order(dlock__conn *rc, const sk_order_row *row);
+
+/* For a tentative order refused at finalisation: its units leave the
+ * buyer in {c:<id>}:buyers once (gate {c:<id>}:dropped). 1, 0 or a code. */
+int sk_drop_order(dlock__conn *rc, const sk_order_row *row);
+
+/* EVALSHA of src (its SHA-1 computed here), EVAL on NOSCRIPT. 0 with *reply_out (caller frees; may be an error
+ * reply) or a dlock code. For the pipeline's scripts. */
+int sk__eval_script(dlock__conn *rc, const char *src, int nkeys, const char **keys, int nargs,
+                    const char **args, dlock__reply **reply_out);
 
 #endif

@@ -22,6 +22,7 @@ const char *sk_strerror(int err)
     case SK_ELIVE: return "campaign is live";
     case SK_EIDEMPOTENCY: return "Idempotency-Key used by another user";
     case SK_EQUEUEFULL: return "too many purchases waiting";
+    case SK_EBARRIER: return "campaign recovering after a change of master";
     default: return dlock_strerror(err);
     }
 }

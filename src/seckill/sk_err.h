@@ -33,6 +33,7 @@ typedef enum sk_err {
     SK_ELIVE = -113,     /* campaign is live: re-heat needs force */
     SK_EIDEMPOTENCY = -114, /* Idempotency-Key first used by another user */
     SK_EQUEUEFULL = -115,/* too many purchases waiting (coalescer or database path): retry */
+    SK_EBARRIER = -116,  /* the campaign waits for the barrier after a change of master: retry */
 } sk_err;
 
 const char *sk_strerror(int err);

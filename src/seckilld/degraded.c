@@ -187,10 +187,12 @@ static void submit(sk_degraded *d, job *j)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* A database-path acceptance is tentative (stored pending until the
+ * persister finalises it, docs/design/promise.md): answered 202. */
 static void answer(job *j, int err)
 {
     sk_purchase_result r = {.err = err, .order_id = j->order_id, .qty = j->qty,
-                            .remaining = j->remaining, .value = j->value};
+                            .remaining = j->remaining, .value = j->value, .pending = err == 0};
     j->cb(&r, j->arg);
 }
 

@@ -22,6 +22,7 @@
 #include "db.h"
 #include "degraded.h"
 #include "dlock/dlock.h"
+#include "http_internal.h"
 #include "http_metrics.h"
 #include "ids.h"
 #include "outcome.h"
@@ -31,32 +32,7 @@
 
 #define EVHTTP_BODY_CAP (1 << 20) /* evhttp itself refuses above this */
 
-struct sk_http {
-    struct event_base *base;
-    sk_engine *engine;
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
-    struct evconnlistener *listener;
-    struct event *resume_ev;
-    sk_http_opts o;
-    char *admin_token;
-    char *user_secret;
-    size_t inflight;
-    size_t unflushed; /* answered, still being written to the socket */
-    bool draining;
-    sk_http_metrics m;
-};
 
-typedef struct hreq {
-    sk_http *h;
-    struct evhttp_request *req;
-    sk_route route;
-    int64_t t0_us;
-    char id[65];
-    char user[65];
-    uint64_t order_id;
-    sk_heat_mode mode;
-} hreq;
 
 void sk_http_opts_init(sk_http_opts *o)
 {
@@ -103,6 +79,7 @@ static const char *reason_of(int status)
     switch (status) {
     case 200: return "OK";
     case 201: return "Created";
+    case 202: return "Accepted";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
@@ -116,7 +93,7 @@ static const char *reason_of(int status)
     }
 }
 
-static void reply_json(hreq *q, int status, dlock__buf *body)
+void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
 {
     if (body->oom) {
         dlock__buf_free(body);
@@ -127,33 +104,33 @@ static void reply_json(hreq *q, int status, dlock__buf *body)
     dlock__buf_free(body);
 }
 
-static void reply_error(hreq *q, int status, const char *code, const char *msg)
+void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg)
 {
     dlock__buf b = {0};
     dlock__buf_printf(&b, "{\"error\":\"%s\",\"message\":", code);
     dlock__json_put_str(&b, msg, strlen(msg));
     dlock__buf_append(&b, "}\n", 2);
-    reply_json(q, status, &b);
+    sk__http_reply_json(q, status, &b);
 }
 
 /* Maps an engine/database error to status + code. */
-static void reply_err_code(hreq *q, int err, const char *what)
+void sk__http_reply_err_code(hreq *q, int err, const char *what)
 {
     char msg[160];
     switch (err) {
-    case SK_EINVAL: reply_error(q, 400, "bad_request", what); return;
-    case SK_ENOTFOUND: reply_error(q, 404, "not_found", what); return;
-    case SK_EEXIST: reply_error(q, 409, "exists", what); return;
+    case SK_EINVAL: sk__http_reply_error(q, 400, "bad_request", what); return;
+    case SK_ENOTFOUND: sk__http_reply_error(q, 404, "not_found", what); return;
+    case SK_EEXIST: sk__http_reply_error(q, 409, "exists", what); return;
     case SK_ECONFLICT:
-    case SK_ELIVE: reply_error(q, 409, "conflict", what); return;
-    case SK_EFORBIDDEN: reply_error(q, 403, "forbidden", what); return;
+    case SK_ELIVE: sk__http_reply_error(q, 409, "conflict", what); return;
+    case SK_EFORBIDDEN: sk__http_reply_error(q, 403, "forbidden", what); return;
     case DLOCK_EUNKNOWN:
         snprintf(msg, sizeof(msg), "%s: Redis did not answer; the outcome is unknown", what);
-        reply_error(q, 503, "unavailable", msg);
+        sk__http_reply_error(q, 503, "unavailable", msg);
         return;
     default:
         snprintf(msg, sizeof(msg), "%s: %s", what, sk_strerror(err));
-        reply_error(q, 503, "unavailable", msg);
+        sk__http_reply_error(q, 503, "unavailable", msg);
         return;
     }
 }
@@ -187,14 +164,14 @@ static int read_json(hreq *q, dlock__json_doc *doc)
     size_t len = 0;
     int rc = read_body(q, &body, &len);
     if (rc) {
-        if (rc == SK_EINVAL) reply_error(q, 413, "too_large", "body over the size limit");
-        else reply_error(q, 500, "internal", "out of memory");
+        if (rc == SK_EINVAL) sk__http_reply_error(q, 413, "too_large", "body over the size limit");
+        else sk__http_reply_error(q, 500, "internal", "out of memory");
         return -1;
     }
     rc = len ? dlock__json_parse(body, len, doc, msg, sizeof(msg)) : 0;
     free(body);
     if (rc) {
-        reply_error(q, 400, "bad_request", rc == DLOCK__EINVAL ? msg : "out of memory");
+        sk__http_reply_error(q, 400, "bad_request", rc == DLOCK__EINVAL ? msg : "out of memory");
         return -1;
     }
     return len ? 0 : 1;
@@ -212,27 +189,27 @@ static bool admin_ok(hreq *q)
     const char *tok = q->h->admin_token;
     const char *auth = header(q, "Authorization");
     if (!tok || !*tok) {
-        reply_error(q, 401, "unauthorized", "admin API disabled: no admin token configured");
+        sk__http_reply_error(q, 401, "unauthorized", "admin API disabled: no admin token configured");
         return false;
     }
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !token_equal(auth + 7, tok)) {
-        reply_error(q, 401, "unauthorized", "missing or wrong admin token (Authorization: Bearer ...)");
+        sk__http_reply_error(q, 401, "unauthorized", "missing or wrong admin token (Authorization: Bearer ...)");
         return false;
     }
     return true;
 }
 
 /* X-User-Id (and X-User-Signature when a secret is set) into q->user. */
-static bool user_ok(hreq *q, int missing_status)
+bool sk__http_user_ok(hreq *q, int missing_status)
 {
     const char *u = header(q, "X-User-Id");
     if (!u) {
-        reply_error(q, missing_status, missing_status == 401 ? "unauthorized" : "bad_request",
+        sk__http_reply_error(q, missing_status, missing_status == 401 ? "unauthorized" : "bad_request",
                     "missing X-User-Id header");
         return false;
     }
     if (!sk_valid_user_id(u)) {
-        reply_error(q, 400, "bad_request", "X-User-Id must be " SK_USER_ID_RULE);
+        sk__http_reply_error(q, 400, "bad_request", "X-User-Id must be " SK_USER_ID_RULE);
         return false;
     }
     snprintf(q->user, sizeof(q->user), "%s", u);
@@ -250,7 +227,7 @@ static bool user_ok(hreq *q, int missing_status)
         given[2 * mdlen] = '\0';
     }
     if (!sig || !token_equal(given, hex)) {
-        reply_error(q, 401, "unauthorized", sig ? "bad X-User-Signature" : "missing X-User-Signature");
+        sk__http_reply_error(q, 401, "unauthorized", sig ? "bad X-User-Signature" : "missing X-User-Signature");
         return false;
     }
     return true;
@@ -291,10 +268,11 @@ static void put_campaign(dlock__buf *b, const sk_campaign_info *ci)
     dlock__buf_printf(b,
                       ",\"stock\":%lld,\"remaining\":%lld,\"sold\":%lld,\"per_user_limit\":%lld,"
                       "\"price_cents\":%lld,\"starts_at\":\"%s\",\"ends_at\":\"%s\","
-                      "\"starts_at_ms\":%lld,\"ends_at_ms\":%lld,\"state\":\"%s\"}\n",
+                      "\"starts_at_ms\":%lld,\"ends_at_ms\":%lld,\"db_reserve\":%lld,\"state\":\"%s\"}\n",
                       (long long)ci->def.stock, (long long)ci->remaining, (long long)ci->sold,
                       (long long)ci->def.per_user_limit, (long long)ci->def.price_cents, s, e,
-                      (long long)ci->def.starts_at_ms, (long long)ci->def.ends_at_ms, ci->state);
+                      (long long)ci->def.starts_at_ms, (long long)ci->def.ends_at_ms,
+                      (long long)ci->def.db_reserve, ci->state);
 }
 
 static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
@@ -305,12 +283,12 @@ static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
                            : err == SK_ELIVE     ? "campaign is live: re-heat needs force=1"
                            : err == SK_ENOTFOUND ? "no such campaign"
                                                  : "campaign";
-        reply_err_code(q, err, what);
+        sk__http_reply_err_code(q, err, what);
         return;
     }
     dlock__buf b = {0};
     put_campaign(&b, ci);
-    reply_json(q, q->route == SK_ROUTE_CAMPAIGN_CREATE ? 201 : 200, &b);
+    sk__http_reply_json(q, q->route == SK_ROUTE_CAMPAIGN_CREATE ? 201 : 200, &b);
 }
 
 static int json_time(const dlock__json_val *v, int64_t *ms_out)
@@ -352,9 +330,9 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
         } else if (strcmp(k, "per_user_limit") == 0) {
             ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             d->per_user_limit = v->i;
-        } else if (strcmp(k, "price_cents") == 0) {
+        } else if (strcmp(k, "price_cents") == 0 || strcmp(k, "db_reserve") == 0) {
             ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
-            d->price_cents = v->i;
+            *(k[0] == 'p' ? &d->price_cents : &d->db_reserve) = v->i;
         } else if (strcmp(k, "starts_at") == 0) {
             ok = json_time(v, &d->starts_at_ms) == 0;
             has_start = true;
@@ -386,13 +364,13 @@ static void handle_campaign_create(hreq *q)
     int rc = read_json(q, &doc);
     if (rc < 0) return;
     if (rc == 1) {
-        reply_error(q, 400, "bad_request", "body must be a JSON object");
+        sk__http_reply_error(q, 400, "bad_request", "body must be a JSON object");
         return;
     }
     rc = parse_campaign(&doc, &d, msg, sizeof(msg));
     dlock__json_free(&doc);
     if (rc) {
-        reply_error(q, 400, "bad_request", msg);
+        sk__http_reply_error(q, 400, "bad_request", msg);
         return;
     }
     if (q->h->o.db) {
@@ -400,27 +378,27 @@ static void handle_campaign_create(hreq *q)
          * database does not could sell orders the pipeline must reject. */
         rc = sk_db_campaign_create(q->h->o.db, &d);
         if (rc == SK_EEXIST) {
-            reply_error(q, 409, "exists", "campaign already exists");
+            sk__http_reply_error(q, 409, "exists", "campaign already exists");
             return;
         }
         if (rc) {
-            reply_error(q, 503, "unavailable", "database error storing the campaign");
+            sk__http_reply_error(q, 503, "unavailable", "database error storing the campaign");
             return;
         }
     }
     rc = sk_engine_campaign_heat(q->h->engine, &d, SK_HEAT_CREATE, on_campaign, q);
-    if (rc) reply_err_code(q, rc, "pre-heat");
+    if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
 }
 
 static void on_preheat_def(int err, const sk_campaign_info *ci, void *arg)
 {
     hreq *q = arg;
     if (err) {
-        reply_err_code(q, err, err == SK_ENOTFOUND ? "no such campaign" : "campaign");
+        sk__http_reply_err_code(q, err, err == SK_ENOTFOUND ? "no such campaign" : "campaign");
         return;
     }
     int rc = sk_engine_campaign_heat(q->h->engine, &ci->def, q->mode, on_campaign, q);
-    if (rc) reply_err_code(q, rc, "pre-heat");
+    if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
 }
 
 static void handle_campaign_preheat(hreq *q, const char *query)
@@ -433,37 +411,52 @@ static void handle_campaign_preheat(hreq *q, const char *query)
         int rc = sk_db_campaign_get(q->h->o.db, q->id, &c, NULL);
         if (rc == 0) {
             rc = sk_engine_campaign_heat(q->h->engine, &c, q->mode, on_campaign, q);
-            if (rc) reply_err_code(q, rc, "pre-heat");
+            if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
             return;
         }
         if (rc != SK_ENOTFOUND) {
-            reply_error(q, 503, "unavailable", "database error reading the campaign");
+            sk__http_reply_error(q, 503, "unavailable", "database error reading the campaign");
             return;
         }
     }
     int rc = sk_engine_campaign_get(q->h->engine, q->id, on_preheat_def, q);
-    if (rc) reply_err_code(q, rc, "pre-heat");
+    if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
 }
 
 static void handle_campaign_get(hreq *q)
 {
     int rc = sk_engine_campaign_get(q->h->engine, q->id, on_campaign, q);
-    if (rc) reply_err_code(q, rc, "campaign");
+    if (rc) sk__http_reply_err_code(q, rc, "campaign");
 }
 
 /* ---- purchase ------------------------------------------------------------ */
+
+/* An accepted purchase (or its replay): 201 when acknowledged, else 202
+ * pending with the order's Location (docs/design/promise.md). */
+static void answer_accepted(hreq *q, const sk_purchase_result *r)
+{
+    dlock__buf b = {0};
+    if (r->pending) {
+        char loc[48];
+        snprintf(loc, sizeof(loc), "/v1/orders/%llu", (unsigned long long)r->order_id);
+        evhttp_add_header(evhttp_request_get_output_headers(q->req), "Location", loc);
+        dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"status\":\"pending\"}\n",
+                          (unsigned long long)r->order_id);
+        sk__http_reply_json(q, 202, &b);
+        return;
+    }
+    dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"campaign\":\"%s\",\"quantity\":%lld,"
+                          "\"remaining\":%lld,\"status\":\"accepted\"}\n",
+                      (unsigned long long)r->order_id, q->id, (long long)r->qty, (long long)r->remaining);
+    sk__http_reply_json(q, 201, &b);
+}
 
 /* Every purchase answer, from the outcome table (outcome.h). */
 static void answer_purchase(hreq *q, const sk_purchase_result *r)
 {
     const sk_outcome *o = sk_outcome_get(sk_outcome_of_err(r->err, r->replay));
     if (!o->error) {
-        dlock__buf b = {0};
-        dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"campaign\":\"%s\",\"quantity\":%lld,"
-                              "\"remaining\":%lld,\"status\":\"accepted\"}\n",
-                          (unsigned long long)r->order_id, q->id, (long long)r->qty,
-                          (long long)r->remaining);
-        reply_json(q, o->http_status, &b);
+        answer_accepted(q, r);
         return;
     }
     char msg[160];
@@ -472,13 +465,17 @@ static void answer_purchase(hreq *q, const sk_purchase_result *r)
         snprintf(msg, sizeof(msg), "%s%lld%s", o->detail_pre, (long long)v, o->detail_post);
     else
         snprintf(msg, sizeof(msg), "%s", o->message);
+    int64_t retry_s = o->retry_after_s;
     if (o->http_status == 429) {
+        retry_s = (r->value + 999) / 1000;
+        if (retry_s < 1) retry_s = 1;
+    }
+    if (retry_s > 0) {
         char ra[24];
-        int64_t s = (r->value + 999) / 1000;
-        snprintf(ra, sizeof(ra), "%lld", (long long)(s > 0 ? s : 1));
+        snprintf(ra, sizeof(ra), "%lld", (long long)retry_s);
         evhttp_add_header(evhttp_request_get_output_headers(q->req), "Retry-After", ra);
     }
-    reply_error(q, o->http_status, o->error, msg);
+    sk__http_reply_error(q, o->http_status, o->error, msg);
 }
 
 static void on_purchase(const sk_purchase_result *r, void *arg) { answer_purchase(arg, r); }
@@ -500,10 +497,10 @@ static const char *parse_quantity(const dlock__json_doc *doc, int64_t *qty)
 
 static void handle_purchase(hreq *q)
 {
-    if (!user_ok(q, 400)) return;
+    if (!sk__http_user_ok(q, 400)) return;
     const char *idem = header(q, "Idempotency-Key");
     if (idem && !sk_valid_idem_key(idem)) {
-        reply_error(q, 400, "bad_request", "Idempotency-Key must be " SK_IDEM_KEY_RULE);
+        sk__http_reply_error(q, 400, "bad_request", "Idempotency-Key must be " SK_IDEM_KEY_RULE);
         return;
     }
     int64_t qty = 1;
@@ -514,7 +511,7 @@ static void handle_purchase(hreq *q)
         const char *bad = parse_quantity(&doc, &qty);
         dlock__json_free(&doc);
         if (bad) {
-            reply_error(q, 400, "bad_request", bad);
+            sk__http_reply_error(q, 400, "bad_request", bad);
             return;
         }
     }
@@ -523,49 +520,21 @@ static void handle_purchase(hreq *q)
     bool degraded = sk_degraded_active(q->h->o.degraded);
     if (degraded && idem) {
         /* the database keeps no Idempotency-Keys: never risk a second order */
-        reply_error(q, 503, "unavailable",
+        sk__http_reply_error(q, 503, "unavailable",
                     "Redis unavailable: purchases with an Idempotency-Key wait for it; retry later");
         return;
     }
     if (degraded) rc = sk_degraded_purchase(q->h->o.degraded, q->id, q->user, qty, ip, on_purchase, q);
     else rc = sk_engine_purchase(q->h->engine, q->id, q->user, qty, idem, ip, on_purchase, q);
     if (rc == SK_EINVAL) {
-        reply_error(q, 400, "bad_request", "bad purchase");
+        sk__http_reply_error(q, 400, "bad_request", "bad purchase");
     } else if (rc) {
         sk_purchase_result r = {.err = rc};
         answer_purchase(q, &r);
     }
 }
 
-/* ---- orders ---------------------------------------------------------------- */
-
-static void put_order(dlock__buf *b, uint64_t id, const char *campaign, const char *user,
-                      int64_t qty, const char *status, const char *reason)
-{
-    dlock__buf_printf(b, "{\"order_id\":\"%llu\",\"campaign\":", (unsigned long long)id);
-    dlock__json_put_str(b, campaign, strlen(campaign));
-    dlock__buf_append(b, ",\"user\":", 8);
-    dlock__json_put_str(b, user, strlen(user));
-    dlock__buf_printf(b, ",\"quantity\":%lld,\"status\":", (long long)qty);
-    dlock__json_put_str(b, status, strlen(status));
-    if (reason && *reason) {
-        dlock__buf_append(b, ",\"reason\":", 10);
-        dlock__json_put_str(b, reason, strlen(reason));
-    }
-    dlock__buf_append(b, "}\n", 2);
-}
-
-static void on_order(int err, const sk_order_info *o, void *arg)
-{
-    hreq *q = arg;
-    if (err) {
-        reply_err_code(q, err, err == SK_ENOTFOUND ? "no such order" : "order");
-        return;
-    }
-    dlock__buf b = {0};
-    put_order(&b, o->order_id, o->campaign, o->user, o->qty, o->status[0] ? o->status : "accepted", NULL);
-    reply_json(q, 200, &b);
-}
+/* ---- orders (the handlers are in http_orders.c) ---------------------------- */
 
 static bool parse_order_id(const char *s, uint64_t *out)
 {
@@ -582,59 +551,6 @@ static bool parse_order_id(const char *s, uint64_t *out)
     return true;
 }
 
-static void handle_order_get(hreq *q, const char *query)
-{
-    if (q->h->o.db) {
-        sk_order_row row;
-        int rc = sk_db_order_get(q->h->o.db, q->order_id, &row);
-        if (rc == 0) {
-            dlock__buf b = {0};
-            put_order(&b, row.order_id, row.campaign, row.user, row.qty, row.status, row.reason);
-            reply_json(q, 200, &b);
-            return;
-        }
-        /* not persisted yet (or a database hiccup): Redis knows accepted orders */
-    }
-    const char *campaign = NULL;
-    char cbuf[65];
-    if (query && strncmp(query, "campaign=", 9) == 0) {
-        snprintf(cbuf, sizeof(cbuf), "%.*s", (int)strcspn(query + 9, "&"), query + 9);
-        if (!sk_valid_campaign_id(cbuf)) {
-            reply_error(q, 400, "bad_request", "bad campaign parameter");
-            return;
-        }
-        campaign = cbuf;
-    }
-    int rc = sk_engine_order_get(q->h->engine, q->order_id, campaign, on_order, q);
-    if (rc) reply_err_code(q, rc, "order");
-}
-
-static void handle_order_pay(hreq *q)
-{
-    if (!user_ok(q, 401)) return;
-    if (!q->h->o.db) {
-        reply_error(q, 503, "unavailable", "payments need a database (--database-url)");
-        return;
-    }
-    sk_order_row row;
-    int rc = sk_db_order_pay(q->h->o.db, q->order_id, q->user, &row);
-    switch (rc) {
-    case 0: {
-        dlock__buf b = {0};
-        put_order(&b, row.order_id, row.campaign, row.user, row.qty, "paid", NULL);
-        reply_json(q, 200, &b);
-        return;
-    }
-    case SK_ENOTFOUND: reply_error(q, 404, "not_found", "no such order (or not persisted yet)"); return;
-    case SK_EFORBIDDEN: reply_error(q, 403, "forbidden", "not your order"); return;
-    case SK_ECONFLICT:
-        reply_error(q, 409, strcmp(row.status, "rejected") == 0 ? "rejected" : "cancelled",
-                    "order is cancelled or rejected");
-        return;
-    default: reply_error(q, 503, "unavailable", "database error"); return;
-    }
-}
-
 /* ---- health, metrics, ping -------------------------------------------------- */
 
 static void on_health(int err, void *arg)
@@ -648,7 +564,7 @@ static void on_health(int err, void *arg)
     dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\",\"mode\":\"%s\"}\n",
                       degraded ? "degraded" : ok ? "ok" : "unavailable", err ? "down" : "up",
                       ready ? "ready" : "no worker lease", degraded ? "degraded" : "redis");
-    reply_json(q, ok ? 200 : 503, &b);
+    sk__http_reply_json(q, ok ? 200 : 503, &b);
 }
 
 static void handle_healthz(hreq *q)
@@ -683,7 +599,7 @@ static void handle_ping(hreq *q)
 static void method_not_allowed(hreq *q, const char *allow)
 {
     evhttp_add_header(evhttp_request_get_output_headers(q->req), "Allow", allow);
-    reply_error(q, 405, "method_not_allowed", "method not allowed on this path");
+    sk__http_reply_error(q, 405, "method_not_allowed", "method not allowed on this path");
 }
 
 enum { MAX_SEGS = 5, SEG_LEN = 72 };
@@ -715,7 +631,7 @@ static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const c
         return;
     }
     if (!sk_valid_campaign_id(seg[2]) || n > 4) {
-        reply_error(q, 404, "not_found", "no such campaign");
+        sk__http_reply_error(q, 404, "not_found", "no such campaign");
         return;
     }
     memcpy(q->id, seg[2], strlen(seg[2]) + 1); /* valid: at most 64 chars */
@@ -729,7 +645,7 @@ static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const c
         q->route = SK_ROUTE_CAMPAIGN_PREHEAT;
         post ? handle_campaign_preheat(q, query) : method_not_allowed(q, "POST");
     } else {
-        reply_error(q, 404, "not_found", "no such path");
+        sk__http_reply_error(q, 404, "not_found", "no such path");
     }
 }
 
@@ -737,17 +653,17 @@ static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const c
 static void route_orders(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const char *query, bool get, bool post)
 {
     if (!parse_order_id(seg[2], &q->order_id)) {
-        reply_error(q, 404, "not_found", "no such order");
+        sk__http_reply_error(q, 404, "not_found", "no such order");
         return;
     }
     if (n == 3) {
         q->route = SK_ROUTE_ORDER_GET;
-        get ? handle_order_get(q, query) : method_not_allowed(q, "GET");
+        get ? sk__http_order_get(q, query) : method_not_allowed(q, "GET");
     } else if (strcmp(seg[3], "pay") == 0) {
         q->route = SK_ROUTE_ORDER_PAY;
-        post ? handle_order_pay(q) : method_not_allowed(q, "POST");
+        post ? sk__http_order_pay(q) : method_not_allowed(q, "POST");
     } else {
-        reply_error(q, 404, "not_found", "no such path");
+        sk__http_reply_error(q, 404, "not_found", "no such path");
     }
 }
 
@@ -770,7 +686,7 @@ static void dispatch(hreq *q, const char *path, const char *query)
     else if (n == 1 && strcmp(seg[0], "metrics") == 0) route_plain(q, SK_ROUTE_METRICS, handle_metrics, get);
     else if (v1 && strcmp(seg[1], "campaigns") == 0) route_campaigns(q, seg, n, query, get, post);
     else if (v1 && (n == 3 || n == 4) && strcmp(seg[1], "orders") == 0) route_orders(q, seg, n, query, get, post);
-    else reply_error(q, 404, "not_found", "no such path");
+    else sk__http_reply_error(q, 404, "not_found", "no such path");
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -789,7 +705,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path) {
-        reply_error(q, 400, "bad_request", "bad request target");
+        sk__http_reply_error(q, 400, "bad_request", "bad request target");
         return;
     }
     dispatch(q, path, evhttp_uri_get_query(uri));

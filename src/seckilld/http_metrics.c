@@ -9,7 +9,7 @@
 static const char *const route_names[SK_ROUTE_COUNT] = {
     "campaign_create", "campaign_preheat", "campaign_get", "purchase", "order_get",
     "order_pay", "healthz", "metrics", "ping", "other"};
-static const int statuses[SK_METRIC_STATUSES - 1] = {200, 201, 400, 401, 403, 404, 405,
+static const int statuses[SK_METRIC_STATUSES - 1] = {200, 201, 202, 400, 401, 403, 404, 405,
                                                      408, 409, 413, 429, 500, 503};
 static const double lat_le[SK_METRIC_LAT_BUCKETS - 1] = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5};
@@ -101,6 +101,29 @@ static void put_batches(const sk_engine_stats *st, dlock__buf *o)
                       (unsigned long long)st->batched_purchases, (unsigned long long)cum);
 }
 
+/* What buyers were told about acceptances, and what acknowledged them. */
+static void put_promises(const sk_engine_stats *st, dlock__buf *o)
+{
+    dlock__buf_printf(o, "# HELP seckill_answers_total Accepted purchases (and replays) by answer: 201 "
+                         "acknowledged, 202 pending.\n# TYPE seckill_answers_total counter\n"
+                         "seckill_answers_total{answer=\"201\"} %llu\nseckill_answers_total{answer=\"202\"} %llu\n",
+                      (unsigned long long)st->answered_acked, (unsigned long long)st->answered_pending);
+    put_scalar(o, "counter", "seckill_ack_waits_total", "WAITs sent behind purchase batches.", st->ack_waits);
+    put_scalar(o, "counter", "seckill_ack_failures_total",
+               "WAITs that reported fewer replicas than replica-acks (or failed): the batch answered 202.",
+               st->ack_failures);
+    put_scalar(o, "gauge", "seckill_ack_mode",
+               "How acceptances are acknowledged now: 0 never (202), 1 fsync before reply, 2 WAIT.",
+               (unsigned long long)st->ack_mode);
+    put_scalar(o, "gauge", "seckill_ack_replicas", "The replicas WAIT waits for.", (unsigned long long)st->ack_replicas);
+    put_scalar(o, "gauge", "seckill_worker_lease_held", "1 while order ids may be issued (lease fresh).",
+               (unsigned long long)st->lease_held);
+    dlock__buf_printf(o, "# HELP seckill_worker_id The leased order-id worker id (-1 none).\n"
+                         "# TYPE seckill_worker_id gauge\nseckill_worker_id %d\n", st->worker_id);
+    put_scalar(o, "counter", "seckill_worker_lease_lost_total",
+               "Leases given up (not renewed in time) or found taken by another instance.", st->lease_lost);
+}
+
 void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size_t inflight,
                        int ready, dlock__buf *o)
 {
@@ -108,6 +131,7 @@ void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size
     put_latency(m, o);
     put_outcomes(o, "seckill_purchases_total", "Purchase decisions by outcome.", st->outcomes);
     put_batches(st, o);
+    put_promises(st, o);
     put_scalar(o, "counter", "seckill_soldout_local_total", "Purchases answered sold-out from the local flag.",
                st->soldout_local);
     put_scalar(o, "counter", "seckill_redis_errors_total", "Redis commands that failed or timed out.",

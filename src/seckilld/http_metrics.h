@@ -1,6 +1,7 @@
 /* http_metrics.h: seckilld's Prometheus counters: requests by route and
  * status, a latency histogram per route, plus the engine's figures
- * (purchase outcomes, coalesced batch sizes, Redis errors, reconnects).
+ * (purchase outcomes, coalesced batch sizes, Redis errors, reconnects,
+ * 201/202 answers, WAIT acknowledgements, the worker lease).
  * Plain counters owned by one event loop (one process): no locking. */
 #ifndef SK_HTTP_METRICS_H
 #define SK_HTTP_METRICS_H
@@ -26,7 +27,7 @@ typedef enum sk_route {
     SK_ROUTE_COUNT
 } sk_route;
 
-enum { SK_METRIC_STATUSES = 14, SK_METRIC_LAT_BUCKETS = 14 };
+enum { SK_METRIC_STATUSES = 15, SK_METRIC_LAT_BUCKETS = 14 };
 
 typedef struct sk_http_metrics {
     uint64_t requests[SK_ROUTE_COUNT][SK_METRIC_STATUSES];

@@ -31,7 +31,7 @@ static int setup(void **state)
     snprintf(sock_path, sizeof(sock_path), "%s/r.sock", sock_dir);
     snprintf(unixsocket, sizeof(unixsocket), "unixsocket %s", sock_path);
     const char *extra[] = {"requirepass hunter2", "user alice on >wonderland ~* &* +@all",
-                           unixsocket, "unixsocketperm 700", NULL};
+                           "user guest on nopass ~* &* +@all", unixsocket, "unixsocketperm 700", NULL};
     return test_redis_start(&srv, extra);
 }
 
@@ -94,6 +94,38 @@ static void test_wrong_password_or_user_is_an_auth_error(void **state)
     assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d/1", srv.port); /* no password */
     assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
+}
+
+static void assert_whoami(dlock__conn *c, const char *want)
+{
+    const char *argv[2] = {"ACL", "WHOAMI"};
+    dlock__reply *r = NULL;
+    assert_int_equal(dlock__conn_cmd(c, 2, argv, NULL, &r), 0);
+    assert_string_equal(dlock__reply_str(r, NULL), want);
+    dlock__reply_free(r);
+}
+
+/* redis://user@host is a user without a password (AUTH user ""), never the
+ * user name sent as a password. */
+static void test_bare_user_is_a_user_without_password(void **state)
+{
+    (void)state;
+    char url[256], err[256];
+    dlock__conn *c = NULL;
+    snprintf(url, sizeof(url), "redis://guest@127.0.0.1:%d", srv.port);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), 0); /* nopass user */
+    assert_whoami(c, "guest");
+    dlock__conn_close(c);
+    c = NULL;
+    snprintf(url, sizeof(url), "redis://hunter2@127.0.0.1:%d", srv.port); /* no user hunter2 */
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
+    assert_null(c);
+    snprintf(url, sizeof(url), "redis://alice@127.0.0.1:%d", srv.port); /* alice needs a password */
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), DLOCK__EAUTH);
+    snprintf(url, sizeof(url), "redis://:hunter2@127.0.0.1:%d", srv.port);
+    assert_int_equal(open_url(url, &c, err, sizeof(err)), 0);
+    assert_whoami(c, "default");
+    dlock__conn_close(c);
 }
 
 static void test_unix_socket_with_db(void **state)
@@ -205,6 +237,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_password_and_acl_user_authenticate),
         cmocka_unit_test(test_wrong_password_or_user_is_an_auth_error),
+        cmocka_unit_test(test_bare_user_is_a_user_without_password),
         cmocka_unit_test(test_unix_socket_with_db),
         cmocka_unit_test(test_bad_db_index_is_a_server_error),
         cmocka_unit_test(test_stopped_server_fails_within_connect_timeout),

@@ -40,13 +40,48 @@ static void test_defaults_and_password_only_forms(void **state)
     assert_null(u.user);
     assert_string_equal(u.password, "pw");
     dlock__url_free(&u);
-    assert_int_equal(dlock__url_parse("redis://pw@h/", &u, NULL, 0), 0);
-    assert_string_equal(u.password, "pw");
     dlock__url_free(&u);
     assert_int_equal(dlock__url_parse("redis://[::1]:7000?db=2", &u, NULL, 0), 0);
     assert_string_equal(u.host, "::1");
     assert_int_equal(u.port, 7000);
     assert_int_equal(u.db, 2);
+    dlock__url_free(&u);
+}
+
+/* The Redis URI convention (as redis-py reads it): ":pass@" password only,
+ * "user:pass@" ACL user, bare "user@" a user without a password. */
+static void test_bare_user_is_a_user_name_not_a_password(void **state)
+{
+    (void)state;
+    dlock__url u;
+    const char *argv[3];
+    assert_int_equal(dlock__url_parse("redis://bob@h/", &u, NULL, 0), 0);
+    assert_string_equal(u.user, "bob");
+    assert_null(u.password);
+    assert_int_equal(dlock__url_auth_argv(&u, argv), 3);
+    assert_string_equal(argv[1], "bob");
+    assert_string_equal(argv[2], "");
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis://b%40b:@h", &u, NULL, 0), 0); /* empty password */
+    assert_string_equal(u.user, "b@b");
+    assert_string_equal(u.password, "");
+    assert_int_equal(dlock__url_auth_argv(&u, argv), 3);
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis://:pw@h", &u, NULL, 0), 0);
+    assert_int_equal(dlock__url_auth_argv(&u, argv), 2);
+    assert_string_equal(argv[1], "pw");
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis://alice:pw@h", &u, NULL, 0), 0);
+    assert_int_equal(dlock__url_auth_argv(&u, argv), 3);
+    assert_string_equal(argv[1], "alice");
+    assert_string_equal(argv[2], "pw");
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis://:@h", &u, NULL, 0), 0); /* nothing to send */
+    assert_int_equal(dlock__url_auth_argv(&u, argv), 0);
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis-sentinel://carol@s1:26379/m", &u, NULL, 0), 0);
+    assert_string_equal(u.user, "carol");
+    assert_null(u.password);
     dlock__url_free(&u);
 }
 
@@ -139,6 +174,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tcp_url_with_everything_parses),
         cmocka_unit_test(test_defaults_and_password_only_forms),
+        cmocka_unit_test(test_bare_user_is_a_user_name_not_a_password),
         cmocka_unit_test(test_unix_url_parses_path_and_db),
         cmocka_unit_test(test_sentinel_url_lists_every_sentinel),
         cmocka_unit_test(test_tls_url_is_refused_with_its_own_code),

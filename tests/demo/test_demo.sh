@@ -28,7 +28,7 @@ PY
 # --- seckill-bench --smoke in its other modes, against one seckilld -----
 . "$src/scripts/lib.sh"
 trap 'dl_cleanup; rm -rf "$out"' EXIT
-dl_start_redis "$out"
+dl_start_redis "$out" --appendonly yes --appendfsync always  # the reply is the acknowledgement: 201
 port=$(dl_free_port)
 "$build/tools/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token t0k \
     --redis-url "redis://127.0.0.1:$REDIS_PORT" >"$out/seckilld.log" 2>&1 &

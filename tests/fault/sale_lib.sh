@@ -23,11 +23,12 @@ PERSIST_PIDS=()
 
 say() { echo "[$SCENARIO $(date +%T.%3N)] $*"; }
 
-start_services() { # uses REDIS_URL, DATABASE_URL
+start_services() { # uses REDIS_URL, DATABASE_URL, SECKILLD_EXTRA (more seckilld flags)
     export REDIS_URL DATABASE_URL
     for i in 1 2 3; do
         port=$(dl_free_port)
-        "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" \
+        # shellcheck disable=SC2086 # SECKILLD_EXTRA is a list of flags
+        "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" ${SECKILLD_EXTRA:-} \
             >"$work/seckilld-$i.log" 2>&1 &
         dl_track $!
         SECKILLD_PIDS+=($!)
@@ -51,7 +52,8 @@ start_persister() {
 # so a fault hits a pipeline that is really moving orders.
 create_campaign() {
     "$bin/seckill-bench/seckill-bench" --url "${SECKILLD_URLS[0]}" --campaign "$CAMPAIGN" --create \
-        --admin-token "$TOKEN" --stock "$STOCK" --limit 1 --buyers 0 --scalpers 0 --bad 0 >/dev/null
+        --admin-token "$TOKEN" --stock "$STOCK" --limit 1 --db-reserve "${DB_RESERVE:-0}" \
+        --buyers 0 --scalpers 0 --bad 0 >/dev/null
     for _ in $(seq 1 100); do
         n=$( (grep -l "consuming {c:$CAMPAIGN}" "$work"/persist-*.log 2>/dev/null || true) | wc -l)
         [ "$n" -ge "${#PERSIST_PIDS[@]}" ] && return 0
@@ -67,7 +69,7 @@ start_sale() { # background; sets BENCH_PID
     for u in "${SECKILLD_URLS[@]}"; do args+=(--url "$u"); done
     "$bin/seckill-bench/seckill-bench" "${args[@]}" --campaign "$CAMPAIGN" \
         --stock "$STOCK" --limit 1 --buyers "$BUYERS" --scalpers 5 \
-        --scalper-burst 40 --bad 40 --connections 64 --rate "$RATE" --retries 20 \
+        --scalper-burst 40 --bad 40 --connections 64 --rate "$RATE" --retries "${FAULT_RETRIES:-20}" ${BENCH_EXTRA:-} \
         --json-out "$work/bench.json" --orders-out "$work/orders.txt" >"$work/bench.out" 2>&1 &
     BENCH_PID=$!
     dl_track "$BENCH_PID"
@@ -116,4 +118,36 @@ wait_healthy_ms() {
         sleep 0.1
     done
     echo $(( ($(date +%s%N) - t0) / 1000000 ))
+}
+
+# wait_sold_out PORT budget_s: until the campaign's Redis stock is 0.
+wait_sold_out() {
+    local i=0
+    until [ "$(redis-cli -p "$1" get "{c:$CAMPAIGN}:stock" 2>/dev/null)" = 0 ]; do
+        i=$((i + 1))
+        [ "$i" -gt $(( $2 * 20 )) ] && return 1
+        sleep 0.05
+    done
+}
+
+# wait_promoted PORT: until the first sentinel names 127.0.0.1:PORT master.
+wait_promoted() {
+    local first t0
+    first=${SENTINEL_PORTS# }
+    first=${first%% *}
+    t0=$(date +%s%N)
+    for _ in $(seq 1 300); do
+        [ "$(dl_sentinel_master "$first" mymaster)" = "127.0.0.1:$1" ] && break
+        sleep 0.1
+    done
+    say "sentinels promoted 127.0.0.1:$1 after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+
+# restart_redis [redis-server args...]: starts redis-server again on
+# REDIS_PORT in $work (its AOF, if any); sets REDIS_PID.
+restart_redis() {
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$work" --save '' \
+        --protected-mode no "$@" >>"$work/redis-restart.log" 2>&1 &
+    REDIS_PID=$!
+    dl_track "$REDIS_PID"
 }

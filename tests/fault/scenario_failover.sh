@@ -39,4 +39,4 @@ say "sentinels promoted 127.0.0.1:$REPLICA_PORT after $(( ($(date +%s%N) - t0) /
 ms=$(wait_healthy_ms "${SECKILLD_URLS[1]}" 30) || { say "service did not recover"; exit 1; }
 RECOVER_MS=$ms
 say "service healthy on the new master ${ms} ms later"
-finish_sale --redis-url "redis://127.0.0.1:$REPLICA_PORT" --allow-redis-loss
+finish_sale --redis-url "redis://127.0.0.1:$REPLICA_PORT"

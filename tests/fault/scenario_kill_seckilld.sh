@@ -5,7 +5,7 @@
 # Pass: 0 oversold, 0 duplicates, 0 lost orders, reconciliation clean.
 SCENARIO=kill-seckilld
 . "$(dirname "$0")/sale_lib.sh"
-dl_start_redis "$work"
+dl_start_redis "$work" --appendonly yes --appendfsync always  # fsync before reply: 201 is a promise
 REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 DATABASE_URL="sqlite://$work/orders.db"
 start_services

@@ -23,4 +23,4 @@ dl_track "$REDIS_PID"
 ms=$(wait_healthy_ms "${SECKILLD_URLS[0]}" 30) || { say "service did not recover"; exit 1; }
 RECOVER_MS=$ms
 say "service healthy again ${ms} ms after the restart"
-finish_sale --redis-url "$REDIS_URL" --allow-redis-loss
+finish_sale --redis-url "$REDIS_URL"

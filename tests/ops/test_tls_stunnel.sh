@@ -86,6 +86,6 @@ echo "ok   demo sale through stunnel: all invariants held, campaign on the TLS s
 # --- a rediss:// URL is refused with a message naming the way out
 msg=$("$build/tools/dlock/dlock" --url "rediss://127.0.0.1:$tls_port" "$key" -- true 2>&1) && rc=0 || rc=$?
 [ "$rc" = 78 ] || fail "rediss:// URL: exit $rc, want 78 (bad URL)"
-printf '%s' "$msg" | grep -q 'rediss://' || fail "rediss:// refusal does not say why: $msg"
+printf '%s' "$msg" | grep -q 'docs/ops/tls.md' || fail "rediss:// refusal does not point to the stunnel recipe: $msg"
 echo "ok   rediss:// refused: $msg"
 echo "tls: all checks passed"

@@ -213,7 +213,7 @@ static void test_dlock_holder_excludes_redisson_in_its_field_format(void **state
     assert_true(strspn(owner + strlen(id) + 1, "0123456789") == strlen(owner + strlen(id) + 1));
     assert_string_equal(hget(key, owner), "1");
     assert_string_equal(run("redis-cli -p %d hlen '%s'", srv.port, key), "1");
-    long pttl = atol(redisson("try_lock", key, "30000 redisson-b:1")); /* refused: dlock's pttl */
+    long pttl = strtol(redisson("try_lock", key, "30000 redisson-b:1"), NULL, 10); /* refused: dlock's pttl */
     assert_true(pttl > 0 && pttl <= 10000);
     assert_string_equal(run("redis-cli -p %d hlen '%s'", srv.port, key), "1");
     assert_int_equal(dlock_lock_unlock(l), 0);
@@ -285,7 +285,7 @@ static void test_redisson_renewal_extends_only_its_owners_hold(void **state)
     char args[512];
     snprintf(args, sizeof(args), "60000 '%s'", dlock_lock_owner(l));
     assert_string_equal(redisson("renew", key, args), "1");
-    assert_true(atol(run("redis-cli -p %d pttl '%s'", srv.port, key)) > 2000);
+    assert_true(strtol(run("redis-cli -p %d pttl '%s'", srv.port, key), NULL, 10) > 2000);
     assert_string_equal(redisson("renew", key, "60000 redisson-e:1"), "0");
     assert_int_equal(dlock_lock_unlock(l), 0);
     dlock_lock_free(l);

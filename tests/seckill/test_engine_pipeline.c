@@ -2,12 +2,15 @@
  * (purchase.lua via sk_engine) into a SQLite file through a persister:
  * 400 buyers for 100 units -> exactly 100 orders persisted and
  * reconciliation clean; a cancellation gives the unit back in Redis, the
- * engine's local sold-out flag clears and the unit sells again. */
+ * engine's local sold-out flag clears and the unit sells again; a campaign
+ * created while persisters run is consumed at once (announced). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,10 +204,71 @@ static void test_engine_sale_persists_exactly_the_stock_and_restocks_once(void *
     assert_int_equal(diffs(), 0);
 }
 
+typedef struct bg {
+    pthread_t th;
+    atomic_int stop;
+    sk_persist_opts o;
+} bg;
+
+static void *bg_main(void *p)
+{
+    bg *b = p;
+    char err[256];
+    sk_persist_run(&b->o, NULL, err, sizeof(err));
+    return NULL;
+}
+
+/* Two persisters on every campaign (defaults: discovery every 2 s, BLOCK
+ * 500 ms) are idle when a campaign is created through the engine and its
+ * first order decided: the order is in the database well within a second
+ * (the announcement wakes them; without it discovery takes 1.4-2 s more). */
+static void test_new_campaign_is_consumed_at_once(void **state)
+{
+    (void)state;
+    bg p[2];
+    for (int i = 0; i < 2; i++) {
+        sk_persist_opts_init(&p[i].o);
+        p[i].o.redis_url = redis_url;
+        p[i].o.database_url = db_url;
+        p[i].o.pay_timeout_ms = 0;
+        p[i].o.stop = &p[i].stop;
+        atomic_store(&p[i].stop, 0);
+        assert_int_equal(pthread_create(&p[i].th, NULL, bg_main, &p[i]), 0);
+    }
+    dlock__sleep_ms(600); /* both discovered what exists and block on their streams */
+    int64_t t0 = dlock__now_ms();
+    sk_campaign c = {.stock = 10, .per_user_limit = 1, .price_cents = 1, .ends_at_ms = dlock__wall_ms() + 3600000};
+    snprintf(c.id, sizeof(c.id), "fresh");
+    snprintf(c.title, sizeof(c.title), "announced");
+    assert_int_equal(sk_db_campaign_create(db, &c), 0);
+    int heated = 0;
+    assert_int_equal(sk_engine_campaign_heat(eng, &c, SK_HEAT_CREATE, on_heat, &heated), 0);
+    loop_until(&heated, 1, 5000);
+    assert_int_equal(heated, 1);
+    tally t = {0};
+    assert_int_equal(sk_engine_purchase(eng, "fresh", "first", 1, NULL, NULL, on_purchase, &t), 0);
+    loop_until(&t.done, 1, 5000);
+    assert_int_equal(t.accepted, 1);
+    int64_t took = -1;
+    for (int64_t end = t0 + 5000; dlock__now_ms() < end; dlock__sleep_ms(2))
+        if (sk_db_order_get(db, t.last_id, NULL) == 0) {
+            took = dlock__now_ms() - t0;
+            break;
+        }
+    for (int i = 0; i < 2; i++) {
+        atomic_store(&p[i].stop, 1);
+        pthread_join(p[i].th, NULL);
+    }
+    fprintf(stderr, "new campaign: first order persisted %" PRId64 " ms after the create\n", took);
+    assert_true(took >= 0);
+    assert_true(took < 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_sale_persists_exactly_the_stock_and_restocks_once),
+        cmocka_unit_test(test_new_campaign_is_consumed_at_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,7 +2,7 @@
 # buy one unit at a time for random users of a set on random instances until
 # the stop file exists (or --seconds pass, or --until-soldout sees every
 # instance answer sold_out); writes a JSON summary (answers by code and the
-# accepted order ids) to --out.
+# accepted order ids, 201 and 202) to --out.
 import argparse, http.client, json, os, random, threading, time
 
 ap = argparse.ArgumentParser()
@@ -53,7 +53,9 @@ def run(seed):
             body = {}
         with lock:
             codes[key] = codes.get(key, 0) + 1
-            if key == "201 accepted":
+            # 202: decided but not acknowledged (the database path's
+            # tentative orders, docs/design/promise.md): an order all the same
+            if key in ("201 accepted", "202 pending"):
                 accepted.append(body["order_id"])
             if key == "409 sold_out":
                 soldout_seen.add(h)

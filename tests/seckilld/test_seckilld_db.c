@@ -62,7 +62,9 @@ static void bad_user_is_refused_at_both_doors(int port, sk_db *db, const char *c
 /* One case, on its own Redis: the database at url is the system of record. */
 static void run_with_database(const char *url, const char *campaign)
 {
-    assert_int_equal(test_redis_start(&redis, NULL), 0);
+    /* fsync before reply: the reply is the acknowledgement, so 201 */
+    const char *durable[] = {"appendonly yes", "appendfsync always", NULL};
+    assert_int_equal(test_redis_start(&redis, durable), 0);
     skt_daemon d;
     const char *extra[] = {"--admin-token", "adm", "--database-url", url, NULL};
     assert_int_equal(skt_daemon_start(&d, redis.url, extra), 0);
@@ -97,6 +99,7 @@ static void run_with_database(const char *url, const char *campaign)
     snprintf(path, sizeof(path), "/v1/orders/%s", oid1);
     assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
     get_field(resp, "status", "accepted");
+    get_field(resp, "state", "pending");
     /* paying an order the database does not know yet */
     snprintf(path, sizeof(path), "/v1/orders/%s/pay", oid1);
     assert_int_equal(skt_http(d.port, "POST", path, "X-User-Id: alice\r\n", "", 0, resp, sizeof(resp)), 404);
@@ -113,6 +116,7 @@ static void run_with_database(const char *url, const char *campaign)
     snprintf(path, sizeof(path), "/v1/orders/%s", oid1);
     assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
     get_field(resp, "status", "persisted");
+    get_field(resp, "state", "confirmed");
     get_field(resp, "user", "alice");
 
     snprintf(path, sizeof(path), "/v1/orders/%s/pay", oid1);
@@ -124,11 +128,16 @@ static void run_with_database(const char *url, const char *campaign)
     snprintf(path, sizeof(path), "/v1/orders/%s", oid1);
     assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
     get_field(resp, "status", "paid");
+    get_field(resp, "state", "confirmed");
 
     /* a cancelled order cannot be paid */
     assert_int_equal(sk_db_order_cancel(db, strtoull(oid2, NULL, 10), "timeout", NULL), 0);
     snprintf(path, sizeof(path), "/v1/orders/%s/pay", oid2);
     assert_int_equal(skt_http(d.port, "POST", path, "X-User-Id: bob\r\n", "", 0, resp, sizeof(resp)), 409);
+    snprintf(path, sizeof(path), "/v1/orders/%s", oid2);
+    assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
+    get_field(resp, "status", "cancelled");
+    get_field(resp, "state", "confirmed"); /* it was persisted; cancelled later */
     assert_int_equal(skt_http(d.port, "POST", "/v1/orders/12345/pay", "X-User-Id: bob\r\n", "", 0, resp, sizeof(resp)), 404);
 
     /* Redis loses everything: the campaign is re-heated from the database */

@@ -1,14 +1,19 @@
 /* main.c: the dlock program, a distributed flock(1): parse the command
- * line and hand over to the run, status or release command. Every path
- * returns one of the exit codes documented in cli.h and dlock.1.
+ * line and hand over to the run, status, release or torture command. Every
+ * path returns one of the exit codes documented in cli.h, torture.h and
+ * dlock.1.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "dlock/dlock.h"
+#include "torture.h"
 
 int main(int argc, char **argv)
 {
+    /* torture has options of its own (torture.c) */
+    if (argc >= 2 && strcmp(argv[1], "torture") == 0) return cli_cmd_torture(argc - 1, argv + 1);
     cli_options o;
     int code = cli_parse(argc, argv, &o);
     if (code != 0) return code;

@@ -43,6 +43,7 @@ void cli_print_usage(void)
           "  dlock [options] NAME -c SHELL-COMMAND\n"
           "  dlock status [--json] [--semaphore N] [options] NAME\n"
           "  dlock release --force [options] NAME\n"
+          "  dlock torture --prefix P [--url URL] [options]   (see dlock torture --help)\n"
           "\n"
           "Run COMMAND while holding the distributed lock NAME in Redis; release it\n"
           "when COMMAND exits. The exit status is COMMAND's (128+N if killed by signal N).\n"

@@ -10,7 +10,11 @@
  *                 inside it, from --threads threads with their own connections
  *   optimistic    SISMEMBER, DECR, INCR back when negative, SADD (no lock)
  *   lua-single    sk_engine with max_batch = 1 (one script call a purchase)
- *   lua-coalesced sk_engine with its default max_batch (what seckilld runs) */
+ *   lua-coalesced sk_engine with its default max_batch (what seckilld runs)
+ * --replica-acks / --replica-ack-timeout-ms set the lua strategies'
+ * acknowledgement (WAIT behind each batch, docs/design/promise.md): run
+ * once with 0 and once with 1 against a master with a replica to measure
+ * what the promise costs; "pending" counts acceptances not acknowledged. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdatomic.h>
@@ -41,6 +45,8 @@ typedef struct cmp_opts {
     dlock__url url;
     double duration_s;
     int threads, inflight, stock, users, repeat;
+    int replica_acks;
+    double ack_timeout_ms;
     bool csv, smoke, help;
     bool run[S_COUNT];
 } cmp_opts;
@@ -49,6 +55,7 @@ typedef struct cmp_opts {
 typedef struct cmp_stats {
     uint64_t decisions; /* accepted + refused (sold out, already bought) */
     uint64_t accepted, errors, soldout_local;
+    uint64_t pending; /* lua-*: accepted but not acknowledged (202 in seckilld) */
     double elapsed_s;
     dlock__hist lat;
     double mean_batch;    /* lua-*: purchases per script call */
@@ -282,10 +289,11 @@ struct eng_run {
     int heat_err;
 };
 
-static void count_answer(eng_run *r, const eng_slot *s, int err)
+static void count_answer(eng_run *r, const eng_slot *s, int err, bool pending)
 {
     if (err == 0) {
         r->st->accepted++;
+        r->st->pending += pending;
         if (s->uidx >= 0) atomic_fetch_add(&r->w->user_acc[s->uidx], 1);
     } else if (err != SK_ESOLDOUT && err != SK_ELIMIT) {
         r->st->errors++;
@@ -307,7 +315,7 @@ static void issue(eng_slot *s)
         int rc = sk_engine_purchase(r->e, r->w->campaign, user, 1, NULL, NULL, on_purchase, s);
         if (rc == 0) return;
         if (rc == SK_ESOLDOUT) r->st->soldout_local++;
-        count_answer(r, s, rc);
+        count_answer(r, s, rc, false);
     }
     if (--r->outstanding == 0) r->finished = true;
 }
@@ -316,7 +324,7 @@ static void on_purchase(const sk_purchase_result *res, void *arg)
 {
     eng_slot *s = arg;
     if (s->r->closing) return;
-    count_answer(s->r, s, res->err);
+    count_answer(s->r, s, res->err, res->pending);
     issue(s);
 }
 
@@ -384,6 +392,8 @@ static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, c
     sk_engine_opts eo;
     sk_engine_opts_init(&eo);
     if (strategy == S_LUA_SINGLE) eo.max_batch = 1;
+    eo.replica_acks = o->replica_acks;
+    eo.replica_ack_timeout_ms = (int64_t)o->ack_timeout_ms;
     eo.order_ttl_ms = 120000; /* the bench's order hashes go away by themselves */
     char err[256];
     r.base = event_base_new();
@@ -496,10 +506,11 @@ static double per_s(const cmp_stats *s)
 static void print_csv(const cmp_opts *o, const cmp_stats tp[], const cmp_stats ok[])
 {
     printf("strategy,decisions_per_s,p50_us,p99_us,oversold,duplicates,tp_decisions,tp_errors,"
-           "tp_soldout_local,ok_attempts,ok_accepted,ok_stock,ok_stock_left,ok_errors,threads_or_inflight,tp_mean_batch\n");
+           "tp_soldout_local,ok_attempts,ok_accepted,ok_stock,ok_stock_left,ok_errors,threads_or_inflight,tp_mean_batch,"
+           "tp_pending\n");
     for (int s = 0; s < S_COUNT; s++) {
         if (!o->run[s]) continue;
-        printf("%s,%.0f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%d,%llu,%d,%lld,%llu,%d,%.1f\n", strategy_names[s],
+        printf("%s,%.0f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%d,%llu,%d,%lld,%llu,%d,%.1f,%llu\n", strategy_names[s],
                per_s(&tp[s]), (unsigned long long)dlock__hist_quantile(&tp[s].lat, 0.5),
                (unsigned long long)dlock__hist_quantile(&tp[s].lat, 0.99),
                (unsigned long long)ok[s].oversold, (unsigned long long)ok[s].duplicates,
@@ -507,7 +518,7 @@ static void print_csv(const cmp_opts *o, const cmp_stats tp[], const cmp_stats o
                (unsigned long long)tp[s].soldout_local, o->users * o->repeat,
                (unsigned long long)ok[s].accepted, o->stock, ok[s].stock_left,
                (unsigned long long)ok[s].errors, s <= S_OPTIMISTIC ? o->threads : o->inflight,
-               tp[s].mean_batch);
+               tp[s].mean_batch, (unsigned long long)tp[s].pending);
     }
 }
 
@@ -517,16 +528,16 @@ static void print_human(const cmp_opts *o, const cmp_stats tp[], const cmp_stats
            "lua: %d purchases in flight\n",
            o->duration_s, o->threads, o->inflight);
     printf("correctness: stock %d, limit 1, %d users x %d concurrent attempts\n", o->stock, o->users, o->repeat);
-    printf("%-14s %12s %9s %9s %9s %10s %8s %8s %6s\n", "strategy", "decisions/s", "p50_us", "p99_us",
-           "oversold", "duplicates", "accepted", "errors", "batch");
+    printf("%-14s %12s %9s %9s %9s %10s %8s %8s %6s %8s\n", "strategy", "decisions/s", "p50_us", "p99_us",
+           "oversold", "duplicates", "accepted", "errors", "batch", "pending");
     for (int s = 0; s < S_COUNT; s++) {
         if (!o->run[s]) continue;
-        printf("%-14s %12.0f %9llu %9llu %9llu %10llu %8llu %8llu %6.1f\n", strategy_names[s], per_s(&tp[s]),
+        printf("%-14s %12.0f %9llu %9llu %9llu %10llu %8llu %8llu %6.1f %8llu\n", strategy_names[s], per_s(&tp[s]),
                (unsigned long long)dlock__hist_quantile(&tp[s].lat, 0.5),
                (unsigned long long)dlock__hist_quantile(&tp[s].lat, 0.99),
                (unsigned long long)ok[s].oversold, (unsigned long long)ok[s].duplicates,
                (unsigned long long)ok[s].accepted, (unsigned long long)(tp[s].errors + ok[s].errors),
-               tp[s].mean_batch);
+               tp[s].mean_batch, (unsigned long long)(tp[s].pending + ok[s].pending));
     }
     if (o->run[S_OPTIMISTIC] && (ok[S_OPTIMISTIC].oversold || ok[S_OPTIMISTIC].duplicates))
         printf("optimistic is unsafe as the seed describes it: the bought-set check and the SADD "
@@ -586,6 +597,11 @@ static const opt_spec specs[] = {
     {.name = "strategies", .type = OPT_CALL, .call = parse_strategies, .arg = "L",
      .def = "pessimistic,optimistic,lua-single,lua-coalesced",
      .help = "comma list of pessimistic,optimistic,lua-single,lua-coalesced\n(default all)"},
+    {.name = "replica-acks", .type = OPT_INT, .off = OFF(replica_acks), .lo = -1, .hi = 1000, .arg = "N",
+     .def = "-1", .help = "lua-*: replicas WAIT waits for behind each batch (-1: the master's\n"
+                          "connected replicas; 0: no WAIT) (default -1)"},
+    {.name = "replica-ack-timeout-ms", .type = OPT_NUMBER, .off = OFF(ack_timeout_ms), .lo = 1, .hi = 600000,
+     .arg = "MS", .def = "100", .help = "lua-*: WAIT's timeout (default 100)"},
     {.name = "csv", .type = OPT_FLAG, .off = OFF(csv), .help = "CSV output"},
     {.name = "smoke", .type = OPT_FLAG, .off = OFF(smoke),
      .help = "tiny run for CI (0.3 s, 4 threads, 16 in flight, 40 users x 4, stock 10)"},

@@ -54,6 +54,7 @@ struct hl_conn {
     pending cur;
     int64_t sent_us;
     int hdr_done, status, close_after;
+    int retry_after_ms; /* Retry-After of the answer, capped */
     size_t body_len, hdr_len;
     struct event *retry;
 };
@@ -109,14 +110,16 @@ static pending *pop(pending **head, pending **tail, size_t *len)
 
 /* A request whose connection failed: resend it (same bytes, so the same
  * Idempotency-Key) unless its retries are used up. Returns 1 if queued. */
-static int requeue(hl_state *st, pending *cur)
+static int requeue(hl_state *st, pending *cur, int retry_after_ms)
 {
     if (cur->attempts > st->o->retries) return 0;
     pending *p = malloc(sizeof(*p));
     if (!p) return 0;
     *p = *cur;
     int64_t backoff = 20000LL << (cur->attempts < 5 ? cur->attempts - 1 : 4);
-    p->not_before_us = now_us() + (backoff < 500000 ? backoff : 500000);
+    if (backoff > 500000) backoff = 500000;
+    if ((int64_t)retry_after_ms * 1000 > backoff) backoff = (int64_t)retry_after_ms * 1000;
+    p->not_before_us = now_us() + backoff;
     push(&st->r_head, &st->r_tail, &st->r_len, p);
     st->res->retried++;
     return 1;
@@ -178,6 +181,7 @@ static int parse_head(hl_conn *c, const char *h, size_t n)
     if (n < 12 || strncmp(h, "HTTP/1.", 7) != 0) return -1;
     c->status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
     c->body_len = 0;
+    c->retry_after_ms = 0;
     c->close_after = h[7] == '0';
     const char *p = memchr(h, '\n', n);
     while (p && (size_t)(p - h) < n) {
@@ -187,6 +191,10 @@ static int parse_head(hl_conn *c, const char *h, size_t n)
             c->body_len = (size_t)strtoul(p + 15, NULL, 10);
         else if (rest > 17 && strncasecmp(p, "Connection: close", 17) == 0)
             c->close_after = 1;
+        else if (rest > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
+            long s = strtol(p + 12, NULL, 10);
+            c->retry_after_ms = s > 0 ? (s > 1 ? 1000 : (int)s * 1000) : 0; /* bounded: 1 s */
+        }
         p = memchr(p, '\n', rest);
     }
     return c->body_len > MAX_BODY ? -1 : 0;
@@ -194,7 +202,9 @@ static int parse_head(hl_conn *c, const char *h, size_t n)
 
 static void drop_conn(hl_conn *c, int delay_ms)
 {
-    if (c->busy && requeue(c->st, &c->cur)) {
+    const hl_options *o = c->st->o;
+    bool may_resend = !o->resend || o->resend(o->ud, c->cur.req.tag, 0, "", 0);
+    if (c->busy && may_resend && requeue(c->st, &c->cur, 0)) {
         memset(&c->cur, 0, sizeof(c->cur)); /* the bytes now belong to the retry queue */
         c->busy = 0;
         c->st->in_flight--;
@@ -239,7 +249,10 @@ static void on_read(struct bufferevent *bev, void *arg)
         }
         if (evbuffer_get_length(in) < c->body_len) return;
         char *body = (char *)evbuffer_pullup(in, (ev_ssize_t)c->body_len);
-        if (c->status == 503 && requeue(c->st, &c->cur)) {
+        const hl_options *o = c->st->o;
+        int again = o->resend ? o->resend(o->ud, c->cur.req.tag, c->status, body ? body : "", c->body_len)
+                              : c->status == 503;
+        if (again && requeue(c->st, &c->cur, c->retry_after_ms)) {
             memset(&c->cur, 0, sizeof(c->cur));
             c->busy = 0;
             c->st->in_flight--;

@@ -41,11 +41,18 @@ typedef struct hl_options {
     double warmup_s;     /* responses in the first warmup_s are not recorded */
     double progress_s;   /* progress callback interval; 0 = none */
     int retries;         /* resend a request whose connection failed or that was
-                            answered 503, up to this many times, on any
+                            answered 503 (or what resend() asks), up to this many times, on any
                             connection (clients retrying on another instance,
                             with backoff: 20 ms doubling to 500 ms);
                             0 = report the failure at once */
     void (*progress)(void *ud, double elapsed_s);
+    /* Optional: called for every answer before done(); returning 1 resends
+     * the request (while retries remain) instead of finishing it, so the
+     * caller may note an interim answer (a 202 it wants to see become
+     * 201). NULL: resend on 503 only. A Retry-After of the answer stretches
+     * the backoff (at most 1 s). Also asked, with status 0, when the
+     * connection failed with the request in flight (0: report it). */
+    int (*resend)(void *ud, void *tag, int status, const char *body, size_t body_len);
     hl_next_fn next;
     hl_done_fn done;
     void *ud;

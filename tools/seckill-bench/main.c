@@ -2,7 +2,10 @@
  * instances over keep-alive HTTP with a planned crowd (buyers, scalpers
  * firing bursts with repeated Idempotency-Keys, malformed requests) or a
  * steady stream, then checks the invariants from the answers it got:
- * accepted <= stock, no user above the limit, one order per idempotency key.
+ * told 201 <= stock, no user above the limit, one order per idempotency key.
+ * A 202 (decided, not yet acknowledged) is an order too; a keyed request
+ * answered 202 is replayed (same Idempotency-Key) while retries remain, to
+ * see it become 201 (docs/design/promise.md).
  * Modes: sale (finite crowd), buy (unique buyers for --duration), ping
  * (GET /ping: the HTTP ceiling), compare (engine level, no HTTP: the
  * stock-deduction strategies side by side, compare.c). Output: human
@@ -30,6 +33,12 @@ typedef struct plan_item {
     int expect;     /* expected status class for K_BAD (400, 404, 405, 413) */
 } plan_item;
 
+typedef struct told {
+    uint64_t oid;
+    int user;   /* planned user index */
+    int status; /* 201 or 202 */
+} told;
+
 #define MAX_CODES 32
 typedef struct bench {
     /* options */
@@ -37,7 +46,7 @@ typedef struct bench {
     size_t n_targets;
     const char *mode, *campaign, *admin_token, *user_secret, *format, *json_out;
     FILE *orders_out;
-    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries;
+    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries, keyless, db_reserve;
     bool create, smoke, csv, json, help;
     double rate, duration, warmup;
     char run_id[9];
@@ -51,6 +60,10 @@ typedef struct bench {
     uint64_t code_count[MAX_CODES];
     int n_codes;
     uint64_t accepted, accepted_qty, bad_unexpected, conn_failed;
+    uint64_t told_201, told_202, told_201_qty; /* distinct orders by their best answer */
+    uint64_t id_collisions; /* one order id told to two different buyers */
+    told *told;          /* every 201/202 answer of a planned request (tally() merges) */
+    size_t n_told, cap_told;
     int *user_qty;       /* accepted quantity per planned user */
     uint64_t *key_order; /* first order id per idempotency key slot */
     uint64_t idem_violations, over_limit_users;
@@ -178,25 +191,76 @@ static uint64_t order_id_of(const char *body)
     return p ? strtoull(p + 12, NULL, 10) : 0;
 }
 
+/* Notes a 201/202 answer of a planned request (merged by tally()). */
+static void note_order(bench *b, const plan_item *p, int status, const char *body)
+{
+    uint64_t oid = order_id_of(body);
+    if (!oid) return;
+    if (p->key >= 0) {
+        if (b->key_order[p->key] == 0) b->key_order[p->key] = oid;
+        else if (b->key_order[p->key] != oid) b->idem_violations++;
+    }
+    if (b->n_told == b->cap_told) {
+        size_t cap = b->cap_told ? b->cap_told * 2 : 1024;
+        told *t = realloc(b->told, cap * sizeof(*t));
+        if (!t) return;
+        b->told = t;
+        b->cap_told = cap;
+    }
+    b->told[b->n_told++] = (told){oid, p->user, status};
+}
+
+/* The body as a NUL-terminated copy (answers are small JSON). */
+static size_t copy_body(char *copy, size_t cap, const char *body, size_t len)
+{
+    size_t n = len < cap - 1 ? len : cap - 1;
+    memcpy(copy, body, n);
+    copy[n] = '\0';
+    return n;
+}
+
+/* hl_options.resend: 503 (but see below); a keyed planned purchase answered 202 is
+ * noted and replayed (a keyless one would be a second purchase). */
+static int resend(void *ud, void *tag, int status, const char *body, size_t len)
+{
+    bench *b = ud;
+    intptr_t i = (intptr_t)tag;
+    /* A purchase that may have been decided (connection lost in flight,
+     * 503 outcome_unknown) is resent only with its Idempotency-Key: sent
+     * again without one it would be a second purchase. Malformed requests
+     * buy nothing and are always resent. */
+    bool safe = i >= 0 && (b->plan[i].key >= 0 || b->plan[i].kind == K_BAD);
+    if (status == 0) return safe;
+    if (status == 503) {
+        char head[1024];
+        copy_body(head, sizeof(head), body, len);
+        return safe || !strstr(head, "\"outcome_unknown\"");
+    }
+    if (status != 202 || i < 0 || b->plan[i].key < 0) return 0;
+    char copy[1024];
+    copy_body(copy, sizeof(copy), body, len);
+    note_order(b, &b->plan[i], 202, copy);
+    return 1;
+}
+
 static void on_done(void *ud, void *tag, int status, const char *body, size_t len, uint64_t lat)
 {
     (void)lat;
     bench *b = ud;
-    /* The body is not NUL-terminated: copy the small JSON answers. */
     char copy[1024];
-    size_t n = len < sizeof(copy) - 1 ? len : sizeof(copy) - 1;
-    memcpy(copy, body, n);
-    copy[n] = '\0';
+    size_t n = copy_body(copy, sizeof(copy), body, len);
     if (status == 0) b->conn_failed++;
     if (status > 0 && status < 600) b->by_status[status]++;
     count_code(b, copy, n);
     intptr_t i = (intptr_t)tag;
-    if (status == 201) {
+    if (status == 201 || status == 202) { /* decisions told, acknowledged or not */
         uint64_t bucket = (uint64_t)(dlock__now_us() - b->t0_us) / 100000;
         if (bucket < b->accept_ts_len) b->accept_ts[bucket]++;
     }
     if (i < 0) {
-        if (status == 201) b->accepted++;
+        if (status == 201 || status == 202) b->accepted++;
+        b->told_201 += status == 201;
+        b->told_202 += status == 202;
         return;
     }
     const plan_item *p = &b->plan[i];
@@ -204,23 +268,40 @@ static void on_done(void *ud, void *tag, int status, const char *body, size_t le
         if (status / 100 != 4) b->bad_unexpected++;
         return;
     }
-    if (status != 201) return;
-    uint64_t oid = order_id_of(copy);
-    if (p->key >= 0) {
-        if (b->key_order[p->key] == 0) {
-            b->key_order[p->key] = oid;
-        } else {
-            if (b->key_order[p->key] != oid) b->idem_violations++;
-            return; /* a replay of an order already counted */
+    if (status == 201 || status == 202) note_order(b, p, status, copy);
+}
+
+static int cmp_told(const void *x, const void *y)
+{
+    const told *a = x, *c = y;
+    if (a->oid != c->oid) return a->oid < c->oid ? -1 : 1;
+    return a->status - c->status; /* 201 first */
+}
+
+/* One line per order told (its best answer: 201 beats 202), the counts. */
+static void tally(bench *b)
+{
+    qsort(b->told, b->n_told, sizeof(told), cmp_told);
+    for (size_t k = 0; k < b->n_told; k++) {
+        const told *t = &b->told[k];
+        if (k > 0 && b->told[k - 1].oid == t->oid) { /* a replay of an order counted */
+            if (b->told[k - 1].user != t->user) b->id_collisions++;
+            continue;
         }
-    }
-    b->accepted++;
-    b->accepted_qty += (uint64_t)b->quantity;
-    b->user_qty[p->user] += b->quantity;
-    if (b->orders_out) {
-        char user[64];
-        user_name(b, p->user, user, sizeof(user));
-        fprintf(b->orders_out, "%llu %s %d\n", (unsigned long long)oid, user, b->quantity);
+        b->accepted++;
+        b->accepted_qty += (uint64_t)b->quantity;
+        if (t->status == 201) {
+            b->told_201++;
+            b->told_201_qty += (uint64_t)b->quantity;
+            b->user_qty[t->user] += b->quantity;
+        } else {
+            b->told_202++;
+        }
+        if (b->orders_out) {
+            char user[64];
+            user_name(b, t->user, user, sizeof(user));
+            fprintf(b->orders_out, "%llu %s %d %d\n", (unsigned long long)t->oid, user, b->quantity, t->status);
+        }
     }
 }
 
@@ -236,7 +317,8 @@ static void build_plan(bench *b)
         exit(2);
     }
     size_t k = 0;
-    for (int i = 0; i < b->buyers; i++) b->plan[k++] = (plan_item){K_BUYER, i, i, 0, 0};
+    for (int i = 0; i < b->buyers; i++) /* --keyless: that share sends no Idempotency-Key */
+        b->plan[k++] = (plan_item){K_BUYER, i, (int)dlock__random_below(100) < b->keyless ? -1 : i, 0, 0};
     for (int s = 0; s < b->scalpers; s++)
         for (int j = 0; j < b->burst; j++) /* 10 keys, each retried */
             b->plan[k++] = (plan_item){K_SCALPER, b->buyers + s, b->buyers + s * 10 + j % 10, 0, 0};
@@ -299,9 +381,10 @@ static int create_campaign(bench *b)
     int64_t now = dlock__wall_ms();
     char body[512];
     snprintf(body, sizeof(body),
-             "{\"id\":\"%s\",\"title\":\"bench\",\"stock\":%d,\"per_user_limit\":%d,"
+             "{\"id\":\"%s\",\"title\":\"bench\",\"stock\":%d,\"per_user_limit\":%d,\"db_reserve\":%d,"
              "\"starts_at\":%lld,\"ends_at\":%lld,\"price_cents\":100}",
-             b->campaign, b->stock, b->limit, (long long)(now - 1000), (long long)(now + 3600 * 1000));
+             b->campaign, b->stock, b->limit, b->db_reserve, (long long)(now - 1000),
+             (long long)(now + 3600 * 1000));
     dlock__buf o = {0};
     dlock__buf_printf(&o,
                       "POST /v1/campaigns HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer %s\r\n"
@@ -334,9 +417,10 @@ static void check_users(bench *b)
         if (b->limit > 0 && b->user_qty[u] > b->limit) b->over_limit_users++;
 }
 
+/* Only promises count: units told 201 beyond the stock. */
 static uint64_t oversold(const bench *b)
 {
-    return b->stock > 0 && b->accepted_qty > (uint64_t)b->stock ? b->accepted_qty - (uint64_t)b->stock : 0;
+    return b->stock > 0 && b->told_201_qty > (uint64_t)b->stock ? b->told_201_qty - (uint64_t)b->stock : 0;
 }
 
 static void print_json(FILE *out, const bench *b, const hl_result *r)
@@ -344,13 +428,15 @@ static void print_json(FILE *out, const bench *b, const hl_result *r)
     fprintf(out, "{\"mode\":\"%s\",\"requests\":%llu,\"responses\":%llu,\"connection_errors\":%llu,"
            "\"retried\":%llu,\"elapsed_s\":%.3f,\"requests_per_s\":%.1f,\"accepted\":%llu,\"accepted_qty\":%llu,"
            "\"stock\":%d,\"limit\":%d,\"oversold\":%llu,\"users_over_limit\":%llu,"
-           "\"idempotency_violations\":%llu,\"bad_requests\":%d,\"bad_unexpected\":%llu,",
+           "\"idempotency_violations\":%llu,\"bad_requests\":%d,\"bad_unexpected\":%llu,"
+           "\"told_201\":%llu,\"told_202\":%llu,\"keyless_pct\":%d,\"order_id_collisions\":%llu,",
            b->mode, (unsigned long long)r->sent, (unsigned long long)r->completed,
            (unsigned long long)r->failed, (unsigned long long)r->retried, r->elapsed_s,
            r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0, (unsigned long long)b->accepted, (unsigned long long)b->accepted_qty, b->stock, b->limit,
            (unsigned long long)oversold(b), (unsigned long long)b->over_limit_users,
            (unsigned long long)b->idem_violations, strcmp(b->mode, "sale") == 0 ? b->bad : 0,
-           (unsigned long long)b->bad_unexpected);
+           (unsigned long long)b->bad_unexpected, (unsigned long long)b->told_201,
+           (unsigned long long)b->told_202, b->keyless, (unsigned long long)b->id_collisions);
     fprintf(out, "\"latency_us\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu},",
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.5),
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.9),
@@ -400,14 +486,16 @@ static void print_human(const bench *b, const hl_result *r)
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.99),
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.999), (unsigned long long)r->latency.max_us);
     if (strcmp(b->mode, "sale") == 0)
-        printf("accepted %llu units (stock %d): oversold %llu, users over limit %llu, "
-               "idempotency violations %llu, bad requests not answered 4xx %llu\n",
-               (unsigned long long)b->accepted_qty, b->stock, (unsigned long long)oversold(b),
+        printf("accepted %llu units (stock %d; told 201 %llu, 202 %llu orders): oversold %llu, users over limit %llu, "
+               "idempotency violations %llu, bad requests not answered 4xx %llu, order ids told twice %llu\n",
+               (unsigned long long)b->accepted_qty, b->stock, (unsigned long long)b->told_201,
+               (unsigned long long)b->told_202, (unsigned long long)oversold(b),
                (unsigned long long)b->over_limit_users, (unsigned long long)b->idem_violations,
-               (unsigned long long)b->bad_unexpected);
+               (unsigned long long)b->bad_unexpected, (unsigned long long)b->id_collisions);
     else if (strcmp(b->mode, "buy") == 0)
-        printf("decisions/s %.0f (accepted %llu)\n", r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0,
-               (unsigned long long)b->accepted);
+        printf("decisions/s %.0f (accepted %llu: told 201 %llu, 202 %llu)\n",
+               r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0, (unsigned long long)b->accepted,
+               (unsigned long long)b->told_201, (unsigned long long)b->told_202);
 }
 
 static void print_csv(const bench *b, const hl_result *r)
@@ -469,6 +557,8 @@ static const opt_spec specs[] = {
      .help = "campaign stock (for --create and checks; default 100)"},
     {.name = "limit", .type = OPT_INT, .off = OFF(limit), .lo = 0, .hi = 1000000, .arg = "N", .def = "1",
      .help = "per-user limit (for --create and checks; default 1)"},
+    {.name = "db-reserve", .type = OPT_INT, .off = OFF(db_reserve), .lo = 0, .hi = 1000000000, .arg = "N",
+     .def = "0", .help = "--create: units only the degraded database path sells (default 0)"},
     {.name = "buyers", .type = OPT_INT, .off = OFF(buyers), .lo = 0, .hi = 10000000, .arg = "N", .def = "10000",
      .help = "distinct buyers, one request each (default 10000)"},
     {.name = "scalpers", .type = OPT_INT, .off = OFF(scalpers), .lo = 0, .hi = 100000, .arg = "N", .def = "50",
@@ -484,7 +574,9 @@ static const opt_spec specs[] = {
     {.name = "rate", .type = OPT_NUMBER, .off = OFF(rate), .lo = 0, .hi = 10000000, .arg = "R",
      .help = "open loop at R requests/s (default: closed loop)"},
     {.name = "retries", .type = OPT_INT, .off = OFF(retries), .lo = 0, .hi = 100, .arg = "N",
-     .help = "resend a request whose connection failed (same\nIdempotency-Key) up to N times on another connection"},
+     .help = "resend a request whose connection failed or that was answered 503 (same\nIdempotency-Key; "
+             "Retry-After respected up to 1 s), or a keyed purchase\nanswered 202 (to learn its current state), "
+             "up to N times"},
     {.name = "duration", .type = OPT_SECONDS, .off = OFF(duration), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
      .arg = "DUR", .def = "5", .help = "buy/ping modes: how long (default 5s; a bare number is seconds)"},
     {.name = "warmup", .type = OPT_SECONDS, .off = OFF(warmup), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
@@ -494,7 +586,11 @@ static const opt_spec specs[] = {
     {.name = "json-out", .type = OPT_STR, .off = OFF(json_out), .arg = "FILE",
      .help = "also write the JSON result to FILE (keeps the human output)"},
     {.name = "orders-out", .type = OPT_CALL, .call = open_orders_out, .arg = "FILE",
-     .help = "write each accepted order as 'order_id user quantity'"},
+     .help = "write each order told as 'order_id user quantity status' (status 201 or 202:\nthe best answer "
+             "its buyer got; 201 beats 202)"},
+    {.name = "keyless", .type = OPT_INT, .off = OFF(keyless), .lo = 0, .hi = 100, .arg = "P", .def = "0",
+     .help = "percent of buyers sending no Idempotency-Key (the degraded database path\nrefuses keyed "
+             "purchases; default 0)"},
     {.name = "smoke", .type = OPT_FLAG, .off = OFF(smoke), .help = "tiny run for CI (200 buyers, 2 scalpers x 20, 20 bad)"},
     {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help), .help = "show this help"},
 };
@@ -571,13 +667,16 @@ static int run_http(bench *b)
                      .rate = b->rate, .retries = b->retries, .duration_s = sale ? 0 : b->duration,
                      .warmup_s = sale ? 0 : b->warmup,
                      .progress_s = strcmp(b->format, "human") == 0 ? (b->tty ? 0.25 : 1.0) : 0,
-                     .progress = progress, .next = next_request, .done = on_done, .ud = b};
+                     .progress = progress, .resend = sale ? resend : NULL, .next = next_request,
+                     .done = on_done, .ud = b};
     static hl_result r;
     if (hl_run(&ho, &r) != 0) return 2;
     if (b->tty) printf("\n");
+    if (sale) tally(b);
     check_users(b);
     if (report(b, &r) != 0) return 2;
-    bool ok = oversold(b) == 0 && b->over_limit_users == 0 && b->idem_violations == 0 && b->bad_unexpected == 0;
+    bool ok = oversold(b) == 0 && b->over_limit_users == 0 && b->idem_violations == 0 && b->bad_unexpected == 0 &&
+              b->id_collisions == 0;
     return ok ? 0 : 1;
 }
 
@@ -593,5 +692,6 @@ int main(int argc, char **argv)
     free(b.user_qty);
     free(b.key_order);
     free(b.accept_ts);
+    free(b.told);
     return rc;
 }

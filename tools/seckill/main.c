@@ -1,14 +1,18 @@
 /* seckill: admin tool of the order pipeline: reconcile Redis with the
- * database, list campaigns, show / pay / cancel an order, run migrations.
+ * database, list campaigns, show / pay / cancel an order, run migrations,
+ * run the barrier after a change of master by hand.
  * Exit status: 0 ok (reconcile: consistent), 1 differences or refused,
- * 2 usage error, 3 cannot reach Redis or the database. */
+ * 2 usage error, 3 cannot reach Redis or the database, 4 (reconcile)
+ * broken promises found. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "barrier.h"
 #include "dlock/dlock.h"
 #include "lifecycle.h"
 #include "options.h"
@@ -31,10 +35,14 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: seckill [--redis-url URL] [--database-url URL] COMMAND [args]\n"
                "  reconcile [--campaign ID] [--json] [--wait DUR]\n"
-               "                                       compare Redis with the database; exit 0 only if consistent;\n"
+               "                                       compare Redis with the database; exit 0 only if consistent,\n"
+               "                                       4 when a Redis-path order was refused by the guard (a broken promise);\n"
                "                                       --wait: first wait up to DUR for the streams to drain\n"
                "  metrics [--campaign ID]              backlog, dead letters, differences, stock, orders as\n"
                "                                       Prometheus text (for node_exporter's textfile collector)\n"
+               "  barrier --campaign ID [--wait DUR]   run the barrier after a change of master now: stop sales,\n"
+               "                                       wait (default 30s) for the persisters to drain the stream,\n"
+               "                                       seal the old timeline, mirror the database into Redis, open\n"
                "  campaigns [--json]                   list campaigns (database) with remaining stock\n"
                "  order ORDER_ID [--json]              show an order from the database\n"
                "  pay ORDER_ID USER                    mark a persisted order paid\n"
@@ -130,42 +138,109 @@ static int collect_campaigns(cli *c, id_list *l)
 }
 
 /* Prometheus text of the pipeline's state, for node_exporter's textfile
- * collector (docs/ops/README.md): backlog, dead letters, differences and
- * stock per campaign. Exit 0, or 3 when a store is unreachable. */
+ * collector (docs/ops/README.md): backlog, dead letters, differences,
+ * stock, orders, broken promises per campaign, and the persisters'
+ * counters of {c:<id>}:pipeline (finalised tentative orders, handbacks,
+ * barriers). Exit 0, or 3 when a store is unreachable. */
+static const char METRICS_HELP[] =
+    "# HELP seckill_pipeline_backlog Accepted orders not yet in the database (stream lag + pending).\n"
+    "# TYPE seckill_pipeline_backlog gauge\n"
+    "# HELP seckill_pipeline_dead_letters Entries moved to the dead-letter stream.\n"
+    "# TYPE seckill_pipeline_dead_letters gauge\n"
+    "# HELP seckill_reconcile_differences Differences between Redis and the database.\n"
+    "# TYPE seckill_reconcile_differences gauge\n"
+    "# HELP seckill_stock_remaining Remaining stock as each store sees it.\n"
+    "# TYPE seckill_stock_remaining gauge\n"
+    "# HELP seckill_db_orders Orders in the database by status.\n"
+    "# TYPE seckill_db_orders gauge\n"
+    "# HELP seckill_broken_promises Redis-path orders the database guard refused (their buyers may have been told 201).\n"
+    "# TYPE seckill_broken_promises gauge\n"
+    "# HELP seckill_stale_timeline_refusals Orders of an old master's timeline refused after a barrier.\n"
+    "# TYPE seckill_stale_timeline_refusals gauge\n"
+    "# HELP seckill_db_reserve_remaining Units of the database reserve not sold or handed back.\n"
+    "# TYPE seckill_db_reserve_remaining gauge\n"
+    "# HELP seckill_tentative_finalised_total Tentative (database-path) orders finalised, by result.\n"
+    "# TYPE seckill_tentative_finalised_total counter\n"
+    "# HELP seckill_reserve_handbacks_total Reserve handbacks applied to Redis.\n"
+    "# TYPE seckill_reserve_handbacks_total counter\n"
+    "# HELP seckill_barrier_runs_total Barriers after a change of master completed.\n"
+    "# TYPE seckill_barrier_runs_total counter\n"
+    "# HELP seckill_barrier_seconds_total Time spent in completed barriers.\n"
+    "# TYPE seckill_barrier_seconds_total counter\n"
+    "# HELP seckill_barrier_last_seconds Duration of the last completed barrier.\n"
+    "# TYPE seckill_barrier_last_seconds gauge\n"
+    "# HELP seckill_barrier_running_seconds Age of the barrier running now (0: none; sales stopped meanwhile).\n"
+    "# TYPE seckill_barrier_running_seconds gauge\n";
+
+/* The persisters' counters of one campaign ({c:<id>}:pipeline). */
+typedef struct pipeline_counters {
+    int64_t confirmed, lost, handbacks, barrier_runs, barrier_ms_total, barrier_last_ms, barrier_started_ms;
+} pipeline_counters;
+
+static void read_pipeline(cli *c, const char *id, pipeline_counters *p)
+{
+    memset(p, 0, sizeof(*p));
+    char key[96];
+    snprintf(key, sizeof(key), "{c:%s}:pipeline", id);
+    const char *argv[] = {"HGETALL", key};
+    dlock__reply *r = NULL;
+    if (dlock__conn_cmd(c->rc, 2, argv, NULL, &r) || dlock__reply_kind(r) != DLOCK__R_ARRAY) {
+        dlock__reply_free(r);
+        return;
+    }
+    static const char *const names[] = {"confirmed", "lost", "handbacks", "barrier_runs", "barrier_ms_total",
+                                        "barrier_last_ms", "barrier_started_ms"};
+    int64_t *dst[] = {&p->confirmed, &p->lost, &p->handbacks, &p->barrier_runs, &p->barrier_ms_total,
+                      &p->barrier_last_ms, &p->barrier_started_ms};
+    for (size_t i = 0; i + 1 < dlock__reply_count(r); i += 2)
+        for (size_t k = 0; k < OPT_COUNT(names); k++)
+            if (strcmp(dlock__reply_str(dlock__reply_at(r, i), NULL), names[k]) == 0)
+                *dst[k] = strtoll(dlock__reply_str(dlock__reply_at(r, i + 1), NULL), NULL, 10);
+    dlock__reply_free(r);
+}
+
+static void metrics_campaign(cli *c, const sk_reconcile_report *rep, dlock__buf *out)
+{
+    static const char *const statuses[5] = {"persisted", "paid", "cancelled", "rejected", "pending"};
+    const char *id = rep->campaign;
+    const sk_db_campaign_stats *d = &rep->d;
+    dlock__buf_printf(out, "seckill_pipeline_backlog{campaign=\"%s\"} %lld\n", id, (long long)(rep->r_lag + rep->r_pending));
+    dlock__buf_printf(out, "seckill_pipeline_dead_letters{campaign=\"%s\"} %lld\n", id, (long long)rep->r_dead);
+    dlock__buf_printf(out, "seckill_reconcile_differences{campaign=\"%s\"} %d\n", id, rep->ndiffs);
+    dlock__buf_printf(out, "seckill_stock_remaining{campaign=\"%s\",store=\"redis\"} %lld\n", id, (long long)rep->r_stock);
+    dlock__buf_printf(out, "seckill_stock_remaining{campaign=\"%s\",store=\"db\"} %lld\n", id, (long long)d->remaining);
+    for (int k = 0; k < 5; k++)
+        dlock__buf_printf(out, "seckill_db_orders{campaign=\"%s\",status=\"%s\"} %lld\n", id, statuses[k],
+                          (long long)d->orders[k]);
+    dlock__buf_printf(out, "seckill_broken_promises{campaign=\"%s\"} %lld\n", id, (long long)d->broken_promises);
+    dlock__buf_printf(out, "seckill_stale_timeline_refusals{campaign=\"%s\"} %lld\n", id, (long long)d->stale);
+    dlock__buf_printf(out, "seckill_db_reserve_remaining{campaign=\"%s\"} %lld\n", id, (long long)d->reserve_remaining);
+    pipeline_counters p;
+    read_pipeline(c, id, &p);
+    dlock__buf_printf(out, "seckill_tentative_finalised_total{campaign=\"%s\",result=\"confirmed\"} %lld\n", id,
+                      (long long)p.confirmed);
+    dlock__buf_printf(out, "seckill_tentative_finalised_total{campaign=\"%s\",result=\"lost\"} %lld\n", id,
+                      (long long)p.lost);
+    dlock__buf_printf(out, "seckill_reserve_handbacks_total{campaign=\"%s\"} %lld\n", id, (long long)p.handbacks);
+    dlock__buf_printf(out, "seckill_barrier_runs_total{campaign=\"%s\"} %lld\n", id, (long long)p.barrier_runs);
+    dlock__buf_printf(out, "seckill_barrier_seconds_total{campaign=\"%s\"} %.3f\n", id, p.barrier_ms_total / 1000.0);
+    dlock__buf_printf(out, "seckill_barrier_last_seconds{campaign=\"%s\"} %.3f\n", id, p.barrier_last_ms / 1000.0);
+    int64_t running = p.barrier_started_ms > 0 ? dlock__wall_ms() - p.barrier_started_ms : 0;
+    dlock__buf_printf(out, "seckill_barrier_running_seconds{campaign=\"%s\"} %.3f\n", id,
+                      (running > 0 ? running : 0) / 1000.0);
+}
+
 static int cmd_metrics(cli *c)
 {
     id_list l = {0};
     int status = collect_campaigns(c, &l);
-    static const char *const statuses[4] = {"persisted", "paid", "cancelled", "rejected"};
     dlock__buf out = {0};
-    dlock__buf_printf(&out,
-                      "# HELP seckill_pipeline_backlog Accepted orders not yet in the database (stream lag + pending).\n"
-                      "# TYPE seckill_pipeline_backlog gauge\n"
-                      "# HELP seckill_pipeline_dead_letters Entries moved to the dead-letter stream.\n"
-                      "# TYPE seckill_pipeline_dead_letters gauge\n"
-                      "# HELP seckill_reconcile_differences Differences between Redis and the database.\n"
-                      "# TYPE seckill_reconcile_differences gauge\n"
-                      "# HELP seckill_stock_remaining Remaining stock as each store sees it.\n"
-                      "# TYPE seckill_stock_remaining gauge\n"
-                      "# HELP seckill_db_orders Orders in the database by status.\n"
-                      "# TYPE seckill_db_orders gauge\n");
+    dlock__buf_printf(&out, "%s", METRICS_HELP);
     for (size_t i = 0; i < l.n && status == 0; i++) {
         sk_reconcile_report rep;
         int rc = sk_reconcile_campaign(c->db, c->rc, l.ids[i], &rep);
         if (rc == 0) {
-            const char *id = l.ids[i];
-            dlock__buf_printf(&out, "seckill_pipeline_backlog{campaign=\"%s\"} %lld\n", id,
-                              (long long)(rep.r_lag + rep.r_pending));
-            dlock__buf_printf(&out, "seckill_pipeline_dead_letters{campaign=\"%s\"} %lld\n", id,
-                              (long long)rep.r_dead);
-            dlock__buf_printf(&out, "seckill_reconcile_differences{campaign=\"%s\"} %d\n", id, rep.ndiffs);
-            dlock__buf_printf(&out, "seckill_stock_remaining{campaign=\"%s\",store=\"redis\"} %lld\n", id,
-                              (long long)rep.r_stock);
-            dlock__buf_printf(&out, "seckill_stock_remaining{campaign=\"%s\",store=\"db\"} %lld\n", id,
-                              (long long)rep.d.remaining);
-            for (int k = 0; k < 4; k++)
-                dlock__buf_printf(&out, "seckill_db_orders{campaign=\"%s\",status=\"%s\"} %lld\n", id,
-                                  statuses[k], (long long)rep.d.orders[k]);
+            metrics_campaign(c, &rep, &out);
         } else if (rc != SK_ENOTFOUND && rc != SK_EINVAL) {
             fprintf(stderr, "seckill: metrics %s: %s\n", l.ids[i], sk_strerror(rc));
             status = 3;
@@ -206,6 +281,7 @@ static int cmd_reconcile(cli *c)
             if (c->json && i) dlock__buf_printf(&out, ",");
             sk_reconcile_format(&rep, c->json, &out);
             if (rep.ndiffs && !status) status = 1;
+            if (rep.d.broken_promises && status < 3) status = 4;
         }
         sk_reconcile_report_free(&rep);
     }
@@ -263,7 +339,7 @@ static int parse_order_id(const char *s, uint64_t *out)
 static void print_order(const sk_order_row *r, bool json)
 {
     if (json)
-        printf("{\"order_id\":\"%" PRIu64 "\",\"campaign\":\"%s\",\"user\":\"%s\",\"qty\":%" PRId64
+        printf("{\"order_id\":\"%" PRIu64 "\",\"campaign\":\"%s\",\"user\":\"%s\",\"quantity\":%" PRId64
                ",\"status\":\"%s\",\"reason\":\"%s\",\"path\":\"%s\"}\n",
                r->order_id, r->campaign, r->user, r->qty, r->status, r->reason, r->path);
     else
@@ -310,6 +386,41 @@ static int cmd_migrate(cli *c)
     return 0;
 }
 
+/* Forces a barrier on --campaign and runs it to the end; the persisters
+ * (one at least must run) drain the stream meanwhile. 0 opened, 1 not
+ * within --wait, 3 unreachable. */
+static int cmd_barrier(cli *c)
+{
+    char run_id[41], owner[64];
+    snprintf(owner, sizeof(owner), "seckill-barrier-%ld", (long)getpid());
+    int err = sk_barrier_run_id(c->rc, run_id);
+    if (!err) err = sk_barrier_force(c->rc, c->campaign, owner);
+    if (err) {
+        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(err));
+        return 3;
+    }
+    sk_barrier_run b;
+    sk_barrier_run_init(&b, owner);
+    int64_t end = dlock__now_ms() + (c->wait_ms > 0 ? c->wait_ms : 30000);
+    int st = SK_BARRIER_WAITING;
+    while ((st = sk_barrier_step(c->db, c->rc, c->campaign, run_id, &b)) == SK_BARRIER_WAITING &&
+           dlock__now_ms() < end)
+        dlock__sleep_ms(50);
+    if (st < 0) {
+        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(st));
+        return 3;
+    }
+    if (st == SK_BARRIER_WAITING) {
+        fprintf(stderr, "seckill: barrier %s: the stream was not drained in time (is a persister running?); "
+                        "sales stay stopped until a persister finishes it\n", c->campaign);
+        return 1;
+    }
+    printf("campaign %s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
+           " give-backs mirrored, %" PRId64 " handbacks applied again\n",
+           c->campaign, b.duration_ms, b.epoch, b.mirrored, b.given_back, b.handbacks);
+    return 0;
+}
+
 static int cmd_show(cli *c) { return cmd_order(c, "order"); }
 static int cmd_pay(cli *c) { return cmd_order(c, "pay"); }
 static int cmd_cancel(cli *c) { return cmd_order(c, "cancel"); }
@@ -321,7 +432,7 @@ static const struct command {
 } commands[] = {
     {"reconcile", true, cmd_reconcile}, {"metrics", true, cmd_metrics}, {"campaigns", false, cmd_campaigns},
     {"order", false, cmd_show},         {"pay", false, cmd_pay},         {"cancel", true, cmd_cancel},
-    {"migrate", false, cmd_migrate},
+    {"migrate", false, cmd_migrate},    {"barrier", true, cmd_barrier},
 };
 
 static int add_operand(void *base, const char *arg, char *err, size_t errlen)
@@ -370,6 +481,10 @@ static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
     }
     if (c->campaign && !sk_db_id_valid(c->campaign)) {
         fprintf(stderr, "seckill: bad campaign id '%s'\n", c->campaign);
+        return 2;
+    }
+    if ((*cmd_out)->run == cmd_barrier && !c->campaign) {
+        fprintf(stderr, "seckill: barrier needs --campaign ID\n");
         return 2;
     }
     return 0;

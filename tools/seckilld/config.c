@@ -63,6 +63,15 @@ static const opt_spec opts[] = {
        "re-check period of a locally sold-out campaign (stock may come back)"),
     MS("redis-timeout-ms", "SECKILL_REDIS_TIMEOUT_MS", "2000", redis_timeout_ms,
        "a Redis reply later than this drops and reopens the connection"),
+    INT("replica-acks", "SECKILL_REPLICA_ACKS", "-1", replica_acks, -1, 1000,
+        "replicas that must acknowledge (WAIT) a decision before it is answered 201, else 202;\n"
+        "      -1 = the connected replicas the master reports at every connect; 0 = standalone:\n"
+        "      201 only with appendonly yes + appendfsync always (docs/http-api.md)"),
+    MS("replica-ack-timeout-ms", "SECKILL_REPLICA_ACK_TIMEOUT_MS", "100", replica_ack_timeout_ms,
+       "WAIT's timeout: longer means fewer 202s on a slow replica, but a replica down stalls\n"
+       "      each purchase batch (and the Redis connection behind it) this long"),
+    MS("worker-lease-ms", "SECKILL_WORKER_LEASE_MS", "60000", worker_lease_ms,
+       "order-id worker-id lease: renewed at 1/3, no ids issued past 5/6 without renewal"),
     MS("shutdown-timeout-ms", "SECKILL_SHUTDOWN_TIMEOUT_MS", "10000", shutdown_timeout_ms,
        "on SIGTERM, longest wait for in-flight requests"),
     MS("degraded-after-ms", "SECKILL_DEGRADED_AFTER_MS", "1000", degraded_after_ms,
@@ -155,6 +164,10 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
     if (opt_load_env(opts, NOPTS, c, err, sizeof(err)) ||
         opt_parse_args(opts, NOPTS, argc, argv, c, NULL, err, sizeof(err))) {
         fprintf(stderr, "seckilld: %s\n", err);
+        return -1;
+    }
+    if (c->replica_ack_timeout_ms < 1 || c->worker_lease_ms < 300) {
+        fprintf(stderr, "seckilld: replica-ack-timeout-ms must be >= 1 ms and worker-lease-ms >= 300 ms\n");
         return -1;
     }
     if (strcmp(c->log_level, "debug") && strcmp(c->log_level, "info") && strcmp(c->log_level, "warn") &&

@@ -32,6 +32,9 @@ typedef struct seckilld_config {
     int64_t redis_timeout_ms;
     int64_t shutdown_timeout_ms;
     int64_t degraded_after_ms, degraded_recover_ms, degraded_max_inflight;
+    int replica_acks;
+    int64_t replica_ack_timeout_ms;
+    int64_t worker_lease_ms;
     char *log_level;
     bool check_only; /* --check-config */
     bool help, version;

@@ -112,6 +112,9 @@ static void engine_opts_from(const seckilld_config *c, sk_engine_opts *eo)
     eo->ip_rate_limit = c->ip_rate_limit;
     eo->ip_rate_window_ms = c->ip_rate_window_ms ? c->ip_rate_window_ms : 1000;
     eo->command_timeout_ms = c->redis_timeout_ms;
+    eo->replica_acks = c->replica_acks;
+    eo->replica_ack_timeout_ms = c->replica_ack_timeout_ms;
+    eo->worker_lease_ms = c->worker_lease_ms;
     eo->log = log_line;
 }
 

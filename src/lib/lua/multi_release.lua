@@ -1,6 +1,8 @@
 -- multi_release.lua: leaves one level of each lock the owner holds; a lock
--- whose count reaches zero is deleted and its unlock channel
--- ("redisson_lock__channel:{" .. key .. "}") gets a message.
+-- whose count reaches zero is deleted and its unlock channel gets a
+-- message: Redisson's name for it, "redisson_lock__channel:{key}", or
+-- "redisson_lock__channel:key" when key already has a '{' (as
+-- dlock__redisson_channel in src/lib/client.c).
 -- KEYS[1..n]  lock hashes
 -- ARGV[1]  owner
 -- Returns the number of KEYS the owner did not hold (0 = all released)
@@ -11,7 +13,8 @@ for _, k in ipairs(KEYS) do
     missing = missing + 1
   elseif redis.call('HINCRBY', k, ARGV[1], -1) <= 0 then
     redis.call('DEL', k)
-    redis.call('PUBLISH', 'redisson_lock__channel:{' .. k .. '}', 0)
+    local ch = string.find(k, '{', 1, true) and k or ('{' .. k .. '}')
+    redis.call('PUBLISH', 'redisson_lock__channel:' .. ch, 0)
   end
 end
 return missing

@@ -1,11 +1,21 @@
 -- campaign_heat.lua: pre-heats a campaign into Redis (meta, stock).
 -- mode "create": refused if the campaign exists. mode "reheat": rewrites
--- meta and sets stock = max(0, stock - units held by buyers); refused while
--- the campaign is live (server clock inside [starts, ends)) unless mode is
--- "force". Never resets what buyers hold, so a re-heat cannot oversell.
+-- meta and sets stock = max(0, stock - db_reserve - units held by buyers);
+-- refused while the campaign is live (server clock inside [starts, ends))
+-- unless mode is "force". Never resets what buyers hold, so a re-heat
+-- cannot oversell. db_reserve units are carved out for the database path
+-- (docs/design/promise.md): Redis never sells them.
+-- Barrier fields: "create" sets meta.runid = ARGV[8] (the run id of the
+-- server the engine is connected to) and epoch = 1. "reheat" keeps both
+-- (the barrier runner owns them) and only fills them when absent (a
+-- campaign from before the barrier, or a meta Redis lost); "force" also
+-- sets runid: the operator vouches that this server holds every order
+-- (the way to reopen a campaign where no barrier runner works, e.g. no
+-- database). epoch is never lowered.
 -- KEYS[1] {c:<id>}:meta  KEYS[2] {c:<id>}:stock  KEYS[3] {c:<id>}:buyers
 -- ARGV[1] mode  ARGV[2] title  ARGV[3] stock  ARGV[4] per_user_limit
 -- ARGV[5] starts_at_ms  ARGV[6] ends_at_ms  ARGV[7] price_cents
+-- ARGV[8] run id of the connected server  ARGV[9] db_reserve (0..stock)
 -- Returns {0, remaining} | {-1, 0} exists | {-2, 0} live (not forced)
 local mode = ARGV[1]
 local t = redis.call('TIME')
@@ -16,12 +26,17 @@ if exists and mode == 'reheat' then
   local w = redis.call('HMGET', KEYS[1], 'starts_at_ms', 'ends_at_ms')
   if now >= tonumber(w[1]) and now < tonumber(w[2]) then return {-2, 0} end
 end
-local remaining = tonumber(ARGV[3])
+local reserve = tonumber(ARGV[9]) or 0
+local remaining = tonumber(ARGV[3]) - reserve
 local held = redis.call('HVALS', KEYS[3])
 for _, v in ipairs(held) do remaining = remaining - tonumber(v) end
 if remaining < 0 then remaining = 0 end
+local old = redis.call('HMGET', KEYS[1], 'runid', 'epoch')
+local runid = old[1]
+if mode ~= 'reheat' or not runid then runid = ARGV[8] end
 redis.call('HSET', KEYS[1], 'title', ARGV[2], 'stock', ARGV[3], 'per_user_limit', ARGV[4],
            'starts_at_ms', ARGV[5], 'ends_at_ms', ARGV[6], 'price_cents', ARGV[7],
-           'created_at_ms', tostring(now))
+           'created_at_ms', tostring(now), 'db_reserve', tostring(reserve), 'runid', runid,
+           'epoch', old[2] or '1')
 redis.call('SET', KEYS[2], remaining)
 return {0, remaining}

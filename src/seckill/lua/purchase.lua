@@ -13,7 +13,8 @@
 -- ARGV[3] user rate limit (0 = off)  ARGV[4] user rate window ms
 -- ARGV[5] ip rate limit (0 = off)    ARGV[6] ip rate window ms
 -- ARGV[7] idempotency ttl ms         ARGV[8] order hash ttl ms
--- then 5 per purchase i (a = 8 + 5*(i-1)):
+-- ARGV[9] run id of the connected server (INFO server)
+-- then 5 per purchase i (a = 9 + 5*(i-1)):
 --   ARGV[a+1] order id (decimal)  ARGV[a+2] user  ARGV[a+3] quantity
 --   ARGV[a+4] Idempotency-Key or ""  ARGV[a+5] client ip or ""
 -- Returns a flat array, 4 entries per purchase: code, value, order id, qty.
@@ -29,18 +30,24 @@
 --   rate_limited         value = ms until the window resets
 --   bad_quantity         value = per-user limit (qty above it)
 --   idempotency_conflict (the key was first used by another user)
+--   barrier              (meta.runid missing or not ARGV[9]; every purchase)
+-- not_found and barrier write nothing (no meta is created).
 local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_started = 4, ended = 5,
-              not_found = 6, rate_limited = 7, bad_quantity = 8, idempotency_conflict = 9}
-local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms')
+              not_found = 6, rate_limited = 7, bad_quantity = 8, idempotency_conflict = 9,
+              barrier = 10}
+local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms', 'runid', 'epoch')
 local n = tonumber(ARGV[2])
 local out = {}
-if not meta[1] then
+if not meta[1] or meta[4] ~= ARGV[9] then
+  local code = meta[1] and CODE.barrier or CODE.not_found
   for i = 1, n do
-    local a = 8 + 5 * (i - 1)
-    out[#out + 1] = CODE.not_found; out[#out + 1] = 0; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
+    local a = 9 + 5 * (i - 1)
+    out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
   end
   return out
 end
+redis.call('HINCRBY', KEYS[1], 'calls', 1)
+local epoch = meta[5] or '1'
 local limit = tonumber(meta[1])
 local starts = tonumber(meta[2])
 local ends = tonumber(meta[3])
@@ -73,7 +80,7 @@ end
 
 for i = 1, n do
   local k = 4 + 4 * (i - 1)
-  local a = 8 + 5 * (i - 1)
+  local a = 9 + 5 * (i - 1)
   local oid, user, qty, idem, ip = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
   local wait = over_rate(KEYS[k + 3], user_rl, user_win)
   if wait == 0 and ip ~= '' then wait = over_rate(KEYS[k + 4], ip_rl, ip_win) end
@@ -107,7 +114,8 @@ for i = 1, n do
                    'PX', idem_ttl)
       end
       redis.call('XADD', KEYS[4], '*', 'order_id', oid, 'campaign', cid, 'user', user,
-                 'qty', tostring(qty), 'idem', idem, 'ts_ms', now_str, 'path', 'redis')
+                 'qty', tostring(qty), 'idem', idem, 'ts_ms', now_str, 'path', 'redis',
+                 'epoch', epoch)
       answer(CODE.accepted, stock, oid, qty)
     end
   end

@@ -16,6 +16,7 @@
 
 #include "client_internal.h"
 #include "lock_support.h"
+#include "slot.h"
 #include "util.h"
 
 
@@ -28,8 +29,11 @@ static void test_bad_names_are_invalid_arguments(void **state)
     longname[sizeof(longname) - 1] = '\0';
     assert_int_equal(dlock_lock_new(ls_cl, "", NULL, &l), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_new(ls_cl, NULL, NULL, &l), DLOCK_EINVAL);
+    ls_log_clear();
     assert_int_equal(dlock_lock_new(ls_cl, longname, NULL, &l), DLOCK_EINVAL);
     assert_null(l);
+    /* the refusal says the length and the maximum */
+    assert_true(ls_log_contains("lock name of 1025 bytes is longer than the maximum of 1024 bytes"));
     assert_int_equal(dlock_lock_new(NULL, "a", NULL, &l), DLOCK_EINVAL);
     dlock_lock_options lo;
     dlock_lock_options_init(&lo);
@@ -57,8 +61,10 @@ static void test_companion_keys_share_the_hash_slot(void **state)
     assert_string_equal(out, "{orders:42}:fence");
     assert_int_equal(dlock__companion_key("x{tag}y", ":fence", out, sizeof(out)), 0);
     assert_string_equal(out, "x{tag}y:fence");
+    /* "{a{}b}:q" would hash "a{" while "a{}b" (empty tag) hashes whole */
     assert_int_equal(dlock__companion_key("a{}b", ":q", out, sizeof(out)), 0);
-    assert_string_equal(out, "{a{}b}:q");
+    assert_int_equal(dlock__key_slot(out, strlen(out)), dlock__key_slot("a{}b", 4));
+    assert_int_equal(strncmp(out, "a{}b#", 5), 0);
     assert_int_equal(dlock__companion_key("0123456789012345678901234567890123456789012345678901234567890", ":fence", out,
                                           sizeof(out)),
                      DLOCK_EINVAL);
@@ -323,13 +329,21 @@ static void test_release_wakes_a_waiter_promptly(void **state)
     }
 }
 
-static long long evalsha_calls(void)
+/* Calls of cmd ("evalsha", "set") the server has counted so far. */
+static long long cmd_calls(const char *cmd)
 {
-    char info[4096] = "";
+    char info[8192] = "", needle[64];
     const char *argv[2] = {"INFO", "commandstats"};
     if (test_redis_cmd(&ls_srv, info, sizeof(info), 2, argv) != 0) return -1;
-    const char *p = strstr(info, "cmdstat_evalsha:calls=");
-    return p ? strtoll(p + strlen("cmdstat_evalsha:calls="), NULL, 10) : 0;
+    int n = snprintf(needle, sizeof(needle), "\ncmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, needle);
+    return p ? strtoll(p + n, NULL, 10) : 0;
+}
+
+/* Acquire attempts: scripts (fenced acquires) and plain SETs (unfenced). */
+static long long acquire_calls(void)
+{
+    return cmd_calls("evalsha") + cmd_calls("set");
 }
 
 static void test_waiting_on_a_foreign_holder_does_not_busy_poll(void **state)
@@ -339,14 +353,41 @@ static void test_waiting_on_a_foreign_holder_does_not_busy_poll(void **state)
     const char *set[6] = {"SET", ls_key("poll1"), "foreign-token", "PX", "1500", "NX"};
     assert_int_equal(test_redis_cmd(&ls_srv, NULL, 0, 6, set), 0);
     dlock_lock *l = ls_lock(ls_cl, "poll1", DLOCK_LOCK_SIMPLE);
-    long long before = evalsha_calls();
+    long long before = acquire_calls();
     int64_t t0 = dlock__now_ms();
     assert_int_equal(dlock_lock_try_lock(l, 4000, 1000, NULL), 0);
     int64_t waited = dlock__now_ms() - t0;
-    long long attempts = evalsha_calls() - before;
+    long long attempts = acquire_calls() - before;
     /* woke on the holder's TTL, after a handful of growing rechecks */
     assert_true(waited >= 1300 && waited < 2500);
     if (attempts > 12) fail_msg("%lld acquire attempts in %lld ms", attempts, (long long)waited);
+    assert_int_equal(dlock_lock_unlock(l), 0);
+    dlock_lock_free(l);
+}
+
+/* Without fence_out a simple lock's acquire is the plain SET NX PX (one
+ * command, no script) and issues no token; asking for one issues the next. */
+static void test_fencing_token_is_issued_only_when_asked_for(void **state)
+{
+    (void)state;
+    dlock_lock *l = ls_lock(ls_cl, "fence_ask", DLOCK_LOCK_SIMPLE);
+    uint64_t f1 = 0;
+    assert_int_equal(dlock_lock_try_lock(l, 0, 5000, &f1), 0);
+    assert_true(f1 > 0);
+    assert_int_equal(dlock_lock_unlock(l), 0);
+    long long scripts = cmd_calls("evalsha"), sets = cmd_calls("set");
+    assert_int_equal(dlock_lock_try_lock(l, 0, 5000, NULL), 0);
+    assert_int_equal(cmd_calls("evalsha"), scripts); /* no script ran */
+    assert_int_equal(cmd_calls("set"), sets + 1);
+    assert_int_equal(dlock_lock_fence(l), 0); /* this hold has no token */
+    dlock_lock_status st;
+    assert_int_equal(dlock_lock_status_get(ls_cl, "fence_ask", &st), 0);
+    assert_true(st.locked && st.last_fence == f1); /* none was issued */
+    assert_int_equal(dlock_lock_try_lock(l, 0, 5000, NULL), DLOCK_EALREADY);
+    assert_int_equal(dlock_lock_unlock(l), 0);
+    uint64_t f2 = 0;
+    assert_int_equal(dlock_lock_try_lock(l, 0, 5000, &f2), 0);
+    assert_true(f2 > f1);
     assert_int_equal(dlock_lock_unlock(l), 0);
     dlock_lock_free(l);
 }
@@ -618,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_cancel_from_another_thread),
         cmocka_unit_test(test_release_wakes_a_waiter_promptly),
         cmocka_unit_test(test_waiting_on_a_foreign_holder_does_not_busy_poll),
+        cmocka_unit_test(test_fencing_token_is_issued_only_when_asked_for),
         cmocka_unit_test(test_fencing_tokens_increase_across_release_expiry_and_key_loss),
         cmocka_unit_test(test_fence_guard_rejects_stale_tokens),
         cmocka_unit_test(test_force_unlock_is_audited_and_wakes),

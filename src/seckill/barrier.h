@@ -1,0 +1,53 @@
+/* barrier.h: the barrier after a change of master (docs/design/promise.md):
+ * a campaign whose {c:<id>}:meta names another master's run id than the
+ * connected one does not sell (purchase.lua answers "barrier") until this
+ * runner has (1) seen the campaign's group drained on the new master,
+ * (2) sealed the old timeline in the database (campaign_stock.epoch =
+ * meta.epoch + 1), (3) given the new master every order, release and
+ * handback the database holds and it lacks (barrier_mirror.lua), and
+ * (4) opened it (meta.runid = the new run id, meta.epoch + 1).
+ * One runner per campaign at a time ({c:<id>}:barrier, SET NX PX).
+ * Thread-safety: uses only the handles it is given (one thread). */
+#ifndef SK_BARRIER_H
+#define SK_BARRIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db.h"
+#include "redis_io.h"
+
+/* The run id of the server behind rc (INFO server, run_id): 0 or a code. */
+int sk_barrier_run_id(dlock__conn *rc, char out[41]);
+
+typedef enum sk_barrier_state {
+    SK_BARRIER_OPEN = 0,    /* the campaign sells on this master (no barrier due, or opened now) */
+    SK_BARRIER_WAITING = 1, /* due: draining, or another runner holds the lock */
+} sk_barrier_state;
+
+typedef struct sk_barrier_run {
+    const char *owner;    /* lock value (the persister's consumer name) */
+    int64_t lock_ms;      /* lock lifetime, renewed at every step (default 10000) */
+    int batch;            /* orders per barrier_mirror.lua call (default 200) */
+    int64_t started_ms;   /* in/out: monotonic ms the drain began, 0 = not yet */
+    /* out, when opened now: */
+    bool opened;
+    int64_t duration_ms, epoch, mirrored, given_back, handbacks;
+} sk_barrier_run;
+
+void sk_barrier_run_init(sk_barrier_run *b, const char *owner);
+
+/* One step of the barrier for campaign on the master with run_id; never
+ * waits: a drain not finished answers SK_BARRIER_WAITING (call again; the
+ * lock is kept and renewed). A campaign without meta, or whose meta has
+ * neither runid nor epoch (pre-heated before the barrier existed), is
+ * SK_BARRIER_OPEN (see sk_barrier_force). Returns an sk_barrier_state or
+ * a negative code (SK_EDB, a dlock code). */
+int sk_barrier_step(sk_db *db, dlock__conn *rc, const char *campaign, const char *run_id, sk_barrier_run *b);
+
+/* Makes a barrier due on campaign even when its meta names this master:
+ * meta.runid is overwritten (purchases stop at once), so the next
+ * sk_barrier_step runs it. For `seckill barrier`. 0 or a code. */
+int sk_barrier_force(dlock__conn *rc, const char *campaign, const char *owner);
+
+#endif

@@ -1,0 +1,92 @@
+-- barrier_mirror.lua: the barrier's writes on a new master
+-- (docs/design/promise.md, "A barrier after every change of master").
+-- Idempotent: running it again, or after a crash, changes nothing more.
+--
+-- mode "mirror": gives the master the orders the database holds and the
+-- master lacks. An order is held when its hash {c:<id>}:order:<oid>
+-- exists or its id is in {c:<id>}:mirrored (the hash expires; the set
+-- does not: every order seen here joins it). A missing order is taken:
+-- stock -= qty for a Redis-path order (a database-path order sold a
+-- reserve unit), buyers[user] += qty, the order hash, and the
+-- Idempotency-Key answer "user\norder_id\nqty\nremaining" (as
+-- purchase.lua writes it; remaining = the stock now) unless the key holds
+-- one. Then the give-backs the master lost are applied again, each behind
+-- its gate: a cancelled order (final "released", gate {c:<id>}:released):
+-- stock += qty, buyers -= qty, hash status cancelled; a tentative order
+-- refused at finalisation (final "dropped", gate {c:<id>}:dropped):
+-- buyers -= qty. A Redis-path order taken here joins {c:<id>}:carried: it is
+-- in the database but not in this master's stream, which reconcile counts.
+--   KEYS[1] {c:<id>}:stock  KEYS[2] {c:<id>}:buyers  KEYS[3] {c:<id>}:mirrored
+--   KEYS[4] {c:<id>}:released  KEYS[5] {c:<id>}:dropped  KEYS[6] {c:<id>}:carried
+--   then 2 per order i (k = 6 + 2*(i-1)): KEYS[k+1] order hash, KEYS[k+2]
+--   idempotency key ({c:<id>}:idem:<key>; any key of the slot when none)
+--   ARGV[1] "mirror"  ARGV[2] campaign id  ARGV[3] order hash ttl ms
+--   ARGV[4] idempotency ttl ms
+--   then 7 per order i (a = 4 + 7*(i-1)): order id, user, qty, path
+--   ("redis" | "db"), idem ("" if none), ts_ms, final ("" | "released" |
+--   "dropped")
+--   Returns {orders taken now, give-backs applied now}.
+--
+-- mode "open": the campaign sells again on this master, if the caller
+-- still holds the barrier lock: meta.runid and meta.epoch set, lock gone.
+--   KEYS[1] {c:<id>}:meta  KEYS[2] {c:<id>}:barrier
+--   ARGV[1] "open"  ARGV[2] lock owner  ARGV[3] run id  ARGV[4] epoch
+--   Returns 1 (opened), 0 (lock not held: nothing written).
+if ARGV[1] == 'open' then
+  if redis.call('GET', KEYS[2]) ~= ARGV[2] then
+    return 0
+  end
+  redis.call('HSET', KEYS[1], 'runid', ARGV[3], 'epoch', ARGV[4])
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+if ARGV[1] ~= 'mirror' then
+  return redis.error_reply('ERR bad mode')
+end
+local cid, hash_ttl, idem_ttl = ARGV[2], ARGV[3], ARGV[4]
+local n = (#ARGV - 4) / 7
+local taken, given = 0, 0
+
+local function take(i, oid, user, qty, path, idem, ts)
+  local hash, idem_key = KEYS[6 + 2 * i - 1], KEYS[6 + 2 * i]
+  local held = redis.call('EXISTS', hash) == 1
+  if redis.call('SADD', KEYS[3], oid) == 0 then held = true end
+  if held then return end
+  local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if path == 'redis' then
+    stock = redis.call('DECRBY', KEYS[1], qty)
+    redis.call('SADD', KEYS[6], oid)
+  end
+  redis.call('HINCRBY', KEYS[2], user, qty)
+  redis.call('HSET', hash, 'campaign', cid, 'user', user, 'qty', qty, 'status', 'accepted', 'ts_ms', ts)
+  redis.call('PEXPIRE', hash, hash_ttl)
+  if idem ~= '' and redis.call('EXISTS', idem_key) == 0 then
+    if stock < 0 then stock = 0 end
+    redis.call('SET', idem_key, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock, 'PX', idem_ttl)
+  end
+  taken = taken + 1
+end
+
+local function buyer_less(user, qty)
+  if redis.call('HINCRBY', KEYS[2], user, -qty) <= 0 then
+    redis.call('HDEL', KEYS[2], user)
+  end
+end
+
+for i = 1, n do
+  local a = 4 + 7 * (i - 1)
+  local oid, user, qty, path = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4]
+  local final = ARGV[a + 7]
+  take(i, oid, user, qty, path, ARGV[a + 5], ARGV[a + 6])
+  if final == 'released' and redis.call('SADD', KEYS[4], oid) == 1 then
+    redis.call('INCRBY', KEYS[1], qty)
+    buyer_less(user, qty)
+    local hash = KEYS[5 + 2 * i - 1]
+    if redis.call('EXISTS', hash) == 1 then redis.call('HSET', hash, 'status', 'cancelled') end
+    given = given + 1
+  elseif final == 'dropped' and redis.call('SADD', KEYS[5], oid) == 1 then
+    buyer_less(user, qty)
+    given = given + 1
+  end
+end
+return {taken, given}

@@ -1,0 +1,57 @@
+/* http_internal.h: what http.c and http_orders.c share: the server and
+ * request structs and the answering helpers. Every answer goes through
+ * sk__http_reply_json / sk__http_reply_error (which free the request). */
+#ifndef SK_HTTP_INTERNAL_H
+#define SK_HTTP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http.h"
+#include "http_metrics.h"
+#include "util.h"
+
+struct evhttp_request;
+
+struct sk_http {
+    struct event_base *base;
+    sk_engine *engine;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct evconnlistener *listener;
+    struct event *resume_ev;
+    sk_http_opts o;
+    char *admin_token;
+    char *user_secret;
+    size_t inflight;
+    size_t unflushed; /* answered, still being written to the socket */
+    bool draining;
+    sk_http_metrics m;
+};
+
+typedef struct hreq {
+    sk_http *h;
+    struct evhttp_request *req;
+    sk_route route;
+    int64_t t0_us;
+    char id[65];
+    char user[65];
+    uint64_t order_id;
+    sk_heat_mode mode;
+} hreq;
+
+/* Answers body (JSON) with status and frees it and q. */
+void sk__http_reply_json(hreq *q, int status, dlock__buf *body);
+/* Answers {"error": code, "message": msg}. */
+void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg);
+/* Maps an engine/database error to status + code. */
+void sk__http_reply_err_code(hreq *q, int err, const char *what);
+/* X-User-Id (and X-User-Signature when a secret is set) into q->user;
+ * false when it has answered already. */
+bool sk__http_user_ok(hreq *q, int missing_status);
+
+/* http_orders.c: GET /v1/orders/{id}, POST /v1/orders/{id}/pay. */
+void sk__http_order_get(hreq *q, const char *query);
+void sk__http_order_pay(hreq *q);
+
+#endif

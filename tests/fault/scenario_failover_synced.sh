@@ -1,0 +1,31 @@
+#!/bin/bash
+# Promise scenario 1: master + one fully synced replica + 3 sentinels; the
+# persisters lag (SIGSTOPped as the sale starts), the sale sells out, and
+# the master is killed with -9 right after. Sentinel promotes the replica.
+# Every buyer answered 201 must keep the item: no database-path sale of a
+# unit Redis already sold, no resale on the new master.
+SCENARIO=failover-synced
+. "$(dirname "$0")/sale_lib.sh"
+dl_start_redis "$work"
+MASTER_PID=$REDIS_PID
+dl_start_replica "$work" "$REDIS_PORT"
+dl_start_sentinels "$work" "$REDIS_PORT" mymaster
+sentinel_hosts=$(for p in $SENTINEL_PORTS; do printf '127.0.0.1:%s,' "$p"; done)
+REDIS_URL="redis-sentinel://${sentinel_hosts%,}/mymaster"
+DATABASE_URL="sqlite://$work/orders.db"
+STOCK=${FAULT_STOCK:-300}
+start_services
+start_sale
+say "SIGSTOP the persisters (the pipeline lags)"
+for p in "${PERSIST_PIDS[@]}"; do kill -STOP "$p"; done
+wait_sold_out "$REDIS_PORT" 20 || { say "the sale did not sell out"; exit 1; }
+say "sold out; kill -9 master $REDIS_PORT"
+kill -9 "$MASTER_PID"
+sleep 1
+for p in "${PERSIST_PIDS[@]}"; do kill -CONT "$p"; done
+say "persisters resumed"
+wait_promoted "$REPLICA_PORT"
+ms=$(wait_healthy_ms "${SECKILLD_URLS[1]}" 30) || { say "service did not recover"; exit 1; }
+RECOVER_MS=$ms
+say "service healthy on the new master ${ms} ms later"
+finish_sale --redis-url "redis://127.0.0.1:$REPLICA_PORT"

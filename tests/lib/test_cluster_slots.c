@@ -1,0 +1,155 @@
+/* test_cluster_slots.c: on a real Cluster node (a one-node cluster that owns
+ * all 16384 slots, so it enforces CROSSSLOT on every script) every object
+ * of the lock family works under names no hash tag can hold, and the
+ * server's CLUSTER KEYSLOT agrees with our CRC16 for each key and its
+ * companions. (A multi-node cluster adds routing, which this test does not
+ * cover: there is no cluster fixture yet.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client_internal.h"
+#include "dlock/fairlock.h"
+#include "dlock/latch.h"
+#include "dlock/lock.h"
+#include "dlock/rwlock.h"
+#include "dlock/semaphore.h"
+#include "servers.h"
+#include "slot.h"
+
+static test_server g_node;
+static dlock_client *g_cl;
+
+static const char *const k_names[] = {"a}b", "}", "x{}y", "{}{x}", "}{", "a{b", "{a}b}", "plain", "{t}x"};
+#define N_NAMES (sizeof(k_names) / sizeof(k_names[0]))
+
+static int setup(void **state)
+{
+    (void)state;
+    static const char *const conf[] = {"cluster-enabled yes", "cluster-config-file nodes.conf", NULL};
+    if (test_redis_start(&g_node, conf) != 0) return -1;
+    const char *add[] = {"CLUSTER", "ADDSLOTSRANGE", "0", "16383"};
+    if (test_redis_cmd(&g_node, NULL, 0, 4, add) != 0) return -1;
+    char info[2048] = "";
+    const char *ci[] = {"CLUSTER", "INFO"};
+    for (int i = 0; i < 100 && !strstr(info, "cluster_state:ok"); i++) {
+        usleep(50000);
+        test_redis_cmd(&g_node, info, sizeof(info), 2, ci);
+    }
+    if (!strstr(info, "cluster_state:ok")) return -1;
+    dlock_client_options o;
+    dlock_client_options_init(&o);
+    o.url = g_node.url;
+    o.key_prefix = test_prefix();
+    return dlock_client_create(&o, &g_cl) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_destroy(g_cl);
+    test_server_stop(&g_node);
+    return 0;
+}
+
+static unsigned server_slot(const char *key)
+{
+    char out[32] = "";
+    const char *argv[] = {"CLUSTER", "KEYSLOT", key};
+    assert_int_equal(test_redis_cmd(&g_node, out, sizeof(out), 3, argv), 0);
+    return (unsigned)strtoul(out, NULL, 10);
+}
+
+static void test_server_keyslot_agrees_with_our_crc16(void **state)
+{
+    (void)state;
+    static const char *const suffixes[] = {":fence", ":rw:w", ":sem:exp", ":fair:q"};
+    for (size_t i = 0; i < N_NAMES; i++) {
+        char key[256], comp[300];
+        snprintf(key, sizeof(key), "%s%s", test_prefix(), k_names[i]);
+        unsigned slot = server_slot(key);
+        assert_int_equal(dlock__key_slot(key, strlen(key)), slot);
+        for (size_t s = 0; s < sizeof(suffixes) / sizeof(suffixes[0]); s++) {
+            assert_int_equal(dlock__companion_key(key, suffixes[s], comp, sizeof(comp)), 0);
+            if (server_slot(comp) != slot) fail_msg("%s: companion %s is in another slot", key, comp);
+        }
+    }
+}
+
+static void test_simple_and_reentrant_locks_run_on_a_cluster_node(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_NAMES; i++)
+        for (int kind = DLOCK_LOCK_SIMPLE; kind <= DLOCK_LOCK_REENTRANT; kind++) {
+            dlock_lock_options lo;
+            dlock_lock_options_init(&lo);
+            lo.kind = (dlock_lock_kind)kind;
+            dlock_lock *l = NULL;
+            assert_int_equal(dlock_lock_new(g_cl, k_names[i], &lo, &l), 0);
+            uint64_t fence = 0;
+            int rc = dlock_lock_try_lock(l, 0, 5000, &fence);
+            if (rc) fail_msg("lock %s (kind %d): %s", k_names[i], kind, dlock_strerror(rc));
+            assert_true(fence > 0);
+            dlock_lock_status st;
+            assert_int_equal(dlock_lock_status_get(g_cl, k_names[i], &st), 0);
+            assert_true(st.last_fence == fence);
+            assert_int_equal(dlock_lock_unlock(l), 0);
+            dlock_lock_free(l);
+        }
+}
+
+static void test_family_objects_run_on_a_cluster_node(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_NAMES; i++) {
+        const char *n = k_names[i];
+        dlock_fairlock *fl = NULL;
+        assert_int_equal(dlock_fairlock_new(g_cl, n, NULL, &fl), 0);
+        int rc = dlock_fairlock_lock(fl, 0, 5000);
+        if (rc) fail_msg("fair lock %s: %s", n, dlock_strerror(rc));
+        assert_int_equal(dlock_fairlock_unlock(fl), 0);
+        dlock_fairlock_free(fl);
+
+        dlock_rwlock *rw = NULL;
+        assert_int_equal(dlock_rwlock_new(g_cl, n, NULL, &rw), 0);
+        rc = dlock_rwlock_write_lock(rw, 0);
+        if (rc) fail_msg("rwlock %s: %s", n, dlock_strerror(rc));
+        assert_int_equal(dlock_rwlock_write_unlock(rw), 0);
+        assert_int_equal(dlock_rwlock_read_lock(rw, 0), 0);
+        assert_int_equal(dlock_rwlock_read_unlock(rw), 0);
+        dlock_rwlock_free(rw);
+
+        dlock_semaphore *sem = NULL;
+        assert_int_equal(dlock_semaphore_new(g_cl, n, NULL, &sem), 0);
+        rc = dlock_semaphore_acquire(sem, 1, 0);
+        if (rc) fail_msg("semaphore %s: %s", n, dlock_strerror(rc));
+        assert_int_equal(dlock_semaphore_release(sem, 1), 0);
+        dlock_semaphore_free(sem);
+
+        dlock_latch *la = NULL;
+        assert_int_equal(dlock_latch_new(g_cl, n, &la), 0);
+        bool set = false;
+        rc = dlock_latch_try_set_count(la, 1, 5000, &set);
+        if (rc) fail_msg("latch %s: %s", n, dlock_strerror(rc));
+        assert_int_equal(dlock_latch_count_down(la, NULL), 0);
+        assert_int_equal(dlock_latch_await(la, 0), 0);
+        dlock_latch_free(la);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_server_keyslot_agrees_with_our_crc16),
+        cmocka_unit_test(test_simple_and_reentrant_locks_run_on_a_cluster_node),
+        cmocka_unit_test(test_family_objects_run_on_a_cluster_node),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,52 @@
+/* promise_fixture.h: the fixture of the promise tests (test_promise.c,
+ * test_barrier.c): a private redis-server, a database (a SQLite file, or a
+ * private PostgreSQL with SK_TEST_PG=1), and helpers that decide like the
+ * engine's purchase.lua (stock, limit, buyer, order hash, Idempotency-Key
+ * answer, XADD with the campaign's epoch) and drive the pipeline. */
+#ifndef SK_PROMISE_FIXTURE_H
+#define SK_PROMISE_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db.h"
+#include "redis_io.h"
+#include "servers.h"
+
+#ifndef SK_TEST_PG
+#define SK_TEST_PG 0
+#endif
+
+extern test_server pf_redis_srv;
+extern char pf_redis_url[128], pf_db_url[600];
+extern dlock__conn *pf_rc;
+extern sk_db *pf_db;
+
+int pf_setup(void **state);
+int pf_teardown(void **state);
+uint64_t pf_next_id(void);
+/* Campaign in the database (db_reserve = reserve) and pre-heated in Redis
+ * with stock - reserve, as campaign_heat.lua does (meta epoch 1). */
+void pf_seed(const char *camp, int64_t stock, int64_t limit, int64_t reserve);
+/* A Redis-path order with a fresh id (epoch 0: no field). */
+sk_order_in pf_order(const char *camp, const char *user, int64_t qty);
+/* One accepted Redis-path purchase on conn (NULL: pf_rc); idem may be
+ * NULL. Fails the test when refused. Returns the order id. */
+uint64_t pf_redis_buy_on(dlock__conn *conn, const char *camp, const char *user, int64_t qty, const char *idem);
+uint64_t pf_redis_buy(const char *camp, const char *user, int64_t qty);
+/* A persister in drain mode on camp (returns when drained). */
+void pf_drain(const char *camp);
+/* The lifecycle sweep (mirrors, releases) on camp. */
+void pf_sweep(const char *camp);
+/* An integer read on pf_rc: cmd {c:<camp>}:<suffix> [field]. */
+int64_t pf_redis_int(const char *cmd, const char *camp, const char *suffix, const char *field);
+int64_t pf_redis_int_on(dlock__conn *conn, const char *cmd, const char *camp, const char *suffix,
+                        const char *field);
+/* Reconciliation differences of camp (printed when any). */
+int pf_reconcile(const char *camp);
+/* Writes a SQLite database at schema version 5 holding campaign "old"
+ * (stock 5) and one persisted order; url_out gets its URL. Returns the
+ * order id. */
+uint64_t pf_make_schema5_sqlite(char *url_out, size_t len);
+
+#endif

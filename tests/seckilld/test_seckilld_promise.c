@@ -1,0 +1,433 @@
+/* test_seckilld_promise.c: what a 201 promises (docs/design/promise.md),
+ * with real redis-server processes (standalone with and without fsync,
+ * a master with a replica) and real seckilld processes: 201 only when the
+ * decision is acknowledged, 202 pending + Location otherwise (replica
+ * paused, no fsync, CONFIG refused), a replay answers the current state,
+ * GET tells pending/lost, the barrier answers 503 recovering with
+ * Retry-After, every call bumps meta.calls and XADDs the epoch, the
+ * database reserve is carved out of Redis's stock, and an instance paused
+ * past its worker-id lease stops issuing ids until it holds a new one.
+ * Each case starts its own servers: SKT_FILTER=<case> runs one. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "orderid.h"
+#include "servers.h"
+#include "skt.h"
+#include "util.h"
+
+#define ADMIN "Authorization: Bearer adm-token\r\n"
+
+static test_server master, replica;
+static skt_daemon d, d2;
+
+static int teardown(void **state)
+{
+    (void)state;
+    int bad = 0;
+    test_server_pause(&replica, false);
+    if (d.pid > 0) kill(d.pid, SIGCONT); /* a failed case may leave it stopped */
+    if (d.pid > 0 && skt_daemon_stop(&d) != 0) bad = -1;
+    if (d2.pid > 0 && skt_daemon_stop(&d2) != 0) bad = -1;
+    if (replica.pid > 0) test_server_stop(&replica);
+    if (master.pid > 0) test_server_stop(&master);
+    memset(&replica, 0, sizeof(replica));
+    memset(&master, 0, sizeof(master));
+    return bad;
+}
+
+/* Starts master (with conf) and d on it (with the extra flags). */
+static void start(const char *const *conf, const char *const *flags)
+{
+    assert_int_equal(test_redis_start(&master, conf), 0);
+    const char *extra[16] = {"--admin-token", "adm-token"};
+    int n = 2;
+    for (int i = 0; flags && flags[i] && n < 15; i++) extra[n++] = flags[i];
+    extra[n] = NULL;
+    assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
+}
+
+static int create_on(int port, const char *id, long stock, const char *more)
+{
+    char body[512], resp[1024];
+    int64_t now = dlock__wall_ms();
+    snprintf(body, sizeof(body),
+             "{\"id\":\"%s\",\"stock\":%ld,\"starts_at\":%lld,\"ends_at\":%lld%s}", id, stock,
+             (long long)(now - 60000), (long long)(now + 3600000), more ? more : "");
+    return skt_http(port, "POST", "/v1/campaigns", ADMIN, body, strlen(body), resp, sizeof(resp));
+}
+
+static int buy(int port, const char *campaign, const char *user, const char *idem, char *resp, size_t cap)
+{
+    char path[128], hdr[256];
+    snprintf(path, sizeof(path), "/v1/campaigns/%s/purchase", campaign);
+    snprintf(hdr, sizeof(hdr), "X-User-Id: %s\r\n%s%s%s", user, idem ? "Idempotency-Key: " : "",
+             idem ? idem : "", idem ? "\r\n" : "");
+    return skt_http(port, "POST", path, hdr, "{}", 2, resp, cap);
+}
+
+static void field(const char *json, const char *key, const char *want)
+{
+    char got[128] = "";
+    if (!skt_json_str(json, key, got, sizeof(got)) || strcmp(got, want) != 0)
+        fail_msg("expected \"%s\":\"%s\" in %s", key, want, json);
+}
+
+static void expect_pending(const char *resp, char *oid, size_t cap)
+{
+    field(resp, "status", "pending");
+    assert_true(skt_json_str(resp, "order_id", oid, cap));
+    char loc[96];
+    snprintf(loc, sizeof(loc), "Location: /v1/orders/%s\r\n", oid);
+    if (!strstr(skt_last_response(), loc)) fail_msg("no %s in %s", loc, skt_last_response());
+}
+
+static long metric(int port, const char *series)
+{
+    static char m[65536];
+    assert_int_equal(skt_http(port, "GET", "/metrics", NULL, NULL, 0, m, sizeof(m)), 200);
+    char pat[160];
+    snprintf(pat, sizeof(pat), "\n%s ", series);
+    const char *p = strstr(m, pat);
+    if (!p) fail_msg("no metric %s", series);
+    return strtol(p + strlen(pat), NULL, 10);
+}
+
+static void redis_cmd(const test_server *s, char *out, size_t cap, int argc, const char **argv)
+{
+    assert_int_equal(test_redis_cmd(s, out, cap, argc, argv), 0);
+}
+
+static void test_standalone_without_fsync_answers_202_and_get_says_pending(void **state)
+{
+    (void)state;
+    start(NULL, NULL); /* appendonly no: nothing acknowledges a decision */
+    char resp[1024], oid[32], again[32];
+    assert_int_equal(create_on(d.port, "nf", 10, NULL), 201);
+    assert_int_equal(buy(d.port, "nf", "ann", "k-ann", resp, sizeof(resp)), 202);
+    expect_pending(resp, oid, sizeof(oid));
+    /* the replay answers the current state: still not acknowledged */
+    assert_int_equal(buy(d.port, "nf", "ann", "k-ann", resp, sizeof(resp)), 202);
+    expect_pending(resp, again, sizeof(again));
+    assert_string_equal(oid, again);
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/orders/%s", oid);
+    assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
+    field(resp, "state", "pending");
+    field(resp, "status", "accepted");
+    field(resp, "user", "ann");
+    assert_int_equal(skt_http(d.port, "GET", "/v1/orders/12345", NULL, NULL, 0, resp, sizeof(resp)), 404);
+    field(resp, "state", "lost");
+    field(resp, "error", "not_found");
+    assert_int_equal(metric(d.port, "seckill_answers_total{answer=\"202\"}"), 2);
+    assert_int_equal(metric(d.port, "seckill_answers_total{answer=\"201\"}"), 0);
+    assert_int_equal(metric(d.port, "seckill_ack_mode"), 0);
+}
+
+static void test_refused_config_counts_as_not_durable(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync always", "rename-command CONFIG \"\"", NULL};
+    start(conf, NULL);
+    char resp[1024], oid[32];
+    assert_int_equal(create_on(d.port, "rc", 10, NULL), 201);
+    assert_int_equal(buy(d.port, "rc", "bob", NULL, resp, sizeof(resp)), 202);
+    expect_pending(resp, oid, sizeof(oid));
+    assert_int_equal(buy(d.port, "rc", "cid", NULL, resp, sizeof(resp)), 202);
+    /* said once per connection, not per purchase */
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "test \"$(grep -c 'CONFIG GET refused' %s)\" = 1", d.log);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_fsync_always_answers_201_and_every_call_writes(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync always", NULL};
+    start(conf, NULL);
+    char resp[1024], oid[32], out[256];
+    assert_int_equal(create_on(d.port, "fs", 10, NULL), 201);
+    assert_int_equal(buy(d.port, "fs", "dan", "k-dan", resp, sizeof(resp)), 201);
+    field(resp, "status", "accepted");
+    assert_true(skt_json_str(resp, "order_id", oid, sizeof(oid)));
+    const char *calls[] = {"HGET", "{c:fs}:meta", "calls"};
+    redis_cmd(&master, out, sizeof(out), 3, calls);
+    assert_string_equal(out, "1");
+    /* a replay decides nothing new, yet writes: WAIT then covers the first write */
+    assert_int_equal(buy(d.port, "fs", "dan", "k-dan", resp, sizeof(resp)), 201);
+    redis_cmd(&master, out, sizeof(out), 3, calls);
+    assert_string_equal(out, "2");
+    const char *epoch[] = {"EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')[1][2][16]", "1",
+                           "{c:fs}:orders"};
+    const char *ekey[] = {"EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')[1][2][15]", "1",
+                          "{c:fs}:orders"};
+    redis_cmd(&master, out, sizeof(out), 4, ekey);
+    assert_string_equal(out, "epoch");
+    redis_cmd(&master, out, sizeof(out), 4, epoch);
+    assert_string_equal(out, "1");
+    assert_int_equal(metric(d.port, "seckill_ack_mode"), 1);
+}
+
+/* The run id the server reports (INFO server). */
+static void server_runid(const test_server *s, char *out, size_t cap)
+{
+    static char info[8192];
+    const char *argv[] = {"INFO", "server"};
+    redis_cmd(s, info, sizeof(info), 2, argv);
+    const char *p = strstr(info, "run_id:");
+    assert_non_null(p);
+    snprintf(out, cap, "%.40s", p + 7);
+}
+
+static void test_barrier_answers_503_recovering_until_the_run_id_matches(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync always", NULL};
+    start(conf, NULL);
+    char resp[1024], out[128], runid[48];
+    assert_int_equal(create_on(d.port, "br", 10, NULL), 201);
+    server_runid(&master, runid, sizeof(runid));
+    const char *get[] = {"HGET", "{c:br}:meta", "runid"};
+    redis_cmd(&master, out, sizeof(out), 3, get);
+    assert_string_equal(out, runid); /* set at creation from the engine's connection */
+    const char *other[] = {"HSET", "{c:br}:meta", "runid", "an-older-master"};
+    redis_cmd(&master, out, sizeof(out), 4, other);
+    assert_int_equal(buy(d.port, "br", "eve", NULL, resp, sizeof(resp)), 503);
+    field(resp, "error", "recovering");
+    assert_non_null(strstr(skt_last_response(), "Retry-After: 1\r\n"));
+    const char *none[] = {"HDEL", "{c:br}:meta", "runid"};
+    redis_cmd(&master, out, sizeof(out), 3, none);
+    assert_int_equal(buy(d.port, "br", "eve", NULL, resp, sizeof(resp)), 503);
+    const char *stock[] = {"GET", "{c:br}:stock"};
+    redis_cmd(&master, out, sizeof(out), 2, stock);
+    assert_string_equal(out, "10"); /* nothing was decided */
+    const char *open[] = {"HSET", "{c:br}:meta", "runid", runid};
+    redis_cmd(&master, out, sizeof(out), 4, open);
+    assert_int_equal(buy(d.port, "br", "eve", NULL, resp, sizeof(resp)), 201);
+    assert_int_equal(metric(d.port, "seckill_purchases_total{outcome=\"barrier\"}"), 2);
+}
+
+static void test_db_reserve_is_carved_out_of_the_redis_stock(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync always", NULL};
+    start(conf, NULL);
+    char resp[1024];
+    assert_int_equal(create_on(d.port, "bad1", 10, ",\"db_reserve\":11"), 400);
+    assert_int_equal(create_on(d.port, "bad2", 10, ",\"db_reserve\":-1"), 400);
+    assert_int_equal(create_on(d.port, "rs", 5, ",\"db_reserve\":2"), 201);
+    assert_int_equal(skt_http(d.port, "GET", "/v1/campaigns/rs", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    field(resp, "db_reserve", "2");
+    field(resp, "remaining", "3");
+    int acc = 0, sold = 0;
+    for (int i = 0; i < 5; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "r%d", i);
+        int st = buy(d.port, "rs", user, NULL, resp, sizeof(resp));
+        acc += st == 201;
+        sold += st == 409;
+    }
+    assert_int_equal(acc, 3);
+    assert_int_equal(sold, 2);
+}
+
+static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **state)
+{
+    (void)state;
+    assert_int_equal(test_redis_start(&master, NULL), 0);
+    assert_int_equal(test_redis_start(&replica, NULL), 0);
+    assert_int_equal(test_redis_replicate(&replica, &master), 0);
+    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "200",
+                           "--redis-timeout-ms", "500", NULL};
+    assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
+    assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
+    char resp[1024], oid[32], again[32];
+    assert_int_equal(create_on(d.port, "rp", 10, NULL), 201);
+    assert_int_equal(buy(d.port, "rp", "fay", NULL, resp, sizeof(resp)), 201);
+    test_server_pause(&replica, true);
+    int64_t t0 = dlock__now_ms();
+    assert_int_equal(buy(d.port, "rp", "gil", "k-gil", resp, sizeof(resp)), 202);
+    int64_t took = dlock__now_ms() - t0;
+    expect_pending(resp, oid, sizeof(oid));
+    assert_true(took >= 190 && took < 1500); /* WAIT's own timeout, not the reply deadline */
+    assert_int_equal(metric(d.port, "seckill_ack_failures_total"), 1);
+    /* 8 campaigns' batches at once: 8 WAITs of 200 ms queue on the one
+     * connection (1.6 s), far beyond the 500 ms reply deadline, which
+     * must count each WAIT's own timeout and not drop the connection */
+    enum { NC = 8 };
+    skt_req r[NC];
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < NC; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "rq%d", i);
+        assert_int_equal(create_on(d.port, id, 10, NULL), 201);
+        r[i].port = d.port;
+        r[i].method = "POST";
+        snprintf(r[i].path, sizeof(r[i].path), "/v1/campaigns/%s/purchase", id);
+        snprintf(r[i].headers, sizeof(r[i].headers), "X-User-Id: q%d\r\n", i);
+    }
+    assert_int_equal(skt_run_concurrent(r, NC, 10000), 0);
+    for (int i = 0; i < NC; i++)
+        if (r[i].status != 202) fail_msg("queued WAIT %d: %d %s", i, r[i].status, r[i].resp);
+    assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
+    test_server_pause(&replica, false);
+    /* the replay's batch WAITs for its own write, which follows the first */
+    int64_t deadline = dlock__now_ms() + 5000;
+    int st;
+    while ((st = buy(d.port, "rp", "gil", "k-gil", resp, sizeof(resp))) == 202 && dlock__now_ms() < deadline)
+        dlock__sleep_ms(50);
+    assert_int_equal(st, 201);
+    assert_true(skt_json_str(resp, "order_id", again, sizeof(again)));
+    assert_string_equal(oid, again);
+    assert_true(metric(d.port, "seckill_answers_total{answer=\"201\"}") >= 2);
+    assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
+}
+
+/* The worker id an instance holds, from its metrics. */
+static int worker_of(const skt_daemon *x) { return (int)metric(x->port, "seckill_worker_id"); }
+
+/* Occupies every worker id but keep (PX 60 s), so the next instance must
+ * take keep. */
+static void occupy_all_but(int keep)
+{
+    const char *lua = "for n = 0, 1023 do if n ~= tonumber(ARGV[1]) then "
+                      "redis.call('SET', 'seckill:worker:' .. n, 'test-dummy:0', 'PX', 60000, 'NX') end end "
+                      "return 1";
+    char k[16], out[16];
+    snprintf(k, sizeof(k), "%d", keep);
+    const char *argv[] = {"EVAL", lua, "0", k};
+    redis_cmd(&master, out, sizeof(out), 4, argv);
+}
+
+/* Buys n units with fresh users on x; appends the ids of 201s to ids. */
+static int buy_ids(const skt_daemon *x, const char *tag, int n, uint64_t *ids, int *nids)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        char user[32], resp[512], oid[32];
+        snprintf(user, sizeof(user), "%s-%d", tag, i);
+        if (buy(x->port, "ls", user, NULL, resp, sizeof(resp)) != 201) continue;
+        assert_true(skt_json_str(resp, "order_id", oid, sizeof(oid)));
+        ids[(*nids)++] = strtoull(oid, NULL, 10);
+        ok++;
+    }
+    return ok;
+}
+
+/* Sends a purchase to port without reading the answer (the instance may
+ * be stopped): the request waits in the socket. Returns the fd. */
+static int send_purchase(int port, const char *user)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    char req[256];
+    int n = snprintf(req, sizeof(req), "POST /v1/campaigns/ls/purchase HTTP/1.1\r\nHost: x\r\n"
+                                       "Connection: close\r\nX-User-Id: %s\r\nContent-Length: 2\r\n\r\n{}", user);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    return fd;
+}
+
+/* The status of the answer on fd (0: none within 5 s); closes fd. */
+static int read_status(int fd)
+{
+    char buf[1024];
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (got < sizeof(buf) - 1 && poll(&p, 1, 5000) > 0) {
+        ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    close(fd);
+    int st = 0;
+    return sscanf(buf, "HTTP/1.%*d %d", &st) == 1 ? st : 0;
+}
+
+static void test_instance_paused_past_its_lease_stops_issuing_ids(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync always", NULL};
+    start(conf, (const char *[]){"--worker-lease-ms", "2000", NULL});
+    assert_int_equal(create_on(d.port, "ls", 10000, NULL), 201);
+    static uint64_t ids[512];
+    int nids = 0;
+    int wa = worker_of(&d);
+    assert_int_equal(buy_ids(&d, "a1", 20, ids, &nids), 20);
+    occupy_all_but(wa); /* B can only take A's worker id, once A's lease expired */
+    kill(d.pid, SIGSTOP);
+    const char *extra[] = {"--worker-lease-ms", "2000", NULL};
+    assert_int_equal(skt_daemon_start(&d2, master.url, extra), 0);
+    assert_int_equal(worker_of(&d2), wa);
+    assert_int_equal(buy_ids(&d2, "b1", 20, ids, &nids), 20);
+    /* buyers' requests pile up on the stopped instance: they are read at
+     * once on resume, before any of its timers runs */
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "queued-%d", i);
+        fds[i] = send_purchase(d.port, user);
+    }
+    dlock__sleep_ms(4000 - 100);
+    kill(d.pid, SIGCONT);
+    for (int i = 0; i < 4; i++) assert_int_equal(read_status(fds[i]), 503);
+    /* A resumed: its lease is stale, its fence is B's now, no id is free */
+    char resp[512];
+    for (int i = 0; i < 5; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "a2-%d", i);
+        int st = buy(d.port, "ls", user, NULL, resp, sizeof(resp));
+        if (st != 503) fail_msg("paused instance answered %d %s", st, resp);
+        dlock__sleep_ms(100);
+    }
+    assert_int_equal(buy_ids(&d2, "b2", 20, ids, &nids), 20);
+    int wfree = wa == 77 ? 78 : 77;
+    char key[32], out[16];
+    snprintf(key, sizeof(key), "seckill:worker:%d", wfree);
+    const char *free1[] = {"DEL", key};
+    redis_cmd(&master, out, sizeof(out), 2, free1);
+    int64_t deadline = dlock__now_ms() + 5000;
+    while (worker_of(&d) != wfree && dlock__now_ms() < deadline) dlock__sleep_ms(50);
+    assert_int_equal(worker_of(&d), wfree);
+    assert_int_equal(buy_ids(&d, "a3", 20, ids, &nids), 20);
+    for (int i = 0; i < nids; i++)
+        for (int j = i + 1; j < nids; j++)
+            if (ids[i] == ids[j]) fail_msg("order id %llu issued twice", (unsigned long long)ids[i]);
+    int w;
+    sk_orderid_decode(ids[nids - 1], NULL, &w, NULL);
+    assert_int_equal(w, wfree);
+}
+
+#define CASE(f) cmocka_unit_test_teardown(f, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        CASE(test_standalone_without_fsync_answers_202_and_get_says_pending),
+        CASE(test_refused_config_counts_as_not_durable),
+        CASE(test_fsync_always_answers_201_and_every_call_writes),
+        CASE(test_barrier_answers_503_recovering_until_the_run_id_matches),
+        CASE(test_db_reserve_is_carved_out_of_the_redis_stock),
+        CASE(test_replica_acknowledges_and_a_paused_replica_gives_202),
+        CASE(test_instance_paused_past_its_lease_stops_issuing_ids),
+    };
+    if (getenv("SKT_FILTER")) cmocka_set_test_filter(getenv("SKT_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
