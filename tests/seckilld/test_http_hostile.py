@@ -369,7 +369,9 @@ def test_1000_pipelined_requests_then_half_close_get_1000_answers_in_order(port)
         if k == "ping":
             assert resp[0] == 200 and resp[2] == b"pong\n", "answer %d out of order: %r" % (i, resp[:1])
         else:
-            assert resp[0] == 201 and b"accepted" in resp[2], "answer %d (a purchase): %d %r" % (i, resp[0], resp[2][:80])
+            # 201 accepted, or 202 pending where Redis has no replica and no fsync'd AOF
+            assert resp[0] in (201, 202) and (b"accepted" in resp[2] or b"pending" in resp[2]), \
+                "answer %d (a purchase): %d %r" % (i, resp[0], resp[2][:80])
 
 # ---- 5. Expect: 100-continue and the layer's error shapes ---------------
 
@@ -392,7 +394,7 @@ def test_expect_100_continue_within_limits_gets_100_then_the_answer(port):
     assert first and first[0] == 100, "expected 100 Continue, got %r" % (first[:1] if first else None)
     s.sendall(b'{"quantity":1}')
     final = r.response()
-    assert final and final[0] == 201, "after the body: %r" % (final[:1] if final else None)
+    assert final and final[0] in (201, 202), "after the body: %r" % (final[:1] if final else None)
 
 
 @case
