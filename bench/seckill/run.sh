@@ -117,7 +117,8 @@ for r in $(seq 1 "$ROUNDS"); do
     dl_stop "$SK_PID"
 
     # RSS with IDLE idle keep-alive connections (idle timeout raised so they stay)
-    start_seckilld "$work/seckilld-idle-$r.log" --max-connections $((IDLE + 100)) --idle-timeout-ms 600000
+    start_seckilld "$work/seckilld-idle-$r.log" --max-connections $((IDLE + 100)) --idle-timeout-ms 600000 \
+        --max-connections-per-address 0
     /usr/bin/python3 bench/seckill/idle_conns.py 127.0.0.1 "$SK_PORT" "$IDLE" "$SK_PID" >"$work/idle.csv" ||
         { echo "run.sh: idle connections test failed" >&2; cat "$work/idle.csv" >&2; exit 1; }
     tail -1 "$work/idle.csv" | awk -F, -v r="$r" '{printf "%s,rss_%s_idle,%s,MiB,,,,\n%s,rss_0_idle,%.1f,MiB,,,,\n",

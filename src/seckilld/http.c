@@ -2,19 +2,16 @@
  * Invariant: every request gets exactly one answer, always through
  * reply(), which also counts it in the metrics; requests waiting for Redis
  * hold an hreq that the answer frees. A client that disconnects while its
- * request waits is fine: evhttp keeps the request until it is answered. */
+ * request waits is fine: the HTTP layer (hserver.h) keeps the request
+ * until it is answered. */
 #include "http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
-#include <event2/buffer.h>
-#include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -22,6 +19,7 @@
 #include "db.h"
 #include "degraded.h"
 #include "dlock/dlock.h"
+#include "hserver.h"
 #include "http_internal.h"
 #include "http_metrics.h"
 #include "ids.h"
@@ -30,67 +28,35 @@
 #include "json.h"
 #include "util.h"
 
-#define EVHTTP_BODY_CAP (1 << 20) /* evhttp itself refuses above this */
-
-
-
 void sk_http_opts_init(sk_http_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->idle_timeout_ms = 10000;
     o->max_body = 8192;
     o->max_headers = 8192;
+    o->head_timeout_ms = 5000;
+    o->body_timeout_ms = 10000;
+    o->max_connections = 10000;
+    o->max_conns_per_addr = 1024;
 }
 
 size_t sk_http_inflight(const sk_http *h) { return h->inflight; }
-size_t sk_http_unflushed(const sk_http *h) { return h->unflushed; }
-
-static void on_sent(struct evhttp_request *req, void *arg)
-{
-    (void)req;
-    sk_http *h = arg;
-    if (h->unflushed) h->unflushed--;
-}
+size_t sk_http_unflushed(const sk_http *h) { return sk_hs_unflushed(h->hs); }
 
 /* ---- answering -------------------------------------------------------- */
 
-static void reply(hreq *q, int status, const char *reason, const char *ctype, dlock__buf *body)
+/* The layer adds Connection: close while draining and counts the answer
+ * as unflushed until it is written (graceful shutdown waits for that). */
+static void reply(hreq *q, int status, const char *ctype, dlock__buf *body)
 {
     sk_http *h = q->h;
-    struct evkeyvalq *out = evhttp_request_get_output_headers(q->req);
-    evhttp_add_header(out, "Content-Type", ctype);
-    evhttp_add_header(out, "Cache-Control", "no-store");
-    if (h->draining) evhttp_add_header(out, "Connection", "close");
-    struct evbuffer *eb = evbuffer_new();
-    if (eb && body && body->data && !body->oom) evbuffer_add(eb, body->data, body->len);
-    /* counted until written (graceful shutdown waits for it); a client
-     * that vanished may never complete: the shutdown wait is bounded */
-    h->unflushed++;
-    evhttp_request_set_on_complete_cb(q->req, on_sent, h);
-    evhttp_send_reply(q->req, status, reason, eb);
-    if (eb) evbuffer_free(eb);
+    sk_hs_reply_header(q->req, "Content-Type", ctype);
+    sk_hs_reply_header(q->req, "Cache-Control", "no-store");
+    bool has = body && body->data && !body->oom;
+    sk_hs_reply(q->req, status, has ? body->data : NULL, has ? body->len : 0);
     sk_metrics_observe(&h->m, q->route, status, dlock__now_us() - q->t0_us);
     h->inflight--;
     free(q);
-}
-
-static const char *reason_of(int status)
-{
-    switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
-    }
 }
 
 void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
@@ -100,7 +66,7 @@ void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
         dlock__buf_printf(body, "{\"error\":\"internal\",\"message\":\"out of memory\"}");
         status = 500;
     }
-    reply(q, status, reason_of(status), "application/json", body);
+    reply(q, status, "application/json", body);
     dlock__buf_free(body);
 }
 
@@ -139,37 +105,18 @@ void sk__http_reply_err_code(hreq *q, int err, const char *what)
 
 static const char *header(hreq *q, const char *name)
 {
-    return evhttp_find_header(evhttp_request_get_input_headers(q->req), name);
-}
-
-/* Copies the body (NUL-terminated) into *out; 413 handled by the caller. */
-static int read_body(hreq *q, char **out, size_t *len_out)
-{
-    struct evbuffer *in = evhttp_request_get_input_buffer(q->req);
-    size_t n = evbuffer_get_length(in);
-    *len_out = n;
-    if (n > q->h->o.max_body) return SK_EINVAL;
-    *out = malloc(n + 1);
-    if (!*out) return DLOCK_ENOMEM;
-    if (n) evbuffer_copyout(in, *out, n);
-    (*out)[n] = '\0';
-    return 0;
+    return sk_hs_req_header(q->req, name);
 }
 
 /* The JSON body parsed into doc: 0, 1 for an empty body (doc untouched),
- * or -1 when it has answered already (413 too large, 400 malformed, 500). */
+ * or -1 when it has answered already (400 malformed, 500). Bodies over
+ * max-body never get here: the HTTP layer answers 413 itself. */
 static int read_json(hreq *q, dlock__json_doc *doc)
 {
-    char *body = NULL, msg[200];
+    char msg[200];
     size_t len = 0;
-    int rc = read_body(q, &body, &len);
-    if (rc) {
-        if (rc == SK_EINVAL) sk__http_reply_error(q, 413, "too_large", "body over the size limit");
-        else sk__http_reply_error(q, 500, "internal", "out of memory");
-        return -1;
-    }
-    rc = len ? dlock__json_parse(body, len, doc, msg, sizeof(msg)) : 0;
-    free(body);
+    const char *body = sk_hs_req_body(q->req, &len);
+    int rc = len ? dlock__json_parse(body, len, doc, msg, sizeof(msg)) : 0;
     if (rc) {
         sk__http_reply_error(q, 400, "bad_request", rc == DLOCK__EINVAL ? msg : "out of memory");
         return -1;
@@ -247,11 +194,7 @@ static void client_ip(hreq *q, char *ip, size_t iplen)
             }
         }
     }
-    struct evhttp_connection *c = evhttp_request_get_connection(q->req);
-    char *addr = NULL;
-    ev_uint16_t port = 0;
-    if (c) evhttp_connection_get_peer(c, &addr, &port);
-    if (addr) snprintf(ip, iplen, "%s", addr);
+    snprintf(ip, iplen, "%s", sk_hs_req_peer(q->req));
 }
 
 /* ---- campaigns ------------------------------------------------------------ */
@@ -439,7 +382,7 @@ static void answer_accepted(hreq *q, const sk_purchase_result *r)
     if (r->pending) {
         char loc[48];
         snprintf(loc, sizeof(loc), "/v1/orders/%llu", (unsigned long long)r->order_id);
-        evhttp_add_header(evhttp_request_get_output_headers(q->req), "Location", loc);
+        sk_hs_reply_header(q->req, "Location", loc);
         dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"status\":\"pending\"}\n",
                           (unsigned long long)r->order_id);
         sk__http_reply_json(q, 202, &b);
@@ -473,7 +416,7 @@ static void answer_purchase(hreq *q, const sk_purchase_result *r)
     if (retry_s > 0) {
         char ra[24];
         snprintf(ra, sizeof(ra), "%lld", (long long)retry_s);
-        evhttp_add_header(evhttp_request_get_output_headers(q->req), "Retry-After", ra);
+        sk_hs_reply_header(q->req, "Retry-After", ra);
     }
     sk__http_reply_error(q, o->http_status, o->error, msg);
 }
@@ -582,7 +525,7 @@ static void handle_metrics(hreq *q)
     sk_degraded_stats ds = {0};
     if (q->h->o.degraded) sk_degraded_get_stats(q->h->o.degraded, &ds);
     sk_metrics_render_degraded(&ds, &b);
-    reply(q, 200, "OK", "text/plain; version=0.0.4", &b);
+    reply(q, 200, "text/plain; version=0.0.4", &b);
     dlock__buf_free(&b);
 }
 
@@ -590,7 +533,7 @@ static void handle_ping(hreq *q)
 {
     dlock__buf b = {0};
     dlock__buf_append(&b, "pong\n", 5);
-    reply(q, 200, "OK", "text/plain", &b);
+    reply(q, 200, "text/plain", &b);
     dlock__buf_free(&b);
 }
 
@@ -598,7 +541,7 @@ static void handle_ping(hreq *q)
 
 static void method_not_allowed(hreq *q, const char *allow)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(q->req), "Allow", allow);
+    sk_hs_reply_header(q->req, "Allow", allow);
     sk__http_reply_error(q, 405, "method_not_allowed", "method not allowed on this path");
 }
 
@@ -676,8 +619,8 @@ static void route_plain(hreq *q, sk_route route, void (*handle)(hreq *q), bool g
 
 static void dispatch(hreq *q, const char *path, const char *query)
 {
-    enum evhttp_cmd_type m = evhttp_request_get_command(q->req);
-    bool get = m == EVHTTP_REQ_GET, post = m == EVHTTP_REQ_POST;
+    const char *m = sk_hs_req_method_name(q->req);
+    bool get = strcmp(m, "GET") == 0, post = strcmp(m, "POST") == 0;
     char seg[MAX_SEGS][SEG_LEN];
     int n = split_path(path, seg);
     bool v1 = n >= 2 && strcmp(seg[0], "v1") == 0;
@@ -689,12 +632,12 @@ static void dispatch(hreq *q, const char *path, const char *query)
     else sk__http_reply_error(q, 404, "not_found", "no such path");
 }
 
-static void on_request(struct evhttp_request *req, void *arg)
+static void on_request(sk_hs_req *req, void *arg)
 {
     sk_http *h = arg;
     hreq *q = calloc(1, sizeof(*q));
     if (!q) {
-        evhttp_send_error(req, 500, "out of memory");
+        sk_hs_reply_error(req, 500, "internal", "out of memory");
         return;
     }
     q->h = h;
@@ -702,13 +645,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     q->route = SK_ROUTE_OTHER;
     q->t0_us = dlock__now_us();
     h->inflight++;
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    if (!path) {
-        sk__http_reply_error(q, 400, "bad_request", "bad request target");
-        return;
-    }
-    dispatch(q, path, evhttp_uri_get_query(uri));
+    dispatch(q, sk_hs_req_path(req), sk_hs_req_query(req));
 }
 
 /* ---- server ------------------------------------------------------------------- */
@@ -721,136 +658,51 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     if (!h) return DLOCK_ENOMEM;
     h->base = base;
     h->engine = engine;
+    sk_http_opts_init(&h->o);
     if (opts) h->o = *opts;
-    else sk_http_opts_init(&h->o);
-    if (!h->o.max_body) h->o.max_body = 8192;
-    if (!h->o.max_headers) h->o.max_headers = 8192;
-    if (h->o.idle_timeout_ms <= 0) h->o.idle_timeout_ms = 10000;
     h->admin_token = strdup(h->o.admin_token ? h->o.admin_token : "");
     h->user_secret = strdup(h->o.user_secret ? h->o.user_secret : "");
-    h->http = evhttp_new(base);
-    if (!h->admin_token || !h->user_secret || !h->http) {
+    h->o.admin_token = h->o.user_secret = NULL;
+    sk_hs_opts ho;
+    sk_hs_opts_init(&ho);
+    ho.max_head = h->o.max_headers; /* 0 (unset): the layer's defaults */
+    ho.max_body = h->o.max_body;
+    ho.idle_timeout_ms = h->o.idle_timeout_ms;
+    ho.head_timeout_ms = h->o.head_timeout_ms;
+    ho.body_timeout_ms = h->o.body_timeout_ms;
+    ho.on_request = on_request;
+    ho.ud = h;
+    if (!h->admin_token || !h->user_secret || sk_hs_new(base, &ho, &h->hs) != 0) {
         sk_http_free(h);
         return DLOCK_ENOMEM;
     }
-    h->o.admin_token = h->o.user_secret = NULL;
-    evhttp_set_max_headers_size(h->http, (ev_ssize_t)h->o.max_headers);
-    evhttp_set_max_body_size(h->http, (ev_ssize_t)(h->o.max_body > EVHTTP_BODY_CAP ? h->o.max_body : EVHTTP_BODY_CAP));
-    struct timeval tv = {.tv_sec = h->o.idle_timeout_ms / 1000,
-                         .tv_usec = (h->o.idle_timeout_ms % 1000) * 1000};
-    evhttp_set_timeout_tv(h->http, &tv);
-    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                                            EVHTTP_REQ_PATCH);
-    evhttp_set_default_content_type(h->http, "application/json");
-    evhttp_set_gencb(h->http, on_request, h);
     *out = h;
     return 0;
-}
-
-/* The listener's user pointer belongs to evhttp (evhttp_bind_listener sets
- * it), so its error callback cannot carry our handle: bound listeners are
- * looked up here instead (a process has one or a few). */
-#define MAX_LISTENERS 16
-static sk_http *bound_http[MAX_LISTENERS];
-
-static void remember_listener(sk_http *h, bool on)
-{
-    for (int i = 0; i < MAX_LISTENERS; i++) {
-        if (on && !bound_http[i]) {
-            bound_http[i] = h;
-            return;
-        }
-        if (!on && bound_http[i] == h) bound_http[i] = NULL;
-    }
-}
-
-/* accept() failed (EMFILE: the connection limit, set as RLIMIT_NOFILE by
- * seckilld): pause accepting for 100 ms instead of spinning. */
-static void on_resume(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    sk_http *h = arg;
-    if (h->listener) evconnlistener_enable(h->listener);
-}
-
-static void on_accept_error(struct evconnlistener *l, void *arg)
-{
-    (void)arg; /* evhttp's, not ours */
-    sk_http *h = NULL;
-    for (int i = 0; i < MAX_LISTENERS && !h; i++)
-        if (bound_http[i] && bound_http[i]->listener == l) h = bound_http[i];
-    if (!h || !h->resume_ev) return; /* not ours: leave the listener as it is */
-    evconnlistener_disable(l);
-    struct timeval tv = {0, 100000};
-    event_add(h->resume_ev, &tv);
 }
 
 int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *port_out,
                    char *err, size_t errlen)
 {
-    struct evutil_addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = EVUTIL_AI_PASSIVE;
-    char ps[16];
-    snprintf(ps, sizeof(ps), "%d", port);
-    int rc = evutil_getaddrinfo(addr && *addr ? addr : NULL, ps, &hints, &ai);
-    if (rc || !ai) {
-        snprintf(err, errlen, "bad listen address %s: %s", addr ? addr : "*", evutil_gai_strerror(rc));
+    int fd = sk_hs_bind(addr, port, reuseport, port_out, err, errlen);
+    if (fd < 0) return DLOCK_EIO;
+    sk_hs_listen_opts lo;
+    sk_hs_listen_opts_init(&lo);
+    if (h->o.max_connections) lo.max_conns = h->o.max_connections;
+    lo.max_conns_per_addr = h->o.max_conns_per_addr;
+    if (sk_hs_listen(h->hs, fd, &lo) != 0) {
+        close(fd);
+        snprintf(err, errlen, "cannot listen on %s:%d: out of memory", addr ? addr : "*", port);
         return DLOCK_EIO;
-    }
-    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC;
-    if (reuseport) flags |= LEV_OPT_REUSEABLE_PORT;
-    h->listener = evconnlistener_new_bind(h->base, NULL, NULL, flags, 1024, ai->ai_addr,
-                                          (int)ai->ai_addrlen);
-    evutil_freeaddrinfo(ai);
-    if (!h->listener) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", addr ? addr : "*", port,
-                 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-        return DLOCK_EIO;
-    }
-    h->resume_ev = event_new(h->base, -1, 0, on_resume, h);
-    remember_listener(h, true);
-    evconnlistener_set_error_cb(h->listener, on_accept_error);
-    h->bound = evhttp_bind_listener(h->http, h->listener);
-    if (!h->bound) {
-        evconnlistener_free(h->listener);
-        h->listener = NULL;
-        snprintf(err, errlen, "evhttp_bind_listener failed");
-        return DLOCK_EIO;
-    }
-    if (port_out) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        *port_out = port;
-        if (getsockname(evconnlistener_get_fd(h->listener), (struct sockaddr *)&ss, &sl) == 0) {
-            if (ss.ss_family == AF_INET) *port_out = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-            else if (ss.ss_family == AF_INET6) *port_out = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        }
     }
     return 0;
 }
 
-void sk_http_stop_accepting(sk_http *h)
-{
-    h->draining = true;
-    if (h->bound) {
-        evhttp_del_accept_socket(h->http, h->bound); /* frees the listener too */
-        h->bound = NULL;
-        h->listener = NULL;
-    }
-}
+void sk_http_stop_accepting(sk_http *h) { sk_hs_stop_accepting(h->hs); }
 
 void sk_http_free(sk_http *h)
 {
     if (!h) return;
-    sk_http_stop_accepting(h);
-    if (h->http) evhttp_free(h->http);
-    remember_listener(h, false);
-    if (h->resume_ev) event_free(h->resume_ev);
+    sk_hs_free(h->hs);
     free(h->admin_token);
     free(h->user_secret);
     free(h);

@@ -1,4 +1,4 @@
-/* http.h: seckilld's HTTP front end (libevent evhttp) over an sk_engine:
+/* http.h: seckilld's HTTP front end (on the HTTP/1.1 layer hserver.h) over an sk_engine:
  * the JSON API of docs/http-api.md, /healthz, /metrics and /ping. One
  * server lives on one event loop with one engine; nothing here blocks on
  * the purchase path (database calls happen only for admin, pay and order
@@ -24,7 +24,12 @@ typedef struct sk_http_opts {
     const char *user_secret;     /* NULL/"": X-User-Signature not required */
     int64_t idle_timeout_ms;     /* read/write inactivity before closing (default 10000) */
     size_t max_body;             /* JSON 413 above this (default 8192) */
-    size_t max_headers;          /* header bytes (default 8192) */
+    size_t max_headers;          /* request line + header bytes (default 8192): 431 above */
+    int64_t head_timeout_ms;     /* first byte to complete head, whatever the pace (5000): 408 */
+    int64_t body_timeout_ms;     /* complete head to complete body (10000): 408 */
+    size_t max_connections;      /* open connections; at the cap the one waiting longest for a
+                                  * head (>= 500 ms) makes room (default 10000) */
+    size_t max_conns_per_addr;   /* from one client address (default 1024; 0 = no cap) */
     bool trust_forwarded;        /* take the client ip from X-Forwarded-For */
     struct sk_db *db;            /* NULL: Redis only */
     struct sk_degraded *degraded;/* NULL: no database path when Redis is down (503) */
@@ -44,8 +49,7 @@ int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *
 void sk_http_stop_accepting(sk_http *h);
 /* Requests received and not yet answered. */
 size_t sk_http_inflight(const sk_http *h);
-/* Answers handed to evhttp and not yet completely written (an answer to a
- * client that vanished may stay counted: bound any wait on this). */
+/* Answers produced and not yet completely written to their sockets. */
 size_t sk_http_unflushed(const sk_http *h);
 void sk_http_free(sk_http *h);
 

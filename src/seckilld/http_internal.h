@@ -7,31 +7,25 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hserver.h"
 #include "http.h"
 #include "http_metrics.h"
 #include "util.h"
 
-struct evhttp_request;
-
 struct sk_http {
     struct event_base *base;
     sk_engine *engine;
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
-    struct evconnlistener *listener;
-    struct event *resume_ev;
+    sk_hs *hs; /* the HTTP layer (hserver.h) */
     sk_http_opts o;
     char *admin_token;
     char *user_secret;
     size_t inflight;
-    size_t unflushed; /* answered, still being written to the socket */
-    bool draining;
     sk_http_metrics m;
 };
 
 typedef struct hreq {
     sk_http *h;
-    struct evhttp_request *req;
+    sk_hs_req *req;
     sk_route route;
     int64_t t0_us;
     char id[65];

@@ -25,6 +25,8 @@ typedef struct seckilld_config {
     int64_t ip_rate_limit, ip_rate_window_ms;
     int64_t max_connections;
     int64_t idle_timeout_ms;
+    int64_t head_timeout_ms, body_timeout_ms;
+    int64_t max_conns_per_addr;
     int64_t max_body;
     int64_t max_headers;
     bool trust_forwarded;

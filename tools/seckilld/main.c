@@ -87,9 +87,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static void limit_connections(int64_t max_conn)
 {
-    /* Accepting beyond RLIMIT_NOFILE fails with EMFILE; the listener then
-     * pauses (http.c), so this is the connection limit. 64 fds are kept
-     * for Redis, the database, the listener and the loop. */
+    /* The HTTP layer caps connections at max_conn itself; RLIMIT_NOFILE
+     * is the backstop (accepting beyond it fails with EMFILE and the
+     * listener pauses). 64 fds are kept for Redis, the database, the
+     * listener and the loop. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
     rlim_t want = (rlim_t)max_conn + 64;
@@ -124,6 +125,10 @@ static void http_opts_from(const seckilld_config *c, sk_db *db, sk_degraded *dg,
     ho->admin_token = c->admin_token;
     ho->user_secret = c->user_secret;
     ho->idle_timeout_ms = c->idle_timeout_ms;
+    ho->head_timeout_ms = c->head_timeout_ms;
+    ho->body_timeout_ms = c->body_timeout_ms;
+    ho->max_connections = (size_t)c->max_connections;
+    ho->max_conns_per_addr = (size_t)c->max_conns_per_addr;
     ho->max_body = (size_t)c->max_body;
     ho->max_headers = (size_t)c->max_headers;
     ho->trust_forwarded = c->trust_forwarded;

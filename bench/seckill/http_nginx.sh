@@ -1,0 +1,143 @@
+#!/bin/bash
+# http_nginx.sh: seckilld's HTTP cost next to nginx's, in one run (issue 17
+# goal 1). Per round, each for DURATION under `wrk -t1 -c64`: seckilld
+# GET /ping, seckilld purchases (wrk_buy.lua: a new buyer per request,
+# stock 1e9) and nginx `return 200 "ok"` (own temp config, one process, a
+# free loopback port). Server CPU is `perf stat -e task-clock -p PID` over
+# the same seconds (or utime+stime from /proc/PID/stat when perf is
+# refused), divided by the requests wrk counted. Prints one CSV line per
+# measurement, the medians, and the same-run ratios per round and their median.
+#   bench/seckill/http_nginx.sh [BUILD_DIR] [ROUNDS] [DURATION_S] [SECKILLD_BINARY] [EXTRA_SECKILLD_ARGS...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build}
+ROUNDS=${2:-5}
+DUR=${3:-10}
+seckilld=${4:-$BUILD/tools/seckilld/seckilld}
+shift $(($# < 4 ? $# : 4))
+. scripts/lib.sh
+work=$(mktemp -d "${TMPDIR:-/tmp}/http-nginx-XXXXXX")
+trap 'dl_cleanup; rm -rf "$work"' EXIT
+TOKEN=bench-token
+
+dl_start_redis "$work"
+SK_PORT=$(dl_free_port)
+"$seckilld" --port "$SK_PORT" --bind 127.0.0.1 --redis-url "redis://127.0.0.1:$REDIS_PORT" \
+    --admin-token "$TOKEN" --log-level warn "$@" >"$work/seckilld.log" 2>&1 &
+SK_PID=$!
+dl_track "$SK_PID"
+dl_wait_http "http://127.0.0.1:$SK_PORT/healthz" 100
+now=$(($(date +%s) * 1000))
+curl -sf -o /dev/null -X POST "http://127.0.0.1:$SK_PORT/v1/campaigns" -H "Authorization: Bearer $TOKEN" \
+    -d "{\"id\":\"bench\",\"stock\":1000000000,\"per_user_limit\":1,\"starts_at\":$((now - 60000)),\"ends_at\":$((now + 3600000))}"
+
+NG_PORT=$(dl_free_port)
+mkdir -p "$work/nginx"
+cat >"$work/nginx/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx/body;
+    proxy_temp_path $work/nginx/proxy;
+    fastcgi_temp_path $work/nginx/fastcgi;
+    uwsgi_temp_path $work/nginx/uwsgi;
+    scgi_temp_path $work/nginx/scgi;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$NG_PORT;
+        location / { return 200 "ok"; }
+    }
+}
+EOF
+nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" 2>"$work/nginx/stderr" &
+NG_PID=$!
+dl_track "$NG_PID"
+dl_wait_http "http://127.0.0.1:$NG_PORT/" 100
+
+cat >"$work/buy.lua" <<'EOF'
+-- a new buyer per request: round prefix from the environment, a counter
+local prefix = os.getenv("BUY_PREFIX") or "r"
+local n = 0
+request = function()
+    n = n + 1
+    return wrk.format("POST", "/v1/campaigns/bench/purchase",
+                      {["X-User-Id"] = prefix .. "-" .. n}, '{"quantity":1}')
+end
+EOF
+
+# cpu_ms PID SECONDS: server CPU over the next SECONDS.
+cpu_ms() {
+    local out="$work/perf-$1.txt"
+    if perf stat -e task-clock -p "$1" -x, -o "$out" -- sleep "$2" 2>/dev/null &&
+        grep -q task-clock "$out"; then
+        awk -F, '/task-clock/ { v = $1 } END { printf "%.1f\n", v + 0 }' "$out"
+        return
+    fi
+    # fallback: /proc/PID/stat utime+stime (clock ticks)
+    local hz a b
+    hz=$(getconf CLK_TCK)
+    a=$(awk '{ print $14 + $15 }' "/proc/$1/stat")
+    sleep "$2"
+    b=$(awk '{ print $14 + $15 }' "/proc/$1/stat")
+    echo $(((b - a) * 1000 / hz))
+}
+
+# measure NAME PID URL [wrk args]: prints NAME,rps,requests,cpu_ms,us_per_req,
+# and Redis's CPU per request over the same seconds.
+measure() {
+    local name=$1 pid=$2 url=$3
+    shift 3
+    cpu_ms "$pid" "$DUR" >"$work/cpu" &
+    local cpid=$!
+    cpu_ms "$REDIS_PID" "$DUR" >"$work/rcpu" &
+    local rpid=$!
+    wrk -t1 -c64 -d"${DUR}s" "$@" "$url" >"$work/wrk.txt" 2>&1
+    wait "$cpid" "$rpid"
+    local reqs rps bad cpu rcpu
+    reqs=$(awk '/requests in/ { print $1 }' "$work/wrk.txt")
+    rps=$(awk '/Requests\/sec/ { print $2 }' "$work/wrk.txt")
+    bad=$(awk '/Non-2xx/ { print $5 }' "$work/wrk.txt")
+    cpu=$(cat "$work/cpu")
+    rcpu=$(cat "$work/rcpu")
+    [ -z "$bad" ] || { echo "http_nginx: $name: $bad non-2xx answers" >&2; cat "$work/wrk.txt" >&2; exit 1; }
+    echo "$name,$rps,$reqs,$cpu,$(awk -v c="$cpu" -v r="$reqs" 'BEGIN { printf "%.2f", c * 1000 / r }')," \
+        "$(awk -v c="$rcpu" -v r="$reqs" 'BEGIN { printf "%.2f", c * 1000 / r }')" | tr -d ' '
+}
+
+echo "name,rps,requests,server_cpu_ms,server_cpu_us_per_request,redis_cpu_us_per_request"
+for r in $(seq "$ROUNDS"); do
+    measure ping "$SK_PID" "http://127.0.0.1:$SK_PORT/ping"
+    BUY_PREFIX="r$r-$$" measure buy "$SK_PID" "http://127.0.0.1:$SK_PORT/v1/campaigns/bench/purchase" -s "$work/buy.lua"
+    measure nginx "$NG_PID" "http://127.0.0.1:$NG_PORT/"
+done | tee "$work/all.csv"
+python3 - "$work/all.csv" <<'PY'
+import statistics, sys
+rows = [l.strip().split(",") for l in open(sys.argv[1]) if not l.startswith("name,")]
+def med(name, col):
+    return statistics.median(float(r[col]) for r in rows if r[0] == name)
+rps = {n: med(n, 1) for n in ("ping", "buy", "nginx")}
+cpu = {n: med(n, 4) for n in ("ping", "buy", "nginx")}
+rcpu = {n: med(n, 5) for n in ("ping", "buy", "nginx")}
+for n in ("ping", "buy", "nginx"):
+    print("median %-5s %9.0f req/s  %6.2f us server CPU/request  %6.2f us Redis CPU/request"
+          % (n, rps[n], cpu[n], rcpu[n]))
+# same-run ratios per round, and their median
+per = {}
+for r in rows:
+    per.setdefault(r[0], []).append(r)
+cr, rr = [], []
+for i in range(len(per["buy"])):
+    b, p, g = per["buy"][i], per["ping"][i], per["nginx"][i]
+    cr.append(float(b[4]) / float(g[4]))
+    rr.append(float(b[1]) / float(p[1]))
+    print("round %d: cpu buy/nginx %.2f, rps buy/ping %.2f" % (i + 1, cr[-1], rr[-1]))
+print("purchase CPU / nginx CPU per request: median of rounds %.2f, of medians %.2f (goal <= 1.5)"
+      % (statistics.median(cr), cpu["buy"] / cpu["nginx"]))
+print("purchases/s / seckilld /ping per s:   median of rounds %.2f, of medians %.2f (goal >= 0.8)"
+      % (statistics.median(rr), rps["buy"] / rps["ping"]))
+PY

@@ -1,0 +1,78 @@
+/* hs_req.c: what a handler reads from a request (method, target, headers,
+ * body, peer) and the answer headers it adds. Strings point into the
+ * request and live until it is answered. */
+#include "hs_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "dlock/dlock.h"
+#include "json.h"
+#include "sk_err.h"
+#include "util.h"
+
+int sk_hs_req_method(const sk_hs_req *r) { return r->method; }
+const char *sk_hs_req_method_name(const sk_hs_req *r) { return http_method_str((enum http_method)r->method); }
+const char *sk_hs_req_path(const sk_hs_req *r) { return r->head ? r->head + r->path_off : "/"; }
+const char *sk_hs_req_query(const sk_hs_req *r) { return r->query_off ? r->head + r->query_off : NULL; }
+const char *sk_hs_req_peer(const sk_hs_req *r) { return r->peer; }
+unsigned sk_hs_req_tag(const sk_hs_req *r) { return r->tag; }
+
+const char *sk_hs_req_header(const sk_hs_req *r, const char *name)
+{
+    for (size_t i = 0; i < r->nhdrs; i++)
+        if (r->hdrs[i].value && strcasecmp(r->head + r->hdrs[i].name, name) == 0) return r->head + r->hdrs[i].value;
+    return NULL;
+}
+
+const char *sk_hs_req_body(const sk_hs_req *r, size_t *len_out)
+{
+    *len_out = r->body_len;
+    return r->body ? r->body : "";
+}
+
+static bool clean(const char *s, size_t *len_out)
+{
+    const char *p = s;
+    while (*p && *p != '\r' && *p != '\n') p++;
+    *len_out = (size_t)(p - s);
+    return *p == '\0';
+}
+
+int sk_hs_reply_header(sk_hs_req *r, const char *name, const char *value)
+{
+    size_t nl, vl;
+    if (!clean(name, &nl) || !clean(value, &vl) || !nl || memchr(name, ':', nl)) return SK_EINVAL;
+    size_t need = r->outh_len + nl + vl + 4;
+    if (need > r->outh_cap) {
+        size_t cap = r->outh_cap ? r->outh_cap * 2 : 128;
+        while (cap < need) cap *= 2;
+        char *p = realloc(r->outh, cap);
+        if (!p) return DLOCK_ENOMEM;
+        r->outh = p;
+        r->outh_cap = cap;
+    }
+    char *p = r->outh + r->outh_len;
+    memcpy(p, name, nl);
+    memcpy(p + nl, ": ", 2);
+    memcpy(p + nl + 2, value, vl);
+    memcpy(p + nl + 2 + vl, "\r\n", 2);
+    r->outh_len = need;
+    return 0;
+}
+
+void sk_hs_reply_error(sk_hs_req *r, int status, const char *code, const char *msg)
+{
+    dlock__buf b = {0};
+    dlock__buf_append(&b, "{\"error\":", 9);
+    dlock__json_put_str(&b, code, strlen(code));
+    dlock__buf_append(&b, ",\"message\":", 11);
+    dlock__json_put_str(&b, msg, strlen(msg));
+    dlock__buf_append(&b, "}\n", 2);
+    sk_hs_reply_header(r, "Content-Type", "application/json");
+    sk_hs_reply_header(r, "Cache-Control", "no-store");
+    if (b.oom) sk_hs_reply(r, 500, NULL, 0);
+    else sk_hs_reply(r, status, b.data, b.len);
+    dlock__buf_free(&b);
+}

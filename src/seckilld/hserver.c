@@ -1,0 +1,340 @@
+/* hserver.c: the HTTP layer's server (see hserver.h): options, listening
+ * sockets, accepting under the connection caps, and eviction.
+ * Design: one server per event loop. A listener counts its connections
+ * and those of each client address; at its cap a new connection replaces
+ * the connection that has waited longest for a complete head (the slow
+ * or silent ones a slowloris flood is made of) once that one has waited
+ * evict_after_ms; with nothing to evict it stops accepting and looks again
+ * every 100 ms (or as soon as a connection closes). accept() errors
+ * (EMFILE) pause it for 100 ms. Connections: hs_conn.c; parsing: hs_parse.c. */
+#include "hs_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dlock/dlock.h"
+#include "sk_err.h"
+#include "util.h"
+
+#define RECHECK_MS 100
+
+void sk_hs_opts_init(sk_hs_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->max_head = 8192;
+    o->max_url = 4096;
+    o->max_headers_count = 100;
+    o->max_body = 8192;
+    o->head_timeout_ms = 5000;
+    o->body_timeout_ms = 10000;
+    o->idle_timeout_ms = 10000;
+    o->max_pipeline = 64;
+}
+
+void sk_hs_listen_opts_init(sk_hs_listen_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->max_conns = 10000;
+    o->max_conns_per_addr = 1024;
+    o->evict_after_ms = 500;
+}
+
+#define M(x) (1u << (x))
+static const unsigned default_methods =
+    M(HTTP_GET) | M(HTTP_HEAD) | M(HTTP_POST) | M(HTTP_PUT) | M(HTTP_DELETE) | M(HTTP_OPTIONS) | M(HTTP_PATCH);
+
+int sk_hs_new(struct event_base *base, const sk_hs_opts *opts, sk_hs **out)
+{
+    *out = NULL;
+    if (!opts || !opts->on_request) return SK_EINVAL;
+    sk_hs *s = calloc(1, sizeof(*s));
+    if (!s) return DLOCK_ENOMEM;
+    s->base = base;
+    s->o = *opts;
+    sk_hs_opts d;
+    sk_hs_opts_init(&d);
+    if (!s->o.max_head) s->o.max_head = d.max_head;
+    if (!s->o.max_url) s->o.max_url = d.max_url;
+    if (!s->o.max_headers_count) s->o.max_headers_count = d.max_headers_count;
+    if (!s->o.max_body) s->o.max_body = d.max_body;
+    if (s->o.head_timeout_ms <= 0) s->o.head_timeout_ms = d.head_timeout_ms;
+    if (s->o.body_timeout_ms <= 0) s->o.body_timeout_ms = d.body_timeout_ms;
+    if (s->o.idle_timeout_ms <= 0) s->o.idle_timeout_ms = d.idle_timeout_ms;
+    if (!s->o.max_pipeline) s->o.max_pipeline = d.max_pipeline;
+    if (!s->o.methods) s->o.methods = default_methods;
+    hs__parser_settings(&s->ps);
+    *out = s;
+    return 0;
+}
+
+const char *hs__date(sk_hs *s)
+{
+    time_t now = time(NULL);
+    if (now != s->date_at) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(s->date, sizeof(s->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        s->date_at = now;
+    }
+    return s->date;
+}
+
+size_t sk_hs_unflushed(const sk_hs *s) { return s->unflushed; }
+size_t sk_hs_connections(const sk_hs *s) { return s->nconns; }
+
+/* ---- per-address counts ------------------------------------------------ */
+
+static hs_addr_count **addr_slot(hs_listener *l, const char *addr)
+{
+    uint32_t h = 2166136261u;
+    for (const char *p = addr; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    hs_addr_count **pp = &l->addrs[h % HS_ADDR_BUCKETS];
+    while (*pp && strcmp((*pp)->addr, addr) != 0) pp = &(*pp)->next;
+    return pp;
+}
+
+static size_t addr_count(hs_listener *l, const char *addr)
+{
+    hs_addr_count *a = *addr_slot(l, addr);
+    return a ? a->n : 0;
+}
+
+static int addr_add(hs_listener *l, const char *addr, int delta)
+{
+    if (!l->o.max_conns_per_addr) return 0;
+    hs_addr_count **pp = addr_slot(l, addr);
+    if (!*pp) {
+        if (delta < 0) return 0;
+        hs_addr_count *a = calloc(1, sizeof(*a));
+        if (!a) return DLOCK_ENOMEM;
+        snprintf(a->addr, sizeof(a->addr), "%s", addr);
+        *pp = a;
+    }
+    hs_addr_count *a = *pp;
+    if (delta < 0 && a->n <= 1) {
+        *pp = a->next;
+        free(a);
+        return 0;
+    }
+    a->n = (size_t)((long)a->n + delta);
+    return 0;
+}
+
+/* ---- accepting --------------------------------------------------------- */
+
+static void pause_listener(hs_listener *l)
+{
+    if (!l->l) return;
+    evconnlistener_disable(l->l);
+    l->paused = true;
+    struct timeval tv = {0, RECHECK_MS * 1000};
+    event_add(l->recheck, &tv);
+}
+
+static void resume_listener(hs_listener *l)
+{
+    if (!l->l || !l->paused) return;
+    l->paused = false;
+    event_del(l->recheck);
+    evconnlistener_enable(l->l);
+}
+
+/* Closes the connection waiting longest for a head if it waited enough. */
+static bool evict_one(hs_listener *l)
+{
+    hs_conn *v = l->wait_head;
+    if (!v || l->o.evict_after_ms <= 0 || v->in_read) return false;
+    if (dlock__now_ms() - v->wait_since < l->o.evict_after_ms) return false;
+    hs__conn_close(v);
+    return true;
+}
+
+/* At the cap: make room for the next connection, or stop accepting. */
+static void at_cap(hs_listener *l)
+{
+    if (l->nconns < l->o.max_conns) return;
+    if (!evict_one(l)) pause_listener(l);
+}
+
+static void on_recheck(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hs_listener *l = arg;
+    if (l->nconns >= l->o.max_conns && !evict_one(l)) {
+        pause_listener(l);
+        return;
+    }
+    resume_listener(l);
+}
+
+void hs__listener_conn_gone(hs_listener *l, const char *peer)
+{
+    l->nconns--;
+    addr_add(l, peer, -1);
+    if (l->paused && l->nconns < l->o.max_conns) resume_listener(l);
+}
+
+static void peer_name(const struct sockaddr *sa, char *out, size_t cap)
+{
+    snprintf(out, cap, "unix");
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out, (socklen_t)cap);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out, (socklen_t)cap);
+}
+
+static const char too_many[] =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 83\r\n"
+    "Connection: close\r\n\r\n"
+    "{\"error\":\"unavailable\",\"message\":\"too many connections from this address; retry\"}\n";
+
+static void on_accept(struct evconnlistener *el, evutil_socket_t fd, struct sockaddr *sa, int slen, void *arg)
+{
+    (void)el;
+    (void)slen;
+    hs_listener *l = arg;
+    char peer[48];
+    peer_name(sa, peer, sizeof(peer));
+    if (l->o.max_conns_per_addr && addr_count(l, peer) >= l->o.max_conns_per_addr) {
+        ssize_t w = send(fd, too_many, sizeof(too_many) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w; /* best effort: the client may not even read */
+        close(fd);
+        return;
+    }
+    l->nconns++;
+    if (addr_add(l, peer, 1) != 0 || hs__conn_new(l->s, l, fd, l->o.tag, peer) != 0) {
+        close(fd);
+        l->nconns--;
+        return;
+    }
+    at_cap(l);
+}
+
+/* accept() failed (EMFILE: the fd limit seckilld sets from max-connections):
+ * pause instead of spinning on a listener that stays readable. */
+static void on_accept_error(struct evconnlistener *el, void *arg)
+{
+    (void)el;
+    pause_listener(arg);
+}
+
+int sk_hs_listen(sk_hs *s, int fd, const sk_hs_listen_opts *lo)
+{
+    hs_listener *l = calloc(1, sizeof(*l));
+    if (!l) return DLOCK_ENOMEM;
+    l->s = s;
+    if (lo) l->o = *lo;
+    else sk_hs_listen_opts_init(&l->o);
+    if (!l->o.max_conns) l->o.max_conns = 10000;
+    l->recheck = evtimer_new(s->base, on_recheck, l);
+    evutil_make_socket_nonblocking(fd);
+    l->l = l->recheck ? evconnlistener_new(s->base, on_accept, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd) : NULL;
+    if (!l->l) {
+        if (l->recheck) event_free(l->recheck);
+        free(l);
+        return DLOCK_EIO;
+    }
+    evconnlistener_set_error_cb(l->l, on_accept_error);
+    l->next = s->listeners;
+    s->listeners = l;
+    return 0;
+}
+
+int sk_hs_adopt(sk_hs *s, int fd, unsigned tag, const char *peer)
+{
+    if (evutil_make_socket_nonblocking(fd) != 0 || hs__conn_new(s, NULL, fd, tag, peer ? peer : "") != 0) {
+        close(fd);
+        return DLOCK_EIO;
+    }
+    return 0;
+}
+
+static int bind_one(const struct addrinfo *ai, bool reuseport)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if ((reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int sk_hs_bind(const char *addr, int port, bool reuseport, int *port_out, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    int rc = getaddrinfo(addr && *addr ? addr : NULL, ps, &hints, &ai);
+    if (rc || !ai) {
+        snprintf(err, errlen, "bad listen address %s: %s", addr ? addr : "*", gai_strerror(rc));
+        return -1;
+    }
+    int fd = bind_one(ai, reuseport);
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", addr ? addr : "*", port, strerror(errno));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (port_out) *port_out = port;
+    if (port_out && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) *port_out = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6) *port_out = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return fd;
+}
+
+/* ---- stopping ---------------------------------------------------------- */
+
+void sk_hs_stop_accepting(sk_hs *s)
+{
+    s->draining = true;
+    for (hs_listener *l = s->listeners; l; l = l->next) {
+        if (l->l) evconnlistener_free(l->l); /* closes the socket */
+        l->l = NULL;
+        if (l->recheck) event_free(l->recheck);
+        l->recheck = NULL;
+    }
+    for (hs_conn *c = s->conns, *n; c; c = n) {
+        n = c->next;
+        hs__conn_drain(c);
+    }
+}
+
+void sk_hs_free(sk_hs *s)
+{
+    if (!s) return;
+    sk_hs_stop_accepting(s);
+    while (s->conns) hs__conn_free(s->conns);
+    for (hs_listener *l = s->listeners, *n; l; l = n) {
+        n = l->next;
+        for (int i = 0; i < HS_ADDR_BUCKETS; i++)
+            for (hs_addr_count *a = l->addrs[i], *an; a; a = an) {
+                an = a->next;
+                free(a);
+            }
+        free(l);
+    }
+    hs__req_pool_free(s);
+    free(s);
+}
