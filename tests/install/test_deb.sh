@@ -88,9 +88,10 @@ ok "consumer built with pkg-config ($(pkg-config --modversion dlock)) and find_p
 ver=$(dpkg-query -W -f='${Version}' dlock-tools)
 out=$(/usr/bin/dlock --version) || fail "dlock --version exited non-zero"
 [ "$out" = "dlock ${ver%-*}" ] || fail "dlock --version: '$out', want 'dlock ${ver%-*}'"
-/usr/bin/seckilld --help | grep -q '^usage: seckilld' || fail "seckilld --help"
+help=$(/usr/bin/seckilld --help) || fail "seckilld --help exited non-zero"
+grep -q '^usage: seckilld' <<<"$help" || fail "seckilld --help does not start with its usage line"
 for m in $(grep '/usr/share/man/.*\.gz$' "$work/owned.txt"); do
-    zcat "$m" | grep -q '^\.TH ' || fail "$m is not a man page"
+    zgrep -q '^\.TH ' "$m" || fail "$m is not a man page"
 done
 ok "dlock --version ($out), seckilld --help, man pages: $(grep -c '/usr/share/man/.*\.gz$' "$work/owned.txt")"
 
