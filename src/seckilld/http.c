@@ -31,11 +31,13 @@
 void sk_http_opts_init(sk_http_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    o->idle_timeout_ms = 10000;
-    o->max_body = 8192;
-    o->max_headers = 8192;
-    o->head_timeout_ms = 5000;
-    o->body_timeout_ms = 10000;
+    sk_hs_opts hs; /* the HTTP layer's limits are the defaults: one place */
+    sk_hs_opts_init(&hs);
+    o->idle_timeout_ms = hs.idle_timeout_ms;
+    o->max_body = hs.max_body;
+    o->max_headers = hs.max_head;
+    o->head_timeout_ms = hs.head_timeout_ms;
+    o->body_timeout_ms = hs.body_timeout_ms;
     o->max_connections = 10000;
     o->max_conns_per_addr = 1024;
 }
@@ -665,7 +667,7 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     h->o.admin_token = h->o.user_secret = NULL;
     sk_hs_opts ho;
     sk_hs_opts_init(&ho);
-    ho.max_head = h->o.max_headers; /* 0 (unset): the layer's defaults */
+    ho.max_head = h->o.max_headers;
     ho.max_body = h->o.max_body;
     ho.idle_timeout_ms = h->o.idle_timeout_ms;
     ho.head_timeout_ms = h->o.head_timeout_ms;

@@ -182,21 +182,27 @@ HEAD = "POST /v1/campaigns/c/purchase HTTP/1.1\r\nHost: x\r\nX-User-Id: %s\r\n"
 # ---- 1. slow clients, caps, health under saturation ----------------------
 
 
-@case
-def test_a_head_sent_at_one_byte_per_half_second_is_closed_at_the_head_deadline(port):
-    s = connect(port)
-    s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+def drip(s, byte, budget_s):
+    """Sends one byte every half second until the server closes or budget_s
+    pass; returns the reader and the seconds it took."""
     r, t0 = Reader(s), time.time()
-    while time.time() - t0 < 12:
+    while time.time() - t0 < budget_s:
         try:
-            s.sendall(b"a")
+            s.sendall(byte)
         except OSError:
             break
         s.settimeout(0.5)
         r.fill()
         if r.eof:
             break
-    took = time.time() - t0
+    return r, time.time() - t0
+
+
+@case
+def test_a_head_sent_at_one_byte_per_half_second_is_closed_at_the_head_deadline(port):
+    s = connect(port)
+    s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    r, took = drip(s, b"a", 12)
     assert r.eof, "still open after %.1f s of a never-ending head" % took
     assert took < 9, "closed only after %.1f s" % took
     if r.buf:
@@ -208,17 +214,7 @@ def test_a_head_sent_at_one_byte_per_half_second_is_closed_at_the_head_deadline(
 def test_a_body_sent_at_one_byte_per_half_second_is_closed_at_the_body_deadline(port):
     s = connect(port)
     s.sendall((HEAD % "slowbody" + "Content-Length: 2000\r\n\r\n").encode())
-    r, t0 = Reader(s), time.time()
-    while time.time() - t0 < 16:
-        try:
-            s.sendall(b" ")
-        except OSError:
-            break
-        s.settimeout(0.5)
-        r.fill()
-        if r.eof:
-            break
-    took = time.time() - t0
+    r, took = drip(s, b" ", 16)
     assert r.eof, "still open after %.1f s of a never-ending body" % took
     assert took < 14, "closed only after %.1f s" % took
 
