@@ -258,10 +258,17 @@ static int start_members(test_etcd *e)
 
 int test_etcd_start(test_etcd *e, int members)
 {
-    memset(e, 0, sizeof(*e));
     if (members != 1 && members != TEST_ETCD_MAX) return -1;
-    e->n = members;
-    return make_dir(e) == 0 ? start_members(e) : -1;
+    /* A port found free can be taken by a parallel test before etcd binds
+     * it (the member then exits at once): start again on fresh ports. */
+    for (int attempt = 1; attempt <= 3; attempt++) {
+        memset(e, 0, sizeof(*e));
+        e->n = members;
+        if (make_dir(e) != 0) return -1;
+        if (start_members(e) == 0) return 0;
+        fprintf(stderr, "etcd fixture: start %d of 3 failed; fresh ports\n", attempt);
+    }
+    return -1;
 }
 
 int test_etcd_start_tls(test_etcd *e)
