@@ -25,6 +25,11 @@ typedef struct sk_db sk_db;
  * a plain file path (SQLite), or "postgresql://..." / "postgres://...".
  * Returns 0, SK_EINVAL (bad url) or SK_EDB; err says why. */
 int sk_db_open(const char *url, sk_db **out, char *err, size_t errlen);
+/* The URL rules of sk_db_open without opening anything (configuration
+ * checks): 0, or SK_EINVAL with err saying why (without the URL, which may
+ * hold a password). A PostgreSQL URL is parsed as libpq parses it; whether
+ * its server answers is only known at sk_db_open. */
+int sk_db_url_check(const char *url, char *err, size_t errlen);
 void sk_db_close(sk_db *db); /* NULL ok */
 /* "sqlite" or "postgresql". */
 const char *sk_db_kind(const sk_db *db);

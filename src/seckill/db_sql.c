@@ -6,6 +6,7 @@
 #include "db_sql.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,38 +98,74 @@ static int open_pg(sk_db *db, const char *url, char *err, size_t errlen)
     return 0;
 }
 
+static bool is_pg_url(const char *url)
+{
+    return strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0;
+}
+
+/* Every port of a parsed PostgreSQL URL (a comma list) is 1..65535:
+ * libpq's parser leaves that to the connection. */
+static int pg_ports_ok(const PQconninfoOption *o)
+{
+    for (; o->keyword; o++) {
+        if (strcmp(o->keyword, "port") != 0 || !o->val || !*o->val) continue;
+        for (const char *p = o->val; *p;) {
+            size_t n = strcspn(p, ",");
+            long v = 0;
+            bool digits = n > 0 && n <= 5;
+            for (size_t i = 0; digits && i < n; i++) {
+                digits = p[i] >= '0' && p[i] <= '9';
+                v = v * 10 + (p[i] - '0');
+            }
+            if (!digits || v < 1 || v > 65535) return -1;
+            p += n + (p[n] == ',');
+        }
+    }
+    return 0;
+}
+
+/* Messages do not repeat the URL: it may hold a password. */
+int sk_db_url_check(const char *url, char *err, size_t errlen)
+{
+    if (!url || !*url) return snprintf(err, errlen, "empty database url"), SK_EINVAL;
+    if (is_pg_url(url)) {
+        char *msg = NULL;
+        PQconninfoOption *o = PQconninfoParse(url, &msg);
+        int rc = o ? pg_ports_ok(o) : -1;
+        if (!o) snprintf(err, errlen, "bad postgresql url: %s", msg ? msg : "out of memory");
+        else if (rc) snprintf(err, errlen, "bad postgresql url: a port must be a number from 1 to 65535");
+        for (size_t n = rc ? strlen(err) : 0; n && err[n - 1] == '\n';) err[--n] = '\0';
+        if (o) PQconninfoFree(o);
+        if (msg) PQfreemem(msg);
+        return rc ? SK_EINVAL : 0;
+    }
+    if (strncmp(url, "sqlite://", 9) == 0) {
+        /* sqlite://orders.db would silently open ./orders.db: the URL form
+         * takes an absolute path; a relative file is given as a plain path */
+        if (!url[9]) return snprintf(err, errlen, "sqlite url without a path"), SK_EINVAL;
+        if (url[9] != '/')
+            return snprintf(err, errlen, "sqlite url needs an absolute path, sqlite:///abs/path.db (a relative "
+                                         "file is given as a plain path, without sqlite://)"), SK_EINVAL;
+        return 0;
+    }
+    if (strstr(url, "://"))
+        return snprintf(err, errlen, "unsupported database url scheme (want sqlite:// or postgresql://)"), SK_EINVAL;
+    return 0;
+}
+
 int sk__db_connect(const char *url, sk_db **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!url || !*url) {
-        snprintf(err, errlen, "empty database url");
-        return SK_EINVAL;
-    }
+    int rc = sk_db_url_check(url, err, errlen);
+    if (rc) return rc;
     sk_db *db = calloc(1, sizeof(*db));
     if (!db) {
         snprintf(err, errlen, "out of memory");
         return SK_EDB;
     }
-    int rc;
-    if (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0) {
-        db->kind = SK__DB_PG;
-        rc = open_pg(db, url, err, errlen);
-    } else if (strncmp(url, "sqlite://", 9) == 0) {
-        /* sqlite://orders.db would silently open ./orders.db: the URL form
-         * takes an absolute path; a relative file is given as a plain path */
-        db->kind = SK__DB_SQLITE;
-        rc = url[9] == '/' ? open_sqlite(db, url + 9, err, errlen) : SK_EINVAL;
-        if (!url[9]) snprintf(err, errlen, "sqlite url without a path: %s", url);
-        else if (url[9] != '/')
-            snprintf(err, errlen, "sqlite url needs an absolute path, sqlite:///abs/path.db (a relative "
-                                  "file is given as a plain path, without sqlite://): %s", url);
-    } else if (strstr(url, "://")) {
-        snprintf(err, errlen, "unsupported database url scheme (want sqlite:// or postgresql://): %s", url);
-        rc = SK_EINVAL;
-    } else {
-        db->kind = SK__DB_SQLITE;
-        rc = open_sqlite(db, url, err, errlen);
-    }
+    db->kind = is_pg_url(url) ? SK__DB_PG : SK__DB_SQLITE;
+    if (db->kind == SK__DB_PG) rc = open_pg(db, url, err, errlen);
+    else rc = open_sqlite(db, strncmp(url, "sqlite://", 9) == 0 ? url + 9 : url, err, errlen);
     if (rc) {
         sk__db_disconnect(db);
         return rc;

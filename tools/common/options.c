@@ -127,12 +127,20 @@ static int set_bool(const char *name, const char *v, bool *p, char *err, size_t 
     return fail(err, errlen, "invalid %s '%s': expected true or false (also 1/0, yes/no, on/off)", name, v);
 }
 
-/* opt_set with the option called `name` in messages. */
-static int set_as(const opt_spec *spec, const char *name, void *base, const char *value, char *err,
+/* A string setting's own rule (opt_spec.check). */
+static int check_str(const opt_spec *spec, const char *name, const char *value, char *err, size_t errlen)
+{
+    char why[384] = "";
+    if (!spec->check || spec->check(value, why, sizeof(why)) == 0) return 0;
+    return fail(err, errlen, "invalid %s: %s", name, why[0] ? why : "refused");
+}
+
+int opt_set_named(const opt_spec *spec, const char *name, void *base, const char *value, char *err,
                   size_t errlen)
 {
     void *p = (char *)base + spec->off;
     int64_t v = 0;
+    if ((spec->type == OPT_STR || spec->type == OPT_STRDUP) && check_str(spec, name, value, err, errlen)) return -1;
     switch (spec->type) {
     case OPT_FLAG: *(bool *)p = true; return 0;
     case OPT_STR: *(const char **)p = value; return 0;
@@ -165,7 +173,7 @@ int opt_set(const opt_spec *spec, void *base, const char *value, char *err, size
 {
     char name[72];
     snprintf(name, sizeof(name), "--%s", spec->name);
-    return set_as(spec, name, base, value, err, errlen);
+    return opt_set_named(spec, name, base, value, err, errlen);
 }
 
 int opt_set_defaults(const opt_spec *specs, size_t n, void *base, char *err, size_t errlen)
@@ -179,7 +187,7 @@ int opt_load_env(const opt_spec *specs, size_t n, void *base, char *err, size_t 
 {
     for (size_t i = 0; i < n; i++) {
         const char *v = specs[i].env ? getenv(specs[i].env) : NULL;
-        if (v && set_as(&specs[i], specs[i].env, base, v, err, errlen)) return -1;
+        if (v && opt_set_named(&specs[i], specs[i].env, base, v, err, errlen)) return -1;
     }
     return 0;
 }

@@ -87,11 +87,20 @@ typedef struct opt_spec {
     const char *help;  /* --help text; a '\n' starts an aligned continuation line */
     const char *env;   /* environment variable read by opt_load_env, or NULL */
     const char *def;   /* default stored by opt_set_defaults, or NULL */
+    /* OPT_STR / OPT_STRDUP: when not NULL, a value is stored only if check
+     * returns 0; else check wrote why into err (without the value, which
+     * may hold a password) and the refusal reads "invalid NAME: why". */
+    int (*check)(const char *value, char *err, size_t errlen);
 } opt_spec;
 
 /* Stores value into the field spec describes inside base. 0, or -1 with err
  * filled (OPT_STRDUP: -1 also when out of memory). */
 int opt_set(const opt_spec *spec, void *base, const char *value, char *err, size_t errlen);
+
+/* opt_set with the option called `name` in messages ("max-batch" for a
+ * config file's key, "SECKILL_MAX_BATCH" for an environment variable). */
+int opt_set_named(const opt_spec *spec, const char *name, void *base, const char *value, char *err,
+                  size_t errlen);
 
 /* Stores every spec's def (where not NULL). 0, or -1 with err filled. */
 int opt_set_defaults(const opt_spec *specs, size_t n, void *base, char *err, size_t errlen);

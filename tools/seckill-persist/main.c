@@ -14,6 +14,7 @@
 #include "dlock/dlock.h"
 #include "options.h"
 #include "persist.h"
+#include "seckill_urls.h"
 #include "sk_err.h"
 
 typedef struct args {
@@ -25,9 +26,9 @@ typedef struct args {
 
 static const opt_spec specs[] = {
     {.name = "redis-url", .type = OPT_STR, .off = OFF(o.redis_url), .arg = "URL", .env = "REDIS_URL",
-     .def = "redis://127.0.0.1:6379", .help = "Redis (env REDIS_URL; default redis://127.0.0.1:6379)"},
+     .def = "redis://127.0.0.1:6379", .check = skurl_check_redis, .help = "Redis (env REDIS_URL; default redis://127.0.0.1:6379)"},
     {.name = "database-url", .type = OPT_STR, .off = OFF(o.database_url), .arg = "URL", .env = "DATABASE_URL",
-     .help = "sqlite:///abs/path.db, a file path, or postgresql://...\n(env DATABASE_URL; required)"},
+     .check = skurl_check_database, .help = "sqlite:///abs/path.db, a file path, or postgresql://...\n(env DATABASE_URL; required)"},
     {.name = "campaign", .type = OPT_STR, .off = OFF(o.campaign), .arg = "ID",
      .help = "only this campaign (default: all in seckill:campaigns and the database)"},
     {.name = "consumer", .type = OPT_STR, .off = OFF(o.consumer), .arg = "NAME",
@@ -89,7 +90,7 @@ static int parse(args *a, int argc, char **argv)
         return 2;
     }
     if (a->help || a->version) return 0;
-    if (!a->o.database_url) {
+    if (!a->o.database_url || !*a->o.database_url) {
         fprintf(stderr, "seckill-persist: no database: set --database-url or DATABASE_URL\n");
         return 2;
     }

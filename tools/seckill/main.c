@@ -18,6 +18,7 @@
 #include "options.h"
 #include "persist.h"
 #include "reconcile.h"
+#include "seckill_urls.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -56,7 +57,7 @@ static void usage(FILE *f)
 static int open_db(cli *c)
 {
     char err[512];
-    if (!c->database_url) {
+    if (!c->database_url || !*c->database_url) {
         fprintf(stderr, "seckill: no database: set --database-url or DATABASE_URL\n");
         return 2;
     }
@@ -445,8 +446,9 @@ static int add_operand(void *base, const char *arg, char *err, size_t errlen)
 
 static const opt_spec specs[] = {
     {.name = "redis-url", .type = OPT_STR, .off = OFF(redis_url), .env = "REDIS_URL",
-     .def = "redis://127.0.0.1:6379"},
-    {.name = "database-url", .type = OPT_STR, .off = OFF(database_url), .env = "DATABASE_URL"},
+     .def = "redis://127.0.0.1:6379", .check = skurl_check_redis},
+    {.name = "database-url", .type = OPT_STR, .off = OFF(database_url), .env = "DATABASE_URL",
+     .check = skurl_check_database},
     {.name = "campaign", .type = OPT_STR, .off = OFF(campaign)},
     {.name = "reason", .type = OPT_STR, .off = OFF(reason)},
     {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS},

@@ -1,24 +1,52 @@
 /* config.c: the settings table of seckilld and its three sources. One
- * table drives parsing, --help and --check-config; a test loads
- * etc/seckilld.conf with --check-config so the example stays valid. */
+ * table drives parsing, validation, --help and --check-config: every value
+ * is checked (range, URL syntax, choice) where it is read, whichever
+ * source gives it, so --check-config refuses exactly what the start
+ * refuses before opening anything. A test loads etc/seckilld.conf with
+ * --check-config so the example stays valid. */
 #include "config.h"
 
+#include "conffile.h"
 #include "dlock/dlock.h"
 #include "options.h"
+#include "seckill_urls.h"
 
-#include <errno.h>
+#include <netdb.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define OFF(f) offsetof(seckilld_config, f)
 #define BIG 1000000000LL
 #define STR(n, e, d, f, h) {.name = n, .type = OPT_STRDUP, .off = OFF(f), .env = e, .def = d, .help = h}
+#define CHK(n, e, d, f, c, h) {.name = n, .type = OPT_STRDUP, .off = OFF(f), .env = e, .def = d, .check = c, .help = h}
 #define BOOL(n, e, d, f, h) {.name = n, .type = OPT_BOOL, .off = OFF(f), .env = e, .def = d, .help = h}
 #define INT(n, e, d, f, l, u, h) {.name = n, .type = OPT_INT, .off = OFF(f), .lo = l, .hi = u, .env = e, .def = d, .help = h}
 #define I64(n, e, d, f, l, u, h) {.name = n, .type = OPT_I64, .off = OFF(f), .lo = l, .hi = u, .env = e, .def = d, .help = h}
-#define MS(n, e, d, f, h) {.name = n, .type = OPT_DURATION, .off = OFF(f), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS, .env = e, .def = d, .help = h}
+#define MSR(n, e, d, f, l, h) {.name = n, .type = OPT_DURATION, .off = OFF(f), .lo = l, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS, .env = e, .def = d, .help = h}
+#define MS(n, e, d, f, h) MSR(n, e, d, f, 0, h)
+
+/* bind: resolved as the listener will resolve it (getaddrinfo, passive). */
+static int check_bind(const char *v, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int rc = getaddrinfo(*v ? v : NULL, "0", &hints, &ai);
+    if (ai) freeaddrinfo(ai);
+    if (rc == 0) return 0;
+    snprintf(err, errlen, "not an address to listen on ('%s': %s)", v, gai_strerror(rc));
+    return -1;
+}
+
+static int check_log_level(const char *v, char *err, size_t errlen)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error"};
+    for (size_t i = 0; i < OPT_COUNT(levels); i++)
+        if (strcmp(v, levels[i]) == 0) return 0;
+    snprintf(err, errlen, "'%s': expected debug, info, warn or error", v);
+    return -1;
+}
 
 /* A row with an environment variable is a setting (flag, file key, env);
  * the others (--config, --check-config, --help, --version) are flags only. */
@@ -26,14 +54,14 @@ static const opt_spec opts[] = {
     {.name = "config", .type = OPT_STR, .off = OFF(config_file), .arg = "FILE",
      .help = "read settings from FILE (env SECKILL_CONFIG)"},
     INT("port", "SECKILL_PORT", "8080", port, 0, 65535, "TCP port to listen on"),
-    STR("bind", "SECKILL_BIND", "0.0.0.0", bind, "address to listen on"),
+    CHK("bind", "SECKILL_BIND", "0.0.0.0", bind, check_bind, "address to listen on"),
     INT("workers", "SECKILL_WORKERS", "1", workers, 1, 256,
         "worker processes sharing the port with SO_REUSEPORT (1 = single process)"),
     BOOL("reuseport", "SECKILL_REUSEPORT", "false", reuseport,
          "set SO_REUSEPORT so separately started instances can share one port"),
-    STR("redis-url", "REDIS_URL", "redis://127.0.0.1:6379", redis_url,
+    CHK("redis-url", "REDIS_URL", "redis://127.0.0.1:6379", redis_url, skurl_check_redis,
         "Redis: redis://[user:pass@]host:port[/db], unix:///path, redis-sentinel://h:p/master"),
-    STR("database-url", "DATABASE_URL", "", database_url,
+    CHK("database-url", "DATABASE_URL", "", database_url, skurl_check_database,
         "system of record: sqlite:///abs/path.db, a file path, or postgresql://...; empty = Redis only"),
     STR("admin-token", "SECKILL_ADMIN_TOKEN", "", admin_token,
         "bearer token of the admin API (empty: admin API refused)"),
@@ -73,10 +101,10 @@ static const opt_spec opts[] = {
         "replicas that must acknowledge (WAIT) a decision before it is answered 201, else 202;\n"
         "      -1 = the connected replicas the master reports at every connect; 0 = standalone:\n"
         "      201 only with appendonly yes + appendfsync always (docs/http-api.md)"),
-    MS("replica-ack-timeout-ms", "SECKILL_REPLICA_ACK_TIMEOUT_MS", "100", replica_ack_timeout_ms,
+    MSR("replica-ack-timeout-ms", "SECKILL_REPLICA_ACK_TIMEOUT_MS", "100", replica_ack_timeout_ms, 1,
        "WAIT's timeout: longer means fewer 202s on a slow replica, but a replica down stalls\n"
        "      each purchase batch (and the Redis connection behind it) this long"),
-    MS("worker-lease-ms", "SECKILL_WORKER_LEASE_MS", "60000", worker_lease_ms,
+    MSR("worker-lease-ms", "SECKILL_WORKER_LEASE_MS", "60000", worker_lease_ms, 300,
        "order-id worker-id lease: renewed at 1/3, no ids issued past 5/6 without renewal"),
     MS("shutdown-timeout-ms", "SECKILL_SHUTDOWN_TIMEOUT_MS", "10000", shutdown_timeout_ms,
        "on SIGTERM, longest wait for in-flight requests"),
@@ -86,49 +114,13 @@ static const opt_spec opts[] = {
        "Redis healthy this long (and every database-path order mirrored) -> back to Redis"),
     I64("degraded-max-inflight", "SECKILL_DEGRADED_MAX_INFLIGHT", "64", degraded_max_inflight, 1, 100000,
         "database-path purchases queued or running per process; beyond: 503 at once"),
-    STR("log-level", "SECKILL_LOG_LEVEL", "info", log_level, "debug, info, warn or error"),
+    CHK("log-level", "SECKILL_LOG_LEVEL", "info", log_level, check_log_level, "debug, info, warn or error"),
     {.name = "check-config", .type = OPT_FLAG, .off = OFF(check_only),
-     .help = "load and check the settings, print them (secrets masked), exit"},
+     .help = "check the settings as the start does (opening nothing), print them (secrets masked), exit"},
     {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help), .help = "show this help"},
     {.name = "version", .type = OPT_FLAG, .off = OFF(version), .help = "show the version"},
 };
 #define NOPTS OPT_COUNT(opts)
-
-static int load_file(seckilld_config *c, const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "seckilld: cannot read config file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char line[4096], where[600], err[512];
-    int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof(line), f)) {
-        lineno++;
-        size_t n = strcspn(line, "\r\n");
-        line[n] = '\0';
-        char *k = line;
-        while (*k == ' ' || *k == '\t') k++;
-        if (*k == '#' || *k == '\0') continue;
-        size_t klen = strcspn(k, " \t");
-        char *v = k + klen;
-        while (*v == ' ' || *v == '\t') v++;
-        char *e = v + strlen(v);
-        while (e > v && (e[-1] == ' ' || e[-1] == '\t')) *--e = '\0';
-        if (!strcmp(v, "\"\"")) *v = '\0'; /* "" = empty */
-        snprintf(where, sizeof(where), "%s:%d", path, lineno);
-        const opt_spec *o = opt_find(opts, NOPTS, k, klen);
-        if (!o || !o->env) {
-            fprintf(stderr, "seckilld: %s: unknown setting \"%.*s\"\n", where, (int)klen, k);
-            rc = -1;
-        } else if (opt_set(o, c, v, err, sizeof(err)) != 0) {
-            fprintf(stderr, "seckilld: %s: %s\n", where, err);
-            rc = -1;
-        }
-    }
-    fclose(f);
-    return rc;
-}
 
 void seckilld_config_usage(FILE *f)
 {
@@ -166,32 +158,26 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
         return 1;
     }
     const char *cfile = c->config_file ? c->config_file : getenv("SECKILL_CONFIG");
-    if (cfile && *cfile && load_file(c, cfile)) return -1;
-    if (opt_load_env(opts, NOPTS, c, err, sizeof(err)) ||
+    if ((cfile && *cfile && opt_load_file(opts, NOPTS, cfile, c, err, sizeof(err))) ||
+        opt_load_env(opts, NOPTS, c, err, sizeof(err)) ||
         opt_parse_args(opts, NOPTS, argc, argv, c, NULL, err, sizeof(err))) {
         fprintf(stderr, "seckilld: %s\n", err);
-        return -1;
-    }
-    if (c->replica_ack_timeout_ms < 1 || c->worker_lease_ms < 300) {
-        fprintf(stderr, "seckilld: replica-ack-timeout-ms must be >= 1 ms and worker-lease-ms >= 300 ms\n");
-        return -1;
-    }
-    if (strcmp(c->log_level, "debug") && strcmp(c->log_level, "info") && strcmp(c->log_level, "warn") &&
-        strcmp(c->log_level, "error")) {
-        fprintf(stderr, "seckilld: log-level must be debug, info, warn or error\n");
         return -1;
     }
     return 0;
 }
 
-/* The value of a string setting as --check-config shows it. */
-static const char *shown(const opt_spec *o, const char *v)
+/* The value of a string setting as --check-config shows it: secrets as
+ * ****, URLs with their password masked, "" for empty. */
+static const char *shown(const opt_spec *o, const char *v, char *buf, size_t len)
 {
-    bool secret = !strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret");
-    if (secret && v && *v) return "(set)";
-    bool url = !strcmp(o->name, "redis-url") || !strcmp(o->name, "database-url");
-    if (url && v && strchr(v, '@')) return "(set, has credentials)";
-    return v && *v ? v : "\"\"";
+    if (!v || !*v) return "\"\"";
+    if (!strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret")) return "****";
+    if (o->check == skurl_check_redis || o->check == skurl_check_database) {
+        opt_mask_url(v, buf, len);
+        return buf;
+    }
+    return v;
 }
 
 void seckilld_config_print(const seckilld_config *c, FILE *f)
@@ -200,7 +186,8 @@ void seckilld_config_print(const seckilld_config *c, FILE *f)
         const opt_spec *o = &opts[i];
         const void *p = (const char *)c + o->off;
         if (!o->env) continue;
-        if (o->type == OPT_STRDUP) fprintf(f, "%s %s\n", o->name, shown(o, *(char *const *)p));
+        char buf[1024];
+        if (o->type == OPT_STRDUP) fprintf(f, "%s %s\n", o->name, shown(o, *(char *const *)p, buf, sizeof(buf)));
         else if (o->type == OPT_BOOL) fprintf(f, "%s %s\n", o->name, *(const bool *)p ? "true" : "false");
         else if (o->type == OPT_INT) fprintf(f, "%s %d\n", o->name, *(const int *)p);
         else fprintf(f, "%s %lld\n", o->name, (long long)*(const int64_t *)p);
