@@ -18,8 +18,8 @@ ok() { echo "ok   [deb] $*"; }
 [ "$(id -u)" = 0 ] || fail "needs root (dpkg -i / dpkg -P)"
 command -v dpkg-deb >/dev/null || fail "dpkg not found: a Debian machine is needed"
 
-installed() { dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null | grep -q ' installed$'; }
-known() { dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null | grep -qv 'not-installed$'; }
+installed() { local s; s=$(dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null) && grep -q ' installed$' <<<"$s"; }
+known() { local s; s=$(dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null) && grep -qv 'not-installed$' <<<"$s"; }
 for p in "${pkgs[@]}"; do
     known "$p" && fail "$p is already on this machine (not ours to remove): dpkg -P $p first"
 done
@@ -75,8 +75,9 @@ for p in "${pkgs[@]}"; do dpkg -L "$p"; done | sort -u >"$work/owned.txt"
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Werror -o "$work/consumer_pc" "$src/tests/install/consumer.c" \
     $(pkg-config --cflags --libs dlock) || fail "consumer does not build with pkg-config"
-ldd "$work/consumer_pc" | grep -Eq "libdlock.so.0 => (/usr)?/lib/[^ ]*libdlock.so.0 " ||
-    fail "consumer does not load the packaged libdlock: $(ldd "$work/consumer_pc" | grep dlock)"
+deps=$(ldd "$work/consumer_pc")   # whole, then matched: grep -q closing the pipe fails it under pipefail
+grep -Eq "libdlock.so.0 => (/usr)?/lib/[^ ]*libdlock.so.0 " <<<"$deps" ||
+    fail "consumer does not load the packaged libdlock: $(grep dlock <<<"$deps")"
 "$work/consumer_pc" >/dev/null || fail "pkg-config consumer failed"
 cmake -S "$src/tests/install/cmake-consumer" -B "$work/cm" >/dev/null &&
     cmake --build "$work/cm" >/dev/null || fail "consumer does not build with find_package(dlock)"
@@ -95,41 +96,68 @@ for m in $(grep '/usr/share/man/.*\.gz$' "$work/owned.txt"); do
 done
 ok "dlock --version ($out), seckilld --help, man pages: $(grep -c '/usr/share/man/.*\.gz$' "$work/owned.txt")"
 
-# --- seckilld from its unit, as the unit's user, with the example environment ------
+# --- seckilld from its unit: its user, its environment example, its sandbox -------
+# No systemd runs here, so the unit's sandbox is rebuilt from its lines in a
+# private mount namespace (unshare -m): ProtectSystem=strict makes every
+# mount read-only but /dev, /proc, /sys; StateDirectory= creates
+# /var/lib/<dir> owned by User= and leaves it writable; PrivateTmp= gets a
+# fresh /tmp. seckilld then runs the example's own DATABASE_URL
+# (/var/lib/seckill/orders.db); only REDIS_URL and the port are ours.
 unit=/lib/systemd/system/seckilld.service
 [ -f "$unit" ] || fail "$unit not installed"
 exec_line=$(sed -n 's/^ExecStart=//p' "$unit")
 user=$(sed -n 's/^User=//p' "$unit")
 envfile=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$unit")
+states=$(sed -n 's/^StateDirectory=//p' "$unit")
+[ "$(sed -n 's/^ProtectSystem=//p' "$unit")" = strict ] || fail "$unit: not ProtectSystem=strict"
+grep -qx 'PrivateTmp=yes' "$unit" || fail "$unit: no PrivateTmp=yes"
 read -ra cmd <<<"$exec_line"
 grep -Fqx "${cmd[0]}" "$work/owned.txt" || fail "ExecStart runs ${cmd[0]}, which the packages do not install"
 [ -f "$envfile.example" ] || fail "no example of $envfile installed"
 getent passwd "$user" >/dev/null || fail "unit user $user was not created by postinst"
+made_state=()
+for d in $states; do
+    [ -e "/var/lib/$d" ] || made_state+=("/var/lib/$d")
+    install -d -o "$user" -g "$user" -m 0755 "/var/lib/$d"
+done
+sandbox_sh='
+mount --make-rprivate /
+for m in $(awk "{print \$5}" /proc/self/mountinfo | sort -u); do
+    case $m in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*) continue ;; esac
+    mount -o remount,bind,ro "$m" 2>/dev/null || true
+done
+for d in $STATES; do mount --bind "/var/lib/$d" "/var/lib/$d" && mount -o remount,bind,rw "/var/lib/$d"; done
+mount -t tmpfs tmpfs /tmp
+exec "$@"'
 dl_start_redis "$work"
-chown "$user" "$work"
 port=$(dl_free_port)
 (
     set -a
     # shellcheck disable=SC1090
     . "$envfile.example"
     REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
-    DATABASE_URL="sqlite://$work/orders.db"
     SECKILL_PORT=$port
     SECKILL_BIND=127.0.0.1
     set +a
-    exec setpriv --reuid="$user" --regid="$user" --init-groups "${cmd[@]}"
+    STATES=$states exec unshare -m sh -c "$sandbox_sh" sandbox \
+        setpriv --reuid="$user" --regid="$user" --init-groups "${cmd[@]}"
 ) >"$work/seckilld.log" 2>&1 &
 sk_pid=$!
 dl_track "$sk_pid"
 dl_wait_http "http://127.0.0.1:$port/healthz" 100 ||
-    { cat "$work/seckilld.log" >&2; fail "seckilld from '$exec_line' did not answer /healthz"; }
+    { cat "$work/seckilld.log" >&2; fail "seckilld from '$exec_line' in the unit's sandbox did not answer /healthz"; }
 health=$(curl -s "http://127.0.0.1:$port/healthz")
-[ "$(ps -o user= -p "$sk_pid")" = "$user" ] || fail "seckilld does not run as $user"
+pid=$(pgrep -P "$sk_pid" -x seckilld || echo "$sk_pid")
+[ "$(ps -o user= -p "$pid")" = "$user" ] || fail "seckilld does not run as $user"
+db=$(sed -n 's|^DATABASE_URL=sqlite://||p' "$envfile.example")
+[ -n "$db" ] && [ "$(stat -c %U "$db" 2>/dev/null)" = "$user" ] ||
+    fail "the example's database $db was not created by $user in the sandbox"
 kill -TERM "$sk_pid"
 rc=0
 wait "$sk_pid" || rc=$?
 [ "$rc" = 0 ] || fail "seckilld exited $rc on SIGTERM (the unit's KillSignal)"
-ok "seckilld from ExecStart ($exec_line) as $user: /healthz $health; SIGTERM: exit 0"
+[ ${#made_state[@]} -eq 0 ] || rm -rf "${made_state[@]}"
+ok "seckilld from ExecStart ($exec_line) as $user, ProtectSystem=strict + StateDirectory=$states: database $db, /healthz $health; SIGTERM: exit 0"
 
 # --- systemd's own check of the installed units --------------------------------------
 if command -v systemd-analyze >/dev/null; then
