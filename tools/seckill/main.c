@@ -160,6 +160,8 @@ static const char METRICS_HELP[] =
     "# TYPE seckill_stale_timeline_refusals gauge\n"
     "# HELP seckill_db_reserve_remaining Units of the database reserve not sold or handed back.\n"
     "# TYPE seckill_db_reserve_remaining gauge\n"
+    "# HELP seckill_pipeline_entries_total Stream entries the persisters settled, by result.\n"
+    "# TYPE seckill_pipeline_entries_total counter\n"
     "# HELP seckill_tentative_finalised_total Tentative (database-path) orders finalised, by result.\n"
     "# TYPE seckill_tentative_finalised_total counter\n"
     "# HELP seckill_reserve_handbacks_total Reserve handbacks applied to Redis.\n"
@@ -175,6 +177,7 @@ static const char METRICS_HELP[] =
 
 /* The persisters' counters of one campaign ({c:<id>}:pipeline). */
 typedef struct pipeline_counters {
+    int64_t persisted, rejected, duplicates, dead, stale;
     int64_t confirmed, lost, handbacks, barrier_runs, barrier_ms_total, barrier_last_ms, barrier_started_ms;
 } pipeline_counters;
 
@@ -189,9 +192,11 @@ static void read_pipeline(cli *c, const char *id, pipeline_counters *p)
         dlock__reply_free(r);
         return;
     }
-    static const char *const names[] = {"confirmed", "lost", "handbacks", "barrier_runs", "barrier_ms_total",
+    static const char *const names[] = {"persisted", "rejected", "duplicates", "dead", "stale",
+                                        "confirmed", "lost", "handbacks", "barrier_runs", "barrier_ms_total",
                                         "barrier_last_ms", "barrier_started_ms"};
-    int64_t *dst[] = {&p->confirmed, &p->lost, &p->handbacks, &p->barrier_runs, &p->barrier_ms_total,
+    int64_t *dst[] = {&p->persisted, &p->rejected, &p->duplicates, &p->dead, &p->stale,
+                      &p->confirmed, &p->lost, &p->handbacks, &p->barrier_runs, &p->barrier_ms_total,
                       &p->barrier_last_ms, &p->barrier_started_ms};
     for (size_t i = 0; i + 1 < dlock__reply_count(r); i += 2)
         for (size_t k = 0; k < OPT_COUNT(names); k++)
@@ -218,6 +223,11 @@ static void metrics_campaign(cli *c, const sk_reconcile_report *rep, dlock__buf 
     dlock__buf_printf(out, "seckill_db_reserve_remaining{campaign=\"%s\"} %lld\n", id, (long long)d->reserve_remaining);
     pipeline_counters p;
     read_pipeline(c, id, &p);
+    const char *results[] = {"persisted", "rejected", "duplicate", "dead_lettered", "stale"};
+    const int64_t counts[] = {p.persisted, p.rejected, p.duplicates, p.dead, p.stale};
+    for (size_t k = 0; k < OPT_COUNT(results); k++)
+        dlock__buf_printf(out, "seckill_pipeline_entries_total{campaign=\"%s\",result=\"%s\"} %lld\n", id, results[k],
+                          (long long)counts[k]);
     dlock__buf_printf(out, "seckill_tentative_finalised_total{campaign=\"%s\",result=\"confirmed\"} %lld\n", id,
                       (long long)p.confirmed);
     dlock__buf_printf(out, "seckill_tentative_finalised_total{campaign=\"%s\",result=\"lost\"} %lld\n", id,
