@@ -16,6 +16,9 @@ trap 'dl_cleanup; rm -rf "$work"' EXIT
 conf=$work/seckilld.conf
 fails=0
 bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+seen=0
+# section_ok TEXT: "ok TEXT" when the section just ended had no failure
+section_ok() { [ "$fails" = "$seen" ] && echo "ok   $*"; seen=$fails; }
 
 # starts seckilld on a free port with the given arguments; prints its exit
 # code once it exits, or "listening" once it logged so (then stops it).
@@ -86,7 +89,7 @@ refused 'database-url mysql://app:pw@db/sale' \
 refused 'check-config true' "seckilld: $f: unknown setting \"check-config\""
 [ "$(ls "$work")" = "$(basename "$conf")
 start.log" ] || bad "a refused configuration left files: $(ls "$work")"
-echo "ok   bad values: exit 2 from check and start alike, one line naming $conf:LINE and the setting"
+section_ok "bad values: exit 2 from check and start alike, one line naming $conf:LINE and the setting"
 
 # the same rule from the environment and from a flag, naming them
 out=$(REDIS_URL=http://x "$sk" --check-config 2>&1 >/dev/null) && bad "REDIS_URL=http://x accepted"
@@ -94,7 +97,7 @@ out=$(REDIS_URL=http://x "$sk" --check-config 2>&1 >/dev/null) && bad "REDIS_URL
     bad "env: '$out'"
 out=$("$sk" --max-batch 0 --check-config 2>&1 >/dev/null) && bad "--max-batch 0 accepted"
 [[ "$out" == "seckilld: invalid --max-batch '0': expected an integer from 1 to 512"* ]] || bad "flag: '$out'"
-echo "ok   environment and flags: the same checks, naming the variable or the flag"
+section_ok "environment and flags: the same checks, naming the variable or the flag"
 
 # accepted values start for real; secrets masked, not hidden
 long=$(head -c 5000 /dev/zero | tr '\0' k)
@@ -118,7 +121,7 @@ grep -Fxq 'database-url postgresql://app:****@db/sale?sslpassword=****&sslmode=r
     bad "database-url password not masked: $(grep database-url <<<"$out")"
 accepted "# the packaged example" "$(grep -v '^#' "$src/etc/seckilld.conf" | grep -v '^redis-url')" \
     'redis-url redis://127.0.0.1:1'
-echo "ok   accepted values start (listening); secrets shown as ****, passwords masked, user-only URLs as is"
+section_ok "accepted values start (listening); secrets shown as ****, passwords masked, user-only URLs as is"
 
 # seckill-persist and seckill: a bad URL is exit 2 before anything is opened
 for prog in "$build/tools/seckill-persist/seckill-persist" "$build/tools/seckill/seckill reconcile"; do
@@ -133,6 +136,6 @@ for prog in "$build/tools/seckill-persist/seckill-persist" "$build/tools/seckill
     [ "$rc" = 2 ] && [[ "$out" == *"invalid --database-url: sqlite url needs an absolute path"* ]] ||
         bad "$prog --database-url sqlite://rel.db: exit $rc ($out)"
 done
-echo "ok   seckill-persist and seckill: bad URLs exit 2, nothing opened"
+section_ok "seckill-persist and seckill: bad URLs exit 2, nothing opened"
 [ "$fails" = 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
 echo "check-config: all checks passed"
