@@ -78,7 +78,7 @@ static void note_auth_refused(sk_engine *e, const char *server)
 {
     auth_reason(&e->url, server, e->auth_why, sizeof(e->auth_why));
     if (!e->auth_refused)
-        sk__log(e, DLOCK_LOG_ERROR, "%s; reconnecting with backoff (up to %lld ms)", e->auth_why,
+        sk__log(e, DLOCK_LOG_ERROR, "%s (reconnecting with backoff: 50 ms doubling to %lld ms)", e->auth_why,
                 (long long)e->o.reconnect_max_ms);
     e->auth_refused = true;
 }
@@ -96,7 +96,7 @@ bool sk__health_error_reply(sk_engine *e, const char *msg)
     if (!is_write_refusal(msg)) return false;
     snprintf(e->writes_why, sizeof(e->writes_why), "redis refuses writes: %s", msg);
     if (!e->writes_refused) {
-        sk__log(e, DLOCK_LOG_ERROR, "%s; purchases and /healthz answer 503 until a write succeeds", e->writes_why);
+        sk__log(e, DLOCK_LOG_ERROR, "%s (purchases and /healthz answer 503 until a write succeeds)", e->writes_why);
         e->probe_ms = dlock__now_ms();
     }
     e->writes_refused = true;
@@ -105,7 +105,9 @@ bool sk__health_error_reply(sk_engine *e, const char *msg)
 
 void sk__health_good_reply(sk_engine *e)
 {
-    if (e->proven) return;
+    /* A connection whose AUTH or SELECT was refused is going away even if
+     * commands after it work (AUTH sent to a server without a password). */
+    if (e->proven || dlock__aconn_refusal(e->ac, NULL)) return;
     e->proven = true;
     e->attempt = 0; /* the backoff starts again only from a connection that works */
     e->down_why[0] = '\0';

@@ -7,9 +7,10 @@
 # 2. Once running, a refusal is retried: the server starts requiring a
 #    password (CONFIG SET requirepass + CLIENT KILL TYPE normal) while the
 #    URL has none (NOAUTH), then the password rotates under a URL that has
-#    the old one (WRONGPASS). Each time the reconnects follow the backoff
-#    (50 ms doubling to 2 s, jittered: at most 12 connections in 5 s, where
-#    a 50 ms loop makes about 100), /healthz answers 503 with the reason
+#    the old one (WRONGPASS), then the server drops its password under a URL
+#    that has one (AUTH refused with ERR). Each time the reconnects follow
+#    the backoff (50 ms doubling to 2 s, jittered: at most 12 connections in
+#    5 s, where a 50 ms loop makes about 100), /healthz answers 503 with the reason
 #    "redis auth refused ...", the reason is logged once, and once the
 #    server takes the credentials again seckilld is healthy and sells.
 set -euo pipefail
@@ -116,4 +117,16 @@ refused_for_a_while wrongpass " for user 'default': WRONGPASS"
 rc CONFIG SET requirepass Right-Pw-1 >/dev/null
 PW=Right-Pw-1
 recovers wrongpass
+
+# The server drops its password under a URL that has one: Redis refuses the
+# AUTH ("ERR AUTH <password> called without any password configured") and
+# the commands behind it work, which must not count as a good connection.
+start nopass "redis://:Right-Pw-1@127.0.0.1:$REDIS_PORT"
+rc CONFIG SET requirepass "" >/dev/null
+PW=
+rc CLIENT KILL TYPE normal >/dev/null
+refused_for_a_while nopass " for user 'default': ERR AUTH"
+rc CONFIG SET requirepass Right-Pw-1 >/dev/null
+PW=Right-Pw-1
+recovers nopass
 echo PASS
