@@ -85,7 +85,11 @@ recovers() { # name
     case "$(health)" in *'"status":"ok"'*' 200') ;; *) fail "$1: not healthy 8 s after the fix: $(health)" ;; esac
     code=$(curl -s -o "$work/buy.out" -w '%{http_code}' -X POST "$base/v1/campaigns/$1/purchase" -H 'X-User-Id: u1')
     case "$code" in 201 | 202) ;; *) fail "$1: purchase after the fix: $code $(cat "$work/buy.out")" ;; esac
-    dl_stop "$spid"
+    kill -TERM "$spid"
+    st=0
+    wait "$spid" || st=$?
+    [ "$st" = 0 ] || fail "$1: seckilld exited $st on SIGTERM"
+    ! grep -q Sanitizer "$log" || fail "$1: sanitizer report"
     n=$(grep -c 'error: redis auth refused' "$log" || true)
     [ "$n" = 1 ] || fail "$1: the refusal is logged $n times, want once"
     ! grep -q 'Pw-' "$log" || fail "$1: a password is in the log"
