@@ -22,6 +22,8 @@ struct dlock__aconn {
     void *priv;
     bool up;
     bool closing;
+    bool auth_refused;
+    char refused[256]; /* "AUTH refused: <server error>" (or SELECT); "" none */
     int in_cb; /* >0 while hiredis is calling us: freeing must wait */
 };
 
@@ -70,7 +72,8 @@ static void on_disconnect(const redisAsyncContext *ctx, int status)
     ac->ctx = NULL;
     ac->up = false;
     ac->in_cb++;
-    if (!ac->closing) ac->on_state(ac, false, status == REDIS_OK ? "closed" : ctx->errstr, ac->priv);
+    const char *why = ac->refused[0] ? ac->refused : status == REDIS_OK ? "closed" : ctx->errstr;
+    if (!ac->closing) ac->on_state(ac, false, why, ac->priv);
     ac->in_cb--;
 }
 
@@ -121,25 +124,31 @@ int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__ast
     return 0;
 }
 
-static void ignore_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
+/* priv: the command's name ("AUTH", "SELECT"). */
+static void handshake_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
 {
-    (void)priv;
     (void)err;
     /* A refused AUTH/SELECT makes every later command fail with NOAUTH or
-     * use the wrong db: drop the connection so the owner sees it go down. */
-    if (reply && dlock__reply_is_error(reply, NULL) && ac->ctx) redisAsyncDisconnect(ac->ctx);
+     * use the wrong db: drop the connection so the owner sees it go down,
+     * with the server's answer as the reason. */
+    if (!reply || !dlock__reply_is_error(reply, NULL)) return;
+    const char *what = priv;
+    const char *msg = dlock__reply_str(reply, NULL);
+    if (!ac->refused[0]) snprintf(ac->refused, sizeof(ac->refused), "%s refused: %s", what, msg ? msg : "?");
+    if (what[0] == 'A' || dlock__reply_is_error(reply, "NOAUTH")) ac->auth_refused = true;
+    if (ac->ctx) redisAsyncDisconnect(ac->ctx);
 }
 
 static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
 {
     const char *auth[3];
     int argc = dlock__url_auth_argv(u, auth);
-    if (argc) dlock__aconn_cmd(ac, ignore_reply, NULL, argc, auth, NULL);
+    if (argc) dlock__aconn_cmd(ac, handshake_reply, (void *)"AUTH", argc, auth, NULL);
     if (u->db) {
         char db[16];
         snprintf(db, sizeof(db), "%d", u->db);
         const char *argv[2] = {"SELECT", db};
-        dlock__aconn_cmd(ac, ignore_reply, NULL, 2, argv, NULL);
+        dlock__aconn_cmd(ac, handshake_reply, (void *)"SELECT", 2, argv, NULL);
     }
 }
 
@@ -177,4 +186,10 @@ void dlock__aconn_close(dlock__aconn *ac)
 bool dlock__aconn_is_up(const dlock__aconn *ac)
 {
     return ac && ac->up && ac->ctx;
+}
+
+const char *dlock__aconn_refusal(const dlock__aconn *ac, bool *auth_out)
+{
+    if (auth_out) *auth_out = ac && ac->auth_refused;
+    return ac && ac->refused[0] ? ac->refused : NULL;
 }

@@ -36,5 +36,11 @@ int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, cons
 /* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok. */
 void dlock__aconn_close(dlock__aconn *ac);
 bool dlock__aconn_is_up(const dlock__aconn *ac);
+/* Why the server refused the connection's AUTH or SELECT ("AUTH refused:
+ * WRONGPASS ..."; the server's text, never the password), or NULL when it
+ * did not. The connection then goes down with that text as the reason.
+ * *auth_out (may be NULL): the refusal was about credentials (AUTH, or
+ * NOAUTH to SELECT). */
+const char *dlock__aconn_refusal(const dlock__aconn *ac, bool *auth_out);
 
 #endif

@@ -9,7 +9,9 @@
  * resource: while it is down every request fails fast with SK_EUNAVAIL
  * (HTTP 503); a command sent but not answered reports DLOCK_EUNKNOWN (the
  * decision may have happened: a retry with the same Idempotency-Key gives
- * the first answer). Order ids need the worker lease (engine_lease.c).
+ * the first answer). Order ids need the worker lease (engine_lease.c);
+ * what /healthz is told about Redis (refused credentials or writes) and
+ * when the reconnect backoff starts again is engine_health.c.
  * A new connection first loads the scripts and probes the server
  * (engine_server.c: run id, replicas, persistence); the engine is ready
  * once those replies are in and a lease is held. Purchases go through the
@@ -178,12 +180,15 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     if (!reply || dlock__reply_kind(reply) == DLOCK__R_ERROR) {
         e->st.redis_errors++;
         if (reply) {
-            size_t n;
-            sk__log(e, DLOCK_LOG_WARN, "redis error: %s", dlock__reply_str(reply, &n));
+            const char *msg = dlock__reply_str(reply, NULL);
+            if (!sk__health_error_reply(e, msg ? msg : ""))
+                sk__log(e, DLOCK_LOG_WARN, "redis error: %s", msg ? msg : "?");
             err = DLOCK_ESERVER;
         } else if (err == 0) {
             err = DLOCK_EUNKNOWN;
         }
+    } else {
+        sk__health_good_reply(e);
     }
     c->fn(reply, reply && !err ? 0 : err, c->priv);
     free(c);
@@ -258,7 +263,7 @@ static void drop_connection(sk_engine *e, const char *why)
 {
     dlock__aconn *ac = e->ac;
     if (!ac) return;
-    sk__log(e, DLOCK_LOG_WARN, "redis connection dropped: %s", why);
+    sk__health_down(e, ac, "redis connection dropped", why);
     e->ac = NULL;
     e->up = false;
     e->lease_busy = false;
@@ -273,7 +278,7 @@ static void connect_now(sk_engine *e)
     int rc = dlock__aconn_open(e->base, &e->url, on_state, e, &e->ac, err, sizeof(err));
     if (rc) {
         e->ac = NULL;
-        sk__log(e, DLOCK_LOG_WARN, "redis: %s", err);
+        sk__health_down(e, NULL, "redis", err);
         schedule_reconnect(e);
     }
 }
@@ -315,16 +320,15 @@ static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
     if (ac != e->ac) return;
     if (up) {
         e->up = true;
-        e->attempt = 0;
         if (e->ever_up) e->st.reconnects++;
         e->ever_up = true;
-        sk__log(e, DLOCK_LOG_INFO, "redis connected");
+        sk__health_up(e); /* "redis connected" and the backoff reset wait for a good reply */
         load_scripts(e);
         sk__server_probe(e);
         sk__lease_step(e);
         return;
     }
-    sk__log(e, DLOCK_LOG_WARN, "redis connection lost: %s", why ? why : "?");
+    sk__health_down(e, ac, "redis connection lost", why);
     e->up = false;
     e->ac = NULL;
     e->dead_ac = ac; /* closing must wait until hiredis has returned */
@@ -348,6 +352,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             drop_connection(e, "reply deadline passed");
             return;
         }
+    }
+    if (sk__health_tick(e, now)) {
+        drop_connection(e, "credentials refused");
+        return;
     }
     if (e->info_due == 0) sk__lease_tick(e, now);
     if (e->up && now - e->last_poll_ms >= e->o.soldout_poll_ms) {

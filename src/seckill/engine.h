@@ -143,6 +143,28 @@ int sk_engine_order_get(sk_engine *e, uint64_t order_id, const char *campaign, s
 /* PING through the engine's connection; cb(0) when Redis answered. */
 int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg);
 
+/* ---- health (engine_health.c) ------------------------------------------ */
+
+typedef enum sk_redis_health {
+    SK_REDIS_OK = 0,         /* connected, writes not known to be refused */
+    SK_REDIS_DOWN,           /* not connected: reconnecting with backoff */
+    SK_REDIS_AUTH_REFUSED,   /* the server refused the credentials: reconnecting with backoff */
+    SK_REDIS_WRITES_REFUSED, /* connected, but writes are refused (OOM, READONLY, MISCONF,
+                                NOREPLICAS) until one succeeds */
+} sk_redis_health;
+
+/* What the engine knows about Redis now; *why_out (may be NULL) gets a
+ * one-line reason ("" when OK), valid until the loop runs again. Never
+ * contains a password. */
+sk_redis_health sk_engine_redis_health(const sk_engine *e, const char **why_out);
+
+/* Connects once, synchronously, to find out whether the server accepts
+ * the credentials of redis_url (at start-up, before the engine runs).
+ * Returns DLOCK_EAUTH with the reason in err ("redis auth refused for user
+ * 'default': WRONGPASS ..."), SK_EINVAL for a bad URL, 0 otherwise
+ * (accepted, or the server could not be reached: the engine keeps trying). */
+int sk_engine_check_auth(const char *redis_url, int64_t timeout_ms, char *err, size_t errlen);
+
 /* ---- stats -------------------------------------------------------------- */
 
 enum { SK_STAT_OUTCOMES = SK_OUT_COUNT, SK_STAT_BATCH_BUCKETS = 9 };

@@ -1,4 +1,4 @@
-/* engine_internal.h: what engine.c, engine_server.c, engine_lease.c and
+/* engine_internal.h: what engine.c, engine_server.c, engine_lease.c, engine_health.c and
  * campaign.c share: the engine struct and the script-call helper. Every Redis command goes through
  * sk__call_script/sk__call_cmd, which track it in a FIFO so a late reply
  * (command_timeout_ms) drops the connection. The purchase path
@@ -53,6 +53,16 @@ struct sk_engine {
     int64_t last_poll_ms;
     sk__coalescer *co;      /* the purchase path */
     sk_engine_stats st;     /* redis_errors, reconnects (the rest is co's) */
+    /* what /healthz is told (engine_health.c) */
+    bool proven;            /* this connection answered a command without an error */
+    bool auth_refused;      /* until a connection is proven */
+    bool drop_due;          /* this connection's credentials were refused: the tick drops it */
+    bool writes_refused;    /* until a write succeeds */
+    bool probe_busy;        /* the write probe is in flight */
+    int64_t probe_ms;       /* when it was last sent */
+    char down_why[200];     /* why the last connection failed or went down */
+    char auth_why[300];
+    char writes_why[300];
 };
 
 /* Sends a script (EVALSHA; EVAL again on NOSCRIPT). args = numkeys, keys,
@@ -71,6 +81,18 @@ void sk__server_probe(sk_engine *e);
 /* How a purchase batch is acknowledged now: SK__ACK_* (coalesce.h) and,
  * for SK__ACK_WAIT, the replicas and the timeout of its WAIT. */
 int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out);
+
+/* engine_health.c: the state /healthz reports (see its file comment). */
+/* An error reply msg on the current connection. True when it is a refused
+ * credential (logged once as the state, not per command). */
+bool sk__health_error_reply(sk_engine *e, const char *msg);
+void sk__health_good_reply(sk_engine *e); /* a reply without error */
+void sk__health_up(sk_engine *e);         /* a new connection is open (not proven yet) */
+/* The connection ac is gone (or could not open: ac NULL); logs "what: why". */
+void sk__health_down(sk_engine *e, dlock__aconn *ac, const char *what, const char *why);
+/* Sends the write probe while writes are refused. True when the open
+ * connection must be dropped (its credentials were refused). */
+bool sk__health_tick(sk_engine *e, int64_t now_ms);
 
 /* engine_lease.c: the order-id worker lease. */
 void sk__lease_step(sk_engine *e);          /* take or renew now (one in flight) */

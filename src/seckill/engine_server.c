@@ -36,7 +36,8 @@ static bool info_field(const char *text, const char *field, char *out, size_t ca
 
 static void probe_done(sk_engine *e)
 {
-    if (e->info_due > 0 && --e->info_due == 0) {
+    /* with refused credentials the probes say nothing about the server */
+    if (e->info_due > 0 && --e->info_due == 0 && !e->auth_refused) {
         int n = 0;
         int64_t t = 0;
         int plan = sk__ack_plan(e, &n, &t);
@@ -53,7 +54,7 @@ static void on_info_server(const dlock__reply *r, int err, void *priv)
     sk_engine *e = priv;
     bool ok = !err && dlock__reply_kind(r) == DLOCK__R_STRING &&
               info_field(dlock__reply_str(r, NULL), "run_id", e->runid, sizeof(e->runid));
-    if (!ok && err != DLOCK_EUNKNOWN && err != SK_EUNAVAIL)
+    if (!ok && err != DLOCK_EUNKNOWN && err != SK_EUNAVAIL && !e->auth_refused)
         sk__log(e, DLOCK_LOG_ERROR, "INFO server gave no run_id: every campaign answers 503 recovering");
     probe_done(e);
 }
@@ -72,7 +73,7 @@ static void on_info_repl(const dlock__reply *r, int err, void *priv)
 static bool config_value(sk_engine *e, const dlock__reply *r, int err, const char *want)
 {
     if (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) < 2) {
-        if (!e->config_refused_logged && err != DLOCK_EUNKNOWN && err != SK_EUNAVAIL) {
+        if (!e->config_refused_logged && err != DLOCK_EUNKNOWN && err != SK_EUNAVAIL && !e->auth_refused) {
             sk__log(e, DLOCK_LOG_WARN, "CONFIG GET refused: the server's persistence is unknown, "
                                        "so a standalone server's acceptances answer 202");
             e->config_refused_logged = true;

@@ -498,17 +498,31 @@ static bool parse_order_id(const char *s, uint64_t *out)
 
 /* ---- health, metrics, ping -------------------------------------------------- */
 
+/* 200 while purchases can be decided (by Redis, or by the database path
+ * while degraded); otherwise 503. Whenever Redis is not fine, "reason"
+ * says why in one line (docs/seckill.md, "Health"). */
 static void on_health(int err, void *arg)
 {
     hreq *q = arg;
     dlock__buf b = {0};
+    const char *why = "";
+    sk_redis_health rh = sk_engine_redis_health(q->h->engine, &why);
     bool ready = sk_engine_ready(q->h->engine);
     /* degraded: purchases are still served (by the database path) */
     bool degraded = sk_degraded_active(q->h->o.degraded);
-    bool ok = (!err && ready) || degraded;
-    dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\",\"mode\":\"%s\"}\n",
-                      degraded ? "degraded" : ok ? "ok" : "unavailable", err ? "down" : "up",
-                      ready ? "ready" : "no worker lease", degraded ? "degraded" : "redis");
+    bool redis_ok = !err && rh == SK_REDIS_OK;
+    bool ok = (redis_ok && ready) || degraded;
+    const char *redis = rh == SK_REDIS_WRITES_REFUSED && !err ? "refusing writes" : redis_ok ? "up" : "down";
+    if (!*why && err) why = "redis did not answer PING";
+    if (!*why && !ready) why = "no order-id worker lease yet";
+    dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\",\"mode\":\"%s\"",
+                      degraded ? "degraded" : ok ? "ok" : "unavailable", redis, ready ? "ready" : "no worker lease",
+                      degraded ? "degraded" : "redis");
+    if (*why && !(redis_ok && ready)) {
+        dlock__buf_append(&b, ",\"reason\":", 10);
+        dlock__json_put_str(&b, why, strlen(why));
+    }
+    dlock__buf_append(&b, "}\n", 2);
     sk__http_reply_json(q, ok ? 200 : 503, &b);
 }
 

@@ -16,6 +16,7 @@
 #include "dlock/rwlock.h"
 #include "dlock/semaphore.h"
 #include "lockface.h"
+#include "log_limit.h"
 
 /* Exactly one handle is set, by the kind. */
 struct cli_lock {
@@ -35,13 +36,26 @@ static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char log_last[512];
 static bool log_echo;
 
+static void print_line(int level, const char *msg, void *ud)
+{
+    (void)level;
+    (void)ud;
+    fprintf(stderr, "dlock: [libdlock] %s\n", msg);
+}
+
+/* -v echoes the library's lines; a line repeated within 10 s is counted,
+ * not printed again (log_limit.h). */
+static dlock__loglimit log_limit = DLOCK__LOGLIMIT_INIT(DLOCK__LOGLIMIT_WINDOW_MS, print_line, NULL);
+
+static void flush_log(void) { dlock__loglimit_flush(&log_limit); }
+
 static void on_log(dlock_log_level level, const char *msg, void *ud)
 {
     (void)ud;
     pthread_mutex_lock(&log_mu);
     if (level >= DLOCK_LOG_WARN) snprintf(log_last, sizeof(log_last), "%s", msg);
-    if (log_echo) fprintf(stderr, "dlock: [libdlock] %s\n", msg);
     pthread_mutex_unlock(&log_mu);
+    if (log_echo) dlock__loglimit_line(&log_limit, (int)level, msg);
 }
 
 /* Forgets the last warning, so a failure is explained by its own. */
@@ -164,6 +178,8 @@ int cli_fail(cli_lock *lk, int rc, const char *what)
 
 int cli_client_open(const cli_options *o, dlock_client **client_out)
 {
+    static bool flush_at_exit;
+    if (o->verbose && !flush_at_exit) flush_at_exit = atexit(flush_log) == 0;
     log_echo = o->verbose;
     dlock_client_options co;
     dlock_client_options_init(&co);

@@ -2,7 +2,9 @@
  * accepted orders from Redis streams into the database, reclaim of dead
  * workers' entries, dead letters, payment-timeout cancellation. Several
  * may run at once. SIGINT/SIGTERM stop it after the current batch.
- * Exit codes: 0 ok (or --drain finished), 1 runtime failure, 2 usage. */
+ * Exit codes: 0 ok (or --drain finished), 1 runtime failure, 2 usage.
+ * Log lines go through one limiter (log_limit.h): a line repeated within
+ * 10 s is counted, not printed again. */
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <time.h>
 
 #include "dlock/dlock.h"
+#include "log_limit.h"
 #include "options.h"
 #include "persist.h"
 #include "seckill_urls.h"
@@ -60,8 +63,9 @@ static void on_signal(int sig)
     atomic_store(&stop_flag, 1);
 }
 
-static void log_line(const char *line, void *ud)
+static void print_line(int level, const char *line, void *ud)
 {
+    (void)level;
     (void)ud;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -69,6 +73,14 @@ static void log_line(const char *line, void *ud)
     gmtime_r(&ts.tv_sec, &tm);
     fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ seckill-persist: %s\n", tm.tm_year + 1900, tm.tm_mon + 1,
             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, line);
+}
+
+static dlock__loglimit log_limit = DLOCK__LOGLIMIT_INIT(DLOCK__LOGLIMIT_WINDOW_MS, print_line, NULL);
+
+static void log_line(const char *line, void *ud)
+{
+    (void)ud;
+    dlock__loglimit_line(&log_limit, DLOCK_LOG_INFO, line);
 }
 
 static void usage(FILE *f)
@@ -114,6 +126,7 @@ static int run(sk_persist_opts *o)
     char err[512] = "";
     sk_persist_stats st;
     int rc = sk_persist_run(o, &st, err, sizeof(err));
+    dlock__loglimit_flush(&log_limit);
     if (rc) {
         fprintf(stderr, "seckill-persist: %s: %s\n", sk_strerror(rc), err);
         return 1;

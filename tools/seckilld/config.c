@@ -138,7 +138,7 @@ void seckilld_config_usage(FILE *f)
             fprintf(f, "  --%s%s%s\n      %s\n", o->name, o->arg ? " " : "", o->arg ? o->arg : "", o->help);
     }
     fprintf(f, "\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight "
-               "requests and exit 0.\nExit codes: 0 ok, 1 runtime failure, 2 bad configuration.\n");
+               "requests and exit 0.\nExit codes: 0 ok, 1 runtime failure, 2 bad configuration,\n77 Redis refused the credentials at start-up.\n");
 }
 
 /* Flags are read twice: first for --config / --help / --version, then

@@ -1,7 +1,10 @@
 /* main.c: seckilld: parse settings, then run one event loop (or fork
  * --workers loops sharing the port with SO_REUSEPORT, supervised by the
  * parent). SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit
- * 0. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration. */
+ * 0. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration, 77 Redis
+ * refused the credentials at start-up (as dlock(1); later refusals are
+ * retried with backoff). Log lines go through one limiter (log_limit.h):
+ * a line repeated within 10 s is counted, not printed again. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,15 +23,17 @@
 #include "dlock/dlock.h"
 #include "engine.h"
 #include "http.h"
+#include "log_limit.h"
 #include "url.h"
 #include "util.h"
 
+enum { EXIT_AUTH = 77 }; /* dlock(1)'s code for refused credentials */
+
 static int min_level = DLOCK_LOG_INFO;
 
-static void log_line(int level, const char *msg, void *ud)
+static void print_line(int level, const char *msg, void *ud)
 {
     (void)ud;
-    if (level < min_level) return;
     static const char *const names[] = {"debug", "info", "warn", "error"};
     char ts[32];
     time_t t = time(NULL);
@@ -38,6 +43,15 @@ static void log_line(int level, const char *msg, void *ud)
     fprintf(stderr, "%s seckilld[%d] %s: %s\n", ts, (int)getpid(), names[level & 3], msg);
 }
 
+static dlock__loglimit log_limit = DLOCK__LOGLIMIT_INIT(DLOCK__LOGLIMIT_WINDOW_MS, print_line, NULL);
+
+static void log_line(int level, const char *msg, void *ud)
+{
+    (void)ud;
+    if (level < min_level) return;
+    dlock__loglimit_line(&log_limit, level, msg);
+}
+
 typedef struct worker {
     const seckilld_config *c;
     struct event_base *base;
@@ -45,7 +59,7 @@ typedef struct worker {
     sk_http *http;
     sk_db *db;
     sk_degraded *dg;
-    struct event *drain_ev, *sigterm, *sigint;
+    struct event *drain_ev, *sigterm, *sigint, *log_ev;
     int64_t drain_deadline_ms;
     int64_t flush_deadline_ms; /* once nothing is in flight: wait for writes */
     bool draining;
@@ -67,6 +81,15 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     /* every request is answered; let the answers reach the sockets */
     if (!w->flush_deadline_ms) w->flush_deadline_ms = now + 1000;
     if (sk_http_unflushed(w->http) == 0 || now >= w->flush_deadline_ms) event_base_loopexit(w->base, NULL);
+}
+
+/* A flood's count line comes out soon after the flood stops. */
+static void on_log_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    dlock__loglimit_tick(&log_limit);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -196,9 +219,12 @@ static int start_serving(worker *w)
     w->drain_ev = event_new(w->base, -1, EV_PERSIST, on_drain_tick, w);
     w->sigterm = evsignal_new(w->base, SIGTERM, on_signal, w);
     w->sigint = evsignal_new(w->base, SIGINT, on_signal, w);
-    if (!w->drain_ev || !w->sigterm || !w->sigint) return 1;
+    w->log_ev = event_new(w->base, -1, EV_PERSIST, on_log_tick, NULL);
+    if (!w->drain_ev || !w->sigterm || !w->sigint || !w->log_ev) return 1;
     event_add(w->sigterm, NULL);
     event_add(w->sigint, NULL);
+    struct timeval second = {1, 0};
+    event_add(w->log_ev, &second);
     log_listening(w, port);
     return 0;
 }
@@ -219,6 +245,7 @@ static void stop_worker(worker *w)
     if (w->drain_ev) event_free(w->drain_ev);
     if (w->sigterm) event_free(w->sigterm);
     if (w->sigint) event_free(w->sigint);
+    if (w->log_ev) event_free(w->log_ev);
     sk_db_close(w->db);
     if (w->base) event_base_free(w->base);
 }
@@ -234,6 +261,7 @@ static int run_worker(const seckilld_config *c)
     if (rc == 0) rc = start_serving(&w);
     if (rc == 0) event_base_dispatch(w.base);
     stop_worker(&w);
+    dlock__loglimit_flush(&log_limit); /* a worker ends with _exit: no atexit */
     return rc;
 }
 
@@ -314,6 +342,25 @@ static int supervise(const seckilld_config *c)
     return rc;
 }
 
+/* Start-up only: a password the server refuses is a configuration error
+ * to fix, so say so and exit (EXIT_AUTH). An unreachable server is not:
+ * the engine keeps trying. Once running, a refusal (the password rotated
+ * on the server) is retried with backoff and reported by /healthz. */
+static int check_credentials(const seckilld_config *c)
+{
+    char err[384] = "";
+    int rc = sk_engine_check_auth(c->redis_url, c->redis_timeout_ms, err, sizeof(err));
+    if (rc == DLOCK_EAUTH) {
+        fprintf(stderr, "seckilld: %s\n", err);
+        return EXIT_AUTH;
+    }
+    if (rc) {
+        fprintf(stderr, "seckilld: redis-url: %s\n", err);
+        return 2;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     seckilld_config c;
@@ -330,7 +377,9 @@ int main(int argc, char **argv)
     if (!strcmp(c.log_level, "debug")) min_level = DLOCK_LOG_DEBUG;
     else if (!strcmp(c.log_level, "warn")) min_level = DLOCK_LOG_WARN;
     else if (!strcmp(c.log_level, "error")) min_level = DLOCK_LOG_ERROR;
-    int rc = c.workers > 1 ? supervise(&c) : run_worker(&c);
+    int rc = check_credentials(&c);
+    if (rc == 0) rc = c.workers > 1 ? supervise(&c) : run_worker(&c);
+    dlock__loglimit_flush(&log_limit);
     seckilld_config_free(&c);
     return rc;
 }
