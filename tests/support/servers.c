@@ -258,6 +258,21 @@ static const char *pg_bindir(void)
 
 /* Runs postgres on s->dir/data and s->port as uid/gid; waits (<= 15 s) for
  * its socket. 0, or -1 with the process gone. */
+/* True when the postgres log, from byte from on, says the server accepts
+ * connections. */
+static bool log_says_ready(const char *log, off_t from)
+{
+    FILE *f = fopen(log, "r");
+    if (!f) return false;
+    bool ready = false;
+    char line[1024];
+    if (fseeko(f, from, SEEK_SET) == 0)
+        while (!ready && fgets(line, sizeof(line), f))
+            ready = strstr(line, "ready to accept connections") != NULL;
+    fclose(f);
+    return ready;
+}
+
 static int pg_launch(test_server *s, const char *bin, uid_t uid, gid_t gid)
 {
     char postgres[320], data[320], log[320], port[16], probe[400];
@@ -267,6 +282,8 @@ static int pg_launch(test_server *s, const char *bin, uid_t uid, gid_t gid)
     snprintf(port, sizeof(port), "%d", s->port);
     snprintf(probe, sizeof(probe), "%s/.s.PGSQL.%d", s->dir, s->port);
     unlink(probe); /* a socket left by an earlier run would look alive */
+    struct stat before;
+    off_t log_from = stat(log, &before) == 0 ? before.st_size : 0; /* the log is appended to */
     char *argv[] = {postgres, "-D", data, "-p", port, "-k", s->dir,
                     "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
                     "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
@@ -276,10 +293,9 @@ static int pg_launch(test_server *s, const char *bin, uid_t uid, gid_t gid)
     for (int i = 0; i < 300; i++) { /* <= 15 s for the socket to appear */
         int st;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) break;
-        if (access(probe, F_OK) == 0) {
-            dlock__sleep_ms(100);
-            return 0;
-        }
+        /* The socket appears before recovery ends ("the database system is
+         * starting up"); ready is the server's own line in this run's log. */
+        if (access(probe, F_OK) == 0 && log_says_ready(log, log_from)) return 0;
         dlock__sleep_ms(50);
     }
     test_server_kill(s);
