@@ -21,10 +21,13 @@ struct sk_http {
     char *user_secret;
     size_t inflight;
     sk_http_metrics m;
+    struct hreq *free_q; /* recycled request records */
+    size_t nfree_q;
 };
 
 typedef struct hreq {
     sk_http *h;
+    struct hreq *next_free;
     sk_hs_req *req;
     sk_route route;
     int64_t t0_us;
