@@ -658,14 +658,17 @@ static void handle_healthz(hreq *q)
 
 static void handle_metrics(hreq *q)
 {
-    sk_engine_stats st;
-    sk_engine_get_stats(q->h->engine, &st);
+    sk__http_snap *s = malloc(sizeof(*s));
+    if (!s) {
+        sk__http_reply_error(q, 500, "internal", "out of memory");
+        return;
+    }
+    sk__http_gather(q->h, s); /* every loop of the process */
     dlock__buf b = {0};
     /* this request counts as in flight until answered; report the others */
-    sk_metrics_render(&q->h->m, &st, q->h->inflight - 1, sk_engine_ready(q->h->engine), &b);
-    sk_degraded_stats ds = {0};
-    if (q->h->o.degraded) sk_degraded_get_stats(q->h->o.degraded, &ds);
-    sk_metrics_render_degraded(&ds, &b);
+    sk_metrics_render(&s->m, &s->st, s->inflight - 1, s->ready, &b);
+    sk_metrics_render_degraded(&s->ds, &b);
+    free(s);
     reply(q, 200, "text/plain; version=0.0.4", &b);
     dlock__buf_free(&b);
 }
@@ -807,11 +810,26 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     ho.body_timeout_ms = h->o.body_timeout_ms;
     ho.on_request = on_request;
     ho.ud = h;
-    if (!h->admin_token || !h->user_secret || sk_hs_new(base, &ho, &h->hs) != 0) {
+    if (!h->admin_token || !h->user_secret || sk_hs_new(base, &ho, &h->hs) != 0 ||
+        (h->o.group && sk__http_group_join(h) != 0)) {
         sk_http_free(h);
         return DLOCK_ENOMEM;
     }
     *out = h;
+    return 0;
+}
+
+int sk_http_listen_fd(sk_http *h, int fd)
+{
+    sk_hs_listen_opts lo;
+    sk_hs_listen_opts_init(&lo);
+    if (h->o.max_connections) lo.max_conns = h->o.max_connections;
+    lo.door = h->o.door;
+    lo.max_conns_per_addr = h->o.max_conns_per_addr;
+    if (sk_hs_listen(h->hs, fd, &lo) != 0) {
+        close(fd);
+        return DLOCK_EIO;
+    }
     return 0;
 }
 
@@ -820,12 +838,7 @@ int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *
 {
     int fd = sk_hs_bind(addr, port, reuseport, port_out, err, errlen);
     if (fd < 0) return DLOCK_EIO;
-    sk_hs_listen_opts lo;
-    sk_hs_listen_opts_init(&lo);
-    if (h->o.max_connections) lo.max_conns = h->o.max_connections;
-    lo.max_conns_per_addr = h->o.max_conns_per_addr;
-    if (sk_hs_listen(h->hs, fd, &lo) != 0) {
-        close(fd);
+    if (sk_http_listen_fd(h, fd) != 0) {
         snprintf(err, errlen, "cannot listen on %s:%d: out of memory", addr ? addr : "*", port);
         return DLOCK_EIO;
     }
@@ -834,9 +847,15 @@ int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *
 
 void sk_http_stop_accepting(sk_http *h) { sk_hs_stop_accepting(h->hs); }
 
+void sk_http_leave_group(sk_http *h)
+{
+    if (h) sk__http_group_leave(h);
+}
+
 void sk_http_free(sk_http *h)
 {
     if (!h) return;
+    sk__http_group_leave(h);
     sk_hs_free(h->hs);
     while (h->free_q) {
         hreq *q = h->free_q;
