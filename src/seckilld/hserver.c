@@ -1,7 +1,8 @@
 /* hserver.c: the HTTP layer's server (see hserver.h): options, listening
  * sockets, accepting under the connection caps, and eviction.
  * Design: one server per event loop. A listener counts its connections
- * and those of each client address; at its cap a new connection replaces
+ * and those of each client address in its door (its own, or one shared
+ * with the listeners of other loops: sk_hs_door, under a mutex); at its cap a new connection replaces
  * the connection that has waited longest for a complete head (the slow
  * or silent ones a slowloris flood is made of) once that one has waited
  * evict_after_ms; with nothing to evict it stops accepting and looks again

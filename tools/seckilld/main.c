@@ -1,7 +1,8 @@
 /* main.c: seckilld: parse settings, then run one event loop, or --threads
  * N loops in this process (threads.c), or fork --workers processes sharing
- * the port with SO_REUSEPORT, supervised by the parent. SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit
- * 0. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration. */
+ * the port with SO_REUSEPORT, supervised by the parent. SIGTERM/SIGINT:
+ * stop accepting, finish in-flight requests, exit 0. Exit codes: 0 ok, 1
+ * runtime failure, 2 bad configuration. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,6 +77,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     worker *w = arg;
+    if (w->sh) { /* sig is the stop pipe: empty it, or it stays readable */
+        char b[16];
+        while (read(sig, b, sizeof(b)) > 0) {
+        }
+    }
     if (w->draining) return;
     char msg[96];
     if (w->sh) snprintf(msg, sizeof(msg), "stopping: stop accepting, finishing %zu in-flight requests",
