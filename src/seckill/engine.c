@@ -158,7 +158,7 @@ static int send_call(sk_engine *e, sk__call *c)
 
 /* ---- RESP calls: the purchase batch's arguments come formatted ---------- */
 
-#define RESP_HEAD_ROOM 64 /* "*<argc>\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n" fits */
+#define RESP_HEAD_ROOM 96 /* "*<argc>\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n": 67 at most */
 
 static char *resp_len_line(char *p, char tag, size_t n)
 {

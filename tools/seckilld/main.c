@@ -196,6 +196,22 @@ static void log_listening(const worker *w, int port)
     log_line(DLOCK_LOG_INFO, msg, NULL);
 }
 
+/* --threads: a loop starts accepting once its engine is ready (Redis
+ * connected, scripts loaded, lease held), or after max_ms so that a Redis
+ * down at start is answered 503 as with one loop. Without the wait, the
+ * first loop to be ready makes /healthz say ok while connections the
+ * kernel hands to another loop still get 503 "not ready". Connections
+ * meanwhile wait in the loop's listen backlog. */
+static void wait_engine_ready(worker *w, int64_t max_ms)
+{
+    int64_t end = dlock__now_ms() + max_ms;
+    while (!sk_engine_ready(w->engine) && dlock__now_ms() < end) {
+        struct timeval tv = {0, 10000};
+        event_base_loopexit(w->base, &tv);
+        event_base_dispatch(w->base);
+    }
+}
+
 /* HTTP, the listener and the signal events. 0, 1 or 2 (printed). */
 static int start_serving(worker *w)
 {
@@ -209,6 +225,7 @@ static int start_serving(worker *w)
         int fd = w->sh->listen_fd;
         w->listen_fd_taken = true;
         port = w->sh->port;
+        wait_engine_ready(w, 1000);
         if (sk_http_listen_fd(w->http, fd) != 0) return 1;
     } else if (sk_http_listen(w->http, c->bind, c->port, c->reuseport || c->workers > 1, &port, err,
                               sizeof(err)) != 0) {
