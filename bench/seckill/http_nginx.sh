@@ -8,6 +8,8 @@
 # refused), divided by the requests wrk counted. Prints one CSV line per
 # measurement, the medians, and the same-run ratios per round and their median.
 #   bench/seckill/http_nginx.sh [BUILD_DIR] [ROUNDS] [DURATION_S] [SECKILLD_BINARY] [EXTRA_SECKILLD_ARGS...]
+# (e.g. ... build-rel/tools/seckilld/seckilld --threads 1; the load average
+# goes to stderr at the start and before each round)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
@@ -109,8 +111,10 @@ measure() {
         "$(awk -v c="$rcpu" -v r="$reqs" 'BEGIN { printf "%.2f", c * 1000 / r }')" | tr -d ' '
 }
 
+echo "# $(date -u +%FT%TZ) seckilld ${*:-} load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo "name,rps,requests,server_cpu_ms,server_cpu_us_per_request,redis_cpu_us_per_request"
 for r in $(seq "$ROUNDS"); do
+    echo "# round $r load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     measure ping "$SK_PID" "http://127.0.0.1:$SK_PORT/ping"
     BUY_PREFIX="r$r-$$" measure buy "$SK_PID" "http://127.0.0.1:$SK_PORT/v1/campaigns/bench/purchase" -s "$work/buy.lua"
     measure nginx "$NG_PID" "http://127.0.0.1:$NG_PORT/"

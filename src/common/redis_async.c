@@ -2,7 +2,8 @@
  * dlock__aconn (see redis_async.h). Invariant: every accepted command's
  * callback runs exactly once, and an aconn is never freed while hiredis is
  * still calling into it. Uses only redisAsyncConnect/ConnectUnix,
- * redisAsyncCommandArgv, redisAsyncDisconnect/Free and redisLibeventAttach,
+ * redisAsyncCommandArgv, redisAsyncFormattedCommand,
+ * redisAsyncDisconnect/Free and redisLibeventAttach,
  * which hiredis 0.14.1 and 1.x share. */
 #include "redis_async.h"
 
@@ -161,6 +162,19 @@ int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, cons
     *cmd = (acmd){.ac = ac, .cb = cb, .priv = priv};
     if (redisAsyncCommandArgv(ac->ctx, on_reply, cmd, argc, argv, lens) != REDIS_OK) {
         free(cmd);
+        return DLOCK__ECONN;
+    }
+    return 0;
+}
+
+int dlock__aconn_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len)
+{
+    if (!ac->ctx || ac->closing) return DLOCK__ECONN;
+    acmd *c = malloc(sizeof(*c));
+    if (!c) return DLOCK__ENOMEM;
+    *c = (acmd){.ac = ac, .cb = cb, .priv = priv};
+    if (redisAsyncFormattedCommand(ac->ctx, on_reply, c, cmd, len) != REDIS_OK) {
+        free(c);
         return DLOCK__ECONN;
     }
     return 0;

@@ -33,6 +33,9 @@ int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__ast
 /* Queues a command; returns 0 (cb will run) or ECONN/ENOMEM (cb will not). */
 int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
                      const size_t *lens);
+/* Queues a command already written in RESP (cmd[0..len), copied); as
+ * dlock__aconn_cmd. */
+int dlock__aconn_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len);
 /* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok. */
 void dlock__aconn_close(dlock__aconn *ac);
 bool dlock__aconn_is_up(const dlock__aconn *ac);

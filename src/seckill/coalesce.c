@@ -68,6 +68,8 @@ struct sk__coalescer {
     uint64_t batched_purchases;
     uint64_t soldout_local;
     uint64_t answered_acked, answered_pending, ack_waits, ack_failures;
+    char *wire;             /* the last batch's RESP arguments (reused) */
+    size_t wire_cap;
 };
 
 const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, INT64_MAX};
@@ -146,62 +148,117 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
     if (c->npending) flush(c);
 }
 
-/* Appends pfx + s + NUL to buf and records its offset. */
-static void put_arg(dlock__buf *buf, size_t *offs, int *na, const char *pfx, const char *s)
+/* ---- the batch's EVALSHA arguments, written as RESP ------------------------
+ * One call of purchase.lua carries 13 + 9 per purchase arguments; they are
+ * written straight into the wire format ("$<len>\r\n<bytes>\r\n" each)
+ * in a buffer the coalescer keeps, with integers converted by hand: the
+ * printf family and hiredis' argv formatting were ~40 % of seckilld's
+ * instructions per purchase (docs/BENCHMARKS.md). The engine writes the
+ * "*<argc>" header and the EVALSHA/sha arguments in front. */
+
+/* Bytes the bulk string header "$<n>\r\n" and the trailing CRLF take at most. */
+#define RESP_OVERHEAD 26
+
+/* Decimal digits of v, written ending at end; returns where they start. */
+static char *u64_digits(char *end, uint64_t v)
 {
-    offs[(*na)++] = buf->len;
-    dlock__buf_append(buf, pfx, strlen(pfx));
-    dlock__buf_append(buf, s, strlen(s) + 1);
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
 }
 
-static void put_int(dlock__buf *buf, size_t *offs, int *na, long long v)
+static char *w_bulk_head(char *p, size_t n)
 {
-    char num[32];
-    snprintf(num, sizeof(num), "%lld", v);
-    put_arg(buf, offs, na, "", num);
+    char num[24], *d = u64_digits(num + sizeof(num), n);
+    *p++ = '$';
+    size_t k = (size_t)(num + sizeof(num) - d);
+    memcpy(p, d, k);
+    p += k;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
 }
 
-/* purchase.lua's KEYS: 4 of the campaign, then 4 per purchase. */
-static void put_keys(dlock__buf *buf, size_t *offs, int *na, const sk__camp *c, const sk__batch *b)
+/* One argument: pfx (may be empty) immediately followed by s. */
+static char *w_arg(char *p, const char *pfx, size_t pn, const char *s, size_t sn)
 {
-    char pfx[120];
-    put_int(buf, offs, na, 4 + 4 * b->n);
-    put_arg(buf, offs, na, c->prefix, "meta");
-    put_arg(buf, offs, na, c->prefix, "stock");
-    put_arg(buf, offs, na, c->prefix, "buyers");
-    put_arg(buf, offs, na, c->prefix, "orders");
+    p = w_bulk_head(p, pn + sn);
+    memcpy(p, pfx, pn);
+    memcpy(p + pn, s, sn);
+    p += pn + sn;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+static char *w_str(char *p, const char *s) { return w_arg(p, "", 0, s, strlen(s)); }
+
+static char *w_int(char *p, int64_t v)
+{
+    char num[24], *d = u64_digits(num + sizeof(num), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0) *--d = '-';
+    return w_arg(p, "", 0, d, (size_t)(num + sizeof(num) - d));
+}
+
+/* A key of the campaign: prefix + a fixed part + a variable part. */
+static char *w_key(char *p, const sk__camp *c, size_t cpn, const char *part, const char *var, size_t vn)
+{
+    size_t partn = strlen(part);
+    p = w_bulk_head(p, cpn + partn + vn);
+    memcpy(p, c->prefix, cpn);
+    memcpy(p + cpn, part, partn);
+    memcpy(p + cpn + partn, var, vn);
+    p += cpn + partn + vn;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* Upper bound of the batch's RESP bytes: every string is bounded by its
+ * array (user, idem, ip, prefix, id, run id) or is a 20-digit integer. */
+static size_t batch_bound(const sk__batch *b)
+{
+    size_t camp = 13 * RESP_OVERHEAD + 4 * (80 + 8) + 65 + 6 * 20 + 41 + 20;
+    size_t per = 9 * RESP_OVERHEAD + (80 + 6 + 65) + (80 + 6 + 20) + (80 + 5 + 65) + (80 + 6 + 64) +
+                 20 + 65 + 20 + 65 + 64;
+    return camp + per * (size_t)b->n;
+}
+
+/* purchase.lua's KEYS (numkeys, 4 of the campaign, then 4 per purchase)
+ * and ARGV (campaign, N, the six limits, the server's run id, then 5 per
+ * purchase). Returns the end. */
+static char *w_batch(char *p, const sk__coalescer *co, const sk__camp *c, const sk__batch *b)
+{
+    size_t cpn = strlen(c->prefix);
+    p = w_int(p, 4 + 4 * b->n);
+    p = w_key(p, c, cpn, "meta", "", 0);
+    p = w_key(p, c, cpn, "stock", "", 0);
+    p = w_key(p, c, cpn, "buyers", "", 0);
+    p = w_key(p, c, cpn, "orders", "", 0);
     for (int i = 0; i < b->n; i++) {
         const sk__preq *q = b->reqs[i];
-        snprintf(pfx, sizeof(pfx), "%sidem:", c->prefix);
-        put_arg(buf, offs, na, pfx, q->idem);
-        snprintf(pfx, sizeof(pfx), "%sorder:%llu", c->prefix, (unsigned long long)q->order_id);
-        put_arg(buf, offs, na, pfx, "");
-        snprintf(pfx, sizeof(pfx), "%srl:u:", c->prefix);
-        put_arg(buf, offs, na, pfx, q->user);
-        snprintf(pfx, sizeof(pfx), "%srl:ip:", c->prefix);
-        put_arg(buf, offs, na, pfx, q->ip);
+        char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
+        p = w_key(p, c, cpn, "idem:", q->idem, strlen(q->idem));
+        p = w_key(p, c, cpn, "order:", d, (size_t)(num + sizeof(num) - d));
+        p = w_key(p, c, cpn, "rl:u:", q->user, strlen(q->user));
+        p = w_key(p, c, cpn, "rl:ip:", q->ip, strlen(q->ip));
     }
-}
-
-/* purchase.lua's ARGV: campaign, N, the six limits, the server's run id,
- * then 5 per purchase. */
-static void put_argv(dlock__buf *buf, size_t *offs, int *na, const sk__coalescer *co, const sk__camp *c,
-                     const sk__batch *b)
-{
-    put_arg(buf, offs, na, "", c->id);
-    put_int(buf, offs, na, b->n);
-    for (int k = 0; k < 6; k++) put_int(buf, offs, na, (long long)co->limits[k]);
-    put_arg(buf, offs, na, "", co->h.server_runid(co->h.ud));
+    p = w_str(p, c->id);
+    p = w_int(p, b->n);
+    for (int k = 0; k < 6; k++) p = w_int(p, co->limits[k]);
+    p = w_str(p, co->h.server_runid(co->h.ud));
     for (int i = 0; i < b->n; i++) {
         const sk__preq *q = b->reqs[i];
-        char oid[24];
-        snprintf(oid, sizeof(oid), "%llu", (unsigned long long)q->order_id);
-        put_arg(buf, offs, na, "", oid);
-        put_arg(buf, offs, na, "", q->user);
-        put_int(buf, offs, na, (long long)q->qty);
-        put_arg(buf, offs, na, "", q->idem);
-        put_arg(buf, offs, na, "", q->ip);
+        char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
+        p = w_arg(p, "", 0, d, (size_t)(num + sizeof(num) - d));
+        p = w_str(p, q->user);
+        p = w_int(p, q->qty);
+        p = w_str(p, q->idem);
+        p = w_str(p, q->ip);
     }
+    return p;
 }
 
 static void on_wait_reply(const dlock__reply *r, int err, void *priv);
@@ -219,33 +276,27 @@ static void send_wait(sk__coalescer *co, sk__batch *b)
     snprintf(t, sizeof(t), "%lld", (long long)timeout);
     const char *argv[] = {"WAIT", n, t};
     co->ack_waits++;
-    if (co->h.send(co->h.ud, false, 3, argv, on_wait_reply, b) == 0) b->replies_due++;
+    if (co->h.send(co->h.ud, 3, argv, on_wait_reply, b) == 0) b->replies_due++;
     else co->ack_failures++; /* decided, never acknowledged: pending */
 }
 
 static int send_batch(sk__coalescer *co, sk__camp *c, sk__batch *b)
 {
-    int nargs = 1 + (4 + 4 * b->n) + 9 + 5 * b->n, na = 0;
-    size_t *offs = malloc((size_t)nargs * sizeof(size_t));
-    const char **args = malloc((size_t)nargs * sizeof(char *));
-    dlock__buf buf = {0};
-    int rc = DLOCK_ENOMEM;
-    if (offs && args) {
-        put_keys(&buf, offs, &na, c, b);
-        put_argv(&buf, offs, &na, co, c, b);
+    size_t need = batch_bound(b);
+    if (need > co->wire_cap) {
+        char *w = realloc(co->wire, need);
+        if (!w) return DLOCK_ENOMEM;
+        co->wire = w;
+        co->wire_cap = need;
     }
-    if (offs && args && !buf.oom) {
-        for (int k = 0; k < na; k++) args[k] = buf.data + offs[k];
-        b->replies_due = 0;
-        rc = co->h.send(co->h.ud, true, na, args, on_batch_reply, b);
-        if (rc == 0) {
-            b->replies_due = 1;
-            send_wait(co, b);
-        }
+    char *end = w_batch(co->wire, co, c, b);
+    int nargs = 1 + (4 + 4 * b->n) + 9 + 5 * b->n;
+    b->replies_due = 0;
+    int rc = co->h.send_script(co->h.ud, nargs, co->wire, (size_t)(end - co->wire), on_batch_reply, b);
+    if (rc == 0) {
+        b->replies_due = 1;
+        send_wait(co, b);
     }
-    dlock__buf_free(&buf);
-    free(offs);
-    free(args);
     return rc;
 }
 
@@ -289,7 +340,9 @@ static void decide_one(sk__camp *c, const dlock__reply *r, int i, sk__preq *q)
     sk_purchase_result res = {.err = sk_outcome_get(id)->err, .replay = id == SK_OUT_REPLAY};
     long long v = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 1)));
     const char *oid = dlock__reply_str(dlock__reply_at(r, (size_t)(4 * i + 2)), NULL);
-    res.order_id = strtoull(oid, NULL, 10);
+    res.order_id = 0; /* the script's decimal string, read without strtoull */
+    for (const char *p = oid ? oid : ""; *p >= '0' && *p <= '9'; p++)
+        res.order_id = res.order_id * 10 + (uint64_t)(*p - '0');
     res.qty = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 3)));
     bool stock_value = id == SK_OUT_ACCEPTED || id == SK_OUT_REPLAY || id == SK_OUT_SOLD_OUT;
     if (stock_value) res.remaining = v;
@@ -400,9 +453,11 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
     q->cb = cb;
     q->arg = arg;
     q->qty = qty;
-    snprintf(q->user, sizeof(q->user), "%s", user);
-    snprintf(q->idem, sizeof(q->idem), "%s", idem ? idem : "");
-    if (ip && strlen(ip) < sizeof(q->ip)) snprintf(q->ip, sizeof(q->ip), "%s", ip);
+    /* valid (purchase_valid): user and idem fit; an ip that does not is left out */
+    memcpy(q->user, user, strlen(user) + 1);
+    if (idem) memcpy(q->idem, idem, strlen(idem) + 1);
+    size_t ipn = ip ? strlen(ip) : 0;
+    if (ipn < sizeof(q->ip)) memcpy(q->ip, ip ? ip : "", ipn + 1);
     c->pending[c->npending++] = q;
     co->pending++;
     if (c->npending >= co->max_batch || c->inflight == 0) flush(c);
@@ -460,7 +515,7 @@ static void poll_one(sk__camp *c, void *ud)
     char key[96];
     snprintf(key, sizeof(key), "%sstock", c->prefix);
     const char *argv[] = {"GET", key};
-    if (c->co->h.send(c->co->h.ud, false, 2, argv, on_poll_reply, c) == 0) c->polling = true;
+    if (c->co->h.send(c->co->h.ud, 2, argv, on_poll_reply, c) == 0) c->polling = true;
 }
 
 void sk__coalescer_poll_soldout(sk__coalescer *co) { sk__camp_each(&co->camps, poll_one, NULL); }
@@ -502,6 +557,7 @@ void sk__coalescer_free(sk__coalescer *co)
     if (!co) return;
     sk__camp_table_clear(&co->camps);
     event_free(co->fail_ev);
+    free(co->wire);
     free(co);
 }
 

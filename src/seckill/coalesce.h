@@ -30,9 +30,13 @@ enum {
 
 typedef struct sk__coalesce_hooks {
     void *ud;
-    /* Sends purchase.lua (script: args are numkeys, keys, argv) or a plain
-     * command. 0 (fn will run once) or an error (fn will not run). */
-    int (*send)(void *ud, bool script, int nargs, const char **args, sk__reply_fn fn, void *priv);
+    /* Sends purchase.lua: nargs arguments (numkeys, keys, argv) already
+     * written as RESP bulk strings in resp[0..len) (the hook adds the
+     * array header and EVALSHA <sha>; resp is not kept). 0 (fn will run
+     * once) or an error (fn will not run). */
+    int (*send_script)(void *ud, int nargs, const char *resp, size_t len, sk__reply_fn fn, void *priv);
+    /* Sends a plain command; as send_script. */
+    int (*send)(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv);
     /* Connected and holding an order-id lease. */
     bool (*ready)(void *ud);
     /* The next order id; 0 or SK_EUNAVAIL. */

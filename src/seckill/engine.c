@@ -52,8 +52,11 @@ struct sk__call {
     struct sk__call *prev, *next; /* in-flight FIFO */
     int script;                   /* SK__LUA_* or -1 */
     int argc;
-    const char **argv;            /* owned (same allocation) */
+    const char **argv;            /* owned (same allocation); NULL for a RESP call */
     size_t *lens;
+    char *resp;                   /* a RESP call: the arguments after the sha (same allocation) */
+    size_t resp_len;
+    bool evaled;                  /* NOSCRIPT was answered by sending the source */
 };
 
 #define TICK_MS 50
@@ -155,6 +158,96 @@ static int send_call(sk_engine *e, sk__call *c)
     return 0;
 }
 
+/* ---- RESP calls: the purchase batch's arguments come formatted ---------- */
+
+#define RESP_HEAD_ROOM 96 /* "*<argc>\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n": 67 at most */
+
+static char *resp_len_line(char *p, char tag, size_t n)
+{
+    char num[24], *d = num + sizeof(num);
+    do {
+        *--d = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    *p++ = tag;
+    memcpy(p, d, (size_t)(num + sizeof(num) - d));
+    p += num + sizeof(num) - d;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* "*<argc>", then name and its second argument (the sha, or the source). */
+static char *resp_head(char *p, int argc, const char *name, const char *arg, size_t argn)
+{
+    size_t nn = strlen(name);
+    p = resp_len_line(p, '*', (size_t)argc);
+    p = resp_len_line(p, '$', nn);
+    memcpy(p, name, nn);
+    p += nn;
+    memcpy(p, "\r\n", 2);
+    p += 2;
+    p = resp_len_line(p, '$', argn);
+    memcpy(p, arg, argn);
+    p += argn;
+    memcpy(p, "\r\n", 2);
+    return p + 2;
+}
+
+/* EVALSHA in front of the call's arguments (written into the room kept
+ * before them, so the command goes out in one piece). */
+static int send_resp(sk_engine *e, sk__call *c)
+{
+    char head[RESP_HEAD_ROOM];
+    size_t hn = (size_t)(resp_head(head, c->argc, "EVALSHA", e->sha[c->script], 40) - head);
+    char *start = c->resp - hn;
+    memcpy(start, head, hn);
+    int rc = dlock__aconn_cmd_resp(e->ac, on_call_reply, c, start, hn + c->resp_len);
+    if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
+    track_call(e, c);
+    return 0;
+}
+
+/* NOSCRIPT: the same call with the script's source (once). */
+static int resend_eval(sk_engine *e, sk__call *c)
+{
+    c->evaled = true;
+    const char *src = (const char *)lua_src[c->script];
+    size_t sn = strlen(src);
+    if (c->argv) {
+        c->argv[0] = "EVAL";
+        c->argv[1] = src;
+        c->lens[0] = 4;
+        c->lens[1] = sn;
+        if (dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens) != 0) return SK_EUNAVAIL;
+    } else {
+        char *buf = malloc(RESP_HEAD_ROOM + sn + c->resp_len);
+        if (!buf) return DLOCK_ENOMEM;
+        char *p = resp_head(buf, c->argc, "EVAL", src, sn);
+        memcpy(p, c->resp, c->resp_len);
+        int rc = dlock__aconn_cmd_resp(e->ac, on_call_reply, c, buf, (size_t)(p - buf) + c->resp_len);
+        free(buf); /* hiredis copied it */
+        if (rc) return SK_EUNAVAIL;
+    }
+    track_call(e, c);
+    return 0;
+}
+
+int sk__call_script_resp(sk_engine *e, int script, int nargs, const char *resp, size_t len, sk__reply_fn fn,
+                         void *priv)
+{
+    if (!e->ac || !e->up) return SK_EUNAVAIL;
+    sk__call *c = malloc(sizeof(*c) + RESP_HEAD_ROOM + len);
+    if (!c) return DLOCK_ENOMEM;
+    *c = (sk__call){.e = e, .fn = fn, .priv = priv, .script = script, .argc = nargs + 2};
+    c->resp = (char *)(c + 1) + RESP_HEAD_ROOM;
+    memcpy(c->resp, resp, len);
+    c->resp_len = len;
+    int rc = send_resp(e, c);
+    if (rc) free(c);
+    return rc;
+}
+
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
 {
     (void)ac;
@@ -162,18 +255,10 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     sk_engine *e = c->e;
     if (reply) e->last_reply_ms = dlock__now_ms();
     unlink_call(e, c);
-    if (reply && c->script >= 0 && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up &&
-        strcmp(c->argv[0], "EVALSHA") == 0) {
+    if (reply && c->script >= 0 && !c->evaled && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up) {
         /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
         sk__log(e, DLOCK_LOG_DEBUG, "script %d not loaded on the server: sending it", c->script);
-        c->argv[0] = "EVAL";
-        c->argv[1] = (const char *)lua_src[c->script];
-        c->lens[0] = 4;
-        c->lens[1] = strlen(c->argv[1]);
-        if (dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens) == 0) {
-            track_call(e, c);
-            return;
-        }
+        if (resend_eval(e, c) == 0) return;
         reply = NULL;
         err = SK_EUNAVAIL;
     }
@@ -366,11 +451,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the coalescer's hooks ---------------------------------------------- */
 
-static int co_send(void *ud, bool script, int nargs, const char **args, sk__reply_fn fn, void *priv)
+static int co_send_script(void *ud, int nargs, const char *resp, size_t len, sk__reply_fn fn, void *priv)
 {
-    sk_engine *e = ud;
-    if (script) return sk__call_script(e, SK__LUA_PURCHASE, nargs, args, NULL, fn, priv);
-    return sk__call_cmd(e, nargs, args, NULL, fn, priv);
+    return sk__call_script_resp(ud, SK__LUA_PURCHASE, nargs, resp, len, fn, priv);
+}
+
+static int co_send(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv)
+{
+    return sk__call_cmd(ud, argc, argv, NULL, fn, priv);
 }
 
 static bool co_ready(void *ud) { return ready(ud); }
@@ -419,8 +507,8 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     sk_orderid_init(&e->gen, -1);
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
-    sk__coalesce_hooks hooks = {.ud = e, .send = co_send, .ready = co_ready,
-                                 .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
+    sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send = co_send,
+                                 .ready = co_ready, .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
                                  .server_runid = co_server_runid, .log = co_log};
     int rc = sk__coalescer_new(base, &e->o, &hooks, &e->co);
     if (rc || !e->reconnect_ev || !e->tick_ev) {

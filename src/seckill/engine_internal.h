@@ -72,6 +72,10 @@ int sk__call_script(sk_engine *e, int script, int nargs, const char **args, cons
                     sk__reply_fn fn, void *priv);
 int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
                  void *priv);
+/* sk__call_script with the nargs arguments after the sha already written
+ * as RESP bulk strings (resp[0..len), copied): the purchase batch. */
+int sk__call_script_resp(sk_engine *e, int script, int nargs, const char *resp, size_t len, sk__reply_fn fn,
+                         void *priv);
 
 #define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)
 

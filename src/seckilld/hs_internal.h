@@ -6,6 +6,7 @@
 #define SK_HS_INTERNAL_H
 
 #include <http_parser.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,16 +41,24 @@ struct sk_hs {
     char rbuf[HS_READ_CHUNK];
 };
 
+/* Open connections in total and per client address: a listener's own, or
+ * shared by the listeners of several loops (sk_hs_door, under its mutex). */
+struct sk_hs_door {
+    pthread_mutex_t mu;
+    size_t nconns;
+    hs_addr_count *addrs[HS_ADDR_BUCKETS];
+};
+
 struct hs_listener {
     sk_hs *s;
     hs_listener *next;
     struct evconnlistener *l;
     struct event *recheck; /* paused (cap, EMFILE): try again later */
     sk_hs_listen_opts o;
-    size_t nconns;
+    sk_hs_door *door;      /* o.door, or own_door */
+    sk_hs_door *own_door;
     bool paused;
     hs_conn *wait_head, *wait_tail; /* waiting for a complete head, oldest first */
-    hs_addr_count *addrs[HS_ADDR_BUCKETS];
 };
 
 struct hs_addr_count {

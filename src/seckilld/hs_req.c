@@ -34,10 +34,9 @@ const char *sk_hs_req_body(const sk_hs_req *r, size_t *len_out)
 
 static bool clean(const char *s, size_t *len_out)
 {
-    const char *p = s;
-    while (*p && *p != '\r' && *p != '\n') p++;
-    *len_out = (size_t)(p - s);
-    return *p == '\0';
+    size_t n = strcspn(s, "\r\n");
+    *len_out = n;
+    return s[n] == '\0';
 }
 
 int sk_hs_reply_header(sk_hs_req *r, const char *name, const char *value)

@@ -1,7 +1,8 @@
 /* hserver.c: the HTTP layer's server (see hserver.h): options, listening
  * sockets, accepting under the connection caps, and eviction.
  * Design: one server per event loop. A listener counts its connections
- * and those of each client address; at its cap a new connection replaces
+ * and those of each client address in its door (its own, or one shared
+ * with the listeners of other loops: sk_hs_door, under a mutex); at its cap a new connection replaces
  * the connection that has waited longest for a complete head (the slow
  * or silent ones a slowloris flood is made of) once that one has waited
  * evict_after_ms; with nothing to evict it stops accepting and looks again
@@ -94,27 +95,43 @@ const char *hs__date(sk_hs *s)
 size_t sk_hs_unflushed(const sk_hs *s) { return s->unflushed; }
 size_t sk_hs_connections(const sk_hs *s) { return s->nconns; }
 
-/* ---- per-address counts ------------------------------------------------ */
+/* ---- connection counts (a door: the listener's own or shared) ------------ */
 
-static hs_addr_count **addr_slot(hs_listener *l, const char *addr)
+int sk_hs_door_new(sk_hs_door **out)
+{
+    *out = calloc(1, sizeof(**out));
+    if (!*out) return DLOCK_ENOMEM;
+    pthread_mutex_init(&(*out)->mu, NULL);
+    return 0;
+}
+
+void sk_hs_door_free(sk_hs_door *d)
+{
+    if (!d) return;
+    for (int i = 0; i < HS_ADDR_BUCKETS; i++)
+        for (hs_addr_count *a = d->addrs[i], *an; a; a = an) {
+            an = a->next;
+            free(a);
+        }
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+/* Under d->mu. */
+static hs_addr_count **addr_slot(sk_hs_door *d, const char *addr)
 {
     uint32_t h = 2166136261u;
     for (const char *p = addr; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
-    hs_addr_count **pp = &l->addrs[h % HS_ADDR_BUCKETS];
+    hs_addr_count **pp = &d->addrs[h % HS_ADDR_BUCKETS];
     while (*pp && strcmp((*pp)->addr, addr) != 0) pp = &(*pp)->next;
     return pp;
 }
 
-static size_t addr_count(hs_listener *l, const char *addr)
-{
-    hs_addr_count *a = *addr_slot(l, addr);
-    return a ? a->n : 0;
-}
-
-static int addr_add(hs_listener *l, const char *addr, int delta)
+/* Under d->mu. */
+static int addr_add(const hs_listener *l, sk_hs_door *d, const char *addr, int delta)
 {
     if (!l->o.max_conns_per_addr) return 0;
-    hs_addr_count **pp = addr_slot(l, addr);
+    hs_addr_count **pp = addr_slot(d, addr);
     if (!*pp) {
         if (delta < 0) return 0;
         hs_addr_count *a = calloc(1, sizeof(*a));
@@ -130,6 +147,40 @@ static int addr_add(hs_listener *l, const char *addr, int delta)
     }
     a->n = (size_t)((long)a->n + delta);
     return 0;
+}
+
+/* Counts a new connection from addr: 0, 1 when addr is at its cap, or
+ * DLOCK_ENOMEM. */
+static int door_enter(hs_listener *l, const char *addr)
+{
+    sk_hs_door *d = l->door;
+    pthread_mutex_lock(&d->mu);
+    int rc = 0;
+    if (l->o.max_conns_per_addr) {
+        hs_addr_count *a = *addr_slot(d, addr);
+        if (a && a->n >= l->o.max_conns_per_addr) rc = 1;
+    }
+    if (!rc) rc = addr_add(l, d, addr, 1);
+    if (!rc) d->nconns++;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static void door_leave(hs_listener *l, const char *addr)
+{
+    sk_hs_door *d = l->door;
+    pthread_mutex_lock(&d->mu);
+    d->nconns--;
+    addr_add(l, d, addr, -1);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static size_t door_conns(hs_listener *l)
+{
+    pthread_mutex_lock(&l->door->mu);
+    size_t n = l->door->nconns;
+    pthread_mutex_unlock(&l->door->mu);
+    return n;
 }
 
 /* ---- accepting --------------------------------------------------------- */
@@ -164,7 +215,7 @@ static bool evict_one(hs_listener *l)
 /* At the cap: make room for the next connection, or stop accepting. */
 static void at_cap(hs_listener *l)
 {
-    if (l->nconns < l->o.max_conns) return;
+    if (door_conns(l) < l->o.max_conns) return;
     if (!evict_one(l)) pause_listener(l);
 }
 
@@ -173,7 +224,7 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     hs_listener *l = arg;
-    if (l->nconns >= l->o.max_conns && !evict_one(l)) {
+    if (door_conns(l) >= l->o.max_conns && !evict_one(l)) {
         pause_listener(l);
         return;
     }
@@ -182,9 +233,10 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 
 void hs__listener_conn_gone(hs_listener *l, const char *peer)
 {
-    l->nconns--;
-    addr_add(l, peer, -1);
-    if (l->paused && l->nconns < l->o.max_conns) resume_listener(l);
+    door_leave(l, peer);
+    /* (a listener of another loop sharing the door looks again within
+     * RECHECK_MS) */
+    if (l->paused && door_conns(l) < l->o.max_conns) resume_listener(l);
 }
 
 static void peer_name(const struct sockaddr *sa, char *out, size_t cap)
@@ -208,16 +260,20 @@ static void on_accept(struct evconnlistener *el, evutil_socket_t fd, struct sock
     hs_listener *l = arg;
     char peer[48];
     peer_name(sa, peer, sizeof(peer));
-    if (l->o.max_conns_per_addr && addr_count(l, peer) >= l->o.max_conns_per_addr) {
+    int rc = door_enter(l, peer);
+    if (rc == 1) {
         ssize_t w = send(fd, too_many, sizeof(too_many) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)w; /* best effort: the client may not even read */
         close(fd);
         return;
     }
-    l->nconns++;
-    if (addr_add(l, peer, 1) != 0 || hs__conn_new(l->s, l, fd, l->o.tag, peer) != 0) {
+    if (rc) {
         close(fd);
-        l->nconns--;
+        return;
+    }
+    if (hs__conn_new(l->s, l, fd, l->o.tag, peer) != 0) {
+        close(fd);
+        door_leave(l, peer);
         return;
     }
     at_cap(l);
@@ -239,11 +295,18 @@ int sk_hs_listen(sk_hs *s, int fd, const sk_hs_listen_opts *lo)
     if (lo) l->o = *lo;
     else sk_hs_listen_opts_init(&l->o);
     if (!l->o.max_conns) l->o.max_conns = 10000;
+    l->door = l->o.door;
+    if (!l->door && sk_hs_door_new(&l->own_door) != 0) {
+        free(l);
+        return DLOCK_ENOMEM;
+    }
+    if (!l->door) l->door = l->own_door;
     l->recheck = evtimer_new(s->base, on_recheck, l);
     evutil_make_socket_nonblocking(fd);
     l->l = l->recheck ? evconnlistener_new(s->base, on_accept, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd) : NULL;
     if (!l->l) {
         if (l->recheck) event_free(l->recheck);
+        sk_hs_door_free(l->own_door);
         free(l);
         return DLOCK_EIO;
     }
@@ -328,11 +391,7 @@ void sk_hs_free(sk_hs *s)
     while (s->conns) hs__conn_free(s->conns);
     for (hs_listener *l = s->listeners, *n; l; l = n) {
         n = l->next;
-        for (int i = 0; i < HS_ADDR_BUCKETS; i++)
-            for (hs_addr_count *a = l->addrs[i], *an; a; a = an) {
-                an = a->next;
-                free(a);
-            }
+        sk_hs_door_free(l->own_door);
         free(l);
     }
     hs__req_pool_free(s);

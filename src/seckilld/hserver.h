@@ -6,8 +6,8 @@
  * closed. Answers on one connection leave in request order, whenever the
  * caller produces them (keep-alive, pipelining, asynchronous answers).
  *
- * Thread-safety: none; one server, its requests and its listeners belong
- * to the thread running its event loop. Writes use writev(): the process
+ * Thread-safety: none, except sk_hs_door; one server, its requests and its
+ * listeners belong to the thread running its event loop. Writes use writev(): the process
  * ignores SIGPIPE (seckilld does). */
 #ifndef SK_HSERVER_H
 #define SK_HSERVER_H
@@ -41,7 +41,16 @@ typedef struct sk_hs_opts {
     void *ud;
 } sk_hs_opts;
 
+/* Connection counts (total and per client address) shared by listeners
+ * on several loops, so the caps below hold for all of them together (one
+ * seckilld process with --threads N). Thread-safe; free it after every
+ * listener using it is gone. */
+typedef struct sk_hs_door sk_hs_door;
+int sk_hs_door_new(sk_hs_door **out); /* 0 or DLOCK_ENOMEM */
+void sk_hs_door_free(sk_hs_door *d);  /* NULL ok */
+
 typedef struct sk_hs_listen_opts {
+    sk_hs_door *door;           /* NULL: this listener counts alone */
     unsigned tag;               /* handed to requests (sk_hs_req_tag): which door */
     size_t max_conns;           /* open connections of this listener (10000) */
     size_t max_conns_per_addr;  /* from one client address (1024; 0: no limit): beyond,

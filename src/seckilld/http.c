@@ -43,22 +43,53 @@ void sk_http_opts_init(sk_http_opts *o)
 }
 
 size_t sk_http_inflight(const sk_http *h) { return h->inflight; }
+
+/* Request records are recycled (a purchase then allocates none here). */
+#define HREQ_FREE_MAX 256
+
+static hreq *hreq_new(sk_http *h)
+{
+    hreq *q = h->free_q;
+    if (!q) return calloc(1, sizeof(*q));
+    h->free_q = q->next_free;
+    h->nfree_q--;
+    memset(q, 0, sizeof(*q));
+    return q;
+}
+
+static void hreq_free(sk_http *h, hreq *q)
+{
+    if (h->nfree_q >= HREQ_FREE_MAX) {
+        free(q);
+        return;
+    }
+    q->next_free = h->free_q;
+    h->free_q = q;
+    h->nfree_q++;
+}
 size_t sk_http_unflushed(const sk_http *h) { return sk_hs_unflushed(h->hs); }
 
 /* ---- answering -------------------------------------------------------- */
 
 /* The layer adds Connection: close while draining and counts the answer
- * as unflushed until it is written (graceful shutdown waits for that). */
-static void reply(hreq *q, int status, const char *ctype, dlock__buf *body)
+ * as unflushed until it is written (graceful shutdown waits for that).
+ * Counted before it is written: a client that has its answer finds it in
+ * /metrics, whichever thread serves that. */
+static void reply_bytes(hreq *q, int status, const char *ctype, const char *body, size_t len)
 {
     sk_http *h = q->h;
     sk_hs_reply_header(q->req, "Content-Type", ctype);
     sk_hs_reply_header(q->req, "Cache-Control", "no-store");
-    bool has = body && body->data && !body->oom;
-    sk_hs_reply(q->req, status, has ? body->data : NULL, has ? body->len : 0);
     sk_metrics_observe(&h->m, q->route, status, dlock__now_us() - q->t0_us);
+    sk_hs_reply(q->req, status, body, len);
     h->inflight--;
-    free(q);
+    hreq_free(h, q);
+}
+
+static void reply(hreq *q, int status, const char *ctype, dlock__buf *body)
+{
+    bool has = body && body->data && !body->oom;
+    reply_bytes(q, status, ctype, has ? body->data : NULL, has ? body->len : 0);
 }
 
 void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
@@ -72,10 +103,78 @@ void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
     dlock__buf_free(body);
 }
 
+/* ---- answers written by hand (the purchase path: no printf, no heap) ---- */
+
+typedef struct sbuf {
+    char d[512];
+    size_t n;
+    bool over; /* did not fit: the caller falls back to dlock__buf */
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->over || n > sizeof(b->d) - b->n) {
+        b->over = true;
+        return;
+    }
+    memcpy(b->d + b->n, s, n);
+    b->n += n;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_int(sbuf *b, int64_t v)
+{
+    char num[24], *e = num + sizeof(num), *d = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--d = '-';
+    sb_put(b, d, (size_t)(e - d));
+}
+
+static void sb_u64(sbuf *b, uint64_t u)
+{
+    char num[24], *e = num + sizeof(num), *d = e;
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    sb_put(b, d, (size_t)(e - d));
+}
+
+/* A JSON string of s when it needs no escaping; else over (rare: the
+ * caller takes the escaping path). */
+static void sb_json_plain(sbuf *b, const char *s)
+{
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\') {
+            b->over = true;
+            return;
+        }
+    sb_put(b, "\"", 1);
+    sb_str(b, s);
+    sb_put(b, "\"", 1);
+}
+
 void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg)
 {
+    sbuf s = {.n = 0};
+    sb_str(&s, "{\"error\":\"");
+    sb_str(&s, code); /* our own codes: plain */
+    sb_str(&s, "\",\"message\":");
+    sb_json_plain(&s, msg);
+    sb_str(&s, "}\n");
+    if (!s.over) {
+        reply_bytes(q, status, "application/json", s.d, s.n);
+        return;
+    }
     dlock__buf b = {0};
-    dlock__buf_printf(&b, "{\"error\":\"%s\",\"message\":", code);
+    dlock__buf_append(&b, "{\"error\":\"", 10);
+    dlock__buf_append(&b, code, strlen(code));
+    dlock__buf_append(&b, "\",\"message\":", 12);
     dlock__json_put_str(&b, msg, strlen(msg));
     dlock__buf_append(&b, "}\n", 2);
     sk__http_reply_json(q, status, &b);
@@ -161,7 +260,7 @@ bool sk__http_user_ok(hreq *q, int missing_status)
         sk__http_reply_error(q, 400, "bad_request", "X-User-Id must be " SK_USER_ID_RULE);
         return false;
     }
-    snprintf(q->user, sizeof(q->user), "%s", u);
+    memcpy(q->user, u, strlen(u) + 1); /* valid: at most 64 chars */
     const char *secret = q->h->user_secret;
     if (!secret || !*secret) return true;
     const char *sig = header(q, "X-User-Signature");
@@ -196,7 +295,11 @@ static void client_ip(hreq *q, char *ip, size_t iplen)
             }
         }
     }
-    snprintf(ip, iplen, "%s", sk_hs_req_peer(q->req));
+    const char *peer = sk_hs_req_peer(q->req);
+    size_t n = strlen(peer);
+    if (n >= iplen) n = iplen - 1;
+    memcpy(ip, peer, n);
+    ip[n] = '\0';
 }
 
 /* ---- campaigns ------------------------------------------------------------ */
@@ -380,20 +483,29 @@ static void handle_campaign_get(hreq *q)
  * pending with the order's Location (docs/design/promise.md). */
 static void answer_accepted(hreq *q, const sk_purchase_result *r)
 {
-    dlock__buf b = {0};
+    sbuf b = {.n = 0};
     if (r->pending) {
-        char loc[48];
-        snprintf(loc, sizeof(loc), "/v1/orders/%llu", (unsigned long long)r->order_id);
-        sk_hs_reply_header(q->req, "Location", loc);
-        dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"status\":\"pending\"}\n",
-                          (unsigned long long)r->order_id);
-        sk__http_reply_json(q, 202, &b);
+        sbuf loc = {.n = 0};
+        sb_str(&loc, "/v1/orders/");
+        sb_u64(&loc, r->order_id);
+        sb_put(&loc, "", 1);
+        sk_hs_reply_header(q->req, "Location", loc.d);
+        sb_str(&b, "{\"order_id\":\"");
+        sb_u64(&b, r->order_id);
+        sb_str(&b, "\",\"status\":\"pending\"}\n");
+        reply_bytes(q, 202, "application/json", b.d, b.n);
         return;
     }
-    dlock__buf_printf(&b, "{\"order_id\":\"%llu\",\"campaign\":\"%s\",\"quantity\":%lld,"
-                          "\"remaining\":%lld,\"status\":\"accepted\"}\n",
-                      (unsigned long long)r->order_id, q->id, (long long)r->qty, (long long)r->remaining);
-    sk__http_reply_json(q, 201, &b);
+    sb_str(&b, "{\"order_id\":\"");
+    sb_u64(&b, r->order_id);
+    sb_str(&b, "\",\"campaign\":\"");
+    sb_str(&b, q->id); /* a valid campaign id: [A-Za-z0-9_-], at most 64 */
+    sb_str(&b, "\",\"quantity\":");
+    sb_int(&b, r->qty);
+    sb_str(&b, ",\"remaining\":");
+    sb_int(&b, r->remaining);
+    sb_str(&b, ",\"status\":\"accepted\"}\n");
+    reply_bytes(q, 201, "application/json", b.d, b.n);
 }
 
 /* Every purchase answer, from the outcome table (outcome.h). */
@@ -404,23 +516,29 @@ static void answer_purchase(hreq *q, const sk_purchase_result *r)
         answer_accepted(q, r);
         return;
     }
-    char msg[160];
+    sbuf msg = {.n = 0};
     int64_t v = o->field == SK_FIELD_REMAINING ? r->remaining : r->value;
-    if (o->field != SK_FIELD_NONE && v >= o->detail_min)
-        snprintf(msg, sizeof(msg), "%s%lld%s", o->detail_pre, (long long)v, o->detail_post);
-    else
-        snprintf(msg, sizeof(msg), "%s", o->message);
+    if (o->field != SK_FIELD_NONE && v >= o->detail_min) {
+        sb_str(&msg, o->detail_pre);
+        sb_int(&msg, v);
+        sb_str(&msg, o->detail_post);
+    } else {
+        sb_str(&msg, o->message);
+    }
+    sb_put(&msg, "", 1);
+    const char *text = msg.over ? o->message : msg.d; /* the table's texts are short */
     int64_t retry_s = o->retry_after_s;
     if (o->http_status == 429) {
         retry_s = (r->value + 999) / 1000;
         if (retry_s < 1) retry_s = 1;
     }
     if (retry_s > 0) {
-        char ra[24];
-        snprintf(ra, sizeof(ra), "%lld", (long long)retry_s);
-        sk_hs_reply_header(q->req, "Retry-After", ra);
+        sbuf ra = {.n = 0};
+        sb_int(&ra, retry_s);
+        sb_put(&ra, "", 1);
+        sk_hs_reply_header(q->req, "Retry-After", ra.d);
     }
-    sk__http_reply_error(q, o->http_status, o->error, msg);
+    sk__http_reply_error(q, o->http_status, o->error, text);
 }
 
 static void on_purchase(const sk_purchase_result *r, void *arg) { answer_purchase(arg, r); }
@@ -440,6 +558,25 @@ static const char *parse_quantity(const dlock__json_doc *doc, int64_t *qty)
     return NULL;
 }
 
+/* The body nearly every buyer sends, exactly {"quantity":N} (N 1..1000000
+ * without a leading zero), read without the JSON parser; every other body
+ * goes through the parser, so both give the same answer to any input. */
+static bool quick_quantity(const char *b, size_t n, int64_t *qty)
+{
+    static const char pre[] = "{\"quantity\":";
+    size_t pn = sizeof(pre) - 1;
+    if (n < pn + 2 || n > pn + 8 || memcmp(b, pre, pn) != 0 || b[n - 1] != '}') return false;
+    if (b[pn] < '1' || b[pn] > '9') return false;
+    int64_t v = 0;
+    for (size_t i = pn; i < n - 1; i++) {
+        if (b[i] < '0' || b[i] > '9') return false;
+        v = v * 10 + (b[i] - '0');
+    }
+    if (v > 1000000) return false;
+    *qty = v;
+    return true;
+}
+
 static void handle_purchase(hreq *q)
 {
     if (!sk__http_user_ok(q, 400)) return;
@@ -450,7 +587,9 @@ static void handle_purchase(hreq *q)
     }
     int64_t qty = 1;
     dlock__json_doc doc;
-    int rc = read_json(q, &doc);
+    size_t blen = 0;
+    const char *body = sk_hs_req_body(q->req, &blen);
+    int rc = quick_quantity(body, blen, &qty) ? 2 : read_json(q, &doc);
     if (rc < 0) return;
     if (rc == 0) {
         const char *bad = parse_quantity(&doc, &qty);
@@ -533,25 +672,22 @@ static void handle_healthz(hreq *q)
 
 static void handle_metrics(hreq *q)
 {
-    sk_engine_stats st;
-    sk_engine_get_stats(q->h->engine, &st);
+    sk__http_snap *s = malloc(sizeof(*s));
+    if (!s) {
+        sk__http_reply_error(q, 500, "internal", "out of memory");
+        return;
+    }
+    sk__http_gather(q->h, s); /* every loop of the process */
     dlock__buf b = {0};
     /* this request counts as in flight until answered; report the others */
-    sk_metrics_render(&q->h->m, &st, q->h->inflight - 1, sk_engine_ready(q->h->engine), &b);
-    sk_degraded_stats ds = {0};
-    if (q->h->o.degraded) sk_degraded_get_stats(q->h->o.degraded, &ds);
-    sk_metrics_render_degraded(&ds, &b);
+    sk_metrics_render(&s->m, &s->st, s->inflight - 1, s->ready, &b);
+    sk_metrics_render_degraded(&s->ds, &b);
+    free(s);
     reply(q, 200, "text/plain; version=0.0.4", &b);
     dlock__buf_free(&b);
 }
 
-static void handle_ping(hreq *q)
-{
-    dlock__buf b = {0};
-    dlock__buf_append(&b, "pong\n", 5);
-    reply(q, 200, "text/plain", &b);
-    dlock__buf_free(&b);
-}
+static void handle_ping(hreq *q) { reply_bytes(q, 200, "text/plain", "pong\n", 5); }
 
 /* ---- routing ------------------------------------------------------------------ */
 
@@ -651,7 +787,7 @@ static void dispatch(hreq *q, const char *path, const char *query)
 static void on_request(sk_hs_req *req, void *arg)
 {
     sk_http *h = arg;
-    hreq *q = calloc(1, sizeof(*q));
+    hreq *q = hreq_new(h);
     if (!q) {
         sk_hs_reply_error(req, 500, "internal", "out of memory");
         return;
@@ -688,11 +824,26 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     ho.body_timeout_ms = h->o.body_timeout_ms;
     ho.on_request = on_request;
     ho.ud = h;
-    if (!h->admin_token || !h->user_secret || sk_hs_new(base, &ho, &h->hs) != 0) {
+    if (!h->admin_token || !h->user_secret || sk_hs_new(base, &ho, &h->hs) != 0 ||
+        (h->o.group && sk__http_group_join(h) != 0)) {
         sk_http_free(h);
         return DLOCK_ENOMEM;
     }
     *out = h;
+    return 0;
+}
+
+int sk_http_listen_fd(sk_http *h, int fd)
+{
+    sk_hs_listen_opts lo;
+    sk_hs_listen_opts_init(&lo);
+    if (h->o.max_connections) lo.max_conns = h->o.max_connections;
+    lo.door = h->o.door;
+    lo.max_conns_per_addr = h->o.max_conns_per_addr;
+    if (sk_hs_listen(h->hs, fd, &lo) != 0) {
+        close(fd);
+        return DLOCK_EIO;
+    }
     return 0;
 }
 
@@ -701,12 +852,7 @@ int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *
 {
     int fd = sk_hs_bind(addr, port, reuseport, port_out, err, errlen);
     if (fd < 0) return DLOCK_EIO;
-    sk_hs_listen_opts lo;
-    sk_hs_listen_opts_init(&lo);
-    if (h->o.max_connections) lo.max_conns = h->o.max_connections;
-    lo.max_conns_per_addr = h->o.max_conns_per_addr;
-    if (sk_hs_listen(h->hs, fd, &lo) != 0) {
-        close(fd);
+    if (sk_http_listen_fd(h, fd) != 0) {
         snprintf(err, errlen, "cannot listen on %s:%d: out of memory", addr ? addr : "*", port);
         return DLOCK_EIO;
     }
@@ -715,10 +861,21 @@ int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *
 
 void sk_http_stop_accepting(sk_http *h) { sk_hs_stop_accepting(h->hs); }
 
+void sk_http_leave_group(sk_http *h)
+{
+    if (h) sk__http_group_leave(h);
+}
+
 void sk_http_free(sk_http *h)
 {
     if (!h) return;
+    sk__http_group_leave(h);
     sk_hs_free(h->hs);
+    while (h->free_q) {
+        hreq *q = h->free_q;
+        h->free_q = q->next_free;
+        free(q);
+    }
     free(h->admin_token);
     free(h->user_secret);
     free(h);

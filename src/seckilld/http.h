@@ -1,6 +1,7 @@
 /* http.h: seckilld's HTTP front end (on the HTTP/1.1 layer hserver.h) over an sk_engine:
  * the JSON API of docs/http-api.md, /healthz, /metrics and /ping. One
- * server lives on one event loop with one engine; nothing here blocks on
+ * server lives on one event loop with one engine (several loops of one
+ * process form a group, for /metrics); nothing here blocks on
  * the purchase path (database calls happen only for admin, pay and order
  * reads; degraded-mode purchases run on sk_degraded's own thread). Every
  * answer, also every error, is JSON {"error","message"} except /metrics
@@ -18,6 +19,13 @@ struct event_base;
 typedef struct sk_http sk_http;
 struct sk_db;
 struct sk_degraded;
+struct sk_hs_door;
+/* The servers of one process's loops (seckilld --threads N): /metrics on
+ * any member reports the sum over all of them. Thread-safe; free it after
+ * every member is freed. */
+typedef struct sk_http_group sk_http_group;
+int sk_http_group_new(sk_http_group **out); /* 0 or DLOCK_ENOMEM */
+void sk_http_group_free(sk_http_group *g);  /* NULL ok */
 
 typedef struct sk_http_opts {
     const char *admin_token;     /* NULL/"": the admin API answers 401 */
@@ -33,6 +41,8 @@ typedef struct sk_http_opts {
     bool trust_forwarded;        /* take the client ip from X-Forwarded-For */
     struct sk_db *db;            /* NULL: Redis only */
     struct sk_degraded *degraded;/* NULL: no database path when Redis is down (503) */
+    sk_http_group *group;        /* NULL: a process with one loop */
+    struct sk_hs_door *door;     /* connection counts shared with other loops (NULL: own) */
 } sk_http_opts;
 
 void sk_http_opts_init(sk_http_opts *o);
@@ -44,6 +54,11 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
  * a port. 0 or DLOCK_EIO (err says why). */
 int sk_http_listen(sk_http *h, const char *addr, int port, bool reuseport, int *port_out,
                    char *err, size_t errlen);
+/* Accepts on fd, a listening socket bound by the caller (sk_hs_bind); the
+ * server owns it from now on, also on error. 0 or DLOCK_EIO. */
+int sk_http_listen_fd(sk_http *h, int fd);
+/* Leaves the group (before the engine is freed; sk_http_free does it too). */
+void sk_http_leave_group(sk_http *h);
 /* Stops accepting new connections (graceful shutdown); answers from now
  * on carry "Connection: close". */
 void sk_http_stop_accepting(sk_http *h);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "degraded.h"
 #include "hserver.h"
 #include "http.h"
 #include "http_metrics.h"
@@ -21,10 +22,30 @@ struct sk_http {
     char *user_secret;
     size_t inflight;
     sk_http_metrics m;
+    struct hreq *free_q; /* recycled request records */
+    size_t nfree_q;
+    struct member *member; /* in o.group (http_group.c) */
 };
+
+/* One loop's figures for /metrics (http_group.c sums them). */
+typedef struct sk__http_snap {
+    sk_http_metrics m;
+    sk_engine_stats st;
+    sk_degraded_stats ds;
+    size_t inflight;
+    int ready;
+} sk__http_snap;
+
+/* http_group.c: joins h->o.group (0, DLOCK_ENOMEM, DLOCK_EIO); leaves it,
+ * answering what other loops asked (before the engine goes; idempotent);
+ * this loop's figures, summed with every other member's when in a group. */
+int sk__http_group_join(sk_http *h);
+void sk__http_group_leave(sk_http *h);
+void sk__http_gather(sk_http *h, sk__http_snap *out);
 
 typedef struct hreq {
     sk_http *h;
+    struct hreq *next_free;
     sk_hs_req *req;
     sk_route route;
     int64_t t0_us;

@@ -10,7 +10,8 @@ SCENARIO=lease-pause
 dl_start_redis "$work" --appendonly yes --appendfsync always # fsync before reply: 201 is a promise
 REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 DATABASE_URL="sqlite://$work/orders.db"
-SECKILLD_EXTRA="--worker-lease-ms 2000"
+# one loop per instance (--threads 1): one worker id each, as the scenario counts them
+SECKILLD_EXTRA="--worker-lease-ms 2000 --threads 1"
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 fail() { say "FAIL: $*"; exit 1; }
 start_services

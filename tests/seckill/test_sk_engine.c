@@ -266,12 +266,43 @@ static void test_frozen_redis_is_outcome_unknown_then_recovers(void **state)
     event_base_free(base);
 }
 
+/* SCRIPT FLUSH under a running engine: the batch (sent as formatted RESP)
+ * meets NOSCRIPT and is sent again with the script's source, arguments
+ * intact: the replay under the same Idempotency-Key finds the first order. */
+static void test_a_batch_after_script_flush_is_sent_again_with_the_source(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    sk_engine *e = engine(base, 64, 0);
+    heat(base, e, "fl", 10, 2);
+    slot s[3];
+    memset(s, 0, sizeof(s));
+    done_count = 0;
+    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-1", 1, "key-1", "10.0.0.1", on_result, &s[0]), 0);
+    run_until(base, &done_count, 1, 3000);
+    assert_int_equal(s[0].r.err, 0);
+    const char *flush[] = {"SCRIPT", "FLUSH"};
+    assert_int_equal(test_redis_cmd(&redis, NULL, 0, 2, flush), 0);
+    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-1", 1, "key-1", "10.0.0.1", on_result, &s[1]), 0);
+    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-2", 2, NULL, NULL, on_result, &s[2]), 0);
+    run_until(base, &done_count, 3, 3000);
+    assert_int_equal(s[1].r.err, 0);
+    assert_true(s[1].r.replay);
+    assert_true(s[1].r.order_id == s[0].r.order_id);
+    assert_int_equal(s[2].r.err, 0);
+    assert_int_equal(s[2].r.qty, 2);
+    assert_int_equal(s[2].r.remaining, 7);
+    sk_engine_free(e);
+    event_base_free(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coalesced_and_one_by_one_give_identical_answers),
         cmocka_unit_test(test_local_sold_out_flag_clears_when_stock_returns),
         cmocka_unit_test(test_frozen_redis_is_outcome_unknown_then_recovers),
+        cmocka_unit_test(test_a_batch_after_script_flush_is_sent_again_with_the_source),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

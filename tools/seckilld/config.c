@@ -57,6 +57,8 @@ static const opt_spec opts[] = {
     CHK("bind", "SECKILL_BIND", "0.0.0.0", bind, check_bind, "address to listen on"),
     INT("workers", "SECKILL_WORKERS", "1", workers, 1, 256,
         "worker processes sharing the port with SO_REUSEPORT (1 = single process)"),
+    INT("threads", "SECKILL_THREADS", "0", threads, 0, 256,
+        "event loops in this process, each with its own SO_REUSEPORT listener and Redis connection (0 = one per CPU)"),
     BOOL("reuseport", "SECKILL_REUSEPORT", "false", reuseport,
          "set SO_REUSEPORT so separately started instances can share one port"),
     CHK("redis-url", "REDIS_URL", "redis://127.0.0.1:6379", redis_url, skurl_check_redis,

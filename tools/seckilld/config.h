@@ -14,6 +14,7 @@ typedef struct seckilld_config {
     char *bind;
     int port;
     int workers;
+    int threads; /* 0: one per CPU */
     bool reuseport;
     char *redis_url;
     char *database_url;

@@ -1,10 +1,11 @@
-/* main.c: seckilld: parse settings, then run one event loop (or fork
- * --workers loops sharing the port with SO_REUSEPORT, supervised by the
- * parent). SIGTERM/SIGINT: stop accepting, finish in-flight requests, exit
- * 0. Exit codes: 0 ok, 1 runtime failure, 2 bad configuration, 77 Redis
- * refused the credentials at start-up (as dlock(1); later refusals are
- * retried with backoff). Log lines go through one limiter (log_limit.h):
- * a line repeated within 10 s is counted, not printed again. */
+/* main.c: seckilld: parse settings, then run one event loop, or --threads
+ * N loops in this process (threads.c), or fork --workers processes sharing
+ * the port with SO_REUSEPORT, supervised by the parent. SIGTERM/SIGINT:
+ * stop accepting, finish in-flight requests, exit 0. Exit codes: 0 ok, 1
+ * runtime failure, 2 bad configuration, 77 Redis refused the credentials at
+ * start-up (as dlock(1); later refusals are retried with backoff). Log
+ * lines go through one limiter (log_limit.h): a line repeated within 10 s
+ * is counted, not printed again. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "engine.h"
 #include "http.h"
 #include "log_limit.h"
+#include "threads.h"
 #include "url.h"
 #include "util.h"
 
@@ -59,10 +61,12 @@ typedef struct worker {
     sk_http *http;
     sk_db *db;
     sk_degraded *dg;
-    struct event *drain_ev, *sigterm, *sigint, *log_ev;
+    const seckilld_shared *sh; /* --threads: what the loops share; NULL: the only loop */
+    struct event *drain_ev, *sigterm, *sigint, *stop_ev, *log_ev;
     int64_t drain_deadline_ms;
     int64_t flush_deadline_ms; /* once nothing is in flight: wait for writes */
     bool draining;
+    bool listen_fd_taken; /* sh->listen_fd handed to the server (which closes it) */
 } worker;
 
 static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
@@ -96,10 +100,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     worker *w = arg;
+    if (w->sh) { /* sig is the stop pipe: empty it, or it stays readable */
+        char b[16];
+        while (read(sig, b, sizeof(b)) > 0) {
+        }
+    }
     if (w->draining) return;
     char msg[96];
-    snprintf(msg, sizeof(msg), "signal %d: stop accepting, finishing %zu in-flight requests", (int)sig,
-             sk_http_inflight(w->http));
+    if (w->sh) snprintf(msg, sizeof(msg), "stopping: stop accepting, finishing %zu in-flight requests",
+                        sk_http_inflight(w->http));
+    else snprintf(msg, sizeof(msg), "signal %d: stop accepting, finishing %zu in-flight requests", (int)sig,
+                  sk_http_inflight(w->http));
     log_line(DLOCK_LOG_INFO, msg, NULL);
     w->draining = true;
     sk_http_stop_accepting(w->http);
@@ -142,9 +153,14 @@ static void engine_opts_from(const seckilld_config *c, sk_engine_opts *eo)
     eo->log = log_line;
 }
 
-static void http_opts_from(const seckilld_config *c, sk_db *db, sk_degraded *dg, sk_http_opts *ho)
+static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, sk_db *db, sk_degraded *dg,
+                           sk_http_opts *ho)
 {
     sk_http_opts_init(ho);
+    if (sh) {
+        ho->group = sh->group;
+        ho->door = sh->door;
+    }
     ho->admin_token = c->admin_token;
     ho->user_secret = c->user_secret;
     ho->idle_timeout_ms = c->idle_timeout_ms;
@@ -203,28 +219,57 @@ static void log_listening(const worker *w, int port)
     log_line(DLOCK_LOG_INFO, msg, NULL);
 }
 
+/* --threads: a loop starts accepting once its engine is ready (Redis
+ * connected, scripts loaded, lease held), or after max_ms so that a Redis
+ * down at start is answered 503 as with one loop. Without the wait, the
+ * first loop to be ready makes /healthz say ok while connections the
+ * kernel hands to another loop still get 503 "not ready". Connections
+ * meanwhile wait in the loop's listen backlog. */
+static void wait_engine_ready(worker *w, int64_t max_ms)
+{
+    int64_t end = dlock__now_ms() + max_ms;
+    while (!sk_engine_ready(w->engine) && dlock__now_ms() < end) {
+        struct timeval tv = {0, 10000};
+        event_base_loopexit(w->base, &tv);
+        event_base_dispatch(w->base);
+    }
+}
+
 /* HTTP, the listener and the signal events. 0, 1 or 2 (printed). */
 static int start_serving(worker *w)
 {
     const seckilld_config *c = w->c;
     sk_http_opts ho;
-    http_opts_from(c, w->db, w->dg, &ho);
+    http_opts_from(c, w->sh, w->db, w->dg, &ho);
     if (sk_http_new(w->base, w->engine, &ho, &w->http) != 0) return 1;
     int port = 0;
     char err[256] = "";
-    if (sk_http_listen(w->http, c->bind, c->port, c->reuseport || c->workers > 1, &port, err, sizeof(err)) != 0) {
+    if (w->sh) {
+        int fd = w->sh->listen_fd;
+        w->listen_fd_taken = true;
+        port = w->sh->port;
+        wait_engine_ready(w, 1000);
+        if (sk_http_listen_fd(w->http, fd) != 0) return 1;
+    } else if (sk_http_listen(w->http, c->bind, c->port, c->reuseport || c->workers > 1, &port, err,
+                              sizeof(err)) != 0) {
         fprintf(stderr, "seckilld: %s\n", err);
         return 2;
     }
     w->drain_ev = event_new(w->base, -1, EV_PERSIST, on_drain_tick, w);
-    w->sigterm = evsignal_new(w->base, SIGTERM, on_signal, w);
-    w->sigint = evsignal_new(w->base, SIGINT, on_signal, w);
     w->log_ev = event_new(w->base, -1, EV_PERSIST, on_log_tick, NULL);
-    if (!w->drain_ev || !w->sigterm || !w->sigint || !w->log_ev) return 1;
-    event_add(w->sigterm, NULL);
-    event_add(w->sigint, NULL);
+    if (!w->drain_ev || !w->log_ev) return 1;
     struct timeval second = {1, 0};
     event_add(w->log_ev, &second);
+    if (w->sh) { /* the main thread takes the signals and tells us */
+        w->stop_ev = event_new(w->base, w->sh->stop_fd, EV_READ | EV_PERSIST, on_signal, w);
+        if (!w->stop_ev || event_add(w->stop_ev, NULL) != 0) return 1;
+    } else {
+        w->sigterm = evsignal_new(w->base, SIGTERM, on_signal, w);
+        w->sigint = evsignal_new(w->base, SIGINT, on_signal, w);
+        if (!w->sigterm || !w->sigint) return 1;
+        event_add(w->sigterm, NULL);
+        event_add(w->sigint, NULL);
+    }
     log_listening(w, port);
     return 0;
 }
@@ -238,6 +283,9 @@ static void stop_worker(worker *w)
     sigaddset(&term, SIGTERM);
     sigaddset(&term, SIGINT);
     sigprocmask(SIG_BLOCK, &term, NULL);
+    /* other loops ask this one for /metrics figures until it leaves */
+    sk_http_leave_group(w->http);
+    if (w->sh && !w->listen_fd_taken) close(w->sh->listen_fd);
     /* engine first: its pending callbacks still answer through http */
     sk_engine_free(w->engine);
     sk_degraded_free(w->dg); /* before http too: it answers what it still holds */
@@ -245,14 +293,15 @@ static void stop_worker(worker *w)
     if (w->drain_ev) event_free(w->drain_ev);
     if (w->sigterm) event_free(w->sigterm);
     if (w->sigint) event_free(w->sigint);
+    if (w->stop_ev) event_free(w->stop_ev);
     if (w->log_ev) event_free(w->log_ev);
     sk_db_close(w->db);
     if (w->base) event_base_free(w->base);
 }
 
-static int run_worker(const seckilld_config *c)
+static int run_loop(const seckilld_config *c, const seckilld_shared *sh)
 {
-    worker w = {.c = c};
+    worker w = {.c = c, .sh = sh};
     signal(SIGPIPE, SIG_IGN);
     limit_connections(c->max_connections);
     w.base = event_base_new();
@@ -263,6 +312,13 @@ static int run_worker(const seckilld_config *c)
     stop_worker(&w);
     dlock__loglimit_flush(&log_limit); /* a worker ends with _exit: no atexit */
     return rc;
+}
+
+/* One process: one loop, or --threads loops. */
+static int run_worker(const seckilld_config *c)
+{
+    int n = seckilld_threads_wanted(c);
+    return n > 1 ? seckilld_threads_run(c, n, run_loop) : run_loop(c, NULL);
 }
 
 /* ---- --workers N: a small supervisor ------------------------------------ */
