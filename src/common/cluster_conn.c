@@ -323,9 +323,11 @@ static bool reroute_after_conn_failure(dlock__cluster *cl, hop *h, int slot)
     if (h->redirects >= MAX_REDIRECTS) return false;
     h->redirects++;
     cl->suspect = h->target;
+    cl->refresh_due = true;
     char keep[sizeof(cl->errstr)];
     memcpy(keep, cl->errstr, sizeof(keep));
-    int rc = refresh(cl);
+    refresh_if_due(cl); /* rate-limited: a burst of failures asks once */
+    int rc = cl->refresh_due ? DLOCK__ECONN : 0;
     memcpy(cl->errstr, keep, sizeof(keep));
     int t = target_of(cl, slot);
     if (rc || t < 0 || t == h->target) return false;
@@ -340,7 +342,8 @@ static int run_routed(dlock__cluster *cl, int slot, int argc, const char **argv,
     hop h = {.target = target_of(cl, slot)};
     for (;;) {
         if (h.target < 0) {
-            cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", slot);
+            if (slot >= 0) cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", slot);
+            else cl_err(cl, "cluster: no master in the map (cluster down?)");
             return DLOCK__ECONN;
         }
         dlock__reply *r = NULL;
