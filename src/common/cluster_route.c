@@ -4,7 +4,6 @@
  * table does not know is refused too (a guessed key would route wrongly
  * without a sound). The table lists what src/ and tools/ send, plus their
  * close relatives; add a command here when dlock starts sending it. */
-#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,7 +126,8 @@ static void sort_specs(void)
 static int cmp_name(const char *a, size_t n, const char *b)
 {
     for (size_t i = 0; i < n; i++) {
-        int ca = toupper((unsigned char)a[i]), cb = (unsigned char)b[i];
+        int ca = (unsigned char)a[i], cb = (unsigned char)b[i];
+        if (ca >= 'a' && ca <= 'z') ca -= 'a' - 'A'; /* ASCII only: command names are */
         if (cb == 0) return 1; /* b is a prefix of a */
         if (ca != cb) return ca - cb;
     }
