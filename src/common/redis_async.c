@@ -7,6 +7,7 @@
  * which hiredis 0.14.1 and 1.x share. */
 #include "redis_async.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
@@ -16,7 +17,11 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "cluster_async.h"
+
 struct dlock__aconn {
+    dlock__acluster *cl;    /* redis-cluster://: the router (ctx stays NULL) */
+    char addr[160];         /* plain: the endpoint, for dlock__aconn_node_of_slot */
     redisAsyncContext *ctx; /* NULL once hiredis has freed it */
     struct event_base *base;
     dlock__astate_cb on_state;
@@ -89,6 +94,16 @@ int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__ast
     ac->base = base;
     ac->on_state = on_state;
     ac->priv = priv;
+    dlock__url_describe(url, ac->addr, sizeof(ac->addr));
+    if (url->kind == DLOCK__URL_CLUSTER) {
+        int rc = dlock__acluster_open(base, url, ac, &ac->cl, err, errlen);
+        if (rc) {
+            free(ac);
+            return rc;
+        }
+        *out = ac;
+        return 0;
+    }
     if (url->kind == DLOCK__URL_UNIX) {
         ac->ctx = redisAsyncConnectUnix(url->path);
     } else if (url->kind == DLOCK__URL_TCP) {
@@ -156,6 +171,7 @@ static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
 int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
                      const size_t *lens)
 {
+    if (ac->cl && !ac->closing) return dlock__acluster_cmd(ac->cl, -1, cb, priv, argc, argv, lens);
     if (!ac->ctx || ac->closing) return DLOCK__ECONN;
     acmd *cmd = malloc(sizeof(*cmd));
     if (!cmd) return DLOCK__ENOMEM;
@@ -167,8 +183,32 @@ int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, cons
     return 0;
 }
 
+/* A routing aconn needs the keys: the request (a RESP array of bulk
+ * strings) is read back into argv and routed as dlock__aconn_cmd. */
+static int cluster_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len)
+{
+    dlock__reply *req = NULL;
+    int rc = dlock__reply_parse(cmd, len, &req);
+    if (rc) return rc == DLOCK__ENOMEM ? rc : DLOCK__EINVAL;
+    size_t n = dlock__reply_kind(req) == DLOCK__R_ARRAY ? dlock__reply_count(req) : 0;
+    const char **argv = n ? calloc(n, sizeof(*argv)) : NULL;
+    size_t *lens = n ? calloc(n, sizeof(*lens)) : NULL;
+    rc = n == 0 || n > INT_MAX ? DLOCK__EINVAL : (!argv || !lens) ? DLOCK__ENOMEM : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const dlock__reply *a = dlock__reply_at(req, i);
+        if (dlock__reply_kind(a) != DLOCK__R_STRING) rc = DLOCK__EINVAL;
+        else argv[i] = dlock__reply_str(a, &lens[i]);
+    }
+    if (rc == 0) rc = dlock__acluster_cmd(ac->cl, -1, cb, priv, (int)n, argv, lens);
+    free(argv);
+    free(lens);
+    dlock__reply_free(req);
+    return rc;
+}
+
 int dlock__aconn_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len)
 {
+    if (ac->cl && !ac->closing) return cluster_cmd_resp(ac, cb, priv, cmd, len);
     if (!ac->ctx || ac->closing) return DLOCK__ECONN;
     acmd *c = malloc(sizeof(*c));
     if (!c) return DLOCK__ENOMEM;
@@ -184,6 +224,11 @@ void dlock__aconn_close(dlock__aconn *ac)
 {
     if (!ac) return;
     ac->closing = true;
+    if (ac->cl) {
+        dlock__acluster *cl = ac->cl;
+        ac->cl = NULL;
+        dlock__acluster_close(cl); /* pending callbacks run now, naming ac */
+    }
     if (ac->ctx) {
         redisAsyncContext *ctx = ac->ctx;
         ac->ctx = NULL;
@@ -199,6 +244,7 @@ void dlock__aconn_close(dlock__aconn *ac)
 
 bool dlock__aconn_is_up(const dlock__aconn *ac)
 {
+    if (ac && ac->cl) return !ac->closing && dlock__acluster_is_up(ac->cl);
     return ac && ac->up && ac->ctx;
 }
 
@@ -206,4 +252,41 @@ const char *dlock__aconn_refusal(const dlock__aconn *ac, bool *auth_out)
 {
     if (auth_out) *auth_out = ac && ac->auth_refused;
     return ac && ac->refused[0] ? ac->refused : NULL;
+}
+
+/* ---- cluster ------------------------------------------------------------ */
+
+bool dlock__aconn_is_cluster(const dlock__aconn *ac)
+{
+    return ac && ac->cl;
+}
+
+int dlock__aconn_cmd_slot(dlock__aconn *ac, unsigned slot, dlock__acb cb, void *priv, int argc,
+                          const char **argv, const size_t *lens)
+{
+    if (!ac->cl || ac->closing) return dlock__aconn_cmd(ac, cb, priv, argc, argv, lens);
+    if (slot >= 16384) return DLOCK__EINVAL;
+    return dlock__acluster_cmd(ac->cl, (int)slot, cb, priv, argc, argv, lens);
+}
+
+int dlock__aconn_node_of_slot(dlock__aconn *ac, unsigned slot, char *buf, size_t len)
+{
+    if (ac->cl) return dlock__acluster_node_of_slot(ac->cl, slot, buf, len);
+    snprintf(buf, len, "%s", ac->addr);
+    return 0;
+}
+
+void dlock__aconn_deliver(dlock__aconn *ac, dlock__acb cb, dlock__reply *reply, int err, void *priv)
+{
+    ac->in_cb++;
+    cb(ac, reply, err, priv);
+    ac->in_cb--;
+}
+
+void dlock__aconn_report(dlock__aconn *ac, bool up, const char *why)
+{
+    if (ac->closing) return;
+    ac->in_cb++;
+    ac->on_state(ac, up, why, ac->priv);
+    ac->in_cb--;
 }
