@@ -21,7 +21,7 @@
 #include "scripts.h"
 #include "util.h"
 
-#define MAX_ARGS 64
+#define MAX_ARGS 160 /* EVALSHA sha n + a multi-lock's 64 keys + 64 publish commands + owner */
 
 /* ---- master endpoint ---------------------------------------------------- */
 
@@ -32,6 +32,12 @@ int dlock__pool_master(dlock__pool *p, dlock__url *out, uint64_t *gen_out)
     if (gen_out) *gen_out = p->master_gen;
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+int dlock__pool_node_for(dlock__pool *p, const char *channel, dlock__url *out)
+{
+    (void)channel;
+    return dlock__pool_master(p, out, NULL);
 }
 
 void dlock__pool_reresolve(dlock__pool *p)
@@ -440,6 +446,20 @@ static int preload(dlock__pool *p, dlock__conn *conn)
     return rc;
 }
 
+/* Whether conn's server is a Cluster node with sharded pub/sub: `INFO
+ * server cluster` (two sections: Redis >= 7.0, which has SSUBSCRIBE; older
+ * servers refuse the form) says cluster_enabled:1. A server that refuses
+ * INFO (ACL) counts as not one: plain pub/sub works everywhere. */
+static bool server_is_cluster(dlock__conn *conn)
+{
+    const char *argv[3] = {"INFO", "server", "cluster"};
+    dlock__reply *r = NULL;
+    bool yes = dlock__conn_cmd(conn, 3, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_STRING &&
+               strstr(dlock__reply_str(r, NULL), "cluster_enabled:1") != NULL;
+    dlock__reply_free(r);
+    return yes;
+}
+
 int dlock__pool_start(dlock__pool *p, const dlock_client_options *opts, const dlock__url *url)
 {
     p->opts = opts;
@@ -458,6 +478,7 @@ int dlock__pool_start(dlock__pool *p, const dlock_client_options *opts, const dl
         return rc;
     }
     p->n_open = 1;
+    p->cluster = server_is_cluster(pc.conn);
     rc = preload(p, pc.conn);
     p->idle[p->n_idle++] = pc;
     p->started = rc == 0;

@@ -4,6 +4,7 @@
  * server's CLUSTER KEYSLOT agrees with our CRC16 for each key and its
  * companions. (A multi-node cluster adds routing, which this test does not
  * cover: there is no cluster fixture yet.) */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +23,9 @@
 #include "dlock/rwlock.h"
 #include "dlock/semaphore.h"
 #include "servers.h"
+#include "redis_io.h"
 #include "slot.h"
+#include "util.h"
 
 static test_server g_node;
 static dlock_client *g_cl;
@@ -144,12 +147,103 @@ static void test_family_objects_run_on_a_cluster_node(void **state)
     }
 }
 
+/* ---- waiting through sharded pub/sub ------------------------------------ */
+
+typedef struct waiter_run {
+    const char *name;
+    dlock_lock_kind kind;
+    int rc;
+    int64_t acquired_ms;
+} waiter_run;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter_run *w = arg;
+    dlock_client_options o;
+    dlock_client_options_init(&o);
+    o.url = g_node.url;
+    o.key_prefix = test_prefix();
+    dlock_client *c = NULL;
+    w->rc = dlock_client_create(&o, &c);
+    dlock_lock_options lo;
+    dlock_lock_options_init(&lo);
+    lo.kind = w->kind;
+    dlock_lock *l = NULL;
+    if (w->rc == 0) w->rc = dlock_lock_new(c, w->name, &lo, &l);
+    if (w->rc == 0) w->rc = dlock_lock_try_lock(l, 20000, 5000, NULL);
+    w->acquired_ms = dlock__now_ms();
+    if (w->rc == 0) dlock_lock_unlock(l);
+    dlock_lock_free(l);
+    dlock_client_destroy(c);
+    return NULL;
+}
+
+/* Subscribers of channel on the node: PUBSUB SHARDNUMSUB or NUMSUB. */
+static long subscribers(const char *channel, bool sharded)
+{
+    const char *argv[3] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", channel};
+    dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = g_node.port};
+    dlock__conn_opts co = {.connect_timeout_ms = 1000, .command_timeout_ms = 2000};
+    dlock__conn *conn = NULL;
+    dlock__reply *r = NULL;
+    long n = -1;
+    if (dlock__conn_open(&u, &co, &conn, NULL, 0) == 0 && dlock__conn_cmd(conn, 3, argv, NULL, &r) == 0 &&
+        dlock__reply_count(r) == 2)
+        n = (long)dlock__reply_int(dlock__reply_at(r, 1));
+    dlock__reply_free(r);
+    dlock__conn_close(conn);
+    return n;
+}
+
+/* A waiter on a Cluster node listens on its lock's channel with SSUBSCRIBE
+ * when the channel is in the lock's slot ("plain", "{t}x") and with
+ * SUBSCRIBE otherwise ("a}b": Redisson's channel "…{…a}b}" has the tag
+ * "…a"); either way one release wakes it at once, long before its
+ * recheck interval (the reentrant one grown past 1.5 s after 2 s of waiting) would. */
+static void test_waiters_are_woken_through_sharded_pubsub(void **state)
+{
+    (void)state;
+    static const struct { const char *name; bool sharded; } cases[] = {
+        {"wake-plain", true}, {"{wt}x", true}, {"wake}b", false}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (int kind = DLOCK_LOCK_SIMPLE; kind <= DLOCK_LOCK_REENTRANT; kind++) {
+            dlock_lock_options lo;
+            dlock_lock_options_init(&lo);
+            lo.kind = (dlock_lock_kind)kind;
+            dlock_lock *l = NULL;
+            assert_int_equal(dlock_lock_new(g_cl, cases[i].name, &lo, &l), 0);
+            assert_int_equal(dlock_lock_try_lock(l, 0, 30000, NULL), 0);
+            char key[256], chan[300];
+            snprintf(key, sizeof(key), "%s%s", test_prefix(), cases[i].name);
+            const char *pfx = kind == DLOCK_LOCK_SIMPLE ? "dlock_lock__channel:" : "redisson_lock__channel:";
+            snprintf(chan, sizeof(chan), strchr(key, '{') ? "%s%s" : "%s{%s}", pfx, key);
+            waiter_run w = {.name = cases[i].name, .kind = (dlock_lock_kind)kind, .rc = -1};
+            pthread_t th;
+            assert_int_equal(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+            int64_t t0 = dlock__now_ms();
+            while (subscribers(chan, cases[i].sharded) < 1 && dlock__now_ms() - t0 < 5000) usleep(20000);
+            if (subscribers(chan, cases[i].sharded) < 1)
+                fail_msg("%s: no %s subscriber on %s", cases[i].name, cases[i].sharded ? "sharded" : "plain", chan);
+            assert_int_equal(subscribers(chan, !cases[i].sharded), 0);
+            usleep(2000 * 1000);
+            int64_t released = dlock__now_ms();
+            assert_int_equal(dlock_lock_unlock(l), 0);
+            pthread_join(th, NULL);
+            assert_int_equal(w.rc, 0);
+            if (w.acquired_ms - released > 700)
+                fail_msg("%s (kind %d): woken %lld ms after the release", cases[i].name, kind,
+                         (long long)(w.acquired_ms - released));
+            dlock_lock_free(l);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_keyslot_agrees_with_our_crc16),
         cmocka_unit_test(test_simple_and_reentrant_locks_run_on_a_cluster_node),
         cmocka_unit_test(test_family_objects_run_on_a_cluster_node),
+        cmocka_unit_test(test_waiters_are_woken_through_sharded_pubsub),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
