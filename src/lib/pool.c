@@ -34,9 +34,10 @@ int dlock__pool_master(dlock__pool *p, dlock__url *out, uint64_t *gen_out)
     return rc;
 }
 
-int dlock__pool_node_for(dlock__pool *p, const char *channel, dlock__url *out)
+int dlock__pool_node_for(dlock__pool *p, const char *channel, bool refresh, dlock__url *out)
 {
     (void)channel;
+    (void)refresh;
     return dlock__pool_master(p, out, NULL);
 }
 

@@ -72,8 +72,12 @@ void dlock__pool_destroy(dlock__pool *p);
 int dlock__pool_master(dlock__pool *p, dlock__url *out, uint64_t *gen_out);
 /* The endpoint a subscriber opens a plain connection to for channel:
  * the master that owns channel's slot on a routing (cluster) pool, else
- * the current master. 0, ENOMEM or a transport code. */
-int dlock__pool_node_for(dlock__pool *p, const char *channel, dlock__url *out);
+ * the current master. refresh: the answer the pool's slot map gives may be
+ * stale (the slot moved, its master died): first a keyed read of the
+ * channel's slot, which makes the router follow MOVED or reload the map.
+ * One attempt, no retry (the subscriber backs off). 0, ENOMEM or a
+ * transport code. */
+int dlock__pool_node_for(dlock__pool *p, const char *channel, bool refresh, dlock__url *out);
 /* Sentinel URLs: asks the sentinels again (after connection errors); a
  * changed master bumps the generation, so older connections are dropped. */
 void dlock__pool_reresolve(dlock__pool *p);

@@ -49,6 +49,7 @@ struct dlock__chan {
     int refs;
     sub_node *node; /* where it is (to be) subscribed; NULL: to be placed */
     char *moved_to; /* "host:port" of a MOVED answer, used by the next placing */
+    bool stale;     /* taken off its node: the slot map may be stale too */
     bool sent;      /* SUBSCRIBE sent on node's connection */
     bool confirmed; /* the server confirmed it */
     bool ever;      /* confirmed once: a later confirmation wakes the waiters */
@@ -273,6 +274,7 @@ static void confirm(dlock_client *c, const sub_node *n, const char *channel)
 static void detach(dlock__chan *ch)
 {
     ch->node = NULL;
+    ch->stale = true;
     ch->sent = ch->confirmed = false;
     ch->skip = 0;
     wake_chan(ch);
@@ -380,9 +382,9 @@ static bool same_endpoint(const dlock__url *a, const dlock__url *b)
 
 /* Where ch goes: its MOVED redirect ("host:port", with the credentials of
  * dlock__pool_node_for's answer), else dlock__pool_node_for. */
-static int resolve(dlock_client *c, const char *name, const char *moved_to, dlock__url *out)
+static int resolve(dlock_client *c, const char *name, const char *moved_to, bool stale, dlock__url *out)
 {
-    int rc = dlock__pool_node_for(&c->pool, name, out);
+    int rc = dlock__pool_node_for(&c->pool, name, stale && !moved_to, out);
     const char *colon = moved_to ? strrchr(moved_to, ':') : NULL;
     if (rc || !colon || out->kind != DLOCK__URL_TCP) return rc;
     char *host = strndup(moved_to, (size_t)(colon - moved_to));
@@ -436,10 +438,11 @@ static bool place_channels(dlock_client *c)
     for (dlock__chan *ch = c->chans; ch; ch = ch->next) {
         if (ch->node || ch->refs == 0) continue;
         char *name = strdup(ch->name), *moved = ch->moved_to;
+        bool stale = ch->stale;
         ch->moved_to = NULL;
         pthread_mutex_unlock(&c->sub_mu);
         dlock__url u;
-        int rc = name ? resolve(c, name, moved, &u) : DLOCK_ENOMEM;
+        int rc = name ? resolve(c, name, moved, stale, &u) : DLOCK_ENOMEM;
         sub_node *n = rc == 0 ? node_get(c, &u) : NULL;
         free(name);
         free(moved);
@@ -449,6 +452,7 @@ static bool place_channels(dlock_client *c)
             return false;
         }
         ch->node = n;
+        ch->stale = false;
     }
     pthread_mutex_unlock(&c->sub_mu);
     return true;
