@@ -101,11 +101,11 @@ static int check_opts(const dlock_redlock_options *o)
  * majority argument does not cover. Refused with a log line. */
 static bool not_one_master(const dlock_redlock *rl, size_t i, const dlock__url *u)
 {
-    if (u->kind != DLOCK__URL_SENTINEL) return false;
+    if (u->kind != DLOCK__URL_SENTINEL && u->kind != DLOCK__URL_CLUSTER) return false;
     rl_log(rl, DLOCK_LOG_ERROR,
            "redlock: member %zu is a %s URL: RedLock runs over independent masters (redis:// or unix://), "
            "one per member; RedLock across clusters is not supported",
-           i + 1, "Sentinel");
+           i + 1, u->kind == DLOCK__URL_SENTINEL ? "Sentinel" : "Cluster");
     return true;
 }
 

@@ -1,9 +1,13 @@
-/* test_cluster_slots.c: on a real Cluster node (a one-node cluster that owns
- * all 16384 slots, so it enforces CROSSSLOT on every script) every object
- * of the lock family works under names no hash tag can hold, and the
- * server's CLUSTER KEYSLOT agrees with our CRC16 for each key and its
- * companions. (A multi-node cluster adds routing, which this test does not
- * cover: there is no cluster fixture yet.) */
+/* test_cluster_slots.c: on a real Cluster every object of the lock family
+ * works under names no hash tag can hold, the server's CLUSTER KEYSLOT
+ * agrees with our CRC16 for each key and its companions, and waiters are
+ * woken through sharded pub/sub when their channel is in the lock's slot.
+ * Two groups: a one-node cluster owning all 16384 slots, reached with a
+ * plain redis:// URL (it enforces CROSSSLOT on every script's KEYS), and
+ * 3 masters (tests/support/cluster_fixture.h) through a redis-cluster://
+ * client, where a script touching a key or shard channel of a slot its
+ * node does not serve is refused, so every key a script uses must be in
+ * KEYS' slot. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +21,7 @@
 #include <cmocka.h>
 
 #include "client_internal.h"
+#include "cluster_fixture.h"
 #include "dlock/fairlock.h"
 #include "dlock/latch.h"
 #include "dlock/lock.h"
@@ -27,11 +32,24 @@
 #include "slot.h"
 #include "util.h"
 
-static test_server g_node;
+static test_server g_node;     /* the one node, or the first of the 3 masters */
+static test_cluster g_multi;   /* the 3-master group */
+static bool g_is_multi;
 static dlock_client *g_cl;
 
 static const char *const k_names[] = {"a}b", "}", "x{}y", "{}{x}", "}{", "a{b", "{a}b}", "plain", "{t}x"};
 #define N_NAMES (sizeof(k_names) / sizeof(k_names[0]))
+
+static int make_client(void)
+{
+    dlock_client_options o;
+    dlock_client_options_init(&o);
+    o.url = g_node.url;
+    o.key_prefix = test_prefix();
+    int rc = dlock_client_create(&o, &g_cl);
+    if (rc) fprintf(stderr, "dlock_client_create(%s): %s\n", g_node.url, dlock_strerror(rc));
+    return rc ? -1 : 0;
+}
 
 static int setup(void **state)
 {
@@ -47,11 +65,7 @@ static int setup(void **state)
         test_redis_cmd(&g_node, info, sizeof(info), 2, ci);
     }
     if (!strstr(info, "cluster_state:ok")) return -1;
-    dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = g_node.url;
-    o.key_prefix = test_prefix();
-    return dlock_client_create(&o, &g_cl) == 0 ? 0 : -1;
+    return make_client();
 }
 
 static int teardown(void **state)
@@ -59,6 +73,27 @@ static int teardown(void **state)
     (void)state;
     dlock_client_destroy(g_cl);
     test_server_stop(&g_node);
+    return 0;
+}
+
+static int setup_multi(void **state)
+{
+    (void)state;
+    if (test_cluster_start(&g_multi, 3, 0) != 0) return -1;
+    g_is_multi = true;
+    memset(&g_node, 0, sizeof(g_node));
+    g_node.port = g_multi.node[0].port; /* CLUSTER KEYSLOT answers the same on every node */
+    if (strlen(g_multi.url) >= sizeof(g_node.url)) return -1;
+    memcpy(g_node.url, g_multi.url, strlen(g_multi.url) + 1);
+    return make_client();
+}
+
+static int teardown_multi(void **state)
+{
+    (void)state;
+    dlock_client_destroy(g_cl);
+    test_cluster_stop(&g_multi);
+    g_is_multi = false;
     return 0;
 }
 
@@ -182,7 +217,12 @@ static void *wait_for_lock(void *arg)
 static long subscribers(const char *channel, bool sharded)
 {
     const char *argv[3] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", channel};
-    dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = g_node.port};
+    int port = g_node.port;
+    if (g_is_multi) { /* the master of the channel's slot (a plain subscriber is there too) */
+        int i = test_cluster_master_of_slot(&g_multi, dlock__key_slot(channel, strlen(channel)));
+        port = i >= 0 ? g_multi.node[i].port : port;
+    }
+    dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = port};
     dlock__conn_opts co = {.connect_timeout_ms = 1000, .command_timeout_ms = 2000};
     dlock__conn *conn = NULL;
     dlock__reply *r = NULL;
@@ -245,5 +285,7 @@ int main(void)
         cmocka_unit_test(test_family_objects_run_on_a_cluster_node),
         cmocka_unit_test(test_waiters_are_woken_through_sharded_pubsub),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    int failed = cmocka_run_group_tests_name("one node, redis:// URL", tests, setup, teardown);
+    failed += cmocka_run_group_tests_name("3 masters, redis-cluster:// URL", tests, setup_multi, teardown_multi);
+    return failed;
 }
