@@ -535,6 +535,28 @@ static bool poll_nodes(dlock_client *c, int64_t wait_ms)
     return !backoff;
 }
 
+/* On a routing client, closes the node connections no channel uses any
+ * more (masters whose slots moved away); a standalone client keeps its one. */
+static void drop_unused_nodes(dlock_client *c)
+{
+    if (!c->pool.routing) return;
+    for (sub_node **pp = &c->sub_nodes; *pp;) {
+        sub_node *n = *pp;
+        bool used = false;
+        pthread_mutex_lock(&c->sub_mu);
+        for (dlock__chan *ch = c->chans; ch && !used; ch = ch->next) used = ch->node == n;
+        pthread_mutex_unlock(&c->sub_mu);
+        if (used) {
+            pp = &n->next;
+            continue;
+        }
+        *pp = n->next;
+        dlock__conn_close(n->conn);
+        dlock__url_free(&n->url);
+        free(n);
+    }
+}
+
 static void *dispatcher(void *arg)
 {
     dlock_client *c = arg;
@@ -548,6 +570,7 @@ static void *dispatcher(void *arg)
             else retry_at = now + dlock__backoff_ms(base, failures++, 1000);
         }
         sync_subscriptions(c);
+        drop_unused_nodes(c);
         int64_t wait = retry_at > now && retry_at - now < 1000 ? retry_at - now : 1000;
         if (!poll_nodes(c, wait)) retry_at = dlock__now_ms() + dlock__backoff_ms(base, failures++, 1000);
     }
