@@ -40,7 +40,7 @@ static void test_crossslot_maps_to_einval(void **state)
 static void test_a_code_common_never_returns_maps_to_eio(void **state)
 {
     (void)state;
-    assert_int_equal(dlock__err_from_common(-12), DLOCK_EIO);
+    assert_int_equal(dlock__err_from_common(-11), DLOCK_EIO);
     assert_int_equal(dlock__err_from_common(1), DLOCK_EIO);
 }
 
