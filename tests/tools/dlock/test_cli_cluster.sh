@@ -2,7 +2,8 @@
 # tests/support/cluster.sh): names served by three different masters each
 # lock on their own master; -n conflicts and a waiter is woken at once by
 # the holder's exit (sharded pub/sub); status and release --force; the other
-# kinds (--reentrant, --fair, --read/--write, --semaphore); an unreachable
+# kinds (--reentrant, --fair, --read/--write, --semaphore); dlock torture
+# (a used prefix on any master is refused, a run is SAFE); an unreachable
 # cluster is exit 69 with one line.
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=../../support/cluster.sh
@@ -67,6 +68,16 @@ for kind in --reentrant --fair --read --write "--semaphore 2"; do
     run_rc "$DLOCK_BIN" -u "$U" -n $kind "k${kind// /}" -- true
     expect_eq "$RC" 0 "dlock $kind on the cluster"
 done
+
+# dlock torture on the cluster: a prefix with a key on any master is
+# refused; a short run on a free prefix is SAFE.
+p=$(cluster_port_of_key "used:x")
+redis-cli -p "$p" set used:x 1 > /dev/null
+run_rc "$DLOCK_BIN" torture -u "$U" --prefix used: --duration 1s > /dev/null 2>&1
+expect_eq "$RC" 4 "torture: a prefix with a key on one of the masters is refused"
+run_rc "$DLOCK_BIN" torture -u "$U" --prefix tort: --duration 2s > "$T_DIR/tort" 2>&1
+expect_eq "$RC" 0 "torture on the cluster: SAFE"
+expect_match "$(cat "$T_DIR/tort")" "verdict: SAFE" "torture verdict"
 
 # Unreachable: every seed refuses.
 port=$(dl_free_port)
