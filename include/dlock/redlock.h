@@ -34,7 +34,7 @@ typedef struct dlock_redlock_hold dlock_redlock_hold;
 
 typedef struct dlock_redlock_options {
     /* The N independent masters: redis://... or unix://... URLs (not
-     * sentinel), 1..16 of them, copied. Required. */
+     * sentinel or cluster), 1..16 of them, copied. Required. */
     const char *const *urls;
     size_t n_urls;
     int64_t connect_timeout_ms; /* per node; default 100 */
@@ -53,7 +53,8 @@ DLOCK_API void dlock_redlock_options_init(dlock_redlock_options *opts);
  * each request (re)connects as needed).
  * Returns 0 and *rl_out, DLOCK_EINVAL (no URLs, more than 16, drift not in
  * [0, 0.5), timeouts < 1), DLOCK_EURL (a URL does not parse, or is a
- * sentinel URL), DLOCK_ENOMEM. */
+ * sentinel or cluster URL: RedLock is over independent masters; the
+ * reason goes to log_fn), DLOCK_ENOMEM. */
 DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock **rl_out);
 
 /* Closes the connections and frees the group. Holds must be released or

@@ -306,11 +306,26 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     free(c);
 }
 
-char *dlock__redisson_channel(const char *key)
+bool dlock__client_sharded(const dlock_client *c, const char *key, const char *channel)
+{
+    return c->pool.cluster && dlock__key_slot(key, strlen(key)) == dlock__key_slot(channel, strlen(channel));
+}
+
+const char *dlock__pub_cmd(bool sharded)
+{
+    return sharded ? "SPUBLISH" : "PUBLISH";
+}
+
+char *dlock__lock_channel(const char *prefix, const char *key)
 {
     bool tagged = strchr(key, '{') != NULL;
-    size_t n = strlen("redisson_lock__channel:{}") + strlen(key) + 1;
+    size_t n = strlen(prefix) + strlen(key) + 3;
     char *ch = malloc(n);
-    if (ch) snprintf(ch, n, tagged ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}", key);
+    if (ch) snprintf(ch, n, tagged ? "%s%s" : "%s{%s}", prefix, key);
     return ch;
+}
+
+char *dlock__redisson_channel(const char *key)
+{
+    return dlock__lock_channel("redisson_lock__channel:", key);
 }

@@ -9,8 +9,10 @@
  *   EUNKNOWN is returned as is, never retried blindly.
  * - Scripts are dlock__script values (name + embedded source); eval uses
  *   EVALSHA and falls back to loading the script on NOSCRIPT.
- * - Waiting uses the client's single subscriber connection: subscribe to a
- *   channel first, then try, then sleep on the waiter; never busy-poll.
+ * - Waiting uses the client's subscriber (one connection per master it
+ *   needs): subscribe to a channel first, then try, then sleep on the
+ *   waiter; never busy-poll. Scripts publish with the command they get in
+ *   ARGV (dlock__pub_cmd), so sharded pub/sub is used on a Cluster.
  */
 #ifndef DLOCK_LIB_CLIENT_INTERNAL_H
 #define DLOCK_LIB_CLIENT_INTERNAL_H
@@ -102,15 +104,28 @@ const char *dlock__script_sha(dlock_client *c, const dlock__script *s);
 
 typedef struct dlock__waiter dlock__waiter;
 
-/* Subscribes (through the client's subscriber connection) to channel and
- * returns a waiter that counts messages published there from now on. */
-int dlock__wait_begin(dlock_client *c, const char *channel, dlock__waiter **out);
+/* Whether channel, the unlock/wake channel of key, uses sharded pub/sub
+ * (Redis 7.0: SSUBSCRIBE on the master that owns the channel's slot, and
+ * SPUBLISH from the script, which stays on that shard): true when the
+ * client's server is a Cluster node and channel hashes to key's slot (a
+ * script may only publish on a shard channel of its own slot). Otherwise
+ * plain PUBLISH/SUBSCRIBE, which a Cluster broadcasts to every node. A
+ * pure function of (cluster, key, channel), so every publisher and
+ * subscriber of a channel agrees. */
+bool dlock__client_sharded(const dlock_client *c, const char *key, const char *channel);
+/* The publish command a script gets in ARGV: "SPUBLISH" or "PUBLISH". */
+const char *dlock__pub_cmd(bool sharded);
+
+/* Subscribes (through the client's subscriber) to channel (sharded as
+ * dlock__client_sharded said) and returns a waiter that counts messages
+ * published there from now on. */
+int dlock__wait_begin(dlock_client *c, const char *channel, bool sharded, dlock__waiter **out);
 /* Same, but wake-one: each message wakes only the longest-waiting
  * wake-one waiter of this process on channel (a message handed to a waiter
  * that ends without consuming it passes to the next). Broadcast waiters
  * on the same channel still see every message. Used by locks, where one
  * release admits one waiter. */
-int dlock__wait_begin_one(dlock_client *c, const char *channel, dlock__waiter **out);
+int dlock__wait_begin_one(dlock_client *c, const char *channel, bool sharded, dlock__waiter **out);
 /* Sleeps until a message arrived on the channel since the last call, the
  * timeout passed, or dlock__wait_cancel. Returns 0 (message), ETIMEOUT,
  * ECANCELED or ECLOSED. A subscriber reconnect counts as a message (the
@@ -214,5 +229,9 @@ const dlock_client_options *dlock__client_options(const dlock_client *c);
  * "redisson_lock__channel:key" when key already contains '{' (Redisson's
  * prefixName does not wrap a name twice). malloc'd; NULL on ENOMEM. */
 char *dlock__redisson_channel(const char *key);
+/* The same rule with another prefix (the simple lock's
+ * "dlock_lock__channel:"): prefix + "{" key "}", or prefix + key when key
+ * contains '{' (so a tagged key's channel shares its tag and slot). */
+char *dlock__lock_channel(const char *prefix, const char *key);
 
 #endif

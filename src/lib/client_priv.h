@@ -41,7 +41,7 @@ struct dlock_client {
     bool sub_stop;
     int wake_pipe[2];
     dlock__chan *chans;
-    dlock__conn *sub_conn;     /* touched by the dispatcher thread only */
+    struct dlock__sub_node *sub_nodes; /* one connection per master; dispatcher thread only */
 
     /* ---- watchdog (wd_mu) ---- */
     pthread_mutex_t wd_mu;

@@ -21,6 +21,7 @@
 
 #include "family.h"
 #include "scripts.h"
+#include "slot.h"
 #include "util.h"
 
 extern const unsigned char dlock__lua_fair_acquire[];
@@ -37,6 +38,7 @@ struct dlock_fairlock {
     char keys[K_N][DLOCK__KEY_MAX]; /* K_WAKE: channel prefix */
     char chan[DLOCK__KEY_MAX];      /* prefix + owner */
     char owner[DLOCK__FAM_OWNER_LEN];
+    bool sharded;                   /* every waiter's channel (see fl_sharded) */
     int64_t waiter_ttl_ms;
     int64_t lease_ms; /* of the first acquisition (handle thread only) */
     _Atomic int64_t count;
@@ -70,6 +72,18 @@ static void fl_describe(const dlock__held *h, char *buf, size_t len)
              (long long)atomic_load(&((dlock_fairlock *)fl)->count));
 }
 
+/* Waiter channels are prefix + owner and a release publishes on the head
+ * waiter's, so the choice must not depend on the owner: sharded only when
+ * the prefix carries key's tag (then every prefix + owner is in key's
+ * slot). An untaggable name's prefix ("K#n:fair:wake:") is hashed whole,
+ * so its channels use plain pub/sub. */
+static bool fl_sharded(const dlock_client *c, const char *key, const char *prefix)
+{
+    size_t off = 0, len = 0, n = strlen(prefix);
+    dlock__key_hashed_part(prefix, n, &off, &len);
+    return len != n && dlock__client_sharded(c, key, prefix);
+}
+
 DLOCK_API int dlock_fairlock_new(dlock_client *client, const char *name,
                                  const dlock_fairlock_options *opts, dlock_fairlock **fl_out)
 {
@@ -94,6 +108,7 @@ DLOCK_API int dlock_fairlock_new(dlock_client *client, const char *name,
         return rc;
     }
     fl->c = client;
+    fl->sharded = fl_sharded(client, fl->keys[K_LOCK], fl->keys[K_WAKE]);
     fl->waiter_ttl_ms = o.waiter_ttl_ms;
     atomic_init(&fl->count, 0);
     dlock__famhold_init(&fl->hold, client, fl_renew, fl_describe);
@@ -120,25 +135,26 @@ static int fl_attempt(void *ctx, int64_t *hint_ms)
     fl_try *t = ctx;
     dlock_fairlock *fl = t->fl;
     const char *keys[3] = {fl->keys[K_LOCK], fl->keys[K_Q], fl->keys[K_QT]};
-    const char *args[4] = {fl->owner, t->lease, t->ttl, fl->keys[K_WAKE]};
+    const char *args[5] = {fl->owner, t->lease, t->ttl, fl->keys[K_WAKE], dlock__pub_cmd(fl->sharded)};
     long long code = 0, val = 0;
-    int rc = dlock__fam_eval(fl->c, &fair_acquire, 3, keys, 4, args, &code, &val, NULL);
+    int rc = dlock__fam_eval(fl->c, &fair_acquire, 3, keys, 5, args, &code, &val, NULL);
     if (rc) return rc;
     *hint_ms = val;
     return code == 1 ? 1 : 0;
 }
 
-static const char *fl_channel(void *ctx)
+static const char *fl_channel(void *ctx, bool *sharded_out)
 {
+    *sharded_out = ((fl_try *)ctx)->fl->sharded;
     return ((fl_try *)ctx)->fl->chan;
 }
 
 static void leave_queue(dlock_fairlock *fl)
 {
     const char *keys[3] = {fl->keys[K_LOCK], fl->keys[K_Q], fl->keys[K_QT]};
-    const char *args[2] = {fl->owner, fl->keys[K_WAKE]};
+    const char *args[3] = {fl->owner, fl->keys[K_WAKE], dlock__pub_cmd(fl->sharded)};
     long long was = 0;
-    int rc = dlock__fam_eval(fl->c, &fair_leave, 3, keys, 2, args, &was, NULL, NULL);
+    int rc = dlock__fam_eval(fl->c, &fair_leave, 3, keys, 3, args, &was, NULL, NULL);
     if (rc)
         dlock__log(fl->c, DLOCK_LOG_WARN, "fair lock %s: leaving the queue failed (%s); purged after %lld ms",
                    fl->keys[K_LOCK], dlock_strerror(rc), (long long)fl->waiter_ttl_ms);
@@ -177,9 +193,9 @@ DLOCK_API int dlock_fairlock_unlock(dlock_fairlock *fl)
     if (sync_lost(fl)) return DLOCK_ELOST;
     if (atomic_load(&fl->count) == 0) return DLOCK_ENOTHELD;
     const char *keys[3] = {fl->keys[K_LOCK], fl->keys[K_Q], fl->keys[K_QT]};
-    const char *args[2] = {fl->owner, fl->keys[K_WAKE]};
+    const char *args[3] = {fl->owner, fl->keys[K_WAKE], dlock__pub_cmd(fl->sharded)};
     long long left = 0;
-    int rc = dlock__fam_eval(fl->c, &fair_release, 3, keys, 2, args, &left, NULL, NULL);
+    int rc = dlock__fam_eval(fl->c, &fair_release, 3, keys, 3, args, &left, NULL, NULL);
     if (rc) return rc;
     if (left < 0) {
         atomic_store(&fl->count, 0);

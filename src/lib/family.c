@@ -226,12 +226,13 @@ static void unsubscribe(wait_state *st)
 static int follow_channel(wait_state *st, uint64_t gen, bool *changed)
 {
     *changed = false;
-    const char *want = st->spec->channel(st->spec->ctx);
+    bool sharded = false;
+    const char *want = st->spec->channel(st->spec->ctx, &sharded);
     if (st->subscribed && strcmp(want, st->chan) == 0) return 0;
     unsubscribe(st);
     snprintf(st->chan, sizeof(st->chan), "%s", want);
-    int rc = st->spec->wake_one ? dlock__wait_begin_one(st->spec->c, st->chan, &st->node.w)
-                                : dlock__wait_begin(st->spec->c, st->chan, &st->node.w);
+    int rc = st->spec->wake_one ? dlock__wait_begin_one(st->spec->c, st->chan, sharded, &st->node.w)
+                                : dlock__wait_begin(st->spec->c, st->chan, sharded, &st->node.w);
     if (rc) return rc;
     st->subscribed = true;
     ctl_link(st->spec->ctl, &st->node, gen);

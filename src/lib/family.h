@@ -84,8 +84,9 @@ int dlock__waitctl_sleep(dlock__waitctl *ctl, uint64_t gen, int64_t ms);
  * on how long the obstacle lasts, or -1 unknown), or a negative code. */
 typedef int (*dlock__try_fn)(void *ctx, int64_t *hint_ms);
 /* Channel to sleep on after a busy attempt (may change between attempts,
- * e.g. a multi-lock waits on the key that was busy). */
-typedef const char *(*dlock__chan_fn)(void *ctx);
+ * e.g. a multi-lock waits on the key that was busy), and whether it is
+ * sharded (dlock__client_sharded). */
+typedef const char *(*dlock__chan_fn)(void *ctx, bool *sharded_out);
 
 typedef struct dlock__wait_spec {
     dlock_client *c;

@@ -28,6 +28,7 @@ enum { K_KEY, K_CHAN, K_N };
 struct dlock_latch {
     dlock_client *c;
     char keys[K_N][DLOCK__KEY_MAX];
+    bool sharded; /* K_CHAN (dlock__client_sharded) */
     dlock__waitctl ctl;
 };
 
@@ -45,6 +46,7 @@ DLOCK_API int dlock_latch_new(dlock_client *client, const char *name, dlock_latc
         return rc;
     }
     l->c = client;
+    l->sharded = dlock__client_sharded(client, l->keys[K_KEY], l->keys[K_CHAN]);
     *latch_out = l;
     return 0;
 }
@@ -68,9 +70,9 @@ DLOCK_API int dlock_latch_count_down(dlock_latch *latch, int64_t *left_out)
 {
     if (!latch) return DLOCK_EINVAL;
     const char *keys[1] = {latch->keys[K_KEY]};
-    const char *args[1] = {latch->keys[K_CHAN]};
+    const char *args[2] = {latch->keys[K_CHAN], dlock__pub_cmd(latch->sharded)};
     long long left = 0;
-    int rc = dlock__fam_eval(latch->c, &latch_count_down, 1, keys, 1, args, &left, NULL, NULL);
+    int rc = dlock__fam_eval(latch->c, &latch_count_down, 1, keys, 2, args, &left, NULL, NULL);
     if (rc == 0 && left_out) *left_out = left < 0 ? 0 : left;
     return rc;
 }
@@ -118,8 +120,9 @@ static int latch_attempt(void *ctx, int64_t *hint_ms)
     return 0;
 }
 
-static const char *latch_channel(void *ctx)
+static const char *latch_channel(void *ctx, bool *sharded_out)
 {
+    *sharded_out = ((dlock_latch *)ctx)->sharded;
     return ((dlock_latch *)ctx)->keys[K_CHAN];
 }
 
@@ -136,9 +139,9 @@ DLOCK_API int dlock_latch_delete(dlock_latch *latch, bool *existed_out)
 {
     if (!latch) return DLOCK_EINVAL;
     const char *keys[1] = {latch->keys[K_KEY]};
-    const char *args[1] = {latch->keys[K_CHAN]};
+    const char *args[2] = {latch->keys[K_CHAN], dlock__pub_cmd(latch->sharded)};
     long long n = 0;
-    int rc = dlock__fam_eval(latch->c, &latch_delete, 1, keys, 1, args, &n, NULL, NULL);
+    int rc = dlock__fam_eval(latch->c, &latch_delete, 1, keys, 2, args, &n, NULL, NULL);
     if (rc == 0 && existed_out) *existed_out = n == 1;
     return rc;
 }

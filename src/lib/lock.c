@@ -8,7 +8,9 @@
  * so every script touches one Cluster slot.
  * SIMPLE: K = token (string) with PX lease. REENTRANT: hash K {owner: count}.
  * Unlock channels: SIMPLE "dlock_lock__channel:{K}", REENTRANT
- * "redisson_lock__channel:{K}" (message "0", as Redisson publishes).
+ * "redisson_lock__channel:{K}" (message "0", as Redisson publishes); both
+ * drop the braces when K has a '{' (dlock__lock_channel). On a Cluster a
+ * channel in K's slot is sharded (SSUBSCRIBE/SPUBLISH).
  * States of a handle: free -> held (count >= 1) -> free, or held -> lost
  * (watchdog found it gone: is_held false, the next unlock returns ELOST).
  * Waiting: the family's one mechanism (dlock__fam_wait, family.c): try,
@@ -71,6 +73,7 @@ struct dlock_lock {
     dlock_client *c;
     dlock_lock_kind kind;
     char *name, *key, *fence_key, *channel;
+    bool sharded; /* channel (dlock__client_sharded) */
     char *explicit_owner; /* NULL: default owner rule */
     dlock_lost_fn on_lost;
     void *on_lost_ud;
@@ -115,10 +118,7 @@ static char *make_key(dlock_client *c, const char *name)
 static char *make_channel(dlock_lock_kind kind, const char *key)
 {
     if (kind == DLOCK_LOCK_REENTRANT) return dlock__redisson_channel(key);
-    size_t n = strlen("dlock_lock__channel:{}") + strlen(key) + 1;
-    char *ch = malloc(n);
-    if (ch) snprintf(ch, n, "dlock_lock__channel:{%s}", key);
-    return ch;
+    return dlock__lock_channel("dlock_lock__channel:", key);
 }
 
 static char *make_fence_key(const char *key)
@@ -209,6 +209,7 @@ DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock
         free_strings(l);
         return DLOCK_ENOMEM;
     }
+    l->sharded = dlock__client_sharded(c, l->key, l->channel);
     l->rn.renew = lock_renew;
     l->rn.lost = lock_lost;
     l->rn.prepare = lock_prepare;
@@ -328,11 +329,11 @@ static int release_script(dlock_lock *l, const char *owner, int64_t lease_ms, lo
     dlock__reply *r = NULL;
     int rc;
     if (l->kind == DLOCK_LOCK_SIMPLE) {
-        const char *args[2] = {owner, l->channel};
-        rc = dlock__client_eval(l->c, &dlock__script_lock_release, 1, keys, 2, args, &r);
+        const char *args[3] = {owner, l->channel, dlock__pub_cmd(l->sharded)};
+        rc = dlock__client_eval(l->c, &dlock__script_lock_release, 1, keys, 3, args, &r);
     } else {
-        const char *args[3] = {owner, lease, l->channel};
-        rc = dlock__client_eval(l->c, &dlock__script_rlock_release, 1, keys, 3, args, &r);
+        const char *args[4] = {owner, lease, l->channel, dlock__pub_cmd(l->sharded)};
+        rc = dlock__client_eval(l->c, &dlock__script_rlock_release, 1, keys, 4, args, &r);
     }
     if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = server_error(l, "release", r);
     if (rc == 0) *res_out = dlock__reply_int(r);
@@ -469,8 +470,9 @@ static int acquire_attempt(void *ctx, int64_t *hint_ms)
     return t->res.state != 0 ? 1 : 0;
 }
 
-static const char *acquire_channel(void *ctx)
+static const char *acquire_channel(void *ctx, bool *sharded_out)
 {
+    *sharded_out = ((acquire_try *)ctx)->l->sharded;
     return ((acquire_try *)ctx)->l->channel;
 }
 
@@ -871,9 +873,10 @@ DLOCK_API int dlock_force_unlock(dlock_client *c, const char *name, dlock_lock_k
     int rc = DLOCK_ENOMEM;
     if (chan) {
         const char *keys[1] = {key};
-        const char *args[2] = {kind == DLOCK_LOCK_SIMPLE ? "string" : "hash", chan};
+        const char *args[3] = {kind == DLOCK_LOCK_SIMPLE ? "string" : "hash", chan,
+                               dlock__pub_cmd(dlock__client_sharded(c, key, chan))};
         dlock__reply *r = NULL;
-        rc = dlock__client_eval(c, &s_force, 1, keys, 2, args, &r);
+        rc = dlock__client_eval(c, &s_force, 1, keys, 3, args, &r);
         if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = DLOCK_ESERVER;
         bool removed = rc == 0 && dlock__reply_int(r) == 1;
         if (removed_out) *removed_out = removed;

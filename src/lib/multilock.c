@@ -32,6 +32,7 @@ struct dlock_multilock {
     size_t n;
     char **keys;  /* sorted */
     char **chans; /* chans[i] belongs to keys[i] */
+    bool *sharded; /* sharded[i]: chans[i] is sharded (dlock__client_sharded) */
     bool atomic;
     char owner[DLOCK__FAM_OWNER_LEN];
     _Atomic int64_t count;
@@ -65,6 +66,7 @@ static void ml_destroy(dlock_multilock *ml)
     }
     free(ml->keys);
     free(ml->chans);
+    free(ml->sharded);
     free(ml);
 }
 
@@ -85,6 +87,7 @@ static int fill_keys(dlock_multilock *ml, const char *const *names)
         if (dlock__key_slot(ml->keys[i], strlen(ml->keys[i])) != slot0) ml->atomic = false;
         ml->chans[i] = dlock__redisson_channel(ml->keys[i]);
         if (!ml->chans[i]) return DLOCK_ENOMEM;
+        ml->sharded[i] = dlock__client_sharded(ml->c, ml->keys[i], ml->chans[i]);
     }
     return 0;
 }
@@ -102,7 +105,8 @@ DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names
     ml->n = n;
     ml->keys = calloc(n, sizeof(char *));
     ml->chans = calloc(n, sizeof(char *));
-    int rc = ml->keys && ml->chans ? fill_keys(ml, names) : DLOCK_ENOMEM;
+    ml->sharded = calloc(n, sizeof(bool));
+    int rc = ml->keys && ml->chans && ml->sharded ? fill_keys(ml, names) : DLOCK_ENOMEM;
     if (rc == 0) rc = dlock__fam_owner(client, ml->owner);
     if (rc == 0) rc = dlock__waitctl_init(&ml->ctl);
     if (rc) {
@@ -131,16 +135,29 @@ static int run_range(dlock_multilock *ml, const dlock__script *s, size_t from, s
                            code_out, val_out, val2_out);
 }
 
-/* Release/renew over all keys, by slot path; *missing_out = keys not held. */
-static int run_all(dlock_multilock *ml, const dlock__script *s, int nargs, const char *const *args,
-                   long long *missing_out)
+/* multi_release (lease NULL) or multi_renew over [from, from+cnt): ARGV is
+ * owner + each key's publish command, or owner + lease. */
+static int leave_or_renew(dlock_multilock *ml, const char *lease, size_t from, size_t cnt,
+                          long long *missing_out)
 {
-    if (ml->atomic) return run_range(ml, s, 0, ml->n, nargs, args, missing_out, NULL, NULL);
+    const char *args[1 + DLOCK_MULTILOCK_MAX];
+    args[0] = ml->owner;
+    args[1] = lease;
+    for (size_t i = 0; !lease && i < cnt; i++) args[1 + i] = dlock__pub_cmd(ml->sharded[from + i]);
+    return run_range(ml, lease ? &multi_renew : &multi_release, from, cnt, lease ? 2 : (int)(1 + cnt),
+                     args, missing_out, NULL, NULL);
+}
+
+/* Release (lease NULL) or renew over all keys, by slot path (one script, or
+ * one per key); *missing_out = keys not held. */
+static int run_all(dlock_multilock *ml, const char *lease, long long *missing_out)
+{
+    if (ml->atomic) return leave_or_renew(ml, lease, 0, ml->n, missing_out);
     long long missing = 0;
     int first_rc = 0;
     for (size_t i = 0; i < ml->n; i++) {
         long long m = 0;
-        int rc = run_range(ml, s, i, 1, nargs, args, &m, NULL, NULL);
+        int rc = leave_or_renew(ml, lease, i, 1, &m);
         if (rc && !first_rc) first_rc = rc;
         missing += rc ? 0 : m;
     }
@@ -153,9 +170,8 @@ static int ml_renew(dlock__renewable *r, int64_t lease_ms)
     dlock_multilock *ml = ML_OF_HOLD(dlock__famhold_of(r));
     char lease[24];
     dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
-    const char *args[2] = {ml->owner, lease};
     long long missing = 0;
-    int rc = run_all(ml, &multi_renew, 2, args, &missing);
+    int rc = run_all(ml, lease, &missing);
     if (rc) return rc;
     return missing == 0 ? 0 : DLOCK_ELOST;
 }
@@ -169,10 +185,9 @@ typedef struct ml_try {
 
 static void rollback(dlock_multilock *ml, size_t taken)
 {
-    const char *args[1] = {ml->owner};
     for (size_t i = 0; i < taken; i++) {
         long long m = 0;
-        int rc = run_range(ml, &multi_release, i, 1, 1, args, &m, NULL, NULL);
+        int rc = leave_or_renew(ml, NULL, i, 1, &m);
         if (rc)
             dlock__log(ml->c, DLOCK_LOG_WARN, "multi-lock: rollback of %s failed (%s); it expires",
                        ml->keys[i], dlock_strerror(rc));
@@ -206,9 +221,10 @@ static int ml_attempt(void *ctx, int64_t *hint_ms)
     return 1;
 }
 
-static const char *ml_channel(void *ctx)
+static const char *ml_channel(void *ctx, bool *sharded_out)
 {
     dlock_multilock *ml = ((ml_try *)ctx)->ml;
+    *sharded_out = ml->sharded[ml->busy];
     return ml->chans[ml->busy];
 }
 
@@ -248,9 +264,8 @@ DLOCK_API int dlock_multilock_unlock(dlock_multilock *ml)
     if (!ml) return DLOCK_EINVAL;
     if (sync_lost(ml)) return DLOCK_ELOST;
     if (atomic_load(&ml->count) == 0) return DLOCK_ENOTHELD;
-    const char *args[1] = {ml->owner};
     long long missing = 0;
-    int rc = run_all(ml, &multi_release, 1, args, &missing);
+    int rc = run_all(ml, NULL, &missing);
     if (rc) return rc;
     if (missing > 0) {
         atomic_store(&ml->count, 0);

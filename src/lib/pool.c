@@ -21,7 +21,7 @@
 #include "scripts.h"
 #include "util.h"
 
-#define MAX_ARGS 64
+#define MAX_ARGS 160 /* EVALSHA sha n + a multi-lock's 64 keys + 64 publish commands + owner */
 
 /* ---- master endpoint ---------------------------------------------------- */
 
@@ -196,6 +196,38 @@ int dlock__pool_cmds(dlock__pool *p, size_t n, const int *argcs, const char *con
     for (size_t i = 0; i < n; i++) replies_out[i] = NULL;
     cmds_ctx x = {n, argcs, argvs, replies_out};
     return with_conn(p, run_cmds, &x);
+}
+
+typedef struct node_ctx {
+    const char *channel;
+    bool refresh;
+    dlock__url *out;
+} node_ctx;
+
+static int run_node_for(dlock__pool *p, dlock__conn *conn, void *ctx)
+{
+    (void)p;
+    node_ctx *x = ctx;
+    if (x->refresh) { /* a read routed to the slot follows MOVED, or reloads the map past a dead master */
+        const char *argv[2] = {"EXISTS", x->channel};
+        dlock__reply *r = NULL;
+        int rc = dlock__err_from_common(dlock__conn_cmd(conn, 2, argv, NULL, &r));
+        dlock__reply_free(r);
+        if (rc) return rc;
+    }
+    return dlock__err_from_common(dlock__conn_master_of_key(conn, x->channel, strlen(x->channel), x->out));
+}
+
+int dlock__pool_node_for(dlock__pool *p, const char *channel, bool refresh, dlock__url *out)
+{
+    if (!p->routing) return dlock__pool_master(p, out, NULL);
+    node_ctx x = {channel, refresh, out};
+    dlock__pooled pc;
+    int rc = pool_get(p, &pc);
+    if (rc) return rc;
+    rc = run_node_for(p, pc.conn, &x);
+    pool_put(p, &pc);
+    return rc;
 }
 
 /* ---- scripts ---------------------------------------------------------- */
@@ -440,6 +472,20 @@ static int preload(dlock__pool *p, dlock__conn *conn)
     return rc;
 }
 
+/* Whether conn's server is a Cluster node with sharded pub/sub: `INFO
+ * server cluster` (two sections: Redis >= 7.0, which has SSUBSCRIBE; older
+ * servers refuse the form) says cluster_enabled:1. A server that refuses
+ * INFO (ACL) counts as not one: plain pub/sub works everywhere. */
+static bool server_is_cluster(dlock__conn *conn)
+{
+    const char *argv[3] = {"INFO", "server", "cluster"};
+    dlock__reply *r = NULL;
+    bool yes = dlock__conn_cmd(conn, 3, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_STRING &&
+               strstr(dlock__reply_str(r, NULL), "cluster_enabled:1") != NULL;
+    dlock__reply_free(r);
+    return yes;
+}
+
 int dlock__pool_start(dlock__pool *p, const dlock_client_options *opts, const dlock__url *url)
 {
     p->opts = opts;
@@ -458,6 +504,8 @@ int dlock__pool_start(dlock__pool *p, const dlock_client_options *opts, const dl
         return rc;
     }
     p->n_open = 1;
+    p->routing = dlock__conn_is_cluster(pc.conn);
+    p->cluster = server_is_cluster(pc.conn);
     rc = preload(p, pc.conn);
     p->idle[p->n_idle++] = pc;
     p->started = rc == 0;

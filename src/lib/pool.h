@@ -41,6 +41,11 @@ typedef struct dlock__pool {
     int n_open;
     bool closing;
     bool started;      /* pool_start succeeded: a Redis backend (false on etcd clients) */
+    /* Set once by pool_start, read-only after: the server is a Cluster node
+     * (sharded pub/sub is used, see dlock__client_sharded), and the
+     * connections route by slot (a redis-cluster:// URL). */
+    bool cluster;
+    bool routing;
     struct {
         const unsigned char *src;
         char sha[41];
@@ -65,6 +70,14 @@ void dlock__pool_destroy(dlock__pool *p);
 /* Copy of the current master endpoint and its generation (gen_out may be
  * NULL). 0 or ENOMEM. */
 int dlock__pool_master(dlock__pool *p, dlock__url *out, uint64_t *gen_out);
+/* The endpoint a subscriber opens a plain connection to for channel:
+ * the master that owns channel's slot on a routing (cluster) pool, else
+ * the current master. refresh: the answer the pool's slot map gives may be
+ * stale (the slot moved, its master died): first a keyed read of the
+ * channel's slot, which makes the router follow MOVED or reload the map.
+ * One attempt, no retry (the subscriber backs off). 0, ENOMEM or a
+ * transport code. */
+int dlock__pool_node_for(dlock__pool *p, const char *channel, bool refresh, dlock__url *out);
 /* Sentinel URLs: asks the sentinels again (after connection errors); a
  * changed master bumps the generation, so older connections are dropped. */
 void dlock__pool_reresolve(dlock__pool *p);

@@ -96,6 +96,19 @@ static int check_opts(const dlock_redlock_options *o)
     return 0;
 }
 
+/* A member must be one independent master: a Sentinel or Cluster URL
+ * names a group of servers, whose failover or resharding RedLock's
+ * majority argument does not cover. Refused with a log line. */
+static bool not_one_master(const dlock_redlock *rl, size_t i, const dlock__url *u)
+{
+    if (u->kind != DLOCK__URL_SENTINEL && u->kind != DLOCK__URL_CLUSTER) return false;
+    rl_log(rl, DLOCK_LOG_ERROR,
+           "redlock: member %zu is a %s URL: RedLock runs over independent masters (redis:// or unix://), "
+           "one per member; RedLock across clusters is not supported",
+           i + 1, u->kind == DLOCK__URL_SENTINEL ? "Sentinel" : "Cluster");
+    return true;
+}
+
 DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock **rl_out)
 {
     if (!opts || !rl_out) return DLOCK_EINVAL;
@@ -106,11 +119,14 @@ DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock
     if (!rl) return DLOCK_ENOMEM;
     rl->prefix = strdup(opts->key_prefix ? opts->key_prefix : "");
     if (!rl->prefix) rc = DLOCK_ENOMEM;
+    rl->log_fn = opts->log_fn;
+    rl->log_ud = opts->log_ud;
     for (size_t i = 0; rc == 0 && i < opts->n_urls; i++) {
         rl_node *nd = &rl->nodes[i];
         char err[256];
         rc = dlock__err_from_common(dlock__url_parse(opts->urls[i], &nd->url, err, sizeof(err)));
-        if (rc == 0 && nd->url.kind == DLOCK__URL_SENTINEL) rc = DLOCK_EURL;
+        if (rc == 0 && not_one_master(rl, i, &nd->url)) rc = DLOCK_EURL;
+        else if (rc && rc != DLOCK_ENOMEM) rl_log(rl, DLOCK_LOG_ERROR, "redlock: member %zu: %s", i + 1, err);
         if (rc) {
             if (rc != DLOCK_ENOMEM) rc = DLOCK_EURL;
             dlock__url_free(&nd->url);
@@ -120,8 +136,6 @@ DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock
         pthread_mutex_init(&nd->mu, NULL);
         rl->n++;
     }
-    rl->log_fn = opts->log_fn;
-    rl->log_ud = opts->log_ud;
     if (rc == 0) {
         rc = dlock__waitctl_init(&rl->ctl);
         rl->ctl_ok = rc == 0;

@@ -26,10 +26,12 @@ extern const unsigned char dlock__lua_rw_read_acquire[];
 extern const unsigned char dlock__lua_rw_write_acquire[];
 extern const unsigned char dlock__lua_rw_release[];
 extern const unsigned char dlock__lua_rw_renew[];
+extern const unsigned char dlock__lua_rw_withdraw[];
 static const dlock__script rw_read_acquire = {"rw_read_acquire", dlock__lua_rw_read_acquire};
 static const dlock__script rw_write_acquire = {"rw_write_acquire", dlock__lua_rw_write_acquire};
 static const dlock__script rw_release = {"rw_release", dlock__lua_rw_release};
 static const dlock__script rw_renew = {"rw_renew", dlock__lua_rw_renew};
+static const dlock__script rw_withdraw = {"rw_withdraw", dlock__lua_rw_withdraw};
 
 enum { K_BASE, K_W, K_R, K_RN, K_WW, K_CHAN, K_N };
 
@@ -37,6 +39,7 @@ struct dlock_rwlock {
     dlock_client *c;
     char keys[K_N][DLOCK__KEY_MAX];
     char owner[DLOCK__FAM_OWNER_LEN];
+    bool sharded; /* K_CHAN (dlock__client_sharded) */
     int64_t lease_ms;
     int64_t intent_ms;
     _Atomic int64_t rcount;
@@ -92,6 +95,7 @@ DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
         return rc;
     }
     rw->c = client;
+    rw->sharded = dlock__client_sharded(client, rw->keys[K_BASE], rw->keys[K_CHAN]);
     rw->lease_ms = o.lease_ms;
     rw->intent_ms = o.writer_intent_ms;
     atomic_init(&rw->rcount, 0);
@@ -133,24 +137,19 @@ static int rw_attempt(void *ctx, int64_t *hint_ms)
     return code == 1 ? 1 : 0;
 }
 
-static const char *rw_channel(void *ctx)
+static const char *rw_channel(void *ctx, bool *sharded_out)
 {
+    *sharded_out = ((rw_try *)ctx)->rw->sharded;
     return ((rw_try *)ctx)->rw->keys[K_CHAN];
 }
 
 /* A writer that stops waiting withdraws its intent and lets readers in. */
 static void withdraw_intent(dlock_rwlock *rw)
 {
-    const char *zrem[3] = {"ZREM", rw->keys[K_WW], rw->owner};
-    dlock__reply *r = NULL;
-    if (dlock__client_cmd(rw->c, 3, zrem, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_INTEGER &&
-        dlock__reply_int(r) == 1) {
-        dlock__reply_free(r);
-        r = NULL;
-        const char *pub[3] = {"PUBLISH", rw->keys[K_CHAN], "intent"};
-        dlock__client_cmd(rw->c, 3, pub, NULL, &r);
-    }
-    dlock__reply_free(r);
+    const char *keys[1] = {rw->keys[K_WW]};
+    const char *args[3] = {rw->owner, rw->keys[K_CHAN], dlock__pub_cmd(rw->sharded)};
+    long long was = 0;
+    dlock__fam_eval(rw->c, &rw_withdraw, 1, keys, 3, args, &was, NULL, NULL);
 }
 
 static int acquire(dlock_rwlock *rw, bool write, int64_t wait_ms)
@@ -194,9 +193,9 @@ static int release(dlock_rwlock *rw, bool write)
     _Atomic int64_t *cnt = write ? &rw->wcount : &rw->rcount;
     if (atomic_load(cnt) == 0) return DLOCK_ENOTHELD;
     const char *keys[3] = {rw->keys[K_W], rw->keys[K_R], rw->keys[K_RN]};
-    const char *args[3] = {rw->owner, write ? "w" : "r", rw->keys[K_CHAN]};
+    const char *args[4] = {rw->owner, write ? "w" : "r", rw->keys[K_CHAN], dlock__pub_cmd(rw->sharded)};
     long long left = 0;
-    int rc = dlock__fam_eval(rw->c, &rw_release, 3, keys, 3, args, &left, NULL, NULL);
+    int rc = dlock__fam_eval(rw->c, &rw_release, 3, keys, 4, args, &left, NULL, NULL);
     if (rc) return rc;
     if (left < 0) {
         atomic_store(cnt, 0);

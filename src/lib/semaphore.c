@@ -38,6 +38,7 @@ struct dlock_semaphore {
     char keys[K_N][DLOCK__KEY_MAX];
     char owner[DLOCK__FAM_OWNER_LEN];
     char limit_s[24];
+    bool sharded; /* K_CHAN (dlock__client_sharded) */
     int64_t limit;
     int64_t lease_ms;      /* 0: watchdog */
     _Atomic int64_t held;  /* permits of this handle (read by the watchdog) */
@@ -91,6 +92,7 @@ DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
         return rc;
     }
     s->c = client;
+    s->sharded = dlock__client_sharded(client, s->keys[K_BASE], s->keys[K_CHAN]);
     s->limit = o.permits;
     s->lease_ms = o.lease_ms;
     dlock__fam_fmt_i64(s->limit_s, sizeof(s->limit_s), o.permits);
@@ -114,9 +116,9 @@ static int sem_attempt(void *ctx, int64_t *hint_ms)
     sem_try *t = ctx;
     dlock_semaphore *s = t->s;
     const char *keys[3] = {s->keys[K_META], s->keys[K_EXP], s->keys[K_CNT]};
-    const char *args[5] = {t->id, t->k, t->lease, s->limit_s, s->keys[K_CHAN]};
+    const char *args[6] = {t->id, t->k, t->lease, s->limit_s, s->keys[K_CHAN], dlock__pub_cmd(s->sharded)};
     long long code = 0, val = 0;
-    int rc = dlock__fam_eval(s->c, &sem_acquire, 3, keys, 5, args, &code, &val, NULL);
+    int rc = dlock__fam_eval(s->c, &sem_acquire, 3, keys, 6, args, &code, &val, NULL);
     if (rc) return rc;
     if (code == -2) {
         dlock__log(s->c, DLOCK_LOG_ERROR, "semaphore %s: recorded with %lld permits, handle says %s",
@@ -128,8 +130,9 @@ static int sem_attempt(void *ctx, int64_t *hint_ms)
     return code == 1 ? 1 : 0;
 }
 
-static const char *sem_channel(void *ctx)
+static const char *sem_channel(void *ctx, bool *sharded_out)
 {
+    *sharded_out = ((sem_try *)ctx)->s->sharded;
     return ((sem_try *)ctx)->s->keys[K_CHAN];
 }
 
@@ -176,9 +179,9 @@ DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t k)
     char ks[24];
     dlock__fam_fmt_i64(ks, sizeof(ks), k);
     const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
-    const char *args[3] = {sem->owner, ks, sem->keys[K_CHAN]};
+    const char *args[4] = {sem->owner, ks, sem->keys[K_CHAN], dlock__pub_cmd(sem->sharded)};
     long long code = 0;
-    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 3, args, &code, NULL, NULL);
+    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 4, args, &code, NULL, NULL);
     if (rc) return rc;
     if (code == -1) return DLOCK_ELIMIT;
     if (code == 1)
@@ -257,9 +260,9 @@ DLOCK_API int dlock_permits_release(dlock_semaphore *sem, const char *id)
 {
     if (!sem || check_id(id) != 0) return DLOCK_EINVAL;
     const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
-    const char *args[3] = {id, "1", sem->keys[K_CHAN]};
+    const char *args[4] = {id, "1", sem->keys[K_CHAN], dlock__pub_cmd(sem->sharded)};
     long long code = 0;
-    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 3, args, &code, NULL, NULL);
+    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 4, args, &code, NULL, NULL);
     if (rc) return rc;
     return code == 1 ? 0 : DLOCK_ELIMIT;
 }

@@ -30,6 +30,13 @@ static void test_every_common_code_maps_to_the_dlock_code_of_the_same_meaning(vo
     }
 }
 
+/* A cross-slot refusal is a key-layout error of the caller, nothing sent. */
+static void test_crossslot_maps_to_einval(void **state)
+{
+    (void)state;
+    assert_int_equal(dlock__err_from_common(DLOCK__ECROSSSLOT), DLOCK_EINVAL);
+}
+
 static void test_a_code_common_never_returns_maps_to_eio(void **state)
 {
     (void)state;
@@ -42,6 +49,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_common_code_maps_to_the_dlock_code_of_the_same_meaning),
         cmocka_unit_test(test_a_code_common_never_returns_maps_to_eio),
+        cmocka_unit_test(test_crossslot_maps_to_einval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

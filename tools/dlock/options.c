@@ -56,8 +56,9 @@ void cli_print_usage(void)
           "  -c, --command STRING      run STRING with /bin/sh -c\n"
           "      --lease DUR           fixed lease, no renewal (default: watchdog mode)\n"
           "      --watchdog-lease DUR  lease renewed every third of it (default 30s)\n"
-          "      --url URL             Redis URL (default $DLOCK_URL, else\n"
-          "                            redis://127.0.0.1:6379)\n"
+          "  -u, --url URL             Redis URL: redis://, unix://, redis-sentinel://,\n"
+          "                            redis-cluster://h:p[,h:p...], etcd:// (default\n"
+          "                            $DLOCK_URL, else redis://127.0.0.1:6379)\n"
           "      --prefix P            prepend P to every key\n"
           "      --reentrant           Redisson hash layout instead of the simple one\n"
           "      --fair                fair (first come, first served) lock\n"
@@ -174,7 +175,7 @@ static const opt_spec specs[] = {
     DUR("lease", lease_ms, 1),
     DUR("watchdog-lease", watchdog_ms, 300),
     DUR("kill-grace", kill_grace_ms, 0),
-    {.name = "url", .type = OPT_STR, .off = OFF(url)},
+    {.name = "url", .short_name = 'u', .type = OPT_STR, .off = OFF(url)},
     {.name = "prefix", .type = OPT_STR, .off = OFF(prefix)},
     TRIGGER("reentrant", 0, on_kind),
     TRIGGER("fair", 0, on_kind),

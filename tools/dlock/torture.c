@@ -33,7 +33,7 @@
     {.name = n, .type = OPT_DURATION, .off = OFF(f), .lo = lo_ms, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S, .arg = a, .help = h}
 
 static const opt_spec specs[] = {
-    {.name = "url", .type = OPT_STR, .off = OFF(url), .arg = "URL",
+    {.name = "url", .short_name = 'u', .type = OPT_STR, .off = OFF(url), .arg = "URL",
      .help = "the deployment to check (default $DLOCK_URL, else " CLI_DEFAULT_URL ")"},
     {.name = "prefix", .type = OPT_STR, .off = OFF(prefix), .arg = "P",
      .help = "required: every key of the run starts with P"},

@@ -1,7 +1,9 @@
 /* torture_store.c: the keys of a `dlock torture` run and its fenced counter
  * (fenced_store.lua, embedded), reached through src/common's connection.
  * Invariant: every key named here is built by torture_keys_make and starts
- * with the prefix; SCAN, DEL and the script touch no other key.
+ * with the prefix; SCAN, DEL and the script touch no other key. The keys
+ * share the "{torture}" tag (or the prefix's), so on a Cluster they live on
+ * one master; only the SCAN for a used prefix visits every master.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -129,14 +131,28 @@ static void match_pattern(const char *prefix, char *out, size_t outlen)
     out[j] = '\0';
 }
 
-int torture_prefix_used(dlock__conn *c, const char *prefix, char *example, size_t exlen)
+/* Runs argv on the master of slot (a routing connection), or as usual
+ * (slot < 0); exit code as command(). */
+static int command_at(dlock__conn *c, int slot, int argc, const char **argv, dlock__reply **r)
 {
-    char pattern[1100], cursor[32] = "0";
-    match_pattern(prefix, pattern, sizeof(pattern));
+    if (slot < 0) return command(c, argc, argv, r);
+    int rc = dlock__conn_cmd_slot(c, (unsigned)slot, argc, argv, NULL, r);
+    if (rc == 0 && dlock__reply_kind(*r) != DLOCK__R_ERROR) return 0;
+    cli_err("torture: %s: %s", argv[0], rc == 0 ? dlock__reply_str(*r, NULL) : dlock__conn_errstr(c));
+    dlock__reply_free(*r);
+    *r = NULL;
+    return rc == 0 ? CLI_EXIT_SOFTWARE : exit_for(rc);
+}
+
+/* SCAN MATCH pattern over one server (slot < 0) or the master of slot:
+ * 1 and example when a key matched, 0 none, or an exit code. */
+static int scan_one(dlock__conn *c, int slot, const char *pattern, char *example, size_t exlen)
+{
+    char cursor[32] = "0";
     do {
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
         dlock__reply *r = NULL;
-        int code = command(c, 6, argv, &r);
+        int code = command_at(c, slot, 6, argv, &r);
         if (code != 0) return code;
         if (dlock__reply_count(r) != 2) {
             dlock__reply_free(r);
@@ -150,6 +166,20 @@ int torture_prefix_used(dlock__conn *c, const char *prefix, char *example, size_
         dlock__reply_free(r);
         if (found) return 1;
     } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
+int torture_prefix_used(dlock__conn *c, const char *prefix, char *example, size_t exlen)
+{
+    char pattern[1100];
+    match_pattern(prefix, pattern, sizeof(pattern));
+    if (!dlock__conn_is_cluster(c)) return scan_one(c, -1, pattern, example, exlen);
+    unsigned slots[64]; /* on a Cluster: every master (one slot each serves to reach it) */
+    size_t n = dlock__conn_cluster_slots(c, slots, sizeof(slots) / sizeof(slots[0]));
+    for (size_t i = 0; i < n; i++) {
+        int code = scan_one(c, (int)slots[i], pattern, example, exlen);
+        if (code != 0) return code;
+    }
     return 0;
 }
 

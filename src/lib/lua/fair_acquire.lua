@@ -8,6 +8,7 @@
 -- ARGV[1]  owner   ARGV[2] lease ms
 -- ARGV[3]  waiter ttl ms (0: a one-shot try that never joins the queue)
 -- ARGV[4]  wake channel prefix (the head waiter listens on prefix .. owner)
+-- ARGV[5]  publish command: PUBLISH, or SPUBLISH (sharded, on a Cluster)
 -- Returns {1, 0}       acquired (or re-entered)
 --         {0, hint_ms} queued (or still queued); hint: lock ttl or waiter ttl
 local t = redis.call('TIME') -- server clock; each script reads it itself (docs/locks.md, Scripts)
@@ -32,7 +33,7 @@ if free and (not head or head == ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, 0}
 end
-if free and #dead > 0 then redis.call('PUBLISH', ARGV[4] .. head, 'purged') end
+if free and #dead > 0 then redis.call(ARGV[5], ARGV[4] .. head, 'purged') end
 local hint = redis.call('PTTL', KEYS[1])
 if tonumber(ARGV[3]) == 0 then return {0, hint} end
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then

@@ -3,6 +3,7 @@
 -- woken, on its own channel.
 -- KEYS[1]  lock hash   KEYS[2] queue list   KEYS[3] zset waiter -> deadline
 -- ARGV[1]  owner   ARGV[2] wake channel prefix
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH (sharded, on a Cluster)
 -- Returns remaining count (>= 0), or -1 when the owner does not hold it
 if redis.call('TYPE', KEYS[1]).ok ~= 'hash' or
    redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
@@ -15,5 +16,5 @@ local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, id in ipairs(dead) do redis.call('LREM', KEYS[2], 0, id) end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local head = redis.call('LINDEX', KEYS[2], 0)
-if head then redis.call('PUBLISH', ARGV[2] .. head, 'released') end
+if head then redis.call(ARGV[3], ARGV[2] .. head, 'released') end
 return 0

@@ -2,7 +2,8 @@
 -- hold less; at zero delete the key and publish "0" on the channel.
 -- KEYS[1] lock key
 -- ARGV[1] owner, ARGV[2] lease ms (re-set while holds remain),
--- ARGV[3] channel (redisson_lock__channel:{<name>})
+-- ARGV[3] channel (redisson_lock__channel:{<name>}), ARGV[4] publish
+-- command: PUBLISH, or SPUBLISH (sharded, on a Cluster; Redisson does the same)
 -- Returns holds left (>= 1), 0 released; -1 no such key; -2 held by
 -- another owner (or not a hash).
 if redis.call('exists', KEYS[1]) == 0 then return -1 end
@@ -15,5 +16,5 @@ if n > 0 then
   return n
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[3], '0')
+redis.call(ARGV[4], ARGV[3], '0')
 return 0

@@ -7,6 +7,7 @@
 -- KEYS[3]  hash holder id -> permits held
 -- ARGV[1]  holder id   ARGV[2] k   ARGV[3] lease ms   ARGV[4] limit N
 -- ARGV[5]  channel published when permits come back
+-- ARGV[6]  publish command: PUBLISH, or SPUBLISH (sharded, on a Cluster)
 -- Returns {1, available_after}  acquired
 --         {0, wait_hint_ms}     not enough permits (-1: no expiry pending)
 --         {-2, stored_limit}    the semaphore exists with another limit
@@ -30,7 +31,7 @@ if #dead > 0 then
   end
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   redis.call('HINCRBY', KEYS[1], 'used', -freed)
-  redis.call('PUBLISH', ARGV[5], 'expired')
+  redis.call(ARGV[6], ARGV[5], 'expired')
 end
 local used = tonumber(redis.call('HGET', KEYS[1], 'used')) or 0
 if limit - used >= k then

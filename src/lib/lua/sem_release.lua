@@ -5,6 +5,7 @@
 -- KEYS[2]  zset holder id -> expiry (ms, server clock)
 -- KEYS[3]  hash holder id -> permits held
 -- ARGV[1]  holder id   ARGV[2] k   ARGV[3] channel to publish on
+-- ARGV[4]  publish command: PUBLISH, or SPUBLISH (sharded, on a Cluster)
 -- Returns  1   released
 --          0   the id holds no permits (or its lease expired)
 --         -1   the id holds fewer than k permits (nothing changed)
@@ -22,5 +23,5 @@ else
   redis.call('HINCRBY', KEYS[3], ARGV[1], -k)
 end
 redis.call('HINCRBY', KEYS[1], 'used', -k)
-redis.call('PUBLISH', ARGV[3], 'released')
+redis.call(ARGV[4], ARGV[3], 'released')
 return 1

@@ -36,7 +36,7 @@ dlock_client *fam_client(const test_server *s, int64_t watchdog_ms)
 long long fam_int(const test_server *s, int argc, const char **argv)
 {
     char out[64];
-    if (test_redis_cmd(s, out, sizeof(out), argc, argv) != 0) return LLONG_MIN;
+    if (lt_cmd(s, out, sizeof(out), argc, argv) != 0) return LLONG_MIN;
     char *end = NULL;
     long long v = strtoll(out, &end, 10);
     return end && end != out ? v : (out[0] == '\0' ? 0 : LLONG_MIN);
@@ -66,33 +66,34 @@ void fam_kill_child(pid_t pid)
 typedef struct spawn_req {
     const char *role;
     char port[16];
+    const char *url;
     const char *arg;
 } spawn_req;
 
 static int exec_child(void *p)
 {
     spawn_req *r = p;
-    char *argv[7] = {"fam-child", "--fam-child", (char *)r->role, r->port, (char *)fam_prefix(),
-                     (char *)(r->arg ? r->arg : ""), NULL};
+    char *argv[8] = {"fam-child", "--fam-child", (char *)r->role, r->port, (char *)fam_prefix(),
+                     (char *)(r->arg ? r->arg : ""), (char *)r->url, NULL};
     execv("/proc/self/exe", argv);
     return 126;
 }
 
 pid_t fam_spawn(const char *role, const test_server *s, const char *arg)
 {
-    spawn_req r = {.role = role, .arg = arg};
+    spawn_req r = {.role = role, .url = s->url, .arg = arg};
     snprintf(r.port, sizeof(r.port), "%d", s->port);
     return test_fork(exec_child, &r);
 }
 
 void fam_child_dispatch(int argc, char **argv, const fam_role *roles)
 {
-    if (argc < 6 || strcmp(argv[1], "--fam-child") != 0) return;
+    if (argc < 7 || strcmp(argv[1], "--fam-child") != 0) return;
     snprintf(child_prefix, sizeof(child_prefix), "%s", argv[4]);
     test_server s;
     memset(&s, 0, sizeof(s));
     s.port = (int)strtol(argv[3], NULL, 10);
-    snprintf(s.url, sizeof(s.url), "redis://127.0.0.1:%d", s.port);
+    snprintf(s.url, sizeof(s.url), "%s", argv[6]); /* the parent's: redis:// or redis-cluster:// */
     for (const fam_role *r = roles; r->name; r++)
         if (strcmp(r->name, argv[2]) == 0) exit(r->fn(&s, argv[5]));
     fprintf(stderr, "fam-child: unknown role %s\n", argv[2]);
@@ -105,7 +106,7 @@ dlock_client *fam_cli;
 int fam_setup(void **state)
 {
     (void)state;
-    if (test_redis_start(&fam_srv, NULL) != 0) return -1;
+    if (lt_start(&fam_srv) != 0) return -1;
     fam_cli = fam_client(&fam_srv, 0);
     return fam_cli ? 0 : -1;
 }
@@ -114,6 +115,6 @@ int fam_teardown(void **state)
 {
     (void)state;
     dlock_client_destroy(fam_cli);
-    test_server_stop(&fam_srv);
+    lt_stop(&fam_srv);
     return 0;
 }

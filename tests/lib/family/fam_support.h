@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "dlock/dlock.h"
+#include "lib_target.h"
 #include "servers.h"
 
 /* The key prefix of this test: test_prefix(), or in a spawned child the
@@ -24,7 +25,8 @@ const char *fam_prefix(void);
 dlock_client *fam_client(const test_server *s, int64_t watchdog_ms);
 
 /* Group fixture shared by the single-server family tests: a private
- * redis-server in fam_srv and a fam_client() on it in fam_cli. */
+ * redis-server (or the test cluster, lib_target.h) in fam_srv and a
+ * fam_client() on it in fam_cli. */
 extern test_server fam_srv;
 extern dlock_client *fam_cli;
 int fam_setup(void **state);

@@ -131,6 +131,7 @@ static void *lock_and_release(void *p)
 static void test_release_wakes_only_the_head_waiter(void **state)
 {
     (void)state;
+    LT_STANDALONE_ONLY("PSUBSCRIBE on one server sees only plain messages");
     dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = fam_srv.port};
     dlock__conn_opts co = {.connect_timeout_ms = 500, .command_timeout_ms = 1000};
     dlock__conn *sub = NULL;
@@ -241,7 +242,7 @@ static int dying_holder(const test_server *srv_, const char *arg)
     dlock_fairlock *fl = NULL;
     if (dlock_fairlock_new(c, "fl:deadholder", NULL, &fl) || dlock_fairlock_lock(fl, 0, 0)) return 3;
     const char *set[3] = {"SET", "fl:held", "1"};
-    test_redis_cmd(srv_, NULL, 0, 3, set);
+    lt_cmd(srv_, NULL, 0, 3, set);
     for (;;) dlock__sleep_ms(1000);
 }
 

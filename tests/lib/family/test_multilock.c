@@ -176,7 +176,7 @@ static int dying_holder(const test_server *srv_, const char *arg)
     dlock_multilock *ml = NULL;
     if (!c || dlock_multilock_new(c, names, 2, &ml) || dlock_multilock_lock(ml, 0, 0)) return 2;
     const char *set[3] = {"SET", "ml:held", "1"};
-    test_redis_cmd(srv_, NULL, 0, 3, set);
+    lt_cmd(srv_, NULL, 0, 3, set);
     for (;;) dlock__sleep_ms(1000);
 }
 

@@ -265,7 +265,7 @@ static int skewed_child(const test_server *srv_, const char *arg)
     char n[32];
     snprintf(n, sizeof(n), "%ld", allowed);
     const char *set[3] = {"SET", "rl:child-allowed", n};
-    return test_redis_cmd(srv_, NULL, 0, 3, set) == 0 ? 0 : 5;
+    return lt_cmd(srv_, NULL, 0, 3, set) == 0 ? 0 : 5;
 }
 
 static void test_four_clients_one_skewed_admit_the_configured_rate(void **state)

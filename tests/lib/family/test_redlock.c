@@ -21,6 +21,7 @@
 
 #include "dlock/redlock.h"
 #include "fam_support.h"
+#include "logcap.h"
 #include "util.h"
 
 #define N 3
@@ -95,6 +96,27 @@ static void test_quorum_grants_and_excludes(void **state)
     assert_true(dlock_redlock_fence(h2) > f1);
     assert_int_equal(dlock_redlock_unlock(h2), 0);
     dlock_redlock_free(rl);
+}
+
+/* RedLock is over independent masters: a Cluster (or Sentinel) URL among
+ * the members is refused with EURL and a log line that says why, and
+ * nothing is created. */
+static void test_cluster_member_url_is_refused(void **state)
+{
+    (void)state;
+    dlock_redlock_options o;
+    dlock_redlock_options_init(&o);
+    const char *u[3] = {srv[0].url, "redis-cluster://127.0.0.1:7000,127.0.0.1:7001", srv[2].url};
+    o.urls = u;
+    o.n_urls = 3;
+    o.log_fn = test_log_capture;
+    test_log_clear();
+    dlock_redlock *rl = NULL;
+    assert_int_equal(dlock_redlock_new(&o, &rl), DLOCK_EURL);
+    assert_null(rl);
+    if (!test_log_contains("member 2 is a Cluster URL"))
+        fail_msg("no log line explains the refusal of the cluster member");
+    assert_true(test_log_contains("RedLock across clusters is not supported"));
 }
 
 static void test_bad_input_is_refused(void **state)
@@ -407,6 +429,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quorum_grants_and_excludes),
         cmocka_unit_test(test_bad_input_is_refused),
+        cmocka_unit_test(test_cluster_member_url_is_refused),
         cmocka_unit_test(test_one_node_down_still_locks),
         cmocka_unit_test(test_two_nodes_down_fail_fast_with_enoquorum),
         cmocka_unit_test(test_extension_needs_a_quorum),

@@ -315,14 +315,14 @@ static int crashing_holder(const test_server *srv_, const char *arg)
     int rc = write ? dlock_rwlock_write_lock(rw, 0) : dlock_rwlock_read_lock(rw, 0);
     if (rc) return 4;
     const char *set[3] = {"SET", "rw:crash-held", "1"};
-    test_redis_cmd(srv_, NULL, 0, 3, set);
+    lt_cmd(srv_, NULL, 0, 3, set);
     for (;;) dlock__sleep_ms(1000);
 }
 
 static void crash_case(bool write)
 {
     const char *del[2] = {"DEL", "rw:crash-held"};
-    test_redis_cmd(&fam_srv, NULL, 0, 2, del);
+    lt_cmd(&fam_srv, NULL, 0, 2, del);
     pid_t pid = fam_spawn("crashing_holder", &fam_srv, write ? "w" : "r");
     assert_true(pid > 0);
     const char *get[2] = {"GET", "rw:crash-held"};

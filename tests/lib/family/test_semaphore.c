@@ -239,7 +239,7 @@ static int crashing_holder(const test_server *srv_, const char *arg)
     dlock_semaphore *s = NULL;
     if (dlock_semaphore_new(c, "sem:crash", &o, &s) || dlock_semaphore_acquire(s, 2, 0)) return 3;
     const char *set[3] = {"SET", "sem:crash-held", "1"};
-    test_redis_cmd(srv_, NULL, 0, 3, set);
+    lt_cmd(srv_, NULL, 0, 3, set);
     for (;;) dlock__sleep_ms(1000); /* killed here, watchdog renewing */
 }
 

@@ -58,7 +58,7 @@ bool ls_exists(const test_server *srv, const char *key)
 {
     char out[64] = "";
     const char *argv[2] = {"EXISTS", key};
-    return test_redis_cmd(srv, out, sizeof(out), 2, argv) == 0 && strcmp(out, "1") == 0;
+    return lt_cmd(srv, out, sizeof(out), 2, argv) == 0 && strcmp(out, "1") == 0;
 }
 
 test_server ls_srv;
@@ -68,7 +68,7 @@ int ls_setup(void **state)
 {
     (void)state;
     test_prefix();
-    if (test_redis_start(&ls_srv, NULL) != 0) return -1;
+    if (lt_start(&ls_srv) != 0) return -1;
     ls_cl = ls_client(&ls_srv, 600);
     return ls_cl ? 0 : -1;
 }
@@ -77,6 +77,6 @@ int ls_teardown(void **state)
 {
     (void)state;
     dlock_client_destroy(ls_cl);
-    test_server_stop(&ls_srv);
+    lt_stop(&ls_srv);
     return 0;
 }

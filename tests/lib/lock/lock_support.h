@@ -9,10 +9,12 @@
 
 #include "dlock/dlock.h"
 #include "dlock/lock.h"
+#include "lib_target.h"
 #include "servers.h"
 
-/* Group fixture of the single-server lock tests: a private redis-server in
- * ls_srv and an ls_client(&ls_srv, 600) in ls_cl. */
+/* Group fixture of the single-server lock tests: a private redis-server
+ * (or the test cluster, lib_target.h) in ls_srv and an ls_client(&ls_srv,
+ * 600) in ls_cl. */
 extern test_server ls_srv;
 extern dlock_client *ls_cl;
 int ls_setup(void **state);

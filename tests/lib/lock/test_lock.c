@@ -85,7 +85,7 @@ static void test_simple_lock_layout_and_double_acquire(void **state)
     /* layout: plain string key holding the 32-hex token, with a PX lease */
     char val[128] = "";
     const char *get[2] = {"GET", ls_key("simple1")};
-    assert_int_equal(test_redis_cmd(&ls_srv, val, sizeof(val), 2, get), 0);
+    assert_int_equal(lt_cmd(&ls_srv, val, sizeof(val), 2, get), 0);
     assert_string_equal(val, dlock_lock_owner(a));
     assert_int_equal(strlen(val), 32);
     assert_int_equal(dlock_lock_try_lock(a, 0, 1000, NULL), DLOCK_EALREADY);
@@ -118,7 +118,7 @@ static void test_reentrant_counts_and_redisson_layout(void **state)
     dlock__thread_owner(ls_cl, owner, sizeof(owner));
     assert_string_equal(dlock_lock_owner(l), owner);
     const char *hget[3] = {"HGET", ls_key("re1"), owner};
-    assert_int_equal(test_redis_cmd(&ls_srv, val, sizeof(val), 3, hget), 0);
+    assert_int_equal(lt_cmd(&ls_srv, val, sizeof(val), 3, hget), 0);
     assert_string_equal(val, "3");
     assert_int_equal(dlock_lock_unlock(l), 0);
     assert_int_equal(dlock_lock_unlock(l), 0);
@@ -329,21 +329,22 @@ static void test_release_wakes_a_waiter_promptly(void **state)
     }
 }
 
-/* Calls of cmd ("evalsha", "set") the server has counted so far. */
-static long long cmd_calls(const char *cmd)
+/* Calls of cmd ("evalsha", "set") the server that holds lock name has
+ * counted so far (on a cluster: its slot's master). */
+static long long cmd_calls(const char *name, const char *cmd)
 {
     char info[8192] = "", needle[64];
     const char *argv[2] = {"INFO", "commandstats"};
-    if (test_redis_cmd(&ls_srv, info, sizeof(info), 2, argv) != 0) return -1;
+    if (lt_cmd_at(&ls_srv, ls_key(name), info, sizeof(info), 2, argv) != 0) return -1;
     int n = snprintf(needle, sizeof(needle), "\ncmdstat_%s:calls=", cmd);
     const char *p = strstr(info, needle);
     return p ? strtoll(p + n, NULL, 10) : 0;
 }
 
 /* Acquire attempts: scripts (fenced acquires) and plain SETs (unfenced). */
-static long long acquire_calls(void)
+static long long acquire_calls(const char *name)
 {
-    return cmd_calls("evalsha") + cmd_calls("set");
+    return cmd_calls(name, "evalsha") + cmd_calls(name, "set");
 }
 
 static void test_waiting_on_a_foreign_holder_does_not_busy_poll(void **state)
@@ -351,13 +352,13 @@ static void test_waiting_on_a_foreign_holder_does_not_busy_poll(void **state)
     (void)state;
     /* a foreign holder (plain SET, as redis-py does) never publishes */
     const char *set[6] = {"SET", ls_key("poll1"), "foreign-token", "PX", "1500", "NX"};
-    assert_int_equal(test_redis_cmd(&ls_srv, NULL, 0, 6, set), 0);
+    assert_int_equal(lt_cmd(&ls_srv, NULL, 0, 6, set), 0);
     dlock_lock *l = ls_lock(ls_cl, "poll1", DLOCK_LOCK_SIMPLE);
-    long long before = acquire_calls();
+    long long before = acquire_calls("poll1");
     int64_t t0 = dlock__now_ms();
     assert_int_equal(dlock_lock_try_lock(l, 4000, 1000, NULL), 0);
     int64_t waited = dlock__now_ms() - t0;
-    long long attempts = acquire_calls() - before;
+    long long attempts = acquire_calls("poll1") - before;
     /* woke on the holder's TTL, after a handful of growing rechecks */
     assert_true(waited >= 1300 && waited < 2500);
     if (attempts > 12) fail_msg("%lld acquire attempts in %lld ms", attempts, (long long)waited);
@@ -375,10 +376,10 @@ static void test_fencing_token_is_issued_only_when_asked_for(void **state)
     assert_int_equal(dlock_lock_try_lock(l, 0, 5000, &f1), 0);
     assert_true(f1 > 0);
     assert_int_equal(dlock_lock_unlock(l), 0);
-    long long scripts = cmd_calls("evalsha"), sets = cmd_calls("set");
+    long long scripts = cmd_calls("fence_ask", "evalsha"), sets = cmd_calls("fence_ask", "set");
     assert_int_equal(dlock_lock_try_lock(l, 0, 5000, NULL), 0);
-    assert_int_equal(cmd_calls("evalsha"), scripts); /* no script ran */
-    assert_int_equal(cmd_calls("set"), sets + 1);
+    assert_int_equal(cmd_calls("fence_ask", "evalsha"), scripts); /* no script ran */
+    assert_int_equal(cmd_calls("fence_ask", "set"), sets + 1);
     assert_int_equal(dlock_lock_fence(l), 0); /* this hold has no token */
     dlock_lock_status st;
     assert_int_equal(dlock_lock_status_get(ls_cl, "fence_ask", &st), 0);
@@ -417,13 +418,13 @@ static void test_fencing_tokens_increase_across_release_expiry_and_key_loss(void
     char fk[256];
     assert_int_equal(dlock__companion_key(ls_key("fence1"), ":fence", fk, sizeof(fk)), 0);
     const char *del[2] = {"DEL", fk};
-    assert_int_equal(test_redis_cmd(&ls_srv, NULL, 0, 2, del), 0);
+    assert_int_equal(lt_cmd(&ls_srv, NULL, 0, 2, del), 0);
     assert_int_equal(dlock_lock_try_lock(l, 0, 1000, &f), 0);
     assert_true(f > prev);
     /* the fence key has an expiry (no unbounded key growth) */
     char ttl[32] = "";
     const char *pttl[2] = {"PTTL", fk};
-    assert_int_equal(test_redis_cmd(&ls_srv, ttl, sizeof(ttl), 2, pttl), 0);
+    assert_int_equal(lt_cmd(&ls_srv, ttl, sizeof(ttl), 2, pttl), 0);
     assert_true(strtoll(ttl, NULL, 10) > 0);
     assert_int_equal(dlock_lock_unlock(l), 0);
     dlock_lock_free(l);
@@ -472,7 +473,7 @@ static void test_script_flush_while_locks_are_held(void **state)
     assert_int_equal(dlock_lock_try_lock(a, 0, 0, NULL), 0);
     assert_int_equal(dlock_lock_try_lock(b, 0, 0, NULL), 0);
     const char *flush[2] = {"SCRIPT", "FLUSH"};
-    assert_int_equal(test_redis_cmd(&ls_srv, NULL, 0, 2, flush), 0);
+    assert_int_equal(lt_cmd(&ls_srv, NULL, 0, 2, flush), 0);
     dlock__sleep_ms(900); /* watchdog renewals hit NOSCRIPT and recover */
     assert_true(dlock_lock_is_held(a));
     assert_true(dlock_lock_is_held(b));
@@ -580,7 +581,7 @@ static void test_client_rejects_bad_options(void **state)
 static void *debug_sleep(void *arg)
 {
     const char *argv[3] = {"DEBUG", "SLEEP", arg};
-    test_redis_cmd(&ls_srv, NULL, 0, 3, argv);
+    lt_cmd_at(&ls_srv, ls_key("unknown1"), NULL, 0, 3, argv); /* the lock's server */
     return NULL;
 }
 
@@ -625,6 +626,7 @@ static void test_outcome_unknown_is_resolved_or_reported(void **state)
 static void test_sentinel_url_follows_the_master(void **state)
 {
     (void)state;
+    LT_STANDALONE_ONLY("Sentinel monitors one master");
     test_server sen;
     assert_int_equal(test_sentinel_start(&sen, &ls_srv, "dlockmaster", 1), 0);
     char url[256];
