@@ -70,7 +70,7 @@ accepted() {
 
 f=$conf:2
 refused 'redis-url http://x' \
-    "seckilld: $f: invalid redis-url: unknown scheme (expected redis://, unix:// or redis-sentinel://)"
+    "seckilld: $f: invalid redis-url: unknown scheme (expected redis://, unix://, redis-sentinel:// or redis-cluster://)"
 refused 'redis-url redis://127.0.0.1:notaport' "seckilld: $f: invalid redis-url: port must be a number in 1..65535"
 refused 'admin-token "abc' "seckilld: $f: admin-token: unterminated quote (a value starting with \" ends with \")"
 refused 'admin-token "abc" def' "seckilld: $f: admin-token: text after the closing quote"
@@ -93,7 +93,7 @@ section_ok "bad values: exit 2 from check and start alike, one line naming $conf
 
 # the same rule from the environment and from a flag, naming them
 out=$(REDIS_URL=http://x "$sk" --check-config 2>&1 >/dev/null) && bad "REDIS_URL=http://x accepted"
-[ "$out" = "seckilld: invalid REDIS_URL: unknown scheme (expected redis://, unix:// or redis-sentinel://)" ] ||
+[ "$out" = "seckilld: invalid REDIS_URL: unknown scheme (expected redis://, unix://, redis-sentinel:// or redis-cluster://)" ] ||
     bad "env: '$out'"
 out=$("$sk" --max-batch 0 --check-config 2>&1 >/dev/null) && bad "--max-batch 0 accepted"
 [[ "$out" == "seckilld: invalid --max-batch '0': expected an integer from 1 to 512"* ]] || bad "flag: '$out'"
