@@ -14,7 +14,10 @@ beyond the stock, oversold in the database, users above the limit (answers
 and database), lost orders (orders the current Redis master holds that the
 database lacks), orders sold in the database beyond what buyers were told
 (an order whose buyer was answered "outcome unknown" is allowed), idempotency
-violations, malformed requests not answered 4xx, reconciliation differences.
+violations (two order ids told 201 under one Idempotency-Key, or two orders
+of one key kept in the database: a key whose 202 decision was lost with its
+master may be decided again, but only one of its orders may survive),
+malformed requests not answered 4xx, reconciliation differences.
 There is no relaxed mode: a fault scenario passes on the same checks as the
 demo."""
 import argparse
@@ -42,20 +45,31 @@ def db_rows(url, campaign):
 
 
 def read_told(path):
-    """order id -> (user, qty, status) of what buyers were finally told:
-    'order_id user qty [status]', status 201 (default) or 202; a later 201
-    for the same order (a replay after the decision became safe) wins."""
+    """order id -> (user, qty, status, key) of what buyers were finally
+    told: 'order_id user qty [status [key]]', status 201 (default) or 202,
+    key the load generator's Idempotency-Key slot (-1 none); a later 201 for
+    the same order (a replay after the decision became safe) wins."""
     told = {}
     for line in open(path):
         f = line.split()
         if not f:
             continue
         status = int(f[3]) if len(f) > 3 else 201
+        key = int(f[4]) if len(f) > 4 else -1
         oid = int(f[0])
         if oid in told and told[oid][2] == 201:
             continue
-        told[oid] = (f[1], int(f[2]), status)
+        told[oid] = (f[1], int(f[2]), status, key)
     return told
+
+
+def keys_kept_twice(told, by_id):
+    """Idempotency-Keys under which more than one order is kept."""
+    kept_by_key = {}
+    for oid, t in told.items():
+        if t[3] >= 0 and kept(by_id.get(oid), t):
+            kept_by_key[t[3]] = kept_by_key.get(t[3], 0) + 1
+    return sum(1 for n in kept_by_key.values() if n > 1)
 
 
 def kept(row, t):
@@ -145,6 +159,8 @@ def main():
     untold = len([r for r in rows if r[0] not in told and r[3] in sold_status])
     unknown_answers = bench["errors"].get("outcome_unknown", 0)
     unknown = max(0, untold - unknown_answers)
+    idem_bad = bench["idempotency_violations"] + keys_kept_twice(told, by_id)
+    redecided = bench.get("idempotency_redecided", 0)
     checks = [
         ("broken promises (told 201, not kept)", len(broken), 0),
         ("told 201 beyond the stock", beyond, 0),
@@ -154,7 +170,7 @@ def main():
         ("users above limit (database)", over_limit, 0),
         ("lost orders (in Redis, not in the database)", len(lost), 0),
         ("orders sold beyond the buyers' answers", unknown, 0),
-        ("idempotency violations", bench["idempotency_violations"], 0),
+        ("idempotency violations", idem_bad, 0),
         ("malformed requests not answered 4xx", bench["bad_unexpected"], 0),
         ("reconciliation differences", 0 if a.reconcile_rc == 0 else 1, 0),
     ]
@@ -167,7 +183,8 @@ def main():
                                 "lost_202": len(pending) - len(confirmed),
                                 "broken_promises": len(broken), "sold_db": sold,
                                 "oversold": max(bench["oversold"], oversold_db, beyond),
-                                "duplicates": bench["users_over_limit"] + over_limit + bench["idempotency_violations"],
+                                "duplicates": bench["users_over_limit"] + over_limit + idem_bad,
+                                "redecided": redecided,
                                 "lost": len(lost), "guard_rejected": rejected,
                                 "retried": bench.get("retried", 0),
                                 "conn_errors": bench["connection_errors"],
@@ -182,6 +199,8 @@ def main():
         % (len(promised), told_qty, len(pending), len(confirmed), len(pending) - len(confirmed)),
         "persisted/sold in database %d, database rows %d; sold to buyers whose answer was "
         "'outcome unknown': %d (of %d such answers)" % (sold, len(rows), untold, unknown_answers),
+        "answers under an Idempotency-Key with another order id than its answer before "
+        "(a new decision after a 202; at most one of them may be kept): %d" % redecided,
         "rejections: " + ", ".join("%s %d" % kv for kv in sorted(bench["errors"].items())),
         "database statuses: " + ", ".join("%s %d" % kv for kv in sorted(statuses.items())),
         "latency us: p50 %d  p90 %d  p99 %d  max %d" % (lat["p50"], lat["p90"], lat["p99"], lat["max"]),

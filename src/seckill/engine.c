@@ -361,6 +361,7 @@ static void connect_now(sk_engine *e)
     char err[256] = "";
     /* A sentinel URL is resolved by dlock__aconn_open at every (re)connect. */
     int rc = dlock__aconn_open(e->base, &e->url, on_state, e, &e->ac, err, sizeof(err));
+    e->connect_ms = dlock__now_ms();
     if (rc) {
         e->ac = NULL;
         sk__health_down(e, NULL, "redis", err);
@@ -429,6 +430,13 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     sk_engine *e = arg;
     int64_t now = dlock__now_ms();
+    /* hiredis's async connect has no timeout: a master whose packets
+     * vanish (partition) would hold a connect for the kernel's SYN retries
+     * (~2 min), never asking Sentinel again */
+    if (e->ac && !e->up && now - e->connect_ms > e->o.command_timeout_ms) {
+        drop_connection(e, "connect timed out");
+        return;
+    }
     /* the head could start only when the reply ahead of it came */
     if (e->ac && e->head) {
         sk__call *h = e->head;

@@ -32,6 +32,7 @@ struct sk_engine {
     struct event *tick_ev;
     sk__call *head, *tail;  /* in flight, oldest first */
     int64_t last_reply_ms;  /* monotonic time of the last reply (reply deadline) */
+    int64_t connect_ms;     /* monotonic time the current connect began (connect deadline) */
     char sha[SK__NLUA][41];
     /* what the connected server said at connect (engine_server.c) */
     char runid[41];         /* INFO server run_id; "" unknown */

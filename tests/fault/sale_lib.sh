@@ -23,9 +23,9 @@ PERSIST_PIDS=()
 
 say() { echo "[$SCENARIO $(date +%T.%3N)] $*"; }
 
-start_services() { # uses REDIS_URL, DATABASE_URL, SECKILLD_EXTRA (more seckilld flags)
+start_services() { # uses REDIS_URL, DATABASE_URL, SECKILLD_EXTRA (more seckilld flags), SECKILLD_COUNT (3)
     export REDIS_URL DATABASE_URL
-    for i in 1 2 3; do
+    for i in $(seq 1 "${SECKILLD_COUNT:-3}"); do
         port=$(dl_free_port)
         # shellcheck disable=SC2086 # SECKILLD_EXTRA is a list of flags
         "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" ${SECKILLD_EXTRA:-} \
@@ -152,11 +152,13 @@ restart_redis() {
     dl_track "$REDIS_PID"
 }
 
-# start_sentinel_redis: a master, one replica and three Sentinels (name
-# mymaster); sets MASTER_PID, REDIS_PORT, REPLICA_PORT/PID, SENTINEL_PORTS,
-# REDIS_URL (the sentinel URL) and DATABASE_URL (a SQLite file in $work).
+# start_sentinel_redis [master args...]: a master (with those
+# redis-server arguments, e.g. min-replicas-to-write), one replica and three
+# Sentinels (name mymaster); sets MASTER_PID, REDIS_PORT, REPLICA_PORT/PID,
+# SENTINEL_PORTS, REDIS_URL (the sentinel URL) and DATABASE_URL (a SQLite
+# file in $work).
 start_sentinel_redis() {
-    dl_start_redis "$work"
+    dl_start_redis "$work" "$@"
     MASTER_PID=$REDIS_PID
     dl_start_replica "$work" "$REDIS_PORT"
     dl_start_sentinels "$work" "$REDIS_PORT" mymaster

@@ -4,9 +4,12 @@
 # the master is killed with -9 right after. Sentinel promotes the replica.
 # Every buyer answered 201 must keep the item: no database-path sale of a
 # unit Redis already sold, no resale on the new master.
+# The master runs as docs/ops recommends (min-replicas-to-write 1): with a
+# healthy replica it changes nothing here; the replica, promoted with no
+# replica of its own, has no such setting, or it could not sell at all.
 SCENARIO=failover-synced
 . "$(dirname "$0")/sale_lib.sh"
-start_sentinel_redis
+start_sentinel_redis --min-replicas-to-write 1 --min-replicas-max-lag 10
 STOCK=${FAULT_STOCK:-300}
 start_services
 start_sale

@@ -31,12 +31,14 @@ typedef struct plan_item {
     int key;        /* idempotency key index, -1 none */
     int bad_form;   /* for K_BAD */
     int expect;     /* expected status class for K_BAD (400, 404, 405, 413) */
+    int unknown;    /* answered 503 outcome_unknown once: may have been decided */
 } plan_item;
 
 typedef struct told {
     uint64_t oid;
     int user;   /* planned user index */
     int status; /* 201 or 202 */
+    int key;    /* idempotency key slot, -1 none */
 } told;
 
 #define MAX_CODES 32
@@ -65,8 +67,9 @@ typedef struct bench {
     told *told;          /* every 201/202 answer of a planned request (tally() merges) */
     size_t n_told, cap_told;
     int *user_qty;       /* accepted quantity per planned user */
-    uint64_t *key_order; /* first order id per idempotency key slot */
-    uint64_t idem_violations, over_limit_users;
+    uint64_t *key_order; /* latest order id per idempotency key slot */
+    uint64_t *key_201;   /* the order id told 201 per key slot */
+    uint64_t idem_violations, idem_redecided, over_limit_users;
     uint64_t *accept_ts; /* accepted count per 100 ms bucket */
     size_t accept_ts_len;
     int64_t t0_us;
@@ -191,14 +194,20 @@ static uint64_t order_id_of(const char *body)
     return p ? strtoull(p + 12, NULL, 10) : 0;
 }
 
-/* Notes a 201/202 answer of a planned request (merged by tally()). */
+/* Notes a 201/202 answer of a planned request (merged by tally()). Two
+ * order ids told 201 under one key are a violation. Another order id after
+ * a 202 is a new decision (the first may have been lost with its master:
+ * a 202 is no promise): counted apart, and the orders file gives the key,
+ * so sale_check.py can check that at most one of them is kept. */
 static void note_order(bench *b, const plan_item *p, int status, const char *body)
 {
     uint64_t oid = order_id_of(body);
     if (!oid) return;
     if (p->key >= 0) {
-        if (b->key_order[p->key] == 0) b->key_order[p->key] = oid;
-        else if (b->key_order[p->key] != oid) b->idem_violations++;
+        if (b->key_order[p->key] && b->key_order[p->key] != oid) b->idem_redecided++;
+        b->key_order[p->key] = oid;
+        if (status == 201 && b->key_201[p->key] && b->key_201[p->key] != oid) b->idem_violations++;
+        if (status == 201) b->key_201[p->key] = oid;
     }
     if (b->n_told == b->cap_told) {
         size_t cap = b->cap_told ? b->cap_told * 2 : 1024;
@@ -207,7 +216,7 @@ static void note_order(bench *b, const plan_item *p, int status, const char *bod
         b->told = t;
         b->cap_told = cap;
     }
-    b->told[b->n_told++] = (told){oid, p->user, status};
+    b->told[b->n_told++] = (told){oid, p->user, status, p->key};
 }
 
 /* The body as a NUL-terminated copy (answers are small JSON). */
@@ -234,7 +243,9 @@ static int resend(void *ud, void *tag, int status, const char *body, size_t len)
     if (status == 503) {
         char head[1024];
         copy_body(head, sizeof(head), body, len);
-        return safe || !strstr(head, "\"outcome_unknown\"");
+        bool unknown = strstr(head, "\"outcome_unknown\"") != NULL;
+        if (unknown && i >= 0) b->plan[i].unknown = 1;
+        return safe || !unknown;
     }
     if (status != 202 || i < 0 || b->plan[i].key < 0) return 0;
     char copy[1024];
@@ -251,8 +262,15 @@ static void on_done(void *ud, void *tag, int status, const char *body, size_t le
     size_t n = copy_body(copy, sizeof(copy), body, len);
     if (status == 0) b->conn_failed++;
     if (status > 0 && status < 600) b->by_status[status]++;
-    count_code(b, copy, n);
     intptr_t i = (intptr_t)tag;
+    /* Replays of an "outcome unknown" that end without an answer that
+     * decides (503 again, no answer) leave the buyer not knowing: that
+     * stays the request's outcome (sale_check.py allows an order for it). */
+    static const char unknown_body[] = "{\"error\":\"outcome_unknown\"}";
+    if (i >= 0 && b->plan[i].unknown && (status == 503 || status == 0))
+        count_code(b, unknown_body, sizeof(unknown_body) - 1);
+    else
+        count_code(b, copy, n);
     if (status == 201 || status == 202) { /* decisions told, acknowledged or not */
         uint64_t bucket = (uint64_t)(dlock__now_us() - b->t0_us) / 100000;
         if (bucket < b->accept_ts_len) b->accept_ts[bucket]++;
@@ -281,7 +299,7 @@ static int cmp_told(const void *x, const void *y)
 /* One line per order told (its best answer: 201 beats 202), the counts. */
 static void tally(bench *b)
 {
-    qsort(b->told, b->n_told, sizeof(told), cmp_told);
+    if (b->n_told) qsort(b->told, b->n_told, sizeof(told), cmp_told); /* told is NULL when none */
     for (size_t k = 0; k < b->n_told; k++) {
         const told *t = &b->told[k];
         if (k > 0 && b->told[k - 1].oid == t->oid) { /* a replay of an order counted */
@@ -300,7 +318,8 @@ static void tally(bench *b)
         if (b->orders_out) {
             char user[64];
             user_name(b, t->user, user, sizeof(user));
-            fprintf(b->orders_out, "%llu %s %d %d\n", (unsigned long long)t->oid, user, b->quantity, t->status);
+            fprintf(b->orders_out, "%llu %s %d %d %d\n", (unsigned long long)t->oid, user, b->quantity, t->status,
+                    t->key);
         }
     }
 }
@@ -312,19 +331,20 @@ static void build_plan(bench *b)
     b->user_qty = calloc((size_t)b->buyers + (size_t)b->scalpers + 1, sizeof(int));
     size_t nkeys = (size_t)b->buyers + (size_t)b->scalpers * 10 + 1;
     b->key_order = calloc(nkeys, sizeof(uint64_t));
-    if (!b->plan || !b->user_qty || !b->key_order) {
+    b->key_201 = calloc(nkeys, sizeof(uint64_t));
+    if (!b->plan || !b->user_qty || !b->key_order || !b->key_201) {
         fputs("seckill-bench: out of memory\n", stderr);
         exit(2);
     }
     size_t k = 0;
     for (int i = 0; i < b->buyers; i++) /* --keyless: that share sends no Idempotency-Key */
-        b->plan[k++] = (plan_item){K_BUYER, i, (int)dlock__random_below(100) < b->keyless ? -1 : i, 0, 0};
+        b->plan[k++] = (plan_item){K_BUYER, i, (int)dlock__random_below(100) < b->keyless ? -1 : i, 0, 0, 0};
     for (int s = 0; s < b->scalpers; s++)
         for (int j = 0; j < b->burst; j++) /* 10 keys, each retried */
-            b->plan[k++] = (plan_item){K_SCALPER, b->buyers + s, b->buyers + s * 10 + j % 10, 0, 0};
+            b->plan[k++] = (plan_item){K_SCALPER, b->buyers + s, b->buyers + s * 10 + j % 10, 0, 0, 0};
     for (int i = 0; i < b->bad; i++) {
         int form = 1 + i % 8;
-        b->plan[k++] = (plan_item){K_BAD, i % (b->buyers ? b->buyers : 1), -1, form, bad_expect[form]};
+        b->plan[k++] = (plan_item){K_BAD, i % (b->buyers ? b->buyers : 1), -1, form, bad_expect[form], 0};
     }
     b->plan_len = k;
     for (size_t i = k; i > 1; i--) { /* shuffle: everyone arrives at once */
@@ -429,14 +449,16 @@ static void print_json(FILE *out, const bench *b, const hl_result *r)
            "\"retried\":%llu,\"elapsed_s\":%.3f,\"requests_per_s\":%.1f,\"accepted\":%llu,\"accepted_qty\":%llu,"
            "\"stock\":%d,\"limit\":%d,\"oversold\":%llu,\"users_over_limit\":%llu,"
            "\"idempotency_violations\":%llu,\"bad_requests\":%d,\"bad_unexpected\":%llu,"
-           "\"told_201\":%llu,\"told_202\":%llu,\"keyless_pct\":%d,\"order_id_collisions\":%llu,",
+           "\"told_201\":%llu,\"told_202\":%llu,\"keyless_pct\":%d,\"order_id_collisions\":%llu,"
+           "\"idempotency_redecided\":%llu,",
            b->mode, (unsigned long long)r->sent, (unsigned long long)r->completed,
            (unsigned long long)r->failed, (unsigned long long)r->retried, r->elapsed_s,
            r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0, (unsigned long long)b->accepted, (unsigned long long)b->accepted_qty, b->stock, b->limit,
            (unsigned long long)oversold(b), (unsigned long long)b->over_limit_users,
            (unsigned long long)b->idem_violations, strcmp(b->mode, "sale") == 0 ? b->bad : 0,
            (unsigned long long)b->bad_unexpected, (unsigned long long)b->told_201,
-           (unsigned long long)b->told_202, b->keyless, (unsigned long long)b->id_collisions);
+           (unsigned long long)b->told_202, b->keyless, (unsigned long long)b->id_collisions,
+           (unsigned long long)b->idem_redecided);
     fprintf(out, "\"latency_us\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu},",
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.5),
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.9),
@@ -487,11 +509,13 @@ static void print_human(const bench *b, const hl_result *r)
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.999), (unsigned long long)r->latency.max_us);
     if (strcmp(b->mode, "sale") == 0)
         printf("accepted %llu units (stock %d; told 201 %llu, 202 %llu orders): oversold %llu, users over limit %llu, "
-               "idempotency violations %llu, bad requests not answered 4xx %llu, order ids told twice %llu\n",
+               "idempotency violations %llu (new decisions after a 202 %llu), bad requests not answered 4xx %llu, "
+               "order ids told twice %llu\n",
                (unsigned long long)b->accepted_qty, b->stock, (unsigned long long)b->told_201,
                (unsigned long long)b->told_202, (unsigned long long)oversold(b),
                (unsigned long long)b->over_limit_users, (unsigned long long)b->idem_violations,
-               (unsigned long long)b->bad_unexpected, (unsigned long long)b->id_collisions);
+               (unsigned long long)b->idem_redecided, (unsigned long long)b->bad_unexpected,
+               (unsigned long long)b->id_collisions);
     else if (strcmp(b->mode, "buy") == 0)
         printf("decisions/s %.0f (accepted %llu: told 201 %llu, 202 %llu)\n",
                r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0, (unsigned long long)b->accepted,
@@ -691,6 +715,7 @@ int main(int argc, char **argv)
     free(b.plan);
     free(b.user_qty);
     free(b.key_order);
+    free(b.key_201);
     free(b.accept_ts);
     free(b.told);
     return rc;

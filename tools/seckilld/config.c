@@ -98,7 +98,7 @@ static const opt_spec opts[] = {
     MS("soldout-poll-ms", "SECKILL_SOLDOUT_POLL_MS", "500", soldout_poll_ms,
        "re-check period of a locally sold-out campaign (stock may come back)"),
     MS("redis-timeout-ms", "SECKILL_REDIS_TIMEOUT_MS", "2000", redis_timeout_ms,
-       "a Redis reply later than this drops and reopens the connection"),
+       "a Redis reply (or connect) later than this drops and reopens the connection"),
     INT("replica-acks", "SECKILL_REPLICA_ACKS", "-1", replica_acks, -1, 1000,
         "replicas that must acknowledge (WAIT) a decision before it is answered 201, else 202;\n"
         "      -1 = the connected replicas the master reports at every connect; 0 = standalone:\n"
