@@ -116,9 +116,20 @@ void sk__server_probe(sk_engine *e)
         if (sk__call_cmd(e, probes[i].argc, probes[i].argv, NULL, probes[i].fn, e) == 0) e->info_due++;
 }
 
+/* The default replica-acks (-1): the replicas the master reports at
+ * connect. Behind Sentinel or in a Cluster the master's own disk is no
+ * acknowledgement (a failover abandons it), so there the default is at
+ * least 1: a master that has no replica yet answers 202 until one
+ * acknowledges, instead of 201 on its fsync. */
+static int default_acks(const sk_engine *e)
+{
+    bool failover = e->url.kind == DLOCK__URL_SENTINEL || e->url.kind == DLOCK__URL_CLUSTER;
+    return failover && e->srv_replicas < 1 ? 1 : e->srv_replicas;
+}
+
 int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out)
 {
-    int n = e->o.replica_acks >= 0 ? e->o.replica_acks : e->srv_replicas;
+    int n = e->o.replica_acks >= 0 ? e->o.replica_acks : default_acks(e);
     *replicas_out = n;
     *timeout_ms_out = e->o.replica_ack_timeout_ms;
     if (n > 0) return SK__ACK_WAIT;

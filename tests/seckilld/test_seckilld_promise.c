@@ -32,7 +32,7 @@
 
 #define ADMIN "Authorization: Bearer adm-token\r\n"
 
-static test_server master, replica;
+static test_server master, replica, sentinel;
 static skt_daemon d, d2;
 
 static int teardown(void **state)
@@ -43,9 +43,11 @@ static int teardown(void **state)
     if (d.pid > 0) kill(d.pid, SIGCONT); /* a failed case may leave it stopped */
     if (d.pid > 0 && skt_daemon_stop(&d) != 0) bad = -1;
     if (d2.pid > 0 && skt_daemon_stop(&d2) != 0) bad = -1;
+    if (sentinel.pid > 0) test_server_stop(&sentinel);
     if (replica.pid > 0) test_server_stop(&replica);
     if (master.pid > 0) test_server_stop(&master);
     memset(&replica, 0, sizeof(replica));
+    memset(&sentinel, 0, sizeof(sentinel));
     memset(&master, 0, sizeof(master));
     return bad;
 }
@@ -415,6 +417,36 @@ static void test_instance_paused_past_its_lease_stops_issuing_ids(void **state)
     assert_int_equal(w, wfree);
 }
 
+/* Behind Sentinel the master's fsync is no acknowledgement (a failover
+ * abandons its disk): a master on appendfsync always without a replica
+ * answers 202 by default, and 201 once a replica acknowledges. */
+static void test_sentinel_master_without_replica_answers_202_not_201_on_fsync(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync always", NULL};
+    assert_int_equal(test_redis_start(&master, conf), 0);
+    assert_int_equal(test_sentinel_start(&sentinel, &master, "pm", 1), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/pm", sentinel.port);
+    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "100", NULL};
+    assert_int_equal(skt_daemon_start(&d, url, extra), 0);
+    assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
+    char resp[1024], oid[32], again[32];
+    assert_int_equal(create_on(d.port, "sn", 10, NULL), 201);
+    assert_int_equal(buy(d.port, "sn", "hal", "k-hal", resp, sizeof(resp)), 202);
+    expect_pending(resp, oid, sizeof(oid));
+    assert_int_equal(test_redis_start(&replica, NULL), 0);
+    assert_int_equal(test_redis_replicate(&replica, &master), 0);
+    int64_t deadline = dlock__now_ms() + 5000;
+    int st;
+    while ((st = buy(d.port, "sn", "hal", "k-hal", resp, sizeof(resp))) == 202 && dlock__now_ms() < deadline)
+        dlock__sleep_ms(50);
+    assert_int_equal(st, 201);
+    assert_true(skt_json_str(resp, "order_id", again, sizeof(again)));
+    assert_string_equal(oid, again);
+}
+
 #define CASE(f) cmocka_unit_test_teardown(f, teardown)
 
 int main(void)
@@ -426,6 +458,7 @@ int main(void)
         CASE(test_barrier_answers_503_recovering_until_the_run_id_matches),
         CASE(test_db_reserve_is_carved_out_of_the_redis_stock),
         CASE(test_replica_acknowledges_and_a_paused_replica_gives_202),
+        CASE(test_sentinel_master_without_replica_answers_202_not_201_on_fsync),
         CASE(test_instance_paused_past_its_lease_stops_issuing_ids),
     };
     if (getenv("SKT_FILTER")) cmocka_set_test_filter(getenv("SKT_FILTER"));

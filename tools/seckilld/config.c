@@ -101,7 +101,8 @@ static const opt_spec opts[] = {
        "a Redis reply (or connect) later than this drops and reopens the connection"),
     INT("replica-acks", "SECKILL_REPLICA_ACKS", "-1", replica_acks, -1, 1000,
         "replicas that must acknowledge (WAIT) a decision before it is answered 201, else 202;\n"
-        "      -1 = the connected replicas the master reports at every connect; 0 = standalone:\n"
+        "      -1 = the connected replicas the master reports at every connect (at least 1 on a\n"
+        "      redis-sentinel:// or redis-cluster:// URL); 0 = standalone:\n"
         "      201 only with appendonly yes + appendfsync always (docs/http-api.md)"),
     MSR("replica-ack-timeout-ms", "SECKILL_REPLICA_ACK_TIMEOUT_MS", "100", replica_ack_timeout_ms, 1,
        "WAIT's timeout: longer means fewer 202s on a slow replica, but a replica down stalls\n"
