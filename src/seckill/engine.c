@@ -374,7 +374,7 @@ static int co_ack_plan(void *ud, int *replicas_out, int64_t *timeout_ms_out)
     return sk__ack_plan(ud, replicas_out, timeout_ms_out);
 }
 
-static const char *co_server_runid(void *ud) { return ((sk_engine *)ud)->runid; }
+static const char *co_server_runid(void *ud) { return sk__script_runid(ud); }
 
 static void co_log(void *ud, int level, const char *msg)
 {

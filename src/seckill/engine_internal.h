@@ -38,6 +38,7 @@ struct sk_engine {
     int info_due;           /* connect-time replies still to come */
     int srv_replicas;       /* INFO replication connected_slaves */
     bool srv_aof_yes, srv_fsync_always;
+    bool srv_cluster;       /* INFO cluster cluster_enabled:1: every node has its own run id */
     bool config_refused_logged;
     /* order-id worker lease (engine_lease.c) */
     char instance[33];
@@ -68,6 +69,11 @@ int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, 
 /* engine_server.c: sends INFO server / INFO replication / CONFIG GET on a
  * new connection (e->info_due counts the replies); ready needs them. */
 void sk__server_probe(sk_engine *e);
+/* The run id purchase.lua and campaign_heat.lua check against: the
+ * connected server's, or "" on a Cluster (the script reads the run id of
+ * the node it runs on: the engine does not track which node serves a slot
+ * through a reshard or a failover). */
+const char *sk__script_runid(const sk_engine *e);
 /* How a purchase batch is acknowledged now: SK__ACK_* (coalesce.h) and,
  * for SK__ACK_WAIT, the replicas and the timeout of its WAIT. */
 int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out);
