@@ -31,6 +31,7 @@
 #include <openssl/evp.h>
 
 #include "dlock/dlock.h"
+#include "slot.h"
 #include "util.h"
 
 extern const unsigned char sk_lua_purchase[];
@@ -49,6 +50,7 @@ struct sk__call {
     int64_t block_ms;             /* WAIT's timeout (0 for other commands) */
     struct sk__call *prev, *next; /* in-flight FIFO */
     int script;                   /* SK__LUA_* or -1 */
+    int slot;                     /* a keyless command for this slot's master (Cluster), or -1 */
     int argc;
     const char **argv;            /* owned (same allocation) */
     size_t *lens;
@@ -138,6 +140,13 @@ static void track_call(sk_engine *e, sk__call *c)
     e->tail = c;
 }
 
+/* A keyless command to the master of c->slot (WAIT on a Cluster). */
+static int aconn_cmd_slot(dlock__aconn *ac, sk__call *c)
+{
+    /* TODO(cluster-async): dlock__aconn_cmd_slot once src/common has it */
+    return dlock__aconn_cmd(ac, on_call_reply, c, c->argc, c->argv, c->lens);
+}
+
 static int send_call(sk_engine *e, sk__call *c)
 {
     if (!e->ac || !e->up) return SK_EUNAVAIL;
@@ -147,7 +156,7 @@ static int send_call(sk_engine *e, sk__call *c)
         c->lens[0] = 7;
         c->lens[1] = 40;
     }
-    int rc = dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
+    int rc = c->slot >= 0 ? aconn_cmd_slot(e->ac, c) : dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
     if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
     track_call(e, c);
     return 0;
@@ -204,6 +213,7 @@ static sk__call *new_call(sk_engine *e, int script, int nargs, const char **args
     c->fn = fn;
     c->priv = priv;
     c->script = script;
+    c->slot = -1;
     c->argc = argc;
     c->argv = (const char **)(void *)(c + 1);
     c->lens = (size_t *)(void *)(c->argv + argc);
@@ -234,9 +244,16 @@ int sk__call_script(sk_engine *e, int script, int nargs, const char **args, cons
 int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
                  void *priv)
 {
+    return sk__call_cmd_slot(e, -1, argc, argv, lens, fn, priv);
+}
+
+int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
+                      void *priv)
+{
     if (!e->ac || !e->up) return SK_EUNAVAIL;
     sk__call *c = new_call(e, -1, argc, argv, lens, fn, priv);
     if (!c) return DLOCK_ENOMEM;
+    c->slot = slot;
     int rc = send_call(e, c);
     if (rc) free(c);
     return rc;
@@ -365,6 +382,16 @@ static int co_send(void *ud, bool script, int nargs, const char **args, sk__repl
     return sk__call_cmd(e, nargs, args, NULL, fn, priv);
 }
 
+static int co_send_wait(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
+                        void *priv)
+{
+    sk_engine *e = ud;
+    int slot = e->srv_cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
+    return sk__call_cmd_slot(e, slot, argc, argv, NULL, fn, priv);
+}
+
+static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv_cluster; }
+
 static bool co_ready(void *ud) { return ready(ud); }
 
 static int co_next_order_id(void *ud, uint64_t *id_out) { return sk_engine_next_order_id(ud, id_out); }
@@ -411,7 +438,8 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     sk_orderid_init(&e->gen, -1);
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
-    sk__coalesce_hooks hooks = {.ud = e, .send = co_send, .ready = co_ready,
+    sk__coalesce_hooks hooks = {.ud = e, .send = co_send, .send_wait = co_send_wait,
+                                 .wait_after_reply = co_wait_after_reply, .ready = co_ready,
                                  .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
                                  .server_runid = co_server_runid, .log = co_log};
     int rc = sk__coalescer_new(base, &e->o, &hooks, &e->co);

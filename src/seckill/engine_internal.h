@@ -63,6 +63,10 @@ int sk__call_script(sk_engine *e, int script, int nargs, const char **args, cons
                     sk__reply_fn fn, void *priv);
 int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
                  void *priv);
+/* The same for a keyless command that must reach the master of slot (WAIT
+ * on a Cluster); slot -1: wherever sk__call_cmd sends. */
+int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
+                      void *priv);
 
 #define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)
 

@@ -134,5 +134,8 @@ int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out)
     *replicas_out = n;
     *timeout_ms_out = e->o.replica_ack_timeout_ms;
     if (n > 0) return SK__ACK_WAIT;
+    /* On a Cluster a failover promotes a replica: the master's own disk
+     * does not keep a decision through it, only a replica's copy does. */
+    if (e->srv_cluster) return SK__ACK_NONE;
     return e->srv_aof_yes && e->srv_fsync_always ? SK__ACK_REPLY : SK__ACK_NONE;
 }

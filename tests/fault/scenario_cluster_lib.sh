@@ -1,0 +1,131 @@
+# scenario_cluster_lib.sh: the flash sale on a Redis Cluster, for the
+# cluster scenarios (scenario_cluster_*.sh), the cluster test of
+# tests/seckill and `make demo-cluster`. Source after sale_lib.sh (or
+# scripts/lib.sh with $work set): 3 masters + 3 replicas on free loopback
+# ports in $work, stopped by PID like everything else (dl_track).
+# cl_start sets CL_PORTS (masters first), CL_PID_<port>, REDIS_URL (a
+# redis-cluster:// URL naming every master) and DATABASE_URL.
+CL_NODE_TIMEOUT_MS=${CL_NODE_TIMEOUT_MS:-2000}
+
+cl_start_node() { # cl_start_node PORT
+    mkdir -p "$work/node-$1"
+    "${DL_PDEATHSIG[@]}" redis-server --port "$1" --bind 127.0.0.1 --dir "$work/node-$1" --save '' \
+        --appendonly no --protected-mode no --cluster-enabled yes --cluster-config-file nodes.conf \
+        --cluster-node-timeout "$CL_NODE_TIMEOUT_MS" --enable-debug-command local \
+        >"$work/node-$1.log" 2>&1 &
+    dl_track $!
+    eval "CL_PID_$1=$!"
+}
+
+# cl_free_port: a free port whose cluster bus port (+10000) is free too.
+cl_free_port() {
+    "$PY" -c 'import socket, random
+while True:
+    p = random.randint(20000, 54999)
+    ok = True
+    for q in (p, p + 10000):
+        s = socket.socket()
+        try: s.bind(("127.0.0.1", q))
+        except OSError: ok = False
+        s.close()
+    if ok and p != 6379: print(p); break'
+}
+
+cl_pid() { eval "echo \${CL_PID_$1}"; }
+
+cl_start() {
+    CL_PORTS=""
+    local i p hosts="" url=""
+    for i in 1 2 3 4 5 6; do
+        p=$(cl_free_port)
+        cl_start_node "$p"
+        CL_PORTS="$CL_PORTS $p"
+    done
+    CL_PORTS=${CL_PORTS# }
+    for p in $CL_PORTS; do
+        i=0
+        until redis-cli -p "$p" ping >/dev/null 2>&1; do
+            i=$((i + 1)); [ $i -gt 100 ] && { echo "cluster node $p did not start" >&2; return 1; }; sleep 0.05
+        done
+        hosts="$hosts 127.0.0.1:$p"
+    done
+    # shellcheck disable=SC2086 # hosts is a list
+    redis-cli --cluster create $hosts --cluster-replicas 1 --cluster-yes >"$work/cluster-create.log" 2>&1 ||
+        { cat "$work/cluster-create.log" >&2; return 1; }
+    cl_wait_ok 30 || { echo "cluster did not reach cluster_state:ok" >&2; return 1; }
+    # masters first (redis-cli --cluster create makes the first three masters)
+    CL_MASTERS=$(for p in $CL_PORTS; do
+        if [ "$(redis-cli -p "$p" role 2>/dev/null | head -1)" = master ]; then echo "$p"; fi; done | tr '\n' ' ')
+    CL_MASTERS=${CL_MASTERS% }
+    for p in $CL_MASTERS; do url="$url,127.0.0.1:$p"; done
+    REDIS_URL="redis-cluster://${url#,}"
+    DATABASE_URL=${DATABASE_URL:-sqlite://$work/orders.db}
+    # every master with its replica linked (WAIT 1 can be answered)
+    for p in $CL_MASTERS; do
+        i=0
+        until [ "$(redis-cli -p "$p" info replication | tr -d '\r' | sed -n 's/^connected_slaves://p')" = 1 ]; do
+            i=$((i + 1)); [ $i -gt 200 ] && { echo "master $p has no replica" >&2; return 1; }; sleep 0.05
+        done
+    done
+}
+
+cl_wait_ok() { # cl_wait_ok SECONDS: every live node says cluster_state:ok
+    local i=0 p bad
+    while :; do
+        bad=0
+        for p in $CL_PORTS; do
+            kill -0 "$(cl_pid "$p")" 2>/dev/null || continue
+            redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || bad=1
+        done
+        [ $bad = 0 ] && return 0
+        i=$((i + 1)); [ $i -gt $(( $1 * 10 )) ] && return 1
+        sleep 0.1
+    done
+}
+
+# cl_slot KEY: the key's slot (asked of a live node).
+cl_slot() {
+    local p
+    for p in $CL_PORTS; do
+        kill -0 "$(cl_pid "$p")" 2>/dev/null || continue
+        redis-cli -p "$p" cluster keyslot "$1" && return 0
+    done
+    return 1
+}
+
+# cl_master_of KEY: the port of the master serving KEY's slot now (a node
+# that does not serve it answers MOVED <slot> <host:port>).
+cl_master_of() {
+    local p r
+    for p in $CL_PORTS; do
+        kill -0 "$(cl_pid "$p")" 2>/dev/null || continue
+        r=$(redis-cli -p "$p" type "$1" 2>&1) || continue
+        case "$r" in
+            MOVED*) echo "${r##*:}"; return 0 ;;
+            CLUSTERDOWN*|TRYAGAIN*|ASK*) continue ;;
+            *) [ "$(redis-cli -p "$p" role | head -1)" = master ] && { echo "$p"; return 0; } ;;
+        esac
+    done
+    return 1
+}
+
+# cl_replica_of PORT: the port of a replica of master PORT.
+cl_replica_of() {
+    redis-cli -p "$1" info replication | tr -d '\r' | sed -n 's/^slave0:ip=[^,]*,port=\([0-9]*\),.*/\1/p'
+}
+
+# cl_campaign_on PORT PREFIX: a campaign id (PREFIX + n) whose slot that master serves.
+cl_campaign_on() {
+    local n id
+    for n in $(seq 0 999); do
+        id="$2$n"
+        redis-cli -p "$1" get "{c:$id}:meta" 2>&1 | grep -q MOVED || { echo "$id"; return 0; }
+    done
+    return 1
+}
+
+# cl_node_id PORT: the cluster node id of the node on PORT.
+cl_node_id() { redis-cli -p "$1" cluster myid; }
+
+# cl_stock ID: the campaign's Redis stock, wherever its slot lives.
+cl_stock() { redis-cli -c -p "${CL_MASTERS%% *}" get "{c:$1}:stock" 2>/dev/null; }
