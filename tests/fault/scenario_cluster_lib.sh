@@ -128,4 +128,91 @@ cl_campaign_on() {
 cl_node_id() { redis-cli -p "$1" cluster myid; }
 
 # cl_stock ID: the campaign's Redis stock, wherever its slot lives.
-cl_stock() { redis-cli -c -p "${CL_MASTERS%% *}" get "{c:$1}:stock" 2>/dev/null; }
+cl_stock() {
+    local p
+    p=$(cl_master_of "{c:$1}:stock") && redis-cli -p "$p" get "{c:$1}:stock" 2>/dev/null
+}
+
+# cl_move_slot SLOT FROM TO [BATCH]: moves SLOT from master FROM to master
+# TO by hand, as `redis-cli --cluster reshard` does for each slot
+# (SETSLOT IMPORTING / MIGRATING, MIGRATE of BATCH keys at a time, then
+# SETSLOT NODE on both and on every other master). Clients meet ASK,
+# TRYAGAIN and finally MOVED. Sets MOVE_MS (how long the slot was in
+# migration) and MOVE_KEYS.
+cl_move_slot() {
+    local slot=$1 from=$2 to=$3 batch=${4:-50} fid tid t0 r p
+    local -a keys
+    fid=$(cl_node_id "$from")
+    tid=$(cl_node_id "$to")
+    t0=$(date +%s%N)
+    MOVE_KEYS=0
+    redis-cli -p "$to" cluster setslot "$slot" importing "$fid" >/dev/null
+    redis-cli -p "$from" cluster setslot "$slot" migrating "$tid" >/dev/null
+    while :; do
+        mapfile -t keys < <(redis-cli -p "$from" cluster getkeysinslot "$slot" "$batch")
+        [ "${#keys[@]}" -gt 0 ] && [ -n "${keys[0]}" ] || break
+        r=$(redis-cli -p "$from" migrate 127.0.0.1 "$to" "" 0 5000 REPLACE KEYS "${keys[@]}")
+        case "$r" in OK|NOKEY) ;; *) echo "MIGRATE: $r" >&2; return 1 ;; esac
+        MOVE_KEYS=$((MOVE_KEYS + ${#keys[@]}))
+    done
+    redis-cli -p "$to" cluster setslot "$slot" node "$tid" >/dev/null
+    redis-cli -p "$from" cluster setslot "$slot" node "$tid" >/dev/null
+    for p in $CL_MASTERS; do
+        [ "$p" = "$from" ] || [ "$p" = "$to" ] || redis-cli -p "$p" cluster setslot "$slot" node "$tid" >/dev/null
+    done
+    MOVE_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
+}
+
+# cl_sale_setup PREFIX: the cluster, a campaign on its first master
+# (CAMPAIGN, CAMP_MASTER, CAMP_SLOT), exit 77 when this build cannot take a
+# redis-cluster:// URL. Call before start_services.
+cl_sale_setup() {
+    cl_start
+    CAMP_MASTER=${CL_MASTERS%% *}
+    CAMPAIGN=$(cl_campaign_on "$CAMP_MASTER" "$1")
+    CAMP_SLOT=$(cl_slot "{c:$CAMPAIGN}:meta")
+    export REDIS_URL DATABASE_URL
+    local out
+    out=$(timeout 1 "$bin/seckilld/seckilld" --port "$(dl_free_port)" --bind 127.0.0.1 2>&1 || true)
+    case "$out" in *"unknown scheme"*) say "SKIP: $out"; exit 77 ;; esac
+    say "cluster up: masters $CL_MASTERS; campaign $CAMPAIGN in slot $CAMP_SLOT on master $CAMP_MASTER"
+}
+
+# cl_wait_sold_out BUDGET_S: until the campaign's Redis stock is 0.
+cl_wait_sold_out() {
+    local i=0
+    until [ "$(cl_stock "$CAMPAIGN")" = 0 ]; do
+        i=$((i + 1))
+        [ "$i" -gt $(( $1 * 20 )) ] && return 1
+        sleep 0.05
+    done
+}
+
+# cl_wait_sold_at_least N BUDGET_S: until N units are sold.
+cl_wait_sold_at_least() {
+    local i=0 s
+    while :; do
+        s=$(cl_stock "$CAMPAIGN")
+        case "$s" in ''|*[!0-9-]*) ;; *) [ $((STOCK - s)) -ge "$1" ] && return 0 ;; esac
+        i=$((i + 1))
+        [ "$i" -gt $(( $2 * 20 )) ] && return 1
+        sleep 0.05
+    done
+}
+
+# cl_wait_selling BUDGET_S: ms until the campaign's stock moves again (or
+# it is sold out): buyers are decided again.
+cl_wait_selling_ms() {
+    local t0 s0 s i=0
+    t0=$(date +%s%N)
+    s0=$(cl_stock "$CAMPAIGN")
+    while :; do
+        s=$(cl_stock "$CAMPAIGN")
+        if [ "$s" = 0 ] || { [ -n "$s" ] && [ "$s" != "$s0" ] && [ -n "$s0" ]; }; then break; fi
+        [ -n "$s0" ] || s0=$s
+        i=$((i + 1))
+        [ "$i" -gt $(( $1 * 50 )) ] && return 1
+        sleep 0.02
+    done
+    echo $(( ($(date +%s%N) - t0) / 1000000 ))
+}
