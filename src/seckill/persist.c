@@ -10,7 +10,7 @@
  *  - a batch that fails while the database answers a ping is retried entry
  *    by entry, so one poisoned entry cannot hold back the others; its error
  *    is kept in {c:<id>}:orders:errors and after max_deliveries deliveries
- *    it moves (MULTI: XADD dead + XACK) to {c:<id>}:orders:dead;
+ *    it moves (dead_letter.lua: XADD dead + XACK) to {c:<id>}:orders:dead;
  *  - when the database does not answer, the worker reads nothing (which
  *    would count deliveries) until it does: an outage dead-letters nothing;
  *  - malformed entries can never succeed: they are dead-lettered at once. */
@@ -29,12 +29,15 @@
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "lifecycle.h"
+#include "release.h"
 #include "reserve.h"
 #include "sk_err.h"
 #include "url.h"
 #include "util.h"
 
 #define MAX_FIELDS 16
+
+extern const unsigned char sk_lua_dead_letter[];
 #define OWN_RETRY_MS 200 /* pause before an entry that failed is delivered again */
 #define BARRIER_EVERY_MS 250 /* how often the master's run id is compared with each campaign's */
 
@@ -330,37 +333,31 @@ static int xack(worker *w, const camp *c, const entry *es, int n, const bool *wh
     return err;
 }
 
-/* MULTI; XADD dead ...; XACK; HDEL errors; EXEC (one hash slot). */
+/* XADD dead ...; XACK; HDEL errors; HINCRBY stats: one script (one slot). */
 static int dead_letter(worker *w, const camp *c, const entry *e, const char *why)
 {
     char deliv[24];
     snprintf(deliv, sizeof(deliv), "%" PRId64, e->deliveries);
-    const char *xadd[9 + 2 * MAX_FIELDS];
+    const char *args[8 + 2 * MAX_FIELDS];
     int n = 0;
-    xadd[n++] = "XADD";
-    xadd[n++] = c->dead;
-    xadd[n++] = "*";
-    xadd[n++] = "entry_id";
-    xadd[n++] = e->id;
-    xadd[n++] = "error";
-    xadd[n++] = why;
-    xadd[n++] = "deliveries";
-    xadd[n++] = deliv;
-    for (size_t i = 0; e->fields && i + 1 < dlock__reply_count(e->fields) && n + 2 <= 9 + 2 * MAX_FIELDS; i += 2) {
-        xadd[n++] = rstr(dlock__reply_at(e->fields, i));
-        xadd[n++] = rstr(dlock__reply_at(e->fields, i + 1));
+    args[n++] = SK_PERSIST_GROUP;
+    args[n++] = e->id;
+    args[n++] = "entry_id";
+    args[n++] = e->id;
+    args[n++] = "error";
+    args[n++] = why;
+    args[n++] = "deliveries";
+    args[n++] = deliv;
+    for (size_t i = 0; e->fields && i + 1 < dlock__reply_count(e->fields) && n + 2 <= 8 + 2 * MAX_FIELDS; i += 2) {
+        args[n++] = rstr(dlock__reply_at(e->fields, i));
+        args[n++] = rstr(dlock__reply_at(e->fields, i + 1));
     }
-    const char *multi[] = {"MULTI"};
-    const char *ack[] = {"XACK", c->key, SK_PERSIST_GROUP, e->id};
-    const char *hdel[] = {"HDEL", c->errs, e->id};
-    const char *hinc[] = {"HINCRBY", c->stats, "dead", "1"};
-    const char *exec[] = {"EXEC"};
-    int argcs[] = {1, n, 4, 3, 4, 1};
-    const char *const *argvs[] = {multi, xadd, ack, hdel, hinc, exec};
-    dlock__reply *rs[6] = {0};
-    int err = dlock__conn_pipeline(w->rc, 6, argcs, argvs, NULL, rs);
-    if (!err && dlock__reply_kind(rs[5]) != DLOCK__R_ARRAY) err = DLOCK_ESERVER;
-    for (int i = 0; i < 6; i++) dlock__reply_free(rs[i]);
+    const char *keys[] = {c->dead, c->key, c->errs, c->stats};
+    dlock__reply *r = NULL;
+    int err = sk__eval_script(w->rc, (const char *)sk_lua_dead_letter, 4, keys, n, args, &r);
+    if (!err && dlock__reply_kind(r) != DLOCK__R_STRING) err = DLOCK_ESERVER;
+    if (err == DLOCK_ESERVER && r) wlog(w, "redis dead letter: %s", dlock__reply_str(r, NULL));
+    dlock__reply_free(r);
     if (err) {
         w->st.redis_errors++;
         return err;
