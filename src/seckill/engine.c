@@ -140,6 +140,15 @@ static void track_call(sk_engine *e, sk__call *c)
     e->tail = c;
 }
 
+/* "host:port" of the node serving slot now: on one server the URL's. */
+static int aconn_node_of_slot(const sk_engine *e, int slot, char *out, size_t cap)
+{
+    (void)slot; /* TODO(cluster-async): the router's node of the slot */
+    if (e->url.kind != DLOCK__URL_TCP) return -1;
+    snprintf(out, cap, "%s:%d", e->url.host, e->url.port);
+    return 0;
+}
+
 /* A keyless command to the master of c->slot (WAIT on a Cluster). */
 static int aconn_cmd_slot(dlock__aconn *ac, sk__call *c)
 {
@@ -162,12 +171,39 @@ static int send_call(sk_engine *e, sk__call *c)
     return 0;
 }
 
+/* The slot a call goes to: its first key (scripts with keys), its
+ * c->slot (WAIT on a Cluster), else -1 (keyless: not counted per node). */
+static int call_slot(const sk__call *c)
+{
+    if (c->slot >= 0) return c->slot;
+    if (c->script < 0 || c->argc < 4 || strcmp(c->argv[2], "0") == 0) return -1;
+    return (int)dlock__key_slot(c->argv[3], c->lens[3]);
+}
+
+/* Counts a reply for the node that served it (seckill_redis_node_calls_total). */
+static void count_node(sk_engine *e, const sk__call *c)
+{
+    int slot = call_slot(c);
+    if (slot < 0) return;
+    char name[64];
+    if (aconn_node_of_slot(e, slot, name, sizeof(name)) != 0) return;
+    sk_engine_stats *st = &e->st;
+    int i = 0;
+    while (i < st->nnodes && strcmp(st->nodes[i].node, name) != 0) i++;
+    if (i == st->nnodes) {
+        if (st->nnodes == SK_STAT_NODES) i = SK_STAT_NODES - 1; /* the rest */
+        else snprintf(st->nodes[st->nnodes++].node, sizeof(st->nodes[0].node), "%s", name);
+    }
+    st->nodes[i].calls++;
+}
+
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
 {
     (void)ac;
     sk__call *c = priv;
     sk_engine *e = c->e;
     if (reply) e->last_reply_ms = dlock__now_ms();
+    if (reply && dlock__reply_kind(reply) != DLOCK__R_ERROR) count_node(e, c);
     unlink_call(e, c);
     if (reply && c->script >= 0 && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up &&
         strcmp(c->argv[0], "EVALSHA") == 0) {

@@ -53,7 +53,7 @@ struct sk_engine {
     sk_orderid_gen gen;
     int64_t last_poll_ms;
     sk__coalescer *co;      /* the purchase path */
-    sk_engine_stats st;     /* redis_errors, reconnects (the rest is co's) */
+    sk_engine_stats st;     /* redis_errors, reconnects, nodes (the rest is co's) */
 };
 
 /* Sends a script (EVALSHA; EVAL again on NOSCRIPT). args = numkeys, keys,
