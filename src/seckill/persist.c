@@ -618,6 +618,23 @@ static int take_replies(worker *w, dlock__reply **rs, size_t n, int *n_out)
     return err;
 }
 
+/* One stream at a time (a node is down); an error only when all failed. */
+static int read_each(worker *w, const int *argcs, const char *const **vv, size_t n, int *n_out)
+{
+    int failed = 0, err = 0;
+    for (size_t i = 0; i < n && !err; i++) {
+        dlock__reply *r = NULL;
+        int e = dlock__conn_cmd(w->rc, argcs[i], (const char **)vv[i], NULL, &r);
+        if (e) {
+            w->st.redis_errors++;
+            failed++;
+            continue;
+        }
+        err = take_replies(w, &r, 1, n_out);
+    }
+    return err ? err : (size_t)failed == n ? DLOCK_ECONN : 0;
+}
+
 /* On a Cluster the campaigns' streams live in different slots, most often
  * on different masters, and one command may name keys of one slot only:
  * one XREADGROUP per stream, pipelined (the router sends each to the
@@ -645,6 +662,7 @@ static int read_new_cluster(worker *w, bool block, int *n_out)
         }
         err = dlock__conn_pipeline(w->rc, n, argcs, (const char *const *const *)vv, NULL, rs);
         if (err) w->st.redis_errors++;
+        if (err) err = read_each(w, argcs, vv, n, n_out); /* a node down: the others still */
         else err = take_replies(w, rs, n, n_out);
     }
     if (!err && *n_out == 0 && block && bms > 0) {
@@ -800,6 +818,16 @@ static void barrier_pass(worker *w)
     }
 }
 
+/* On a Cluster a Redis error of one campaign is its slot's master's (down
+ * until its replica is promoted, or the slot in migration): the other
+ * campaigns go on this round; their entries stay pending meanwhile. */
+static int one_node_down(worker *w, int err)
+{
+    bool redis = err == DLOCK_ECONN || err == DLOCK_EUNKNOWN || err == DLOCK_ESERVER || err == DLOCK_ETIMEOUT ||
+                 err == DLOCK_EIO;
+    return w->cluster && redis ? 0 : err;
+}
+
 static int worker_round(worker *w)
 {
     int64_t now = dlock__now_ms();
@@ -830,12 +858,12 @@ static int worker_round(worker *w)
     }
     int work = 0, n = 0, err = 0;
     for (size_t i = 0; i < w->ncamps && !err && now >= w->next_own_ms; i++) {
-        err = read_own_pending(w, &w->camps[i], &n);
+        err = one_node_down(w, read_own_pending(w, &w->camps[i], &n));
         work += n;
     }
     if (!err && now >= w->next_claim_ms) {
         for (size_t i = 0; i < w->ncamps && !err; i++) {
-            err = reclaim(w, &w->camps[i], &n);
+            err = one_node_down(w, reclaim(w, &w->camps[i], &n));
             work += n;
         }
         int64_t every = w->o->claim_idle_ms / 2;
