@@ -4,9 +4,13 @@
 # is promoted after cluster-node-timeout (2 s here); the barrier on the new
 # master (its run id differs from meta.runid) drains the stream, seals
 # the old timeline and mirrors the database before the campaign sells
-# again. 0 broken promises, 0 oversold, 0 lost. CLUSTER_ACKS=0 runs the
-# same with acknowledgements off (the engine then answers 202: nothing is
-# promised, so the run still keeps every promise; see docs/design/promise.md).
+# again. 0 broken promises, 0 oversold, 0 lost.
+# CLUSTER_LOSE=1: forced replication loss first: the replica and the
+# persisters are SIGSTOPped 1 s before the kill (the master goes on
+# deciding what its replica never gets; WAIT fails, so those answers are
+# 202) and resumed right after it; the promoted replica lacks them. An
+# engine that answered 201 without the replica's acknowledgement breaks
+# promises here, and sale_check.py counts them.
 SCENARIO=cluster-failover
 . "$(dirname "$0")/sale_lib.sh"
 . "$(dirname "$0")/scenario_cluster_lib.sh"
@@ -18,9 +22,15 @@ SECKILLD_EXTRA="--replica-acks ${CLUSTER_ACKS:-1} --replica-ack-timeout-ms 500"
 start_services
 start_sale
 cl_wait_sold_at_least $((STOCK / 3)) 30 || { say "the sale did not start selling"; exit 1; }
+if [ "${CLUSTER_LOSE:-0}" = 1 ]; then
+    say "SIGSTOP replica $replica and the persisters (replication and pipeline stall)"
+    kill -STOP "$(cl_pid "$replica")" "${PERSIST_PIDS[@]}"
+    sleep 1
+fi
 say "$(( STOCK - $(cl_stock "$CAMPAIGN") )) sold; kill -9 master $CAMP_MASTER (replica $replica)"
 t0=$(date +%s%N)
 kill -9 "$(cl_pid "$CAMP_MASTER")"
+[ "${CLUSTER_LOSE:-0}" = 1 ] && kill -CONT "$(cl_pid "$replica")" "${PERSIST_PIDS[@]}"
 for _ in $(seq 1 300); do
     [ "$(redis-cli -p "$replica" role 2>/dev/null | head -1)" = master ] && break
     sleep 0.05

@@ -33,6 +33,14 @@ while True:
 
 cl_pid() { eval "echo \${CL_PID_$1}"; }
 
+# cl_live PORT: the node runs and is not stopped (a stopped node would hang redis-cli).
+cl_live() {
+    local pid st
+    pid=$(cl_pid "$1")
+    st=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
+    case "$st" in T*) return 1 ;; esac
+}
+
 cl_start() {
     CL_PORTS=""
     local i p hosts="" url=""
@@ -74,7 +82,7 @@ cl_wait_ok() { # cl_wait_ok SECONDS: every live node says cluster_state:ok
     while :; do
         bad=0
         for p in $CL_PORTS; do
-            kill -0 "$(cl_pid "$p")" 2>/dev/null || continue
+            cl_live "$p" || continue
             redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || bad=1
         done
         [ $bad = 0 ] && return 0
@@ -87,7 +95,7 @@ cl_wait_ok() { # cl_wait_ok SECONDS: every live node says cluster_state:ok
 cl_slot() {
     local p
     for p in $CL_PORTS; do
-        kill -0 "$(cl_pid "$p")" 2>/dev/null || continue
+        cl_live "$p" || continue
         redis-cli -p "$p" cluster keyslot "$1" && return 0
     done
     return 1
@@ -98,7 +106,7 @@ cl_slot() {
 cl_master_of() {
     local p r
     for p in $CL_PORTS; do
-        kill -0 "$(cl_pid "$p")" 2>/dev/null || continue
+        cl_live "$p" || continue
         r=$(redis-cli -p "$p" type "$1" 2>&1) || continue
         case "$r" in
             MOVED*) echo "${r##*:}"; return 0 ;;
