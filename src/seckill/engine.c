@@ -165,7 +165,8 @@ static int send_call(sk_engine *e, sk__call *c)
         c->lens[0] = 7;
         c->lens[1] = 40;
     }
-    int rc = c->slot >= 0 ? aconn_cmd_slot(e->ac, c) : dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
+    int rc = c->slot >= 0 ? aconn_cmd_slot(e->ac, c)
+                          : dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
     if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
     track_call(e, c);
     return 0;

@@ -21,7 +21,7 @@ cl_wait_sold_at_least $((STOCK / 3)) 30 || { say "the sale did not start selling
 to=$(echo "$CL_MASTERS" | cut -d' ' -f2)
 say "$(( STOCK - $(cl_stock "$CAMPAIGN") )) sold; moving slot $CAMP_SLOT from $CAMP_MASTER to $to"
 t0=$(date +%s%N)
-cl_move_slot "$CAMP_SLOT" "$CAMP_MASTER" "$to" 50 || { say "slot migration failed"; exit 1; }
+cl_move_slot "$CAMP_SLOT" "$CAMP_MASTER" "$to" "${MOVE_BATCH:-200}" || { say "slot migration failed"; exit 1; }
 say "slot $CAMP_SLOT moved in ${MOVE_MS} ms ($MOVE_KEYS keys); now on $(cl_master_of "{c:$CAMPAIGN}:meta")"
 ms=$(cl_wait_selling_ms 30) || { say "the campaign did not sell again on $to"; exit 1; }
 RECOVER_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
