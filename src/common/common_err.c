@@ -15,6 +15,7 @@ const char *dlock__strerror(int err)
     case DLOCK__ESERVER: return "server error";
     case DLOCK__EUNKNOWN: return "outcome unknown";
     case DLOCK__ENOMEM: return "out of memory";
+    case DLOCK__ECROSSSLOT: return "keys of one command are in different cluster slots";
     default: return "unknown error";
     }
 }

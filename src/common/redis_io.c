@@ -2,7 +2,8 @@
  * Only calls and fields that hiredis 0.14.1 and 1.x both have are used:
  * redisConnectWithTimeout/UnixWithTimeout, redisSetTimeout,
  * redisEnableKeepAlive, redisCommandArgv, redisAppendFormattedCommand,
- * redisGetReply, redisGetReplyFromReader, redisBufferWrite, and redisReply's
+ * redisGetReply, redisGetReplyFromReader, redisBufferWrite, redisReaderCreate/
+ * Feed/GetReply/Free, and redisReply's
  * type/integer/str/len/elements. The async half is redis_async.c. */
 #include "redis_io.h"
 
@@ -15,7 +16,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include "cluster_conn.h"
 #include "common_err.h"
+#include "slot.h"
 
 /* dlock__reply is redisReply; the cast lives only here. */
 #define R(r) ((const redisReply *)(const void *)(r))
@@ -61,6 +64,20 @@ void dlock__reply_free(dlock__reply *r)
     if (r) freeReplyObject(r);
 }
 
+int dlock__reply_parse(const char *resp, size_t n, dlock__reply **out)
+{
+    *out = NULL;
+    redisReader *rd = redisReaderCreate();
+    if (!rd) return DLOCK__ENOMEM;
+    void *r = NULL;
+    int rc = redisReaderFeed(rd, resp, n) == REDIS_OK && redisReaderGetReply(rd, &r) == REDIS_OK
+                 ? 0 : DLOCK__ESERVER;
+    if (rc == 0 && !r) rc = DLOCK__EINVAL; /* incomplete */
+    if (rc == 0) *out = r;
+    redisReaderFree(rd);
+    return rc;
+}
+
 bool dlock__reply_is_error(const dlock__reply *r, const char *prefix)
 {
     if (!r || R(r)->type != REDIS_REPLY_ERROR) return false;
@@ -70,6 +87,7 @@ bool dlock__reply_is_error(const dlock__reply *r, const char *prefix)
 /* ---- sync ------------------------------------------------------------ */
 
 struct dlock__conn {
+    dlock__cluster *cl; /* redis-cluster://: the router (then ctx stays NULL) */
     redisContext *ctx;
     dlock__url url;
     dlock__conn_opts opts;
@@ -210,7 +228,10 @@ int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock_
     if (!c) return DLOCK__ENOMEM;
     c->opts = *opts;
     int rc = dlock__url_copy(url, &c->url);
-    if (rc == 0) rc = reopen(c);
+    if (rc == 0 && url->kind == DLOCK__URL_CLUSTER)
+        rc = dlock__cluster_open(url, opts, &c->cl, c->errstr, sizeof(c->errstr));
+    else if (rc == 0)
+        rc = reopen(c);
     if (rc) {
         if (err && errlen) snprintf(err, errlen, "%s", c->errstr);
         dlock__conn_close(c);
@@ -223,6 +244,7 @@ int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock_
 void dlock__conn_close(dlock__conn *c)
 {
     if (!c) return;
+    dlock__cluster_close(c->cl);
     drop_ctx(c);
     dlock__url_free(&c->url);
     free(c);
@@ -290,6 +312,7 @@ int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *l
                     dlock__reply **reply_out)
 {
     *reply_out = NULL;
+    if (c->cl) return dlock__cluster_cmd(c->cl, argc, argv, lens, reply_out);
     int rc = ensure_open(c);
     if (rc) return rc;
     if (append_argv(c->ctx, argc, argv, lens) != REDIS_OK) {
@@ -306,6 +329,7 @@ int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *l
 int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char *const *const *argvs,
                          const size_t *const *lens, dlock__reply **replies_out)
 {
+    if (c->cl) return dlock__cluster_pipeline(c->cl, n, argcs, argvs, lens, replies_out);
     for (size_t i = 0; i < n; i++) replies_out[i] = NULL;
     int rc = ensure_open(c);
     if (rc) return rc;
@@ -333,7 +357,7 @@ int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char 
 int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **reply_out)
 {
     *reply_out = NULL;
-    if (!c->ctx) return DLOCK__ECONN;
+    if (!c->ctx) return c->cl ? DLOCK__EINVAL : DLOCK__ECONN;
     void *r = NULL;
     /* A whole reply may already be buffered from an earlier read. */
     if (redisGetReplyFromReader(c->ctx, &r) != REDIS_OK) return transport_failed(c), DLOCK__EIO;
@@ -352,7 +376,7 @@ int dlock__conn_read_push(dlock__conn *c, int64_t timeout_ms, dlock__reply **rep
 
 int dlock__conn_send(dlock__conn *c, int argc, const char **argv, const size_t *lens)
 {
-    if (!c->ctx) return DLOCK__ECONN;
+    if (!c->ctx) return c->cl ? DLOCK__EINVAL : DLOCK__ECONN;
     if (append_argv(c->ctx, argc, argv, lens) != REDIS_OK) {
         set_err(c, "append", "out of memory");
         drop_ctx(c);
@@ -376,12 +400,42 @@ int dlock__conn_fd(const dlock__conn *c)
 
 const char *dlock__conn_errstr(const dlock__conn *c)
 {
+    if (c && c->cl) return dlock__cluster_errstr(c->cl);
     return c ? c->errstr : "no connection";
 }
 
 bool dlock__conn_is_open(const dlock__conn *c)
 {
-    return c && c->ctx;
+    return c && (c->ctx || c->cl);
+}
+
+/* ---- cluster --------------------------------------------------------- */
+
+bool dlock__conn_is_cluster(const dlock__conn *c)
+{
+    return c && c->cl;
+}
+
+int dlock__conn_master_of_key(dlock__conn *c, const char *key, size_t len, dlock__url *out)
+{
+    if (!c->cl) return dlock__url_copy(&c->url, out);
+    return dlock__cluster_master_of_slot(c->cl, dlock__key_slot(key, len), out);
+}
+
+int dlock__conn_cmd_slot(dlock__conn *c, unsigned slot, int argc, const char **argv, const size_t *lens,
+                         dlock__reply **reply_out)
+{
+    if (!c->cl) return dlock__conn_cmd(c, argc, argv, lens, reply_out);
+    return dlock__cluster_cmd_slot(c->cl, slot, argc, argv, lens, reply_out);
+}
+
+size_t dlock__conn_cluster_slots(dlock__conn *c, unsigned *slots_out, size_t max)
+{
+    if (!c->cl) {
+        if (max) slots_out[0] = 0;
+        return max ? 1 : 0;
+    }
+    return dlock__cluster_master_slots(c->cl, slots_out, max);
 }
 
 int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts,

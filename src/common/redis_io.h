@@ -40,6 +40,10 @@ const char *dlock__reply_str(const dlock__reply *r, size_t *len_out);
 size_t dlock__reply_count(const dlock__reply *r);               /* ARRAY: elements */
 const dlock__reply *dlock__reply_at(const dlock__reply *r, size_t i); /* ARRAY element */
 void dlock__reply_free(dlock__reply *r);
+/* Parses one whole RESP reply from n bytes (for tests that feed the
+ * router crafted server replies). 0 with *out, EINVAL when incomplete,
+ * ESERVER on a protocol error, ENOMEM. */
+int dlock__reply_parse(const char *resp, size_t n, dlock__reply **out);
 /* True when r is an ERROR reply starting with prefix (e.g. "NOSCRIPT"). */
 bool dlock__reply_is_error(const dlock__reply *r, const char *prefix);
 
@@ -53,6 +57,10 @@ typedef struct dlock__conn_opts {
 /* Connects to a TCP or UNIX endpoint, or, for a sentinel URL, to the
  * master the sentinels name (asked again at every reconnect, and checked
  * with ROLE), applies timeouts and TCP keepalive, sends AUTH and SELECT.
+ * A redis-cluster:// URL gives a routing connection (cluster_conn.c):
+ * the slot map is loaded from the first seed that answers, and cmd and
+ * pipeline route every command to the master of its keys' slot, following
+ * MOVED/ASK/TRYAGAIN/CLUSTERDOWN within bounds; see "Cluster" below.
  * Returns 0, ECONN, EAUTH, ESERVER or ENOMEM; err says why. */
 int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out,
                      char *err, size_t errlen);
@@ -73,6 +81,49 @@ int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *l
  * on transport errors, with the same codes as dlock__conn_cmd. */
 int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char *const *const *argvs,
                          const size_t *const *lens, dlock__reply **replies_out);
+
+/* ---- Cluster (routing connections) ----------------------------------
+ * On a redis-cluster:// connection, dlock__conn_cmd and _pipeline keep
+ * the contracts above, plus:
+ *  - routing: by the command's keys (EVAL* and FCALL* by numkeys, XREAD*
+ *    after STREAMS); keys in two slots: DLOCK__ECROSSSLOT, nothing sent;
+ *    a command the router does not know or that is node-state (SELECT,
+ *    SUBSCRIBE, SCAN, KEYS...): DLOCK__EINVAL, nothing sent; MULTI..EXEC
+ *    only inside one pipeline (one slot);
+ *  - keyless: SCRIPT, FUNCTION, FLUSHALL, FLUSHDB go to every master (the
+ *    first master's reply, or an error reply from any); WAIT, PING, INFO,
+ *    ROLE, CLIENT, CONFIG, PUBLISH and other node commands go to the node
+ *    of this connection's last routed command (so WAIT counts the replicas
+ *    of that write), before any: the master of slot 0;
+ *  - redirects: MOVED resends on the named node and refreshes the map (at
+ *    most every 100 ms); ASK sends ASKING + the command once there; at
+ *    most 5 redirects a command; TRYAGAIN / CLUSTERDOWN: at most 8 retries
+ *    after 5, 10, 20, 40, 80, 100, 100, 100 ms; past a bound the error
+ *    reply is returned as the reply;
+ *  - EUNKNOWN keeps its meaning: a command sent without a reply is never
+ *    resent (the map is refreshed from another node before the next one);
+ *    ECONN: the slot's master could not be reached and a refresh from the
+ *    other nodes named no other master (nothing was sent).
+ *  - pipelines: one pipeline per node, replies in the caller's order;
+ *    ECONN only when nothing was sent anywhere, EUNKNOWN once anything was.
+ *  - dlock__conn_send / _read_push return EINVAL and _fd -1: subscribe
+ *    with a plain connection to dlock__conn_master_of_key's node. */
+
+/* True for a redis-cluster:// routing connection. */
+bool dlock__conn_is_cluster(const dlock__conn *c);
+/* The master now serving key's slot, as a redis:// URL with the cluster
+ * URL's credentials (for a plain connection to one node, e.g. SSUBSCRIBE).
+ * On a plain connection: a copy of its own URL. 0, ECONN (slot unserved)
+ * or ENOMEM; free *out with dlock__url_free. */
+int dlock__conn_master_of_key(dlock__conn *c, const char *key, size_t len, dlock__url *out);
+/* Sends a keyless command (INFO, WAIT, XINFO...) to the master of slot,
+ * once, without redirects (a plain connection: dlock__conn_cmd). */
+int dlock__conn_cmd_slot(dlock__conn *c, unsigned slot, int argc, const char **argv, const size_t *lens,
+                         dlock__reply **reply_out);
+/* One slot served by each master (at most max, in slot order), so that
+ * dlock__conn_cmd_slot can visit every master; returns the count. A plain
+ * connection: 1 (slot 0). */
+size_t dlock__conn_cluster_slots(dlock__conn *c, unsigned *slots_out, size_t max);
 
 /* Reads the next pushed message on a subscribed connection, waiting at
  * most timeout_ms. Returns 0 with *reply_out, ETIMEOUT when nothing came,

@@ -1,4 +1,5 @@
-/* url.c: strict parser for redis://, unix:// and redis-sentinel:// URLs.
+/* url.c: strict parser for redis://, unix://, redis-sentinel:// and
+ * redis-cluster:// URLs.
  * Invariant: on success every field is valid (port 1..65535, db 0..INT_MAX,
  * non-empty host/path); on failure *out holds nothing to free. */
 #include "url.h"
@@ -192,6 +193,26 @@ static int parse_unix(const char *rest, dlock__url *u, char *err, size_t errlen)
     return rest[plen] == '?' ? parse_query(rest + plen + 1, &u->db, err, errlen) : 0;
 }
 
+/* "h:p[,h:p...]" of [s, s+n) into a new array (*out, *n_out). */
+static int parse_hostlist(const char *s, size_t n, int default_port, dlock__hostport **out,
+                          size_t *n_out, char *err, size_t errlen)
+{
+    size_t cap = 1;
+    for (size_t i = 0; i < n; i++) cap += s[i] == ',';
+    *out = calloc(cap, sizeof(**out));
+    if (!*out) return DLOCK__ENOMEM;
+    const char *p = s, *end = s + n;
+    while (p <= end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+        int rc = parse_hostport(p, (size_t)(stop - p), &(*out)[*n_out], default_port, err, errlen);
+        if (rc) return rc;
+        (*n_out)++;
+        p = stop + 1;
+    }
+    return 0;
+}
+
 static int parse_sentinel(const char *rest, dlock__url *u, char *err, size_t errlen)
 {
     const char *slash = strchr(rest, '/');
@@ -200,19 +221,8 @@ static int parse_sentinel(const char *rest, dlock__url *u, char *err, size_t err
     size_t alen = (size_t)(slash - rest);
     int rc = parse_userinfo(&auth, &alen, u, err, errlen);
     if (rc) return rc;
-    size_t cap = 1;
-    for (size_t i = 0; i < alen; i++) cap += auth[i] == ',';
-    u->sentinels = calloc(cap, sizeof(*u->sentinels));
-    if (!u->sentinels) return DLOCK__ENOMEM;
-    const char *p = auth, *end = auth + alen;
-    while (p <= end) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *stop = comma ? comma : end;
-        rc = parse_hostport(p, (size_t)(stop - p), &u->sentinels[u->n_sentinels], 26379, err, errlen);
-        if (rc) return rc;
-        u->n_sentinels++;
-        p = stop + 1;
-    }
+    rc = parse_hostlist(auth, alen, 26379, &u->sentinels, &u->n_sentinels, err, errlen);
+    if (rc) return rc;
     const char *name = slash + 1;
     size_t nlen = strcspn(name, "?/");
     if (nlen == 0) return fail(err, errlen, "empty sentinel master name");
@@ -220,6 +230,30 @@ static int parse_sentinel(const char *rest, dlock__url *u, char *err, size_t err
     u->master_name = dup_range(name, nlen);
     if (!u->master_name) return DLOCK__ENOMEM;
     return name[nlen] == '?' ? parse_query(name + nlen + 1, &u->db, err, errlen) : 0;
+}
+
+/* A Cluster has database 0 only: "/0" or "?db=0" are accepted (so a URL
+ * copied from a standalone setup keeps working), any other db is refused. */
+static int parse_cluster(const char *rest, dlock__url *u, char *err, size_t errlen)
+{
+    const char *end = rest + strcspn(rest, "/?");
+    const char *auth = rest;
+    size_t alen = (size_t)(end - rest);
+    int rc = parse_userinfo(&auth, &alen, u, err, errlen);
+    if (rc) return rc;
+    rc = parse_hostlist(auth, alen, 6379, &u->seeds, &u->n_seeds, err, errlen);
+    if (rc) return rc;
+    if (*end == '/') {
+        const char *dbs = end + 1;
+        size_t dlen = strcspn(dbs, "?");
+        if (dlen && parse_int_range(dbs, dlen, 0, INT_MAX, &u->db) != 0)
+            return fail(err, errlen, "database must be a non-negative number");
+        end = dbs + dlen;
+    }
+    if (*end == '?') rc = parse_query(end + 1, &u->db, err, errlen);
+    if (rc == 0 && u->db != 0)
+        rc = fail(err, errlen, "Redis Cluster has only database 0 (redis-cluster:// refuses db %d)", u->db);
+    return rc;
 }
 
 int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen)
@@ -243,11 +277,14 @@ int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen)
     } else if (strncmp(s, "redis-sentinel://", 17) == 0) {
         out->kind = DLOCK__URL_SENTINEL;
         rc = parse_sentinel(s + 17, out, err, errlen);
+    } else if (strncmp(s, "redis-cluster://", 16) == 0) {
+        out->kind = DLOCK__URL_CLUSTER;
+        rc = parse_cluster(s + 16, out, err, errlen);
     } else if (strncmp(s, "rediss://", 9) == 0) {
         fail(err, errlen, "rediss:// (TLS) needs hiredis >= 1.0; this build links hiredis 0.14: use redis:// through a local stunnel (docs/ops/tls.md)");
         rc = DLOCK__ETLS;
     } else {
-        rc = fail(err, errlen, "unknown scheme (expected redis://, unix:// or redis-sentinel://)");
+        rc = fail(err, errlen, "unknown scheme (expected redis://, unix://, redis-sentinel:// or redis-cluster://)");
     }
     if (rc) dlock__url_free(out);
     return rc;
@@ -259,6 +296,20 @@ static char *dup_or_null(const char *s, int *oom)
     char *p = strdup(s);
     if (!p) *oom = 1;
     return p;
+}
+
+static dlock__hostport *copy_hostlist(const dlock__hostport *src, size_t n, size_t *n_out, int *oom)
+{
+    *n_out = 0;
+    if (!n) return NULL;
+    dlock__hostport *dst = calloc(n, sizeof(*dst));
+    if (!dst) *oom = 1;
+    for (size_t i = 0; dst && i < n; i++) {
+        dst[i].host = dup_or_null(src[i].host, oom);
+        dst[i].port = src[i].port;
+        (*n_out)++;
+    }
+    return dst;
 }
 
 int dlock__url_copy(const dlock__url *src, dlock__url *dst)
@@ -273,15 +324,8 @@ int dlock__url_copy(const dlock__url *src, dlock__url *dst)
     dst->user = dup_or_null(src->user, &oom);
     dst->password = dup_or_null(src->password, &oom);
     dst->master_name = dup_or_null(src->master_name, &oom);
-    if (src->n_sentinels) {
-        dst->sentinels = calloc(src->n_sentinels, sizeof(*dst->sentinels));
-        if (!dst->sentinels) oom = 1;
-        for (size_t i = 0; dst->sentinels && i < src->n_sentinels; i++) {
-            dst->sentinels[i].host = dup_or_null(src->sentinels[i].host, &oom);
-            dst->sentinels[i].port = src->sentinels[i].port;
-            dst->n_sentinels++;
-        }
-    }
+    dst->sentinels = copy_hostlist(src->sentinels, src->n_sentinels, &dst->n_sentinels, &oom);
+    dst->seeds = copy_hostlist(src->seeds, src->n_seeds, &dst->n_seeds, &oom);
     if (oom) {
         dlock__url_free(dst);
         return DLOCK__ENOMEM;
@@ -313,6 +357,8 @@ void dlock__url_free(dlock__url *u)
     }
     for (size_t i = 0; i < u->n_sentinels; i++) free(u->sentinels[i].host);
     free(u->sentinels);
+    for (size_t i = 0; i < u->n_seeds; i++) free(u->seeds[i].host);
+    free(u->seeds);
     free(u->master_name);
     memset(u, 0, sizeof(*u));
 }
@@ -328,6 +374,9 @@ void dlock__url_describe(const dlock__url *u, char *buf, size_t len)
         break;
     case DLOCK__URL_SENTINEL:
         snprintf(buf, len, "sentinel master %s", u->master_name);
+        break;
+    case DLOCK__URL_CLUSTER:
+        snprintf(buf, len, "cluster %s:%d%s", u->seeds[0].host, u->seeds[0].port, u->n_seeds > 1 ? ",..." : "");
         break;
     }
 }

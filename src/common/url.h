@@ -11,6 +11,7 @@ typedef enum dlock__url_kind {
     DLOCK__URL_TCP = 0,      /* redis://[user[:pass]@]host[:port][/db] */
     DLOCK__URL_UNIX = 1,     /* unix:///path/to.sock[?db=N] */
     DLOCK__URL_SENTINEL = 2, /* redis-sentinel://[user:pass@]h:p[,h:p...]/master[?db=N] */
+    DLOCK__URL_CLUSTER = 3,  /* redis-cluster://[user[:pass]@]h:p[,h:p...][?db=0] */
 } dlock__url_kind;
 
 typedef struct dlock__hostport {
@@ -29,6 +30,8 @@ typedef struct dlock__url {
     dlock__hostport *sentinels; /* SENTINEL: at least one */
     size_t n_sentinels;
     char *master_name;          /* SENTINEL */
+    dlock__hostport *seeds;     /* CLUSTER: seed nodes, at least one (default port 6379) */
+    size_t n_seeds;
 } dlock__url;
 
 /* Parses s into *out (zeroed first). Returns 0, DLOCK__EURL (err says why),

@@ -59,6 +59,7 @@ int dlock__err_from_common(int rc)
     case DLOCK__ESERVER: return DLOCK_ESERVER;
     case DLOCK__EUNKNOWN: return DLOCK_EUNKNOWN;
     case DLOCK__ENOMEM: return DLOCK_ENOMEM;
+    case DLOCK__ECROSSSLOT: return DLOCK_EINVAL; /* a key layout error: nothing was sent */
     }
     return DLOCK_EIO; /* not a common code: never produced by src/common */
 }

@@ -116,6 +116,41 @@ static void test_sentinel_url_lists_every_sentinel(void **state)
     dlock__url_free(&u);
 }
 
+static void test_cluster_url_lists_every_seed_and_keeps_credentials(void **state)
+{
+    (void)state;
+    dlock__url u;
+    char err[128] = "";
+    assert_int_equal(dlock__url_parse("redis-cluster://al:p%40ss@a:7000,b,[::1]:7002", &u, err, sizeof(err)), 0);
+    assert_int_equal(u.kind, DLOCK__URL_CLUSTER);
+    assert_int_equal(u.n_seeds, 3);
+    assert_string_equal(u.seeds[0].host, "a");
+    assert_int_equal(u.seeds[0].port, 7000);
+    assert_int_equal(u.seeds[1].port, 6379);
+    assert_string_equal(u.seeds[2].host, "::1");
+    assert_string_equal(u.user, "al");
+    assert_string_equal(u.password, "p@ss");
+    assert_int_equal(u.db, 0);
+    dlock__url copy;
+    assert_int_equal(dlock__url_copy(&u, &copy), 0);
+    assert_int_equal(copy.n_seeds, 3);
+    assert_string_equal(copy.seeds[2].host, "::1");
+    char d[128];
+    dlock__url_describe(&copy, d, sizeof(d));
+    assert_string_equal(d, "cluster a:7000,...");
+    dlock__url_free(&copy);
+    dlock__url_free(&u);
+    /* db 0 may be spelled out; any other db is refused: a Cluster has one */
+    assert_int_equal(dlock__url_parse("redis-cluster://h:1/0", &u, NULL, 0), 0);
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis-cluster://h:1?db=0", &u, NULL, 0), 0);
+    dlock__url_free(&u);
+    assert_int_equal(dlock__url_parse("redis-cluster://h:1/2", &u, err, sizeof(err)), DLOCK__EURL);
+    assert_non_null(strstr(err, "only database 0"));
+    assert_int_equal(dlock__url_parse("redis-cluster://h:1?db=3", &u, err, sizeof(err)), DLOCK__EURL);
+    assert_non_null(strstr(err, "only database 0"));
+}
+
 static void test_tls_url_is_refused_with_its_own_code(void **state)
 {
     (void)state;
@@ -135,7 +170,9 @@ static void test_malformed_urls_are_refused(void **state)
         "redis://[::1", "redis://[::1]x", "redis://u:%zz@h", "redis://u:%4@h", "redis://u:%00@h",
         "redis://h h", "redis://h\t", "redis://ho$t", "unix://", "unix://rel.sock", "unix:///",
         "unix:///s?db=x", "redis-sentinel://h:1", "redis-sentinel://h:1/", "redis-sentinel://,/m",
-        "redis-sentinel://h:1/m/x", "redis-sentinel://h:99999/m", NULL};
+        "redis-sentinel://h:1/m/x", "redis-sentinel://h:99999/m", "redis-cluster://",
+        "redis-cluster://h:1,", "redis-cluster://,h:1", "redis-cluster://h:0", "redis-cluster://h:1/x",
+        "redis-cluster://h:1?foo=1", "redis-cluster://h h:1", NULL};
     for (size_t i = 0; bad[i]; i++) {
         dlock__url u;
         char err[128] = "";
@@ -177,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_bare_user_is_a_user_name_not_a_password),
         cmocka_unit_test(test_unix_url_parses_path_and_db),
         cmocka_unit_test(test_sentinel_url_lists_every_sentinel),
+        cmocka_unit_test(test_cluster_url_lists_every_seed_and_keeps_credentials),
         cmocka_unit_test(test_tls_url_is_refused_with_its_own_code),
         cmocka_unit_test(test_malformed_urls_are_refused),
         cmocka_unit_test(test_overlong_url_is_refused),

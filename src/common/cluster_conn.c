@@ -1,0 +1,743 @@
+/* cluster_conn.c: the sync Redis Cluster router (see cluster_conn.h).
+ *
+ * Design note. A routing connection holds the slot map (slot -> index in a
+ * small pool of nodes) and, per node, one plain dlock__conn opened lazily
+ * with the URL's credentials (db 0). A command is routed by its keys
+ * (cluster_route.c) and sent to the slot's master; the reply decides:
+ *   MOVED slot h:p   the slot now lives on h:p: the map entry is updated at
+ *                    once, a full map refresh is scheduled (at most one per
+ *                    REFRESH_GAP_MS), the command is resent there;
+ *   ASK slot h:p     ASKING + the command, once, on h:p; the map unchanged;
+ *   TRYAGAIN / CLUSTERDOWN  sleep 5, 10, 20, 40, 80, 100, 100, 100 ms (at
+ *                    most BUSY_RETRIES = 8 retries, 455 ms in all) and retry;
+ *                    CLUSTERDOWN also refreshes the map first;
+ * and at most MAX_REDIRECTS (5) MOVED/ASK a command; past a bound the last
+ * error reply is the caller's reply. A redirect or a busy error means the
+ * command did not run, so resending it is safe. A command that was sent and
+ * got no reply (timeout, reset) is never resent: the caller gets
+ * DLOCK__EUNKNOWN as with a plain connection, and a map refresh from another
+ * node is scheduled. A node that cannot be connected to (nothing sent)
+ * refreshes the map from the others at once; if the slot's owner changed
+ * the command goes there, else the caller gets ECONN.
+ * Keyless commands: SCRIPT/FUNCTION/FLUSHALL/FLUSHDB go to every master
+ * (the first master's reply, or the first error reply); the others (WAIT,
+ * PING, INFO, ROLE, CLIENT, CONFIG, PUBLISH...) go to the "current node":
+ * the node of this connection's last routed command, so WAIT counts the
+ * replicas of the write just made (before any routed command: the master
+ * of slot 0). The map is bootstrapped from CLUSTER SHARDS (CLUSTER SLOTS
+ * when the server lacks it) of the first seed that answers.
+ * Pipelines: split into units (a command, or MULTI..EXEC), each routed;
+ * sent as one pipeline per node; replies reassembled in order; a unit that
+ * got a redirect is resent alone, reply by reply. A keyless WAIT/PING
+ * follows the keyed unit before it (resent with it when it moves). */
+#include "cluster_conn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_map.h"
+#include "common_err.h"
+#include "util.h"
+
+#define MAX_NODES      64
+#define MAX_REDIRECTS  5
+#define BUSY_RETRIES   8
+#define REFRESH_GAP_MS 100
+#define NONE           DLOCK__CMAP_NONE
+
+typedef struct cnode {
+    char *host;
+    int port;
+    dlock__conn *c; /* NULL until first used */
+} cnode;
+
+struct dlock__cluster {
+    dlock__url url; /* redis-cluster://: seeds and credentials */
+    dlock__conn_opts opts;
+    cnode nodes[MAX_NODES];
+    size_t n_nodes;
+    uint16_t owner[DLOCK__SLOTS]; /* index in nodes, or NONE */
+    int last;                     /* node of the last routed command, -1 */
+    int suspect;                  /* node that last failed, asked last, -1 */
+    bool refresh_due;
+    int64_t refreshed_at_ms;
+    char errstr[256];
+};
+
+__attribute__((format(printf, 2, 3))) static void cl_err(dlock__cluster *cl, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cl->errstr, sizeof(cl->errstr), fmt, ap);
+    va_end(ap);
+}
+
+const char *dlock__cluster_errstr(const dlock__cluster *cl)
+{
+    return cl->errstr;
+}
+
+/* Pool index of host:port, added when new; -1 when the pool is full. */
+static int node_index(dlock__cluster *cl, const char *host, int port)
+{
+    for (size_t i = 0; i < cl->n_nodes; i++)
+        if (cl->nodes[i].port == port && strcmp(cl->nodes[i].host, host) == 0) return (int)i;
+    if (cl->n_nodes >= MAX_NODES) {
+        cl_err(cl, "cluster: more than %d nodes", MAX_NODES);
+        return -1;
+    }
+    char *h = strdup(host);
+    if (!h) return -1;
+    cl->nodes[cl->n_nodes] = (cnode){.host = h, .port = port};
+    return (int)cl->n_nodes++;
+}
+
+/* The node's connection, opened on first use. 0, ECONN, EAUTH or ENOMEM. */
+static int node_conn(dlock__cluster *cl, int i, dlock__conn **out)
+{
+    cnode *n = &cl->nodes[i];
+    if (!n->c) {
+        dlock__url u = {.kind = DLOCK__URL_TCP,
+                        .host = n->host,
+                        .port = n->port,
+                        .user = cl->url.user,
+                        .password = cl->url.password};
+        char why[200] = "";
+        int rc = dlock__conn_open(&u, &cl->opts, &n->c, why, sizeof(why));
+        if (rc) {
+            cl_err(cl, "cluster node %s:%d: %s", n->host, n->port, why);
+            return rc;
+        }
+    }
+    *out = n->c;
+    return 0;
+}
+
+/* ---- slot map ------------------------------------------------------------ */
+
+static int apply_map(dlock__cluster *cl, const dlock__cmap *m)
+{
+    int idx[DLOCK__CMAP_MAX_NODES];
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        idx[i] = node_index(cl, m->nodes[i].host, m->nodes[i].port);
+        if (idx[i] < 0) return DLOCK__ENOMEM;
+    }
+    for (size_t s = 0; s < DLOCK__SLOTS; s++)
+        cl->owner[s] = m->owner[s] == NONE ? NONE : (uint16_t)idx[m->owner[s]];
+    return 0;
+}
+
+/* CLUSTER SHARDS (CLUSTER SLOTS on an older server) from node i. */
+static int load_map_from(dlock__cluster *cl, int i)
+{
+    dlock__conn *c;
+    int rc = node_conn(cl, i, &c);
+    if (rc) return rc;
+    const char *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
+    dlock__reply *r = NULL;
+    rc = dlock__conn_cmd(c, 2, shards, NULL, &r);
+    bool old = rc == 0 && dlock__reply_is_error(r, "ERR");
+    if (old) {
+        dlock__reply_free(r);
+        r = NULL;
+        rc = dlock__conn_cmd(c, 2, slots, NULL, &r);
+    }
+    if (rc) {
+        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, dlock__conn_errstr(c));
+        return rc;
+    }
+    dlock__cmap m;
+    char why[200] = "";
+    rc = old ? dlock__cmap_from_slots(r, cl->nodes[i].host, &m, why, sizeof(why))
+             : dlock__cmap_from_shards(r, cl->nodes[i].host, &m, why, sizeof(why));
+    if (rc == DLOCK__ESERVER && dlock__reply_kind(r) == DLOCK__R_ERROR)
+        snprintf(why, sizeof(why), "%s", dlock__reply_str(r, NULL));
+    dlock__reply_free(r);
+    if (rc) {
+        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, why);
+        return rc;
+    }
+    rc = apply_map(cl, &m);
+    dlock__cmap_free(&m);
+    return rc;
+}
+
+/* Candidates in order: the masters of the map, the seeds, the suspect. */
+static size_t refresh_order(dlock__cluster *cl, int *order)
+{
+    bool seen[MAX_NODES] = {false};
+    size_t n = 0;
+    if (cl->suspect >= 0) seen[cl->suspect] = true;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
+        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
+        if (o >= 0 && !seen[o]) seen[o] = true, order[n++] = o;
+    }
+    for (size_t i = 0; i < cl->url.n_seeds; i++) {
+        int o = node_index(cl, cl->url.seeds[i].host, cl->url.seeds[i].port);
+        if (o >= 0 && !seen[o]) seen[o] = true, order[n++] = o;
+    }
+    if (cl->suspect >= 0) order[n++] = cl->suspect;
+    return n;
+}
+
+/* Reloads the map from the first node that answers; the old map stays
+ * when none does. */
+static int refresh(dlock__cluster *cl)
+{
+    int order[MAX_NODES + 1];
+    size_t n = refresh_order(cl, order);
+    int rc = DLOCK__ECONN;
+    cl->refreshed_at_ms = dlock__now_ms();
+    for (size_t i = 0; i < n; i++) {
+        rc = load_map_from(cl, order[i]);
+        if (rc == 0) {
+            cl->refresh_due = false;
+            cl->suspect = -1;
+            return 0;
+        }
+        if (rc == DLOCK__ENOMEM) return rc;
+    }
+    return rc;
+}
+
+static void refresh_if_due(dlock__cluster *cl)
+{
+    if (cl->refresh_due && dlock__now_ms() - cl->refreshed_at_ms >= REFRESH_GAP_MS) (void)refresh(cl);
+}
+
+int dlock__cluster_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__cluster **out, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    dlock__cluster *cl = calloc(1, sizeof(*cl));
+    if (!cl) return DLOCK__ENOMEM;
+    cl->opts = *opts;
+    cl->last = cl->suspect = -1;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++)
+        cl->owner[s] = NONE;
+    int rc = dlock__url_copy(url, &cl->url);
+    if (rc == 0) rc = refresh(cl);
+    if (rc) {
+        if (err && errlen) snprintf(err, errlen, "%s", cl->errstr[0] ? cl->errstr : dlock__strerror(rc));
+        dlock__cluster_close(cl);
+        return rc == DLOCK__ESERVER ? DLOCK__ECONN : rc;
+    }
+    *out = cl;
+    return 0;
+}
+
+void dlock__cluster_close(dlock__cluster *cl)
+{
+    if (!cl) return;
+    for (size_t i = 0; i < cl->n_nodes; i++) {
+        dlock__conn_close(cl->nodes[i].c);
+        free(cl->nodes[i].host);
+    }
+    dlock__url_free(&cl->url);
+    free(cl);
+}
+
+/* ---- one routed command ---------------------------------------------------- */
+
+/* The node a command goes to: the slot's master, or the current node. */
+static int target_of(dlock__cluster *cl, int slot)
+{
+    if (slot >= 0) return cl->owner[slot] == NONE ? -1 : cl->owner[slot];
+    if (cl->last >= 0) return cl->last;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++)
+        if (cl->owner[s] != NONE) return cl->owner[s];
+    return -1;
+}
+
+/* Sends argv (after ASKING when asking) to node i and reads the reply. */
+static int node_exec(dlock__cluster *cl, int i, bool asking, int argc, const char **argv, const size_t *lens,
+                     dlock__reply **reply_out)
+{
+    dlock__conn *c;
+    int rc = node_conn(cl, i, &c);
+    if (rc) return rc;
+    if (asking) {
+        const char *ask[1] = {"ASKING"};
+        const char *const *argvs[2] = {ask, argv};
+        const size_t *lv[2] = {NULL, lens};
+        int argcs[2] = {1, argc};
+        dlock__reply *rs[2] = {NULL, NULL};
+        rc = dlock__conn_pipeline(c, 2, argcs, argvs, lv, rs);
+        dlock__reply_free(rs[0]);
+        *reply_out = rs[1];
+    } else {
+        rc = dlock__conn_cmd(c, argc, argv, lens, reply_out);
+    }
+    if (rc) {
+        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, dlock__conn_errstr(c));
+        cl->refresh_due = true;
+        cl->suspect = i;
+    }
+    return rc;
+}
+
+/* Per-command retry state (one command, or one pipeline unit). */
+typedef struct hop {
+    int target;
+    bool asking;
+    int redirects, busy;
+    bool reroute; /* CLUSTERDOWN: look the slot up again after the refresh */
+} hop;
+
+enum { FINAL = 0, RESEND = 1 };
+
+/* Reads reply r for a command on h->target: FINAL (r is the answer) or
+ * RESEND with h updated (after the bounded wait of a busy error). */
+static int follow(dlock__cluster *cl, hop *h, int slot, const dlock__reply *r, int64_t *wait_ms)
+{
+    dlock__redirect rd;
+    if (dlock__redirect_parse(r, &rd)) {
+        if (h->redirects >= MAX_REDIRECTS) return FINAL;
+        int to = node_index(cl, rd.host[0] ? rd.host : cl->nodes[h->target].host, rd.port);
+        if (to < 0) return FINAL;
+        h->redirects++;
+        h->asking = rd.kind == DLOCK__REDIR_ASK;
+        if (rd.kind == DLOCK__REDIR_MOVED) {
+            cl->owner[rd.slot] = (uint16_t)to;
+            cl->refresh_due = true;
+        }
+        h->target = to;
+        return RESEND;
+    }
+    bool down = dlock__reply_is_error(r, "CLUSTERDOWN");
+    if (!down && !dlock__reply_is_error(r, "TRYAGAIN")) return FINAL;
+    if (h->busy >= BUSY_RETRIES) return FINAL;
+    int64_t w = (int64_t)5 << h->busy;
+    *wait_ms = w > 100 ? 100 : w;
+    h->busy++;
+    if (down) cl->refresh_due = true;
+    h->reroute = down && slot >= 0;
+    return RESEND;
+}
+
+/* Nothing was sent to h->target (connect failed): refresh from the other
+ * nodes now; true when the slot's owner changed (resend there). */
+static bool reroute_after_conn_failure(dlock__cluster *cl, hop *h, int slot)
+{
+    if (h->redirects >= MAX_REDIRECTS) return false;
+    h->redirects++;
+    cl->suspect = h->target;
+    char keep[sizeof(cl->errstr)];
+    memcpy(keep, cl->errstr, sizeof(keep));
+    int rc = refresh(cl);
+    memcpy(cl->errstr, keep, sizeof(keep));
+    int t = target_of(cl, slot);
+    if (rc || t < 0 || t == h->target) return false;
+    h->target = t;
+    h->asking = false;
+    return true;
+}
+
+static int run_routed(dlock__cluster *cl, int slot, int argc, const char **argv, const size_t *lens,
+                      dlock__reply **reply_out)
+{
+    hop h = {.target = target_of(cl, slot)};
+    for (;;) {
+        if (h.target < 0) {
+            cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", slot);
+            return DLOCK__ECONN;
+        }
+        dlock__reply *r = NULL;
+        int rc = node_exec(cl, h.target, h.asking, argc, argv, lens, &r);
+        if (rc == DLOCK__ECONN && reroute_after_conn_failure(cl, &h, slot)) continue;
+        if (rc) return rc;
+        cl->last = h.target;
+        int64_t wait = 0;
+        if (follow(cl, &h, slot, r, &wait) == FINAL) {
+            *reply_out = r;
+            return 0;
+        }
+        dlock__reply_free(r);
+        if (wait) dlock__sleep_ms(wait);
+        refresh_if_due(cl);
+        if (h.reroute && target_of(cl, slot) >= 0) {
+            h.target = target_of(cl, slot);
+            h.asking = h.reroute = false;
+        }
+    }
+}
+
+/* Every master, in slot order; the first reply, or the first error reply.
+ * A transport failure after the first master was sent to is EUNKNOWN. */
+static int run_all(dlock__cluster *cl, int argc, const char **argv, const size_t *lens,
+                   dlock__reply **reply_out)
+{
+    bool seen[MAX_NODES] = {false};
+    dlock__reply *keep = NULL;
+    int sent = 0;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
+        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
+        if (o < 0 || seen[o]) continue;
+        seen[o] = true;
+        dlock__reply *r = NULL;
+        int rc = node_exec(cl, o, false, argc, argv, lens, &r);
+        if (rc) {
+            dlock__reply_free(keep);
+            return sent && rc != DLOCK__ENOMEM ? DLOCK__EUNKNOWN : rc;
+        }
+        sent++;
+        if (!keep || (dlock__reply_kind(r) == DLOCK__R_ERROR && dlock__reply_kind(keep) != DLOCK__R_ERROR)) {
+            dlock__reply_free(keep);
+            keep = r;
+        } else {
+            dlock__reply_free(r);
+        }
+    }
+    if (!keep) {
+        cl_err(cl, "cluster: no master in the map");
+        return DLOCK__ECONN;
+    }
+    *reply_out = keep;
+    return 0;
+}
+
+int dlock__cluster_cmd(dlock__cluster *cl, int argc, const char **argv, const size_t *lens,
+                       dlock__reply **reply_out)
+{
+    *reply_out = NULL;
+    dlock__route rt;
+    int rc = dlock__route_cmd(argc, argv, lens, &rt, cl->errstr, sizeof(cl->errstr));
+    if (rc) return rc;
+    refresh_if_due(cl);
+    switch (rt.kind) {
+    case DLOCK__ROUTE_SLOT: return run_routed(cl, (int)rt.slot, argc, argv, lens, reply_out);
+    case DLOCK__ROUTE_CURRENT: return run_routed(cl, -1, argc, argv, lens, reply_out);
+    case DLOCK__ROUTE_ALL: return run_all(cl, argc, argv, lens, reply_out);
+    case DLOCK__ROUTE_MULTI:
+    case DLOCK__ROUTE_EXEC: break;
+    }
+    cl_err(cl, "cluster: send MULTI ... EXEC as one pipeline on a redis-cluster:// connection");
+    return DLOCK__EINVAL;
+}
+
+int dlock__cluster_cmd_slot(dlock__cluster *cl, unsigned slot, int argc, const char **argv,
+                            const size_t *lens, dlock__reply **reply_out)
+{
+    *reply_out = NULL;
+    if (slot >= DLOCK__SLOTS || argc < 1) return DLOCK__EINVAL;
+    refresh_if_due(cl);
+    hop h = {.target = target_of(cl, (int)slot)};
+    if (h.target < 0) {
+        cl_err(cl, "cluster: slot %u has no master in the map", slot);
+        return DLOCK__ECONN;
+    }
+    int rc = node_exec(cl, h.target, false, argc, argv, lens, reply_out);
+    if (rc == 0) cl->last = h.target;
+    return rc;
+}
+
+int dlock__cluster_master_of_slot(dlock__cluster *cl, unsigned slot, dlock__url *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (slot >= DLOCK__SLOTS) return DLOCK__EINVAL;
+    refresh_if_due(cl);
+    int t = target_of(cl, (int)slot);
+    if (t < 0) {
+        cl_err(cl, "cluster: slot %u has no master in the map", slot);
+        return DLOCK__ECONN;
+    }
+    dlock__url u = {.kind = DLOCK__URL_TCP,
+                    .host = cl->nodes[t].host,
+                    .port = cl->nodes[t].port,
+                    .user = cl->url.user,
+                    .password = cl->url.password};
+    return dlock__url_copy(&u, out);
+}
+
+size_t dlock__cluster_master_slots(dlock__cluster *cl, unsigned *slots_out, size_t max)
+{
+    bool seen[MAX_NODES] = {false};
+    size_t n = 0;
+    refresh_if_due(cl);
+    for (size_t s = 0; s < DLOCK__SLOTS && n < max; s++) {
+        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
+        if (o >= 0 && !seen[o]) seen[o] = true, slots_out[n++] = (unsigned)s;
+    }
+    return n;
+}
+
+/* ---- pipelines -------------------------------------------------------------- */
+
+typedef struct unit {
+    size_t first, count; /* commands first .. first+count-1 (MULTI..EXEC is one unit) */
+    int slot;            /* -1: keyless */
+    int follows;         /* keyless: the keyed unit before it, or -1 */
+    bool rerun_ok;       /* keyless and harmless to run again (WAIT, PING...) */
+    bool done;
+    hop h;
+} unit;
+
+typedef struct pipe {
+    size_t n;
+    const int *argcs;
+    const char *const *const *argvs;
+    const size_t *const *lens;
+    dlock__reply **out;
+    unit *u;
+    size_t nu;
+    bool sent;       /* something reached a node: a later failure is EUNKNOWN */
+    int64_t wait_ms; /* the longest busy wait asked for in this round */
+} pipe;
+
+static bool rerunnable(const char *const *argv, const size_t *lens)
+{
+    static const char *ok[] = {"WAIT", "WAITAOF", "PING", "ECHO", "TIME", "ROLE", "INFO", NULL};
+    size_t n = lens ? lens[0] : strlen(argv[0]);
+    for (int i = 0; ok[i]; i++)
+        if (n == strlen(ok[i]) && strncasecmp(argv[0], ok[i], n) == 0) return true;
+    return false;
+}
+
+static int route_at(dlock__cluster *cl, const pipe *p, size_t i, dlock__route *rt)
+{
+    return dlock__route_cmd(p->argcs[i], p->argvs[i], p->lens ? p->lens[i] : NULL, rt, cl->errstr,
+                            sizeof(cl->errstr));
+}
+
+/* MULTI at p->u[k].first: the unit runs to its EXEC; its keys share a slot. */
+static int tx_unit(dlock__cluster *cl, pipe *p, unit *u)
+{
+    for (size_t j = u->first + 1; j < p->n; j++) {
+        dlock__route rt;
+        int rc = route_at(cl, p, j, &rt);
+        if (rc) return rc;
+        if (rt.kind == DLOCK__ROUTE_EXEC) {
+            u->count = j - u->first + 1;
+            return 0;
+        }
+        if (rt.kind == DLOCK__ROUTE_MULTI || rt.kind == DLOCK__ROUTE_ALL) break;
+        if (rt.kind != DLOCK__ROUTE_SLOT) continue;
+        if (u->slot >= 0 && u->slot != (int)rt.slot) {
+            cl_err(cl,
+                   "cluster: a MULTI..EXEC spans slots %d and %u; give its keys one {hash tag} "
+                   "(nothing was sent)",
+                   u->slot, rt.slot);
+            return DLOCK__ECROSSSLOT;
+        }
+        u->slot = (int)rt.slot;
+    }
+    cl_err(cl, "cluster: MULTI without its EXEC in the pipeline (or SCRIPT/MULTI inside it)");
+    return DLOCK__EINVAL;
+}
+
+static int build_units(dlock__cluster *cl, pipe *p)
+{
+    int last_keyed = -1;
+    for (size_t i = 0; i < p->n; i += p->u[p->nu - 1].count) {
+        dlock__route rt;
+        int rc = route_at(cl, p, i, &rt);
+        if (rc) return rc;
+        unit *u = &p->u[p->nu++];
+        *u = (unit){.first = i, .count = 1, .slot = -1, .follows = -1};
+        if (rt.kind == DLOCK__ROUTE_MULTI && (rc = tx_unit(cl, p, u)) != 0) return rc;
+        if (rt.kind == DLOCK__ROUTE_EXEC || rt.kind == DLOCK__ROUTE_ALL) {
+            cl_err(cl,
+                   "cluster: %s in a pipeline: send SCRIPT/FUNCTION/FLUSH* alone, EXEC after "
+                   "its MULTI",
+                   rt.kind == DLOCK__ROUTE_ALL ? "a command for every master" : "EXEC without MULTI");
+            return DLOCK__EINVAL;
+        }
+        if (rt.kind == DLOCK__ROUTE_SLOT) u->slot = (int)rt.slot;
+        if (u->slot >= 0) {
+            last_keyed = (int)(p->nu - 1);
+        } else {
+            u->follows = last_keyed;
+            u->rerun_ok = rerunnable(p->argvs[i], p->lens ? p->lens[i] : NULL);
+        }
+        u->h.target = u->follows >= 0 ? p->u[u->follows].h.target : target_of(cl, u->slot);
+    }
+    return 0;
+}
+
+/* The reply deciding whether unit u must be resent: its own reply, or for
+ * MULTI..EXEC an inner redirect/busy reply when EXEC was aborted. */
+static const dlock__reply *decisive(const unit *u, dlock__reply **rs)
+{
+    if (u->count == 1) return rs[0];
+    if (dlock__reply_kind(rs[u->count - 1]) != DLOCK__R_ERROR) return NULL;
+    dlock__redirect rd;
+    for (size_t j = 1; j + 1 < u->count; j++)
+        if (dlock__redirect_parse(rs[j], &rd) || dlock__reply_is_error(rs[j], "TRYAGAIN") ||
+            dlock__reply_is_error(rs[j], "CLUSTERDOWN"))
+            return rs[j];
+    return NULL;
+}
+
+/* Files the replies rs of the units sent to node t (in order). */
+static void distribute(dlock__cluster *cl, pipe *p, int t, const size_t *ids, size_t k, dlock__reply **rs)
+{
+    size_t pos = 0;
+    for (size_t x = 0; x < k; x++) {
+        unit *u = &p->u[ids[x]];
+        if (u->h.asking) dlock__reply_free(rs[pos++]);
+        dlock__reply **mine = rs + pos;
+        pos += u->count;
+        if (u->slot >= 0) cl->last = t;
+        const dlock__reply *d = u->slot >= 0 ? decisive(u, mine) : NULL;
+        int64_t w = 0;
+        if (d && follow(cl, &u->h, u->slot, d, &w) == RESEND) {
+            for (size_t j = 0; j < u->count; j++)
+                dlock__reply_free(mine[j]);
+            if (w > p->wait_ms) p->wait_ms = w;
+            continue;
+        }
+        for (size_t j = 0; j < u->count; j++)
+            p->out[u->first + j] = mine[j];
+        u->done = true;
+    }
+}
+
+/* One pipeline to node t with its pending units ids[0..k). */
+static int send_group(dlock__cluster *cl, pipe *p, int t, const size_t *ids, size_t k)
+{
+    size_t m = 0;
+    for (size_t x = 0; x < k; x++)
+        m += p->u[ids[x]].count + p->u[ids[x]].h.asking;
+    int *ac = malloc(m * sizeof(*ac));
+    const char *const **av = malloc(m * sizeof(*av));
+    const size_t **lv = malloc(m * sizeof(*lv));
+    dlock__reply **rs = calloc(m, sizeof(*rs));
+    static const char *ask[1] = {"ASKING"};
+    int rc = ac && av && lv && rs ? 0 : DLOCK__ENOMEM;
+    for (size_t x = 0, j = 0; rc == 0 && x < k; x++) {
+        const unit *u = &p->u[ids[x]];
+        if (u->h.asking) ac[j] = 1, av[j] = ask, lv[j++] = NULL;
+        for (size_t c = u->first; c < u->first + u->count; c++)
+            ac[j] = p->argcs[c], av[j] = p->argvs[c], lv[j++] = p->lens ? p->lens[c] : NULL;
+    }
+    dlock__conn *c = NULL;
+    if (rc == 0) rc = node_conn(cl, t, &c);
+    if (rc == 0) rc = dlock__conn_pipeline(c, m, ac, av, lv, rs);
+    if (rc && c) {
+        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[t].host, cl->nodes[t].port, dlock__conn_errstr(c));
+        cl->refresh_due = true;
+        cl->suspect = t;
+    }
+    if (rc == 0) distribute(cl, p, t, ids, k, rs);
+    if (rc == 0 || rc == DLOCK__EUNKNOWN) p->sent = true;
+    free(ac);
+    free((void *)av);
+    free((void *)lv);
+    free(rs);
+    return rc;
+}
+
+/* A keyless unit runs where the keyed unit before it runs; when that one is
+ * resent, a WAIT/PING after it is run again with it (its old reply
+ * dropped), so WAIT counts the replicas of the write that counted. */
+static void sync_followers(pipe *p)
+{
+    for (size_t i = 0; i < p->nu; i++) {
+        unit *u = &p->u[i];
+        if (u->follows < 0) continue;
+        const unit *l = &p->u[u->follows];
+        if (!l->done && u->done && u->rerun_ok) {
+            for (size_t j = 0; j < u->count; j++) {
+                dlock__reply_free(p->out[u->first + j]);
+                p->out[u->first + j] = NULL;
+            }
+            u->done = false;
+        }
+        if (!u->done) u->h.target = l->h.target;
+    }
+}
+
+/* Opens every target's connection before anything is sent, so a node that
+ * cannot be reached fails the whole pipeline with nothing sent (ECONN),
+ * after one map refresh from the other nodes. */
+static int preopen(dlock__cluster *cl, pipe *p)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int failed = -1, rc = 0;
+        for (size_t i = 0; i < p->nu && failed < 0; i++) {
+            dlock__conn *c;
+            int t = p->u[i].h.target;
+            if (t < 0) {
+                cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", p->u[i].slot);
+                return DLOCK__ECONN;
+            }
+            if ((rc = node_conn(cl, t, &c)) != 0) failed = t;
+        }
+        if (failed < 0) return 0;
+        if (rc != DLOCK__ECONN || pass == 1) return rc;
+        cl->suspect = failed;
+        char keep[sizeof(cl->errstr)];
+        memcpy(keep, cl->errstr, sizeof(keep));
+        if (refresh(cl) != 0) return memcpy(cl->errstr, keep, sizeof(keep)), rc;
+        for (size_t i = 0; i < p->nu; i++)
+            p->u[i].h.target =
+                p->u[i].follows >= 0 ? p->u[p->u[i].follows].h.target : target_of(cl, p->u[i].slot);
+    }
+    return 0;
+}
+
+/* One round: every pending unit, grouped by node. */
+static int run_round(dlock__cluster *cl, pipe *p, size_t *ids, size_t *pending_out)
+{
+    bool grouped[MAX_NODES] = {false};
+    size_t pending = 0;
+    p->wait_ms = 0;
+    for (size_t i = 0; i < p->nu; i++) {
+        int t = p->u[i].h.target;
+        if (p->u[i].done || grouped[t]) continue;
+        grouped[t] = true;
+        size_t k = 0;
+        for (size_t j = i; j < p->nu; j++)
+            if (!p->u[j].done && p->u[j].h.target == t) ids[k++] = j;
+        pending += k;
+        int rc = send_group(cl, p, t, ids, k);
+        if (rc) return rc;
+    }
+    *pending_out = pending;
+    return 0;
+}
+
+static void drop_out(pipe *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        dlock__reply_free(p->out[i]);
+        p->out[i] = NULL;
+    }
+}
+
+int dlock__cluster_pipeline(dlock__cluster *cl, size_t n, const int *argcs, const char *const *const *argvs,
+                            const size_t *const *lens, dlock__reply **replies_out)
+{
+    for (size_t i = 0; i < n; i++)
+        replies_out[i] = NULL;
+    if (n == 0) return 0;
+    pipe p = {.n = n, .argcs = argcs, .argvs = argvs, .lens = lens, .out = replies_out};
+    p.u = calloc(n, sizeof(*p.u));
+    size_t *ids = calloc(n, sizeof(*ids));
+    refresh_if_due(cl);
+    int rc = p.u && ids ? build_units(cl, &p) : DLOCK__ENOMEM;
+    if (rc == 0) rc = preopen(cl, &p);
+    /* Each unit is resent at most MAX_REDIRECTS + BUSY_RETRIES times; the
+     * round cap is a second fence. */
+    for (int round = 0; rc == 0 && round <= 2 * (MAX_REDIRECTS + BUSY_RETRIES); round++) {
+        size_t pending = 0;
+        rc = run_round(cl, &p, ids, &pending);
+        if (rc || pending == 0) break;
+        sync_followers(&p);
+        if (p.wait_ms) dlock__sleep_ms(p.wait_ms);
+        refresh_if_due(cl);
+        bool left = false;
+        for (size_t i = 0; i < p.nu; i++)
+            left = left || !p.u[i].done;
+        if (!left) break;
+    }
+    if (rc == DLOCK__ECONN && p.sent) rc = DLOCK__EUNKNOWN;
+    for (size_t i = 0; rc == 0 && i < p.nu; i++)
+        if (!p.u[i].done) rc = DLOCK__EUNKNOWN; /* unreachable: bounded above */
+    if (rc) drop_out(&p);
+    free(p.u);
+    free(ids);
+    return rc;
+}
