@@ -51,6 +51,7 @@ seckilld_extra=()
 CAMPAIGN="demo-$(date +%s)"
 if [ "$CLUSTER" = 1 ]; then
     [ "$FAILOVER" = 1 ] && { echo "demo: DEMO_CLUSTER and DEMO_FAILOVER: use tests/fault/scenario_cluster_failover.sh" >&2; exit 2; }
+    src=$root
     . tests/fault/scenario_cluster_lib.sh
     cl_start
     seckilld_extra=(--replica-acks 1)

@@ -1,23 +1,16 @@
 # scenario_cluster_lib.sh: the flash sale on a Redis Cluster, for the
-# cluster scenarios (scenario_cluster_*.sh), the cluster test of
+# cluster scenarios (scenario_cluster_*.sh), the cluster tests of
 # tests/seckill and `make demo-cluster`. Source after sale_lib.sh (or
-# scripts/lib.sh with $work set): 3 masters + 3 replicas on free loopback
-# ports in $work, stopped by PID like everything else (dl_track).
-# cl_start sets CL_PORTS (masters first), CL_PID_<port>, REDIS_URL (a
-# redis-cluster:// URL naming every master) and DATABASE_URL.
-CL_NODE_TIMEOUT_MS=${CL_NODE_TIMEOUT_MS:-2000}
+# scripts/lib.sh with $work, $src set). On top of tests/support/cluster.sh
+# (3 masters + 3 replicas, every node stopped by PID): campaigns placed on
+# a chosen master, a batched slot move, reads that skip SIGSTOPped nodes.
+# cl_start sets CL_PORTS, CL_MASTERS, REDIS_URL (a redis-cluster:// URL
+# naming every master) and DATABASE_URL.
+# shellcheck source=../support/cluster.sh
+. "$src/tests/support/cluster.sh"
 
-cl_start_node() { # cl_start_node PORT
-    mkdir -p "$work/node-$1"
-    "${DL_PDEATHSIG[@]}" redis-server --port "$1" --bind 127.0.0.1 --dir "$work/node-$1" --save '' \
-        --appendonly no --protected-mode no --cluster-enabled yes --cluster-config-file nodes.conf \
-        --cluster-node-timeout "$CL_NODE_TIMEOUT_MS" --enable-debug-command local \
-        >"$work/node-$1.log" 2>&1 &
-    dl_track $!
-    eval "CL_PID_$1=$!"
-}
-
-# cl_free_port: a free port whose cluster bus port (+10000) is free too.
+# cl_free_port: a free port whose cluster bus port (+10000) is free too
+# (a one-node cluster started by hand, cl_start_node).
 cl_free_port() {
     "$PY" -c 'import socket, random
 while True:
@@ -31,7 +24,16 @@ while True:
     if ok and p != 6379: print(p); break'
 }
 
-cl_pid() { eval "echo \${CL_PID_$1}"; }
+cl_start_node() { # cl_start_node PORT: one cluster-enabled node (not joined)
+    mkdir -p "$work/node-$1"
+    "${DL_PDEATHSIG[@]}" redis-server --port "$1" --bind 127.0.0.1 --dir "$work/node-$1" --save '' \
+        --appendonly no --protected-mode no --cluster-enabled yes --cluster-config-file nodes.conf \
+        >"$work/node-$1.log" 2>&1 &
+    dl_track $!
+    eval "CLUSTER_PID_$1=$!"
+}
+
+cl_pid() { eval "echo \${CLUSTER_PID_$1}"; }
 
 # cl_live PORT: the node runs and is not stopped (a stopped node would hang redis-cli).
 cl_live() {
@@ -42,26 +44,9 @@ cl_live() {
 }
 
 cl_start() {
-    CL_PORTS=""
-    local i p hosts="" url=""
-    for i in 1 2 3 4 5 6; do
-        p=$(cl_free_port)
-        cl_start_node "$p"
-        CL_PORTS="$CL_PORTS $p"
-    done
-    CL_PORTS=${CL_PORTS# }
-    for p in $CL_PORTS; do
-        i=0
-        until redis-cli -p "$p" ping >/dev/null 2>&1; do
-            i=$((i + 1)); [ $i -gt 100 ] && { echo "cluster node $p did not start" >&2; return 1; }; sleep 0.05
-        done
-        hosts="$hosts 127.0.0.1:$p"
-    done
-    # shellcheck disable=SC2086 # hosts is a list
-    redis-cli --cluster create $hosts --cluster-replicas 1 --cluster-yes >"$work/cluster-create.log" 2>&1 ||
-        { cat "$work/cluster-create.log" >&2; return 1; }
-    cl_wait_ok 30 || { echo "cluster did not reach cluster_state:ok" >&2; return 1; }
-    # masters first (redis-cli --cluster create makes the first three masters)
+    local p i url=""
+    cluster_start "$work" 3 1 || return 1
+    CL_PORTS=$CLUSTER_PORTS
     CL_MASTERS=$(for p in $CL_PORTS; do
         if [ "$(redis-cli -p "$p" role 2>/dev/null | head -1)" = master ]; then echo "$p"; fi; done | tr '\n' ' ')
     CL_MASTERS=${CL_MASTERS% }
@@ -83,7 +68,7 @@ cl_wait_ok() { # cl_wait_ok SECONDS: every live node says cluster_state:ok
         bad=0
         for p in $CL_PORTS; do
             cl_live "$p" || continue
-            redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || bad=1
+            case "$(redis-cli -p "$p" cluster info 2>/dev/null)" in *cluster_state:ok*) ;; *) bad=1 ;; esac
         done
         [ $bad = 0 ] && return 0
         i=$((i + 1)); [ $i -gt $(( $1 * 10 )) ] && return 1
@@ -127,7 +112,7 @@ cl_campaign_on() {
     local n id
     for n in $(seq 0 999); do
         id="$2$n"
-        redis-cli -p "$1" get "{c:$id}:meta" 2>&1 | grep -q MOVED || { echo "$id"; return 0; }
+        case "$(redis-cli -p "$1" get "{c:$id}:meta" 2>&1)" in MOVED*) ;; *) echo "$id"; return 0 ;; esac
     done
     return 1
 }
@@ -171,6 +156,23 @@ cl_move_slot() {
     MOVE_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
 }
 
+# cl_engine_takes_cluster_url: a seckilld on REDIS_URL connects within 3 s
+# (false when this build's engine has no Cluster client yet).
+cl_engine_takes_cluster_url() {
+    local port log pid ok=1
+    port=$(dl_free_port)
+    log="$work/seckilld-probe.log"
+    "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --redis-url "$REDIS_URL" >"$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 30); do
+        case "$(cat "$log")" in *"redis connected"*) ok=0; break ;; *"unknown scheme"*) break ;; esac
+        sleep 0.1
+    done
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return $ok
+}
+
 # cl_sale_setup PREFIX: the cluster, a campaign on its first master
 # (CAMPAIGN, CAMP_MASTER, CAMP_SLOT), exit 77 when this build cannot take a
 # redis-cluster:// URL. Call before start_services.
@@ -180,9 +182,7 @@ cl_sale_setup() {
     CAMPAIGN=$(cl_campaign_on "$CAMP_MASTER" "$1")
     CAMP_SLOT=$(cl_slot "{c:$CAMPAIGN}:meta")
     export REDIS_URL DATABASE_URL
-    local out
-    out=$(timeout 1 "$bin/seckilld/seckilld" --port "$(dl_free_port)" --bind 127.0.0.1 2>&1 || true)
-    case "$out" in *"unknown scheme"*) say "SKIP: $out"; exit 77 ;; esac
+    cl_engine_takes_cluster_url || { say "SKIP: this build's engine cannot open a redis-cluster:// URL"; exit 77; }
     say "cluster up: masters $CL_MASTERS; campaign $CAMPAIGN in slot $CAMP_SLOT on master $CAMP_MASTER"
 }
 
