@@ -355,8 +355,15 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
         /* Sent and unanswered: the decision may have been made. */
         b->err = err == DLOCK_EUNKNOWN ? DLOCK_EUNKNOWN : SK_EUNAVAIL;
     } else {
-        for (int i = 0; i < b->n; i++) decide_one(c, r, i, b->reqs[i]);
-        if (b->wait_later) send_wait(co, c, b);
+        bool decided = false; /* an acceptance or replay: something to acknowledge */
+        for (int i = 0; i < b->n; i++) {
+            decide_one(c, r, i, b->reqs[i]);
+            decided = decided || b->reqs[i]->res.err == 0;
+        }
+        /* no WAIT for a batch of refusals (a barrier, sold out): nothing to
+         * acknowledge, and a promoted master without replicas would make
+         * each such batch wait the whole timeout */
+        if (b->wait_later && decided) send_wait(co, c, b);
     }
     b->camp = NULL; /* the campaign may go before the WAIT's reply */
     batch_reply_in(co, b);

@@ -128,6 +128,7 @@ static void unlink_call(sk_engine *e, sk__call *c)
 }
 
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
+static void note_wait_reply(sk_engine *e, const sk__call *c, const dlock__reply *reply);
 
 /* Appends a sent command to the FIFO (Redis answers them in order). */
 static void track_call(sk_engine *e, sk__call *c)
@@ -205,6 +206,7 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     sk_engine *e = c->e;
     if (reply) e->last_reply_ms = dlock__now_ms();
     if (reply && dlock__reply_kind(reply) != DLOCK__R_ERROR) count_node(e, c);
+    if (c->block_ms > 0) note_wait_reply(e, c, reply);
     unlink_call(e, c);
     if (reply && c->script >= 0 && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up &&
         strcmp(c->argv[0], "EVALSHA") == 0) {
@@ -419,11 +421,42 @@ static int co_send(void *ud, bool script, int nargs, const char **args, sk__repl
     return sk__call_cmd(e, nargs, args, NULL, fn, priv);
 }
 
+#define ACK_SHORT_MS 1000 /* how long a node that acknowledged too little is not asked */
+
+/* The ack_short entry of node (a free or the oldest one when absent and add). */
+static int ack_short_slot(sk_engine *e, const char *node, bool add)
+{
+    int oldest = 0;
+    for (int i = 0; i < SK_STAT_NODES; i++) {
+        if (strcmp(e->ack_short[i].node, node) == 0) return i;
+        if (e->ack_short[i].short_until_ms < e->ack_short[oldest].short_until_ms) oldest = i;
+    }
+    if (!add) return -1;
+    snprintf(e->ack_short[oldest].node, sizeof(e->ack_short[0].node), "%s", node);
+    return oldest;
+}
+
+/* WAIT's reply on a Cluster: fewer replicas than asked marks the node short. */
+static void note_wait_reply(sk_engine *e, const sk__call *c, const dlock__reply *reply)
+{
+    char node[64];
+    if (!e->srv_cluster || c->slot < 0 || !reply || dlock__reply_kind(reply) != DLOCK__R_INTEGER ||
+        dlock__reply_int(reply) >= strtoll(c->argv[1], NULL, 10) ||
+        aconn_node_of_slot(e, c->slot, node, sizeof(node)) != 0)
+        return;
+    e->ack_short[ack_short_slot(e, node, true)].short_until_ms = dlock__now_ms() + ACK_SHORT_MS;
+}
+
 static int co_send_wait(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
                         void *priv)
 {
     sk_engine *e = ud;
     int slot = e->srv_cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
+    char node[64];
+    if (slot >= 0 && aconn_node_of_slot(e, slot, node, sizeof(node)) == 0) {
+        int i = ack_short_slot(e, node, false);
+        if (i >= 0 && dlock__now_ms() < e->ack_short[i].short_until_ms) return SK_EUNAVAIL; /* 202 now */
+    }
     return sk__call_cmd_slot(e, slot, argc, argv, NULL, fn, priv);
 }
 

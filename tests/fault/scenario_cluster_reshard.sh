@@ -13,11 +13,12 @@ SCENARIO=cluster-reshard
 . "$(dirname "$0")/scenario_cluster_lib.sh"
 STOCK=${FAULT_STOCK:-1000}
 BUYERS=${FAULT_BUYERS:-3000}
+RATE=${FAULT_RATE:-400}
 cl_sale_setup r
 SECKILLD_EXTRA="--replica-acks 1 --replica-ack-timeout-ms 500"
 start_services
 start_sale
-cl_wait_sold_at_least $((STOCK / 3)) 30 || { say "the sale did not start selling"; exit 1; }
+cl_wait_sold_at_least $((STOCK / 4)) 30 || { say "the sale did not start selling"; exit 1; }
 to=$(echo "$CL_MASTERS" | cut -d' ' -f2)
 say "$(( STOCK - $(cl_stock "$CAMPAIGN") )) sold; moving slot $CAMP_SLOT from $CAMP_MASTER to $to"
 t0=$(date +%s%N)
