@@ -436,15 +436,26 @@ static int ack_short_slot(sk_engine *e, const char *node, bool add)
     return oldest;
 }
 
-/* WAIT's reply on a Cluster: fewer replicas than asked marks the node short. */
+/* WAIT's reply on a Cluster: fewer replicas than asked twice in a row
+ * marks the node short for ACK_SHORT_MS (an acknowledged WAIT clears the
+ * count). */
 static void note_wait_reply(sk_engine *e, const sk__call *c, const dlock__reply *reply)
 {
     char node[64];
     if (!e->srv_cluster || c->slot < 0 || !reply || dlock__reply_kind(reply) != DLOCK__R_INTEGER ||
-        dlock__reply_int(reply) >= strtoll(c->argv[1], NULL, 10) ||
         aconn_node_of_slot(e, c->slot, node, sizeof(node)) != 0)
         return;
-    e->ack_short[ack_short_slot(e, node, true)].short_until_ms = dlock__now_ms() + ACK_SHORT_MS;
+    if (dlock__reply_int(reply) >= strtoll(c->argv[1], NULL, 10)) {
+        int k = ack_short_slot(e, node, false);
+        if (k >= 0) e->ack_short[k].misses = 0;
+        return;
+    }
+    int i = ack_short_slot(e, node, true);
+    if (++e->ack_short[i].misses < 2) return; /* one miss may be a blip */
+    e->ack_short[i].misses = 0;
+    e->ack_short[i].short_until_ms = dlock__now_ms() + ACK_SHORT_MS;
+    sk__log(e, DLOCK_LOG_WARN, "redis node %s: WAIT got %lld of %s replicas twice: its acceptances answer 202 for %d ms",
+            node, dlock__reply_int(reply), c->argv[1], ACK_SHORT_MS);
 }
 
 static int co_send_wait(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn,

@@ -42,7 +42,7 @@ struct sk_engine {
     /* Cluster: a node whose last WAIT had too few replicas (a promoted
      * master whose replica is gone) is not asked again before short_until_ms:
      * its batches answer 202 at once instead of each waiting the timeout */
-    struct { char node[64]; int64_t short_until_ms; } ack_short[SK_STAT_NODES];
+    struct { char node[64]; int64_t short_until_ms; int misses; } ack_short[SK_STAT_NODES];
     bool config_refused_logged;
     /* order-id worker lease (engine_lease.c) */
     char instance[33];

@@ -35,8 +35,8 @@ for _ in $(seq 1 100); do
     redis-cli -p "$R" cluster replicate "$(cl_node_id "$P")" >/dev/null 2>&1 && break
     sleep 0.1
 done
-for _ in $(seq 1 200); do
-    [ "$(redis-cli -p "$P" info replication | tr -d '\r' | sed -n 's/^connected_slaves://p')" = 1 ] && break
+for _ in $(seq 1 200); do # the replica synced (WAIT 1 can be answered)
+    case "$(redis-cli -p "$R" info replication)" in *master_link_status:up*) break ;; esac
     sleep 0.05
 done
 export REDIS_URL="redis://127.0.0.1:$P" DATABASE_URL="sqlite://$work/orders.db"
