@@ -129,32 +129,35 @@ static int apply_map(dlock__cluster *cl, const dlock__cmap *m)
     return 0;
 }
 
-/* CLUSTER SHARDS (CLUSTER SLOTS on an older server) from node i. */
-static int load_map_from(dlock__cluster *cl, int i)
+int dlock__cluster_fetch_map(dlock__conn *c, const char *host, dlock__cmap *out, char *err, size_t errlen)
 {
-    dlock__conn *c;
-    int rc = node_conn(cl, i, &c);
-    if (rc) return rc;
     const char *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
     dlock__reply *r = NULL;
-    rc = dlock__conn_cmd(c, 2, shards, NULL, &r);
+    int rc = dlock__conn_cmd(c, 2, shards, NULL, &r);
     bool old = rc == 0 && dlock__reply_is_error(r, "ERR");
     if (old) {
         dlock__reply_free(r);
         r = NULL;
         rc = dlock__conn_cmd(c, 2, slots, NULL, &r);
     }
-    if (rc) {
-        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, dlock__conn_errstr(c));
-        return rc;
-    }
+    if (rc) return dlock__errf(rc, err, errlen, "%s", dlock__conn_errstr(c));
+    rc = old ? dlock__cmap_from_slots(r, host, out, err, errlen)
+             : dlock__cmap_from_shards(r, host, out, err, errlen);
+    if (rc == DLOCK__ESERVER && dlock__reply_kind(r) == DLOCK__R_ERROR)
+        dlock__errf(rc, err, errlen, "%s", dlock__reply_str(r, NULL));
+    dlock__reply_free(r);
+    return rc;
+}
+
+/* The map from node i. */
+static int load_map_from(dlock__cluster *cl, int i)
+{
+    dlock__conn *c;
+    int rc = node_conn(cl, i, &c);
+    if (rc) return rc;
     dlock__cmap m;
     char why[200] = "";
-    rc = old ? dlock__cmap_from_slots(r, cl->nodes[i].host, &m, why, sizeof(why))
-             : dlock__cmap_from_shards(r, cl->nodes[i].host, &m, why, sizeof(why));
-    if (rc == DLOCK__ESERVER && dlock__reply_kind(r) == DLOCK__R_ERROR)
-        snprintf(why, sizeof(why), "%s", dlock__reply_str(r, NULL));
-    dlock__reply_free(r);
+    rc = dlock__cluster_fetch_map(c, cl->nodes[i].host, &m, why, sizeof(why));
     if (rc) {
         cl_err(cl, "cluster node %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, why);
         return rc;
@@ -293,27 +296,23 @@ enum { FINAL = 0, RESEND = 1 };
 static int follow(dlock__cluster *cl, hop *h, int slot, const dlock__reply *r, int64_t *wait_ms)
 {
     dlock__redirect rd;
-    if (dlock__redirect_parse(r, &rd)) {
-        if (h->redirects >= MAX_REDIRECTS) return FINAL;
-        int to = node_index(cl, rd.host[0] ? rd.host : cl->nodes[h->target].host, rd.port);
-        if (to < 0) return FINAL;
-        h->redirects++;
-        h->asking = rd.kind == DLOCK__REDIR_ASK;
-        if (rd.kind == DLOCK__REDIR_MOVED) {
-            cl->owner[rd.slot] = (uint16_t)to;
-            cl->refresh_due = true;
-        }
-        h->target = to;
+    dlock__next next = dlock__cluster_next(r, h->redirects, h->busy, &rd, wait_ms);
+    if (next == DLOCK__NEXT_DONE) return FINAL;
+    if (next == DLOCK__NEXT_BUSY || next == DLOCK__NEXT_DOWN) {
+        h->busy++;
+        if (next == DLOCK__NEXT_DOWN) cl->refresh_due = true;
+        h->reroute = next == DLOCK__NEXT_DOWN && slot >= 0;
         return RESEND;
     }
-    bool down = dlock__reply_is_error(r, "CLUSTERDOWN");
-    if (!down && !dlock__reply_is_error(r, "TRYAGAIN")) return FINAL;
-    if (h->busy >= BUSY_RETRIES) return FINAL;
-    int64_t w = (int64_t)5 << h->busy;
-    *wait_ms = w > 100 ? 100 : w;
-    h->busy++;
-    if (down) cl->refresh_due = true;
-    h->reroute = down && slot >= 0;
+    int to = node_index(cl, rd.host[0] ? rd.host : cl->nodes[h->target].host, rd.port);
+    if (to < 0) return FINAL;
+    h->redirects++;
+    h->asking = next == DLOCK__NEXT_ASK;
+    if (next == DLOCK__NEXT_MOVED) {
+        cl->owner[rd.slot] = (uint16_t)to;
+        cl->refresh_due = true;
+    }
+    h->target = to;
     return RESEND;
 }
 
@@ -324,9 +323,11 @@ static bool reroute_after_conn_failure(dlock__cluster *cl, hop *h, int slot)
     if (h->redirects >= MAX_REDIRECTS) return false;
     h->redirects++;
     cl->suspect = h->target;
+    cl->refresh_due = true;
     char keep[sizeof(cl->errstr)];
     memcpy(keep, cl->errstr, sizeof(keep));
-    int rc = refresh(cl);
+    refresh_if_due(cl); /* rate-limited: a burst of failures asks once */
+    int rc = cl->refresh_due ? DLOCK__ECONN : 0;
     memcpy(cl->errstr, keep, sizeof(keep));
     int t = target_of(cl, slot);
     if (rc || t < 0 || t == h->target) return false;
@@ -341,7 +342,8 @@ static int run_routed(dlock__cluster *cl, int slot, int argc, const char **argv,
     hop h = {.target = target_of(cl, slot)};
     for (;;) {
         if (h.target < 0) {
-            cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", slot);
+            if (slot >= 0) cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", slot);
+            else cl_err(cl, "cluster: no master in the map (cluster down?)");
             return DLOCK__ECONN;
         }
         dlock__reply *r = NULL;

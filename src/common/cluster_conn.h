@@ -7,6 +7,7 @@
 #ifndef DLOCK_COMMON_CLUSTER_CONN_H
 #define DLOCK_COMMON_CLUSTER_CONN_H
 
+#include "cluster_map.h"
 #include "redis_io.h"
 
 typedef struct dlock__cluster dlock__cluster;
@@ -23,5 +24,10 @@ int dlock__cluster_cmd_slot(dlock__cluster *cl, unsigned slot, int argc, const c
 int dlock__cluster_master_of_slot(dlock__cluster *cl, unsigned slot, dlock__url *out);
 size_t dlock__cluster_master_slots(dlock__cluster *cl, unsigned *slots_out, size_t max);
 const char *dlock__cluster_errstr(const dlock__cluster *cl);
+/* CLUSTER SHARDS (CLUSTER SLOTS when the server lacks it) on a plain
+ * connection to the node `host`, parsed into *out. 0, ESERVER (a bad or
+ * error reply), a transport code; err says why. Shared with the async
+ * router's bootstrap. */
+int dlock__cluster_fetch_map(dlock__conn *c, const char *host, dlock__cmap *out, char *err, size_t errlen);
 
 #endif

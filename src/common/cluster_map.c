@@ -273,3 +273,19 @@ bool dlock__redirect_parse(const dlock__reply *r, dlock__redirect *out)
     out->port = (int)port;
     return true;
 }
+
+dlock__next dlock__cluster_next(const dlock__reply *r, int redirects, int busy, dlock__redirect *rd,
+                                int64_t *wait_ms)
+{
+    *wait_ms = 0;
+    if (dlock__redirect_parse(r, rd)) {
+        if (redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) return DLOCK__NEXT_DONE;
+        return rd->kind == DLOCK__REDIR_ASK ? DLOCK__NEXT_ASK : DLOCK__NEXT_MOVED;
+    }
+    bool down = dlock__reply_is_error(r, "CLUSTERDOWN");
+    if (!down && !dlock__reply_is_error(r, "TRYAGAIN")) return DLOCK__NEXT_DONE;
+    if (busy >= DLOCK__CLUSTER_BUSY_RETRIES) return DLOCK__NEXT_DONE;
+    int64_t w = (int64_t)5 << busy;
+    *wait_ms = w > 100 ? 100 : w;
+    return down ? DLOCK__NEXT_DOWN : DLOCK__NEXT_BUSY;
+}

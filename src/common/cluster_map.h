@@ -50,6 +50,24 @@ typedef struct dlock__redirect {
  * "ASK ..." error reply; false for anything else, malformed ones too. */
 bool dlock__redirect_parse(const dlock__reply *r, dlock__redirect *out);
 
+/* The router's bounds (documented in redis_io.h and docs/locks.md). */
+#define DLOCK__CLUSTER_MAX_REDIRECTS  5 /* MOVED/ASK a command */
+#define DLOCK__CLUSTER_BUSY_RETRIES   8 /* TRYAGAIN/CLUSTERDOWN retries: 5,10,20,40,80,100,100,100 ms */
+#define DLOCK__CLUSTER_REFRESH_GAP_MS 100
+
+typedef enum dlock__next {
+    DLOCK__NEXT_DONE = 0,  /* r is the answer */
+    DLOCK__NEXT_MOVED = 1, /* resend to *rd's node; the slot moved there */
+    DLOCK__NEXT_ASK = 2,   /* ASKING + resend once to *rd's node */
+    DLOCK__NEXT_BUSY = 3,  /* TRYAGAIN: resend to the same node after *wait_ms */
+    DLOCK__NEXT_DOWN = 4,  /* CLUSTERDOWN: refresh the map, resend after *wait_ms */
+} dlock__next;
+
+/* What reply r asks of the router, given the redirects and busy retries
+ * the command has had so far (past a bound: DONE, r is the answer). */
+dlock__next dlock__cluster_next(const dlock__reply *r, int redirects, int busy, dlock__redirect *rd,
+                                int64_t *wait_ms);
+
 /* Where a command goes on a cluster. */
 typedef enum dlock__route_kind {
     DLOCK__ROUTE_SLOT = 1,    /* the master of .slot (all keys hash there) */

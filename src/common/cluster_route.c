@@ -4,6 +4,7 @@
  * table does not know is refused too (a guessed key would route wrongly
  * without a sound). The table lists what src/ and tools/ send, plus their
  * close relatives; add a command here when dlock starts sending it. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,10 +102,17 @@ static bool arg_is(const char *const *argv, const size_t *lens, int i, const cha
     return n == strlen(word) && strncasecmp(argv[i], word, n) == 0;
 }
 
+/* The spec of argv[0]: first letter, then length, then the letters
+ * (cheap: this runs for every routed command). */
 static const cmd_spec *find_spec(const char *const *argv, const size_t *lens)
 {
-    for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++)
-        if (arg_is(argv, lens, 0, specs[i].name)) return &specs[i];
+    size_t n = arg_len(argv, lens, 0);
+    if (n == 0) return NULL;
+    char c0 = (char)toupper((unsigned char)argv[0][0]);
+    for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+        const char *name = specs[i].name;
+        if (name[0] == c0 && strlen(name) == n && strncasecmp(argv[0], name, n) == 0) return &specs[i];
+    }
     return NULL;
 }
 

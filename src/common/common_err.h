@@ -18,7 +18,9 @@ typedef enum dlock__err {
     DLOCK__ESERVER = -8,  /* the server answered an error, or bad protocol */
     DLOCK__EUNKNOWN = -9, /* sent, then lost or timed out: outcome unknown */
     DLOCK__ENOMEM = -10,  /* out of memory */
-    DLOCK__ECROSSSLOT = -11, /* Cluster: one command's keys hash to different slots (nothing sent) */
+    /* Cluster: one command's keys hash to different slots (nothing sent). Far
+     * from the dlock_err values on purpose: libdlock maps it to DLOCK_EINVAL. */
+    DLOCK__ECROSSSLOT = -64,
 } dlock__err;
 
 /* Short English description of a dlock__err; never NULL. */

@@ -15,7 +15,11 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "cluster_async.h"
+
 struct dlock__aconn {
+    dlock__acluster *cl;    /* redis-cluster://: the router (ctx stays NULL) */
+    char addr[160];         /* plain: the endpoint, for dlock__aconn_node_of_slot */
     redisAsyncContext *ctx; /* NULL once hiredis has freed it */
     struct event_base *base;
     dlock__astate_cb on_state;
@@ -85,6 +89,16 @@ int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__ast
     ac->base = base;
     ac->on_state = on_state;
     ac->priv = priv;
+    dlock__url_describe(url, ac->addr, sizeof(ac->addr));
+    if (url->kind == DLOCK__URL_CLUSTER) {
+        int rc = dlock__acluster_open(base, url, ac, &ac->cl, err, errlen);
+        if (rc) {
+            free(ac);
+            return rc;
+        }
+        *out = ac;
+        return 0;
+    }
     if (url->kind == DLOCK__URL_UNIX) {
         ac->ctx = redisAsyncConnectUnix(url->path);
     } else if (url->kind == DLOCK__URL_TCP) {
@@ -146,6 +160,7 @@ static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
 int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
                      const size_t *lens)
 {
+    if (ac->cl && !ac->closing) return dlock__acluster_cmd(ac->cl, -1, cb, priv, argc, argv, lens);
     if (!ac->ctx || ac->closing) return DLOCK__ECONN;
     acmd *cmd = malloc(sizeof(*cmd));
     if (!cmd) return DLOCK__ENOMEM;
@@ -161,6 +176,11 @@ void dlock__aconn_close(dlock__aconn *ac)
 {
     if (!ac) return;
     ac->closing = true;
+    if (ac->cl) {
+        dlock__acluster *cl = ac->cl;
+        ac->cl = NULL;
+        dlock__acluster_close(cl); /* pending callbacks run now, naming ac */
+    }
     if (ac->ctx) {
         redisAsyncContext *ctx = ac->ctx;
         ac->ctx = NULL;
@@ -176,5 +196,43 @@ void dlock__aconn_close(dlock__aconn *ac)
 
 bool dlock__aconn_is_up(const dlock__aconn *ac)
 {
+    if (ac && ac->cl) return !ac->closing && dlock__acluster_is_up(ac->cl);
     return ac && ac->up && ac->ctx;
+}
+
+/* ---- cluster ------------------------------------------------------------ */
+
+bool dlock__aconn_is_cluster(const dlock__aconn *ac)
+{
+    return ac && ac->cl;
+}
+
+int dlock__aconn_cmd_slot(dlock__aconn *ac, unsigned slot, dlock__acb cb, void *priv, int argc,
+                          const char **argv, const size_t *lens)
+{
+    if (!ac->cl || ac->closing) return dlock__aconn_cmd(ac, cb, priv, argc, argv, lens);
+    if (slot >= 16384) return DLOCK__EINVAL;
+    return dlock__acluster_cmd(ac->cl, (int)slot, cb, priv, argc, argv, lens);
+}
+
+int dlock__aconn_node_of_slot(dlock__aconn *ac, unsigned slot, char *buf, size_t len)
+{
+    if (ac->cl) return dlock__acluster_node_of_slot(ac->cl, slot, buf, len);
+    snprintf(buf, len, "%s", ac->addr);
+    return 0;
+}
+
+void dlock__aconn_deliver(dlock__aconn *ac, dlock__acb cb, dlock__reply *reply, int err, void *priv)
+{
+    ac->in_cb++;
+    cb(ac, reply, err, priv);
+    ac->in_cb--;
+}
+
+void dlock__aconn_report(dlock__aconn *ac, bool up, const char *why)
+{
+    if (ac->closing) return;
+    ac->in_cb++;
+    ac->on_state(ac, up, why, ac->priv);
+    ac->in_cb--;
 }

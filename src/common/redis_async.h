@@ -27,14 +27,50 @@ typedef void (*dlock__acb)(dlock__aconn *ac, dlock__reply *reply, int err, void 
 typedef void (*dlock__astate_cb)(dlock__aconn *ac, bool up, const char *why, void *priv);
 
 /* Starts connecting (TCP, UNIX, or the master named by the sentinels of a
- * sentinel URL: that lookup is synchronous, at most 500 ms a sentinel). */
+ * sentinel URL: that lookup is synchronous, at most 500 ms a sentinel).
+ * A redis-cluster:// URL gives a routing connection (cluster_async.c):
+ * the slot map is loaded synchronously from the first seed that answers
+ * (at most 500 ms connect + 500 ms reply a seed; none: ECONN/EAUTH and
+ * no callback), then one async connection per master is opened on first
+ * use, on the same loop; see "Cluster" below. */
 int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
                       void *priv, dlock__aconn **out, char *err, size_t errlen);
 /* Queues a command; returns 0 (cb will run) or ECONN/ENOMEM (cb will not). */
 int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
                      const size_t *lens);
-/* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok. */
+/* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok.
+ * Safe inside this aconn's own callbacks (freed on the loop's next turn). */
 void dlock__aconn_close(dlock__aconn *ac);
 bool dlock__aconn_is_up(const dlock__aconn *ac);
+
+/* ---- Cluster (routing connections) ---------------------------------
+ * dlock__aconn_cmd on a redis-cluster:// aconn routes like the sync
+ * router (redis_io.h, "Cluster"): by keys (ECROSSSLOT / EINVAL returned,
+ * callback not run, for keys in two slots or an unroutable command;
+ * MULTI/EXEC are refused), SCRIPT/FUNCTION/FLUSH* to every master (the
+ * callback gets the last master's reply, or the first error reply a
+ * master gave; NULL + EUNKNOWN if a master was lost), other keyless
+ * commands to the node of the last routed command; MOVED/ASK/TRYAGAIN/
+ * CLUSTERDOWN followed within the same bounds. Replies of one node come
+ * in order; across nodes they do not. A command written to a node whose
+ * connection then dropped is never resent (reply NULL, EUNKNOWN); one
+ * never written (the node's connection never came up) is retried every
+ * 100 ms on the slot's owner, at most 5 times, then NULL + ECONN.
+ * State callback: up once the map is loaded (the loop's next turn after
+ * open); down only when a map refresh found no node reachable (then close
+ * it, as a plain aconn). A single node's loss is handled inside: its
+ * connection is closed, the map refreshed from the others (at most every
+ * 100 ms), the node reopened on next use. */
+
+bool dlock__aconn_is_cluster(const dlock__aconn *ac);
+/* Sends a command (keyless: WAIT, INFO...) to the master that serves
+ * slot now, once, without following redirects; a plain aconn sends it on
+ * its one connection. Returns like dlock__aconn_cmd. WAIT there counts
+ * the replicas of that node's connection's writes from this aconn. */
+int dlock__aconn_cmd_slot(dlock__aconn *ac, unsigned slot, dlock__acb cb, void *priv, int argc,
+                          const char **argv, const size_t *lens);
+/* "host:port" of the master serving slot (per-node metrics); a plain
+ * aconn: its endpoint. 0, ECONN (slot unserved) or EINVAL. */
+int dlock__aconn_node_of_slot(dlock__aconn *ac, unsigned slot, char *buf, size_t len);
 
 #endif

@@ -1,0 +1,659 @@
+/* cluster_async.c: the async Redis Cluster router (see cluster_async.h).
+ *
+ * Design note. Same routing rules as the sync router (cluster_conn.c, and
+ * the bounds in cluster_map.h), on one libevent loop: one plain dlock__aconn
+ * per master, opened on first use with the URL's credentials; the slot map
+ * is loaded synchronously at open (as a sentinel lookup is) and refreshed
+ * asynchronously afterwards (CLUSTER SHARDS, then SLOTS, from the masters,
+ * then the seeds; at most one walk at a time, at most one per 100 ms).
+ * Each command keeps a private copy of its arguments so that a redirect
+ * can resend it: MOVED resends to the named node and updates the map entry
+ * at once; ASK sends ASKING + the command there; TRYAGAIN / CLUSTERDOWN
+ * wait on a timer (5..100 ms, 8 times at most). A command whose connection
+ * dropped after it was written is never resent: the caller's callback gets
+ * EUNKNOWN. One whose connection never came up (nothing written) is
+ * retried after 100 ms on the slot's owner then (the refresh may have
+ * found a promoted replica), at most 5 times, then ECONN.
+ * State: up once the map is loaded (on the loop's next turn after open);
+ * down only when a map refresh found no node reachable; a lost node is
+ * handled inside (its connection closed, reopened on next use, map
+ * refreshed). SCRIPT/FUNCTION/FLUSH* go to every master: the callback gets
+ * the last master's reply, or the first error reply any master gave.
+ * Freeing: callbacks may close the aconn; the router is then freed on the
+ * loop's next turn, after hiredis has run every pending callback. */
+#include "cluster_async.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "cluster_conn.h"
+#include "cluster_map.h"
+#include "common_err.h"
+#include "util.h"
+
+#define MAX_NODES 64
+#define NONE      DLOCK__CMAP_NONE
+
+typedef struct anode {
+    char *host;
+    int port;
+    dlock__aconn *ac;
+    unsigned gen;    /* bumped at each (re)open */
+    unsigned gen_up; /* the gen that connected last */
+} anode;
+
+typedef struct fan fan;
+typedef struct ccmd ccmd;
+
+struct dlock__acluster {
+    struct event_base *base;
+    dlock__aconn *outer;
+    dlock__url url;
+    anode nodes[MAX_NODES];
+    size_t n_nodes;
+    uint16_t owner[DLOCK__SLOTS];
+    int last, suspect;
+    bool up, down, closing, refreshing, refresh_due;
+    int64_t refreshed_at_ms;
+    int order[MAX_NODES + 1]; /* the current refresh walk */
+    size_t order_n, order_i;
+    bool order_ok; /* a node answered during this walk (even badly) */
+    struct event *refresh_ev, *up_ev;
+    ccmd *waiting; /* commands parked on a timer */
+    int in_cb;
+};
+
+struct ccmd {
+    dlock__acluster *cl;
+    dlock__acb cb;
+    void *priv;
+    fan *fan;
+    int slot; /* -1: keyless */
+    bool fixed;
+    int target;
+    bool asking;
+    int redirects, busy;
+    unsigned gen;
+    struct event *timer;
+    ccmd *prev, *next;
+    int argc;
+    const char **argv;
+    size_t *lens;
+};
+
+struct fan {
+    dlock__acb cb;
+    void *priv;
+    int left, err, queued;
+    char errtext[256];
+};
+
+static void node_state(dlock__aconn *ac, bool up, const char *why, void *priv);
+static void start_refresh(dlock__acluster *cl);
+
+static int node_index(dlock__acluster *cl, const char *host, int port)
+{
+    for (size_t i = 0; i < cl->n_nodes; i++)
+        if (cl->nodes[i].port == port && strcmp(cl->nodes[i].host, host) == 0) return (int)i;
+    if (cl->n_nodes >= MAX_NODES) return -1;
+    char *h = strdup(host);
+    if (!h) return -1;
+    cl->nodes[cl->n_nodes] = (anode){.host = h, .port = port};
+    return (int)cl->n_nodes++;
+}
+
+/* The node's connection (opening it if needed), or NULL. */
+static dlock__aconn *node_ac(dlock__acluster *cl, int i)
+{
+    anode *n = &cl->nodes[i];
+    if (n->ac) return n->ac;
+    dlock__url u = {.kind = DLOCK__URL_TCP,
+                    .host = n->host,
+                    .port = n->port,
+                    .user = cl->url.user,
+                    .password = cl->url.password};
+    char why[200] = "";
+    n->gen++;
+    if (dlock__aconn_open(cl->base, &u, node_state, cl, &n->ac, why, sizeof(why)) != 0) n->ac = NULL;
+    return n->ac;
+}
+
+static int target_of(const dlock__acluster *cl, int slot)
+{
+    if (slot >= 0) return cl->owner[slot] == NONE ? -1 : cl->owner[slot];
+    if (cl->last >= 0) return cl->last;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++)
+        if (cl->owner[s] != NONE) return cl->owner[s];
+    return -1;
+}
+
+/* ---- the map --------------------------------------------------------------- */
+
+static int apply_map(dlock__acluster *cl, const dlock__cmap *m)
+{
+    int idx[DLOCK__CMAP_MAX_NODES];
+    for (size_t i = 0; i < m->n_nodes; i++)
+        if ((idx[i] = node_index(cl, m->nodes[i].host, m->nodes[i].port)) < 0) return DLOCK__ENOMEM;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++)
+        cl->owner[s] = m->owner[s] == NONE ? NONE : (uint16_t)idx[m->owner[s]];
+    return 0;
+}
+
+/* Synchronous, at open: the first seed that answers. */
+static int bootstrap(dlock__acluster *cl, char *err, size_t errlen)
+{
+    dlock__conn_opts o = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
+    int rc = DLOCK__ECONN;
+    for (size_t i = 0; i < cl->url.n_seeds; i++) {
+        dlock__url u = {.kind = DLOCK__URL_TCP,
+                        .host = cl->url.seeds[i].host,
+                        .port = cl->url.seeds[i].port,
+                        .user = cl->url.user,
+                        .password = cl->url.password};
+        dlock__conn *c = NULL;
+        char why[200] = "";
+        rc = dlock__conn_open(&u, &o, &c, why, sizeof(why));
+        dlock__cmap m;
+        if (rc == 0) rc = dlock__cluster_fetch_map(c, u.host, &m, why, sizeof(why));
+        dlock__conn_close(c);
+        if (rc == 0) {
+            rc = apply_map(cl, &m);
+            dlock__cmap_free(&m);
+            if (rc == 0) return 0;
+        }
+        dlock__errf(rc, err, errlen, "cluster seed %s:%d: %s", u.host, u.port, why);
+        if (rc == DLOCK__EAUTH || rc == DLOCK__ENOMEM) return rc;
+    }
+    return rc == DLOCK__ESERVER ? DLOCK__ECONN : rc;
+}
+
+typedef struct map_req {
+    dlock__acluster *cl;
+    int node;
+    bool slots; /* the CLUSTER SLOTS fallback */
+} map_req;
+
+static void refresh_next(dlock__acluster *cl);
+
+static void refresh_done(dlock__acluster *cl, bool ok)
+{
+    cl->refreshing = false;
+    if (ok) {
+        cl->refresh_due = false;
+        cl->suspect = -1;
+        return;
+    }
+    if (!cl->order_ok && !cl->down && !cl->closing) { /* nobody answered at all */
+        cl->down = true;
+        cl->up = false;
+        dlock__aconn_report(cl->outer, false, "cluster: no node reachable");
+    }
+}
+
+static void on_map_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
+{
+    (void)ac;
+    (void)err;
+    map_req *q = priv;
+    dlock__acluster *cl = q->cl;
+    cl->in_cb++;
+    if (cl->closing) goto out;
+    if (reply) cl->order_ok = true;
+    if (reply && !q->slots && dlock__reply_is_error(reply, "ERR")) {
+        const char *argv[2] = {"CLUSTER", "SLOTS"};
+        map_req *q2 = malloc(sizeof(*q2));
+        if (q2 && (*q2 = (map_req){.cl = cl, .node = q->node, .slots = true}, true) &&
+            dlock__aconn_cmd(ac, on_map_reply, q2, 2, argv, NULL) == 0)
+            goto out;
+        free(q2);
+    }
+    dlock__cmap m;
+    const char *host = cl->nodes[q->node].host;
+    int rc = !reply     ? DLOCK__EUNKNOWN
+             : q->slots ? dlock__cmap_from_slots(reply, host, &m, NULL, 0)
+                        : dlock__cmap_from_shards(reply, host, &m, NULL, 0);
+    if (rc == 0) {
+        rc = apply_map(cl, &m);
+        dlock__cmap_free(&m);
+    }
+    if (rc == 0)
+        refresh_done(cl, true);
+    else
+        refresh_next(cl);
+out:
+    free(q);
+    cl->in_cb--;
+}
+
+/* Asks the next candidate of the walk; ends it when none is left. */
+static void refresh_next(dlock__acluster *cl)
+{
+    const char *argv[2] = {"CLUSTER", "SHARDS"};
+    while (cl->order_i < cl->order_n) {
+        int i = cl->order[cl->order_i++];
+        dlock__aconn *ac = node_ac(cl, i);
+        map_req *q = ac ? malloc(sizeof(*q)) : NULL;
+        if (!q) continue;
+        *q = (map_req){.cl = cl, .node = i};
+        if (dlock__aconn_cmd(ac, on_map_reply, q, 2, argv, NULL) == 0) return;
+        free(q);
+    }
+    refresh_done(cl, false);
+}
+
+static void on_refresh_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    dlock__acluster *cl = arg;
+    cl->in_cb++;
+    start_refresh(cl);
+    cl->in_cb--;
+}
+
+/* Starts a walk: masters of the map, the seeds, the suspect last; at most
+ * one walk at a time and one per REFRESH_GAP_MS (later: on a timer). */
+static void start_refresh(dlock__acluster *cl)
+{
+    if (cl->refreshing || cl->closing || cl->down) return;
+    int64_t since = dlock__now_ms() - cl->refreshed_at_ms;
+    if (since < DLOCK__CLUSTER_REFRESH_GAP_MS) {
+        int64_t ms = DLOCK__CLUSTER_REFRESH_GAP_MS - since;
+        struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)(ms * 1000)};
+        if (cl->refresh_ev && !evtimer_pending(cl->refresh_ev, NULL)) evtimer_add(cl->refresh_ev, &tv);
+        return;
+    }
+    bool seen[MAX_NODES] = {false};
+    size_t n = 0;
+    if (cl->suspect >= 0) seen[cl->suspect] = true;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
+        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
+        if (o >= 0 && !seen[o]) seen[o] = true, cl->order[n++] = o;
+    }
+    for (size_t i = 0; i < cl->url.n_seeds; i++) {
+        int o = node_index(cl, cl->url.seeds[i].host, cl->url.seeds[i].port);
+        if (o >= 0 && !seen[o]) seen[o] = true, cl->order[n++] = o;
+    }
+    if (cl->suspect >= 0) cl->order[n++] = cl->suspect;
+    cl->order_n = n;
+    cl->order_i = 0;
+    cl->order_ok = false;
+    cl->refreshing = true;
+    cl->refreshed_at_ms = dlock__now_ms();
+    refresh_next(cl);
+}
+
+static void node_state(dlock__aconn *ac, bool up, const char *why, void *priv)
+{
+    (void)why;
+    dlock__acluster *cl = priv;
+    cl->in_cb++;
+    for (size_t i = 0; i < cl->n_nodes; i++) {
+        anode *n = &cl->nodes[i];
+        if (n->ac != ac) continue;
+        if (up) {
+            n->gen_up = n->gen;
+            break;
+        }
+        n->ac = NULL; /* reopened on next use */
+        dlock__aconn_close(ac);
+        if (!cl->closing) {
+            cl->suspect = (int)i;
+            cl->refresh_due = true;
+            start_refresh(cl);
+        }
+        break;
+    }
+    cl->in_cb--;
+}
+
+/* ---- commands ---------------------------------------------------------------- */
+
+static ccmd *ccmd_new(dlock__acluster *cl, int argc, const char **argv, const size_t *lens)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += (lens ? lens[i] : strlen(argv[i])) + 1;
+    size_t head = sizeof(ccmd) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    ccmd *cm = calloc(1, head + bytes);
+    if (!cm) return NULL;
+    cm->cl = cl;
+    cm->argc = argc;
+    cm->argv = (const char **)(void *)(cm + 1);
+    cm->lens = (size_t *)(void *)(cm->argv + argc);
+    char *p = (char *)(cm->lens + argc);
+    for (int i = 0; i < argc; i++) {
+        cm->lens[i] = lens ? lens[i] : strlen(argv[i]);
+        memcpy(p, argv[i], cm->lens[i]);
+        p[cm->lens[i]] = '\0';
+        cm->argv[i] = p;
+        p += cm->lens[i] + 1;
+    }
+    cm->slot = -1;
+    return cm;
+}
+
+static void unpark(ccmd *cm)
+{
+    dlock__acluster *cl = cm->cl;
+    if (cm->prev)
+        cm->prev->next = cm->next;
+    else if (cl->waiting == cm)
+        cl->waiting = cm->next;
+    if (cm->next) cm->next->prev = cm->prev;
+    cm->prev = cm->next = NULL;
+}
+
+static void fan_part(dlock__acluster *cl, fan *f, dlock__reply *reply, int err);
+
+/* The command's end: its callback (or its share of a fan-out), freed. */
+static void finish(ccmd *cm, dlock__reply *reply, int err)
+{
+    if (cm->timer) event_free(cm->timer);
+    if (cm->fan)
+        fan_part(cm->cl, cm->fan, reply, err);
+    else
+        dlock__aconn_deliver(cm->cl->outer, cm->cb, reply, err, cm->priv);
+    free(cm);
+}
+
+static void on_node_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
+
+static void ignore(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
+{
+    (void)ac, (void)reply, (void)err, (void)priv;
+}
+
+/* Writes cm to its target (ASKING first when asked). 0 or ECONN/ENOMEM:
+ * nothing was queued. */
+static int dispatch(ccmd *cm)
+{
+    dlock__acluster *cl = cm->cl;
+    if (cm->target < 0) return DLOCK__ECONN;
+    dlock__aconn *ac = node_ac(cl, cm->target);
+    if (!ac) return DLOCK__ECONN;
+    const char *ask[1] = {"ASKING"};
+    if (cm->asking && dlock__aconn_cmd(ac, ignore, NULL, 1, ask, NULL) != 0) return DLOCK__ECONN;
+    cm->gen = cl->nodes[cm->target].gen;
+    int rc = dlock__aconn_cmd(ac, on_node_reply, cm, cm->argc, cm->argv, cm->lens);
+    if (rc == 0 && cm->slot >= 0) cl->last = cm->target;
+    return rc;
+}
+
+static void on_cm_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ccmd *cm = arg;
+    dlock__acluster *cl = cm->cl;
+    cl->in_cb++;
+    unpark(cm);
+    if (!cm->fixed && cm->slot >= 0 && !cm->asking && target_of(cl, cm->slot) >= 0)
+        cm->target = target_of(cl, cm->slot);
+    int rc = dispatch(cm);
+    if (rc) finish(cm, NULL, rc);
+    cl->in_cb--;
+}
+
+/* Parks cm on a timer of ms, then dispatches it again. */
+static void park(ccmd *cm, int64_t ms)
+{
+    dlock__acluster *cl = cm->cl;
+    if (!cm->timer) cm->timer = evtimer_new(cl->base, on_cm_timer, cm);
+    struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)(ms * 1000)};
+    if (!cm->timer || evtimer_add(cm->timer, &tv) != 0) {
+        finish(cm, NULL, DLOCK__ECONN);
+        return;
+    }
+    cm->next = cl->waiting;
+    if (cl->waiting) cl->waiting->prev = cm;
+    cl->waiting = cm;
+}
+
+/* No reply: written and lost (EUNKNOWN, never resent), or never written
+ * because the connection never came up (retried on the slot's owner). */
+static void no_reply(ccmd *cm)
+{
+    dlock__acluster *cl = cm->cl;
+    anode *n = &cl->nodes[cm->target];
+    bool written = n->gen_up == cm->gen;
+    if (!cl->closing) {
+        cl->suspect = cm->target;
+        cl->refresh_due = true;
+        start_refresh(cl);
+    }
+    if (written || cl->closing || cm->fixed || cm->redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) {
+        finish(cm, NULL, written ? DLOCK__EUNKNOWN : DLOCK__ECONN);
+        return;
+    }
+    cm->redirects++;
+    cm->asking = false;
+    park(cm, DLOCK__CLUSTER_REFRESH_GAP_MS);
+}
+
+/* A redirect or busy reply: resend (now, or parked); false: r is final. */
+static bool follow(ccmd *cm, const dlock__reply *r)
+{
+    dlock__acluster *cl = cm->cl;
+    dlock__redirect rd;
+    int64_t wait = 0;
+    dlock__next next =
+        cm->fixed ? DLOCK__NEXT_DONE : dlock__cluster_next(r, cm->redirects, cm->busy, &rd, &wait);
+    if (next == DLOCK__NEXT_DONE) return false;
+    if (next == DLOCK__NEXT_BUSY || next == DLOCK__NEXT_DOWN) {
+        cm->busy++;
+        if (next == DLOCK__NEXT_DOWN) start_refresh(cl);
+        park(cm, wait);
+        return true;
+    }
+    int to = node_index(cl, rd.host[0] ? rd.host : cl->nodes[cm->target].host, rd.port);
+    if (to < 0) return false;
+    cm->redirects++;
+    cm->asking = next == DLOCK__NEXT_ASK;
+    if (next == DLOCK__NEXT_MOVED) {
+        cl->owner[rd.slot] = (uint16_t)to;
+        cl->refresh_due = true;
+        start_refresh(cl);
+    }
+    cm->target = to;
+    int rc = dispatch(cm);
+    if (rc) finish(cm, NULL, rc);
+    return true;
+}
+
+static void on_node_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
+{
+    (void)ac;
+    (void)err;
+    ccmd *cm = priv;
+    dlock__acluster *cl = cm->cl;
+    cl->in_cb++;
+    if (!reply)
+        no_reply(cm);
+    else if (cl->closing || !follow(cm, reply))
+        finish(cm, reply, 0);
+    cl->in_cb--;
+}
+
+/* ---- every master ------------------------------------------------------------- */
+
+static void fan_part(dlock__acluster *cl, fan *f, dlock__reply *reply, int err)
+{
+    (void)cl;
+    /* a part lost while another master may have run it: unknown */
+    if (!reply) f->err = f->queued > 1 || err == DLOCK__EUNKNOWN ? DLOCK__EUNKNOWN : err;
+    if (reply && dlock__reply_kind(reply) == DLOCK__R_ERROR && !f->errtext[0])
+        snprintf(f->errtext, sizeof(f->errtext), "%s", dlock__reply_str(reply, NULL));
+    if (--f->left > 0) return;
+    dlock__reply *synth = NULL;
+    if (!f->err && f->errtext[0] && dlock__reply_kind(reply) != DLOCK__R_ERROR) {
+        char resp[300];
+        int n = snprintf(resp, sizeof(resp), "-%s\r\n", f->errtext);
+        if (dlock__reply_parse(resp, (size_t)n, &synth) != 0) f->err = DLOCK__ENOMEM;
+    }
+    if (f->err)
+        dlock__aconn_deliver(cl->outer, f->cb, NULL, f->err, f->priv);
+    else
+        dlock__aconn_deliver(cl->outer, f->cb, synth ? synth : reply, 0, f->priv);
+    dlock__reply_free(synth);
+    free(f);
+}
+
+static int run_all(dlock__acluster *cl, dlock__acb cb, void *priv, int argc, const char **argv,
+                   const size_t *lens)
+{
+    bool seen[MAX_NODES] = {false};
+    int masters[MAX_NODES], n = 0;
+    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
+        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
+        if (o >= 0 && !seen[o]) seen[o] = true, masters[n++] = o;
+    }
+    fan *f = n ? calloc(1, sizeof(*f)) : NULL;
+    if (!f) return n ? DLOCK__ENOMEM : DLOCK__ECONN;
+    *f = (fan){.cb = cb, .priv = priv, .left = n};
+    int queued = 0;
+    for (int i = 0; i < n; i++) {
+        ccmd *cm = ccmd_new(cl, argc, argv, lens);
+        int rc = DLOCK__ENOMEM;
+        if (cm) {
+            cm->fan = f;
+            cm->fixed = true;
+            cm->target = masters[i];
+        }
+        if (cm && (rc = dispatch(cm)) == 0) {
+            queued++;
+            continue;
+        }
+        free(cm);
+        f->left--;
+        f->err = queued ? DLOCK__EUNKNOWN : rc;
+    }
+    if (queued == 0) {
+        free(f);
+        return DLOCK__ECONN;
+    }
+    f->queued = queued;
+    if (f->err) f->err = DLOCK__EUNKNOWN; /* some masters have it, some not */
+    return 0;
+}
+
+/* ---- the routing connection ------------------------------------------------------ */
+
+static void on_up(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    dlock__acluster *cl = arg;
+    cl->in_cb++;
+    if (!cl->closing && !cl->down) {
+        cl->up = true;
+        dlock__aconn_report(cl->outer, true, "cluster map loaded");
+    }
+    cl->in_cb--;
+}
+
+static void destroy(dlock__acluster *cl)
+{
+    for (size_t i = 0; i < cl->n_nodes; i++)
+        free(cl->nodes[i].host);
+    if (cl->refresh_ev) event_free(cl->refresh_ev);
+    if (cl->up_ev) event_free(cl->up_ev);
+    dlock__url_free(&cl->url);
+    free(cl);
+}
+
+int dlock__acluster_open(struct event_base *base, const dlock__url *url, dlock__aconn *outer,
+                         dlock__acluster **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    dlock__acluster *cl = calloc(1, sizeof(*cl));
+    if (!cl) return DLOCK__ENOMEM;
+    *cl = (dlock__acluster){.base = base, .outer = outer, .last = -1, .suspect = -1};
+    for (size_t s = 0; s < DLOCK__SLOTS; s++)
+        cl->owner[s] = NONE;
+    int rc = dlock__url_copy(url, &cl->url);
+    cl->refresh_ev = evtimer_new(base, on_refresh_timer, cl);
+    cl->up_ev = evtimer_new(base, on_up, cl);
+    if (rc == 0 && (!cl->refresh_ev || !cl->up_ev)) rc = DLOCK__ENOMEM;
+    if (rc == 0) rc = bootstrap(cl, err, errlen);
+    struct timeval zero = {0, 0};
+    if (rc == 0 && evtimer_add(cl->up_ev, &zero) != 0) rc = DLOCK__ENOMEM;
+    if (rc) {
+        destroy(cl);
+        return rc;
+    }
+    cl->refreshed_at_ms = dlock__now_ms();
+    *out = cl;
+    return 0;
+}
+
+static void destroy_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    destroy(arg);
+}
+
+void dlock__acluster_close(dlock__acluster *cl)
+{
+    if (!cl) return;
+    cl->closing = true;
+    cl->in_cb++;          /* what runs below must not free cl */
+    while (cl->waiting) { /* parked: never written */
+        ccmd *cm = cl->waiting;
+        unpark(cm);
+        finish(cm, NULL, DLOCK__ECONN);
+    }
+    for (size_t i = 0; i < cl->n_nodes; i++) {
+        dlock__aconn *ac = cl->nodes[i].ac;
+        cl->nodes[i].ac = NULL;
+        dlock__aconn_close(ac); /* pending callbacks: on_node_reply, closing */
+    }
+    cl->in_cb--;
+    struct timeval zero = {0, 0};
+    if (cl->in_cb && event_base_once(cl->base, -1, EV_TIMEOUT, destroy_cb, cl, &zero) == 0) return;
+    destroy(cl);
+}
+
+int dlock__acluster_cmd(dlock__acluster *cl, int slot, dlock__acb cb, void *priv, int argc, const char **argv,
+                        const size_t *lens)
+{
+    if (cl->closing || cl->down) return DLOCK__ECONN;
+    if (argc < 1 || slot >= DLOCK__SLOTS) return DLOCK__EINVAL;
+    dlock__route rt = {.kind = DLOCK__ROUTE_SLOT, .slot = (unsigned)(slot < 0 ? 0 : slot)};
+    if (slot < 0) {
+        int rc = dlock__route_cmd(argc, argv, lens, &rt, NULL, 0);
+        if (rc) return rc;
+        if (rt.kind == DLOCK__ROUTE_ALL) return run_all(cl, cb, priv, argc, argv, lens);
+        if (rt.kind == DLOCK__ROUTE_MULTI || rt.kind == DLOCK__ROUTE_EXEC) return DLOCK__EINVAL;
+    }
+    ccmd *cm = ccmd_new(cl, argc, argv, lens);
+    if (!cm) return DLOCK__ENOMEM;
+    cm->cb = cb;
+    cm->priv = priv;
+    cm->fixed = slot >= 0;
+    cm->slot = rt.kind == DLOCK__ROUTE_SLOT ? (int)rt.slot : -1;
+    cm->target = target_of(cl, cm->slot);
+    if (cm->fixed) cm->slot = -1; /* keyless: does not move "the current node" */
+    int rc = dispatch(cm);
+    if (rc) free(cm);
+    if (rc == 0 && cl->refresh_due) start_refresh(cl);
+    return rc;
+}
+
+bool dlock__acluster_is_up(const dlock__acluster *cl)
+{
+    return cl && cl->up && !cl->down && !cl->closing;
+}
+
+int dlock__acluster_node_of_slot(dlock__acluster *cl, unsigned slot, char *buf, size_t len)
+{
+    if (slot >= DLOCK__SLOTS) return DLOCK__EINVAL;
+    int t = target_of(cl, (int)slot);
+    if (t < 0) return DLOCK__ECONN;
+    snprintf(buf, len, "%s:%d", cl->nodes[t].host, cl->nodes[t].port);
+    return 0;
+}

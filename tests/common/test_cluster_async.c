@@ -1,0 +1,399 @@
+/* test_cluster_async.c: the async router (a dlock__aconn on a
+ * redis-cluster:// URL, one libevent loop) on a real 3-master + 3-replica
+ * cluster: state up once the map is loaded, keys on all three masters,
+ * MOVED and ASK followed (the map kept on ASK), TRYAGAIN bounded,
+ * CROSSSLOT refused with the callback never run, SCRIPT LOAD on every
+ * master, WAIT on the slot's master, a written command whose node
+ * connection is killed is answered EUNKNOWN and never resent, and a killed
+ * master's replica is followed. Failover runs last. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+
+#include "cluster_fixture.h"
+#include "common_err.h"
+#include "redis_async.h"
+#include "slot.h"
+#include "util.h"
+
+static test_cluster cl;
+static int m[3];
+static char tag[3][16];
+static unsigned tslot[3];
+static struct event_base *base;
+
+typedef struct result {
+    bool done;
+    int err;
+    int kind;
+    char text[512];
+    long long n;
+    size_t count;
+} result;
+
+typedef struct conn_state {
+    int ups, downs;
+} conn_state;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (test_cluster_start(&cl, 3, 1) != 0) return -1;
+    int k = 0;
+    for (int i = 0; i < cl.n && k < 3; i++)
+        if (cl.master[i]) m[k++] = i;
+    for (k = 0; k < 3; k++) {
+        int s = test_cluster_tag_on(&cl, m[k], tag[k], sizeof(tag[k]));
+        if (s < 0) return -1;
+        tslot[k] = (unsigned)s;
+    }
+    base = event_base_new();
+    return base ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_cluster_stop(&cl);
+    event_base_free(base);
+    return 0;
+}
+
+static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
+{
+    (void)ac;
+    (void)why;
+    conn_state *s = priv;
+    if (up)
+        s->ups++;
+    else
+        s->downs++;
+}
+
+static void on_reply(dlock__aconn *ac, dlock__reply *r, int err, void *priv)
+{
+    (void)ac;
+    result *res = priv;
+    res->done = true;
+    res->err = err;
+    res->kind = r ? (int)dlock__reply_kind(r) : 0;
+    if (r && dlock__reply_kind(r) == DLOCK__R_INTEGER) res->n = dlock__reply_int(r);
+    if (r) snprintf(res->text, sizeof(res->text), "%s", dlock__reply_str(r, NULL));
+    if (r) res->count = dlock__reply_count(r);
+}
+
+/* Runs the loop until *done or budget_ms passed. */
+static void run_until(const bool *done, int64_t budget_ms)
+{
+    int64_t deadline = dlock__now_ms() + budget_ms;
+    struct timeval tick = {0, 10000};
+    while (!*done && dlock__now_ms() < deadline) {
+        event_base_loopexit(base, &tick);
+        event_base_dispatch(base);
+    }
+}
+
+static dlock__aconn *open_router(conn_state *st)
+{
+    dlock__url u;
+    char err[256] = "";
+    assert_int_equal(dlock__url_parse(cl.url, &u, err, sizeof(err)), 0);
+    dlock__aconn *ac = NULL;
+    int rc = dlock__aconn_open(base, &u, on_state, st, &ac, err, sizeof(err));
+    if (rc) print_message("open: %s\n", err);
+    assert_int_equal(rc, 0);
+    dlock__url_free(&u);
+    assert_true(dlock__aconn_is_cluster(ac));
+    assert_int_equal(st->ups, 0); /* never inside open */
+    bool up = false;
+    for (int i = 0; i < 100 && !up; i++) {
+        run_until(&up, 10);
+        up = st->ups > 0;
+    }
+    assert_int_equal(st->ups, 1);
+    assert_true(dlock__aconn_is_up(ac));
+    return ac;
+}
+
+/* One command through ac, waited for (<= 5 s). */
+static result cmd(dlock__aconn *ac, int argc, const char **argv)
+{
+    result r = {0};
+    int rc = dlock__aconn_cmd(ac, on_reply, &r, argc, argv, NULL);
+    if (rc) {
+        r.done = true;
+        r.err = rc;
+        return r;
+    }
+    run_until(&r.done, 5000);
+    assert_true(r.done);
+    return r;
+}
+
+static void key(char *buf, size_t len, int k, const char *name)
+{
+    snprintf(buf, len, "{%s}%sa%s", tag[k], test_prefix(), name);
+}
+
+static long info_field(int i, const char *section, const char *field)
+{
+    char info[16384];
+    const char *argv[2] = {"INFO", section};
+    if (test_cluster_cmd(&cl, i, info, sizeof(info), 2, argv) != 0) return -1;
+    const char *p = strstr(info, field);
+    return p ? strtol(p + strlen(field), NULL, 10) : 0;
+}
+
+static void test_keys_reach_all_three_masters(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    for (int k = 0; k < 3; k++) {
+        char kk[128], got[64] = "", node[64], want[64];
+        key(kk, sizeof(kk), k, "route");
+        const char *set[3] = {"SET", kk, tag[k]}, *get[2] = {"GET", kk};
+        assert_string_equal(cmd(ac, 3, set).text, "OK");
+        assert_int_equal(test_cluster_cmd(&cl, m[k], got, sizeof(got), 2, get), 0);
+        assert_string_equal(got, tag[k]);
+        assert_string_equal(cmd(ac, 2, get).text, tag[k]);
+        assert_int_equal(dlock__aconn_node_of_slot(ac, tslot[k], node, sizeof(node)), 0);
+        snprintf(want, sizeof(want), "127.0.0.1:%d", cl.node[m[k]].port);
+        assert_string_equal(node, want);
+    }
+    dlock__aconn_close(ac);
+}
+
+static void test_crossslot_is_refused_and_the_callback_never_runs(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    char a[128], b[128];
+    key(a, sizeof(a), 0, "xa");
+    key(b, sizeof(b), 1, "xb");
+    const char *mset[5] = {"MSET", a, "1", b, "1"};
+    result r = {0};
+    assert_int_equal(dlock__aconn_cmd(ac, on_reply, &r, 5, mset, NULL), DLOCK__ECROSSSLOT);
+    const char *sub[2] = {"SUBSCRIBE", "x"};
+    assert_int_equal(dlock__aconn_cmd(ac, on_reply, &r, 2, sub, NULL), DLOCK__EINVAL);
+    bool never = false;
+    run_until(&never, 100);
+    assert_false(r.done);
+    dlock__aconn_close(ac);
+    assert_false(r.done);
+}
+
+static void test_moved_and_ask_are_followed(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    char k1[128], k2[128];
+    key(k1, sizeof(k1), 0, "moved");
+    key(k2, sizeof(k2), 0, "stays");
+    const char *s1[3] = {"SET", k1, "v1"}, *s2[3] = {"SET", k2, "v2"}, *g1[2] = {"GET", k1},
+               *g2[2] = {"GET", k2};
+    assert_string_equal(cmd(ac, 3, s1).text, "OK");
+    assert_string_equal(cmd(ac, 3, s2).text, "OK");
+    /* ASK: one key migrated by hand, the other still on the source */
+    int src = m[0], dst = m[1];
+    assert_int_equal(test_cluster_begin_migration(&cl, tslot[0], src, dst), 0);
+    assert_int_equal(test_cluster_migrate_key(&cl, src, dst, k1), 0);
+    long ask0 = info_field(src, "errorstats", "errorstat_ASK:count="),
+         mv0 = info_field(dst, "errorstats", "errorstat_MOVED:count=");
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(cmd(ac, 2, g1).text, "v1");
+        assert_string_equal(cmd(ac, 2, g2).text, "v2");
+    }
+    assert_int_equal(info_field(src, "errorstats", "errorstat_ASK:count="), ask0 + 3); /* map kept */
+    assert_int_equal(info_field(dst, "errorstats", "errorstat_MOVED:count="), mv0);
+    /* MOVED: the migration ends; one MOVED, then the map knows */
+    assert_int_equal(test_cluster_end_migration(&cl, tslot[0], src, dst), 0);
+    long moved0 = info_field(src, "errorstats", "errorstat_MOVED:count=");
+    assert_string_equal(cmd(ac, 2, g2).text, "v2");
+    assert_int_equal(info_field(src, "errorstats", "errorstat_MOVED:count="), moved0 + 1);
+    bool never = false;
+    run_until(&never, 150);
+    for (int i = 0; i < 5; i++)
+        assert_string_equal(cmd(ac, 2, g1).text, "v1");
+    assert_int_equal(info_field(src, "errorstats", "errorstat_MOVED:count="), moved0 + 1);
+    assert_int_equal(test_cluster_move_slot(&cl, tslot[0], src), 0);
+    assert_string_equal(cmd(ac, 2, g1).text, "v1");
+    dlock__aconn_close(ac);
+}
+
+static void test_tryagain_is_retried_within_its_bound(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    char a[128], b[128];
+    key(a, sizeof(a), 1, "ta");
+    key(b, sizeof(b), 1, "tb");
+    const char *mset[5] = {"MSET", a, "A", b, "B"}, *mget[3] = {"MGET", a, b};
+    assert_string_equal(cmd(ac, 5, mset).text, "OK");
+    int src = m[1], dst = m[2];
+    assert_int_equal(test_cluster_begin_migration(&cl, tslot[1], src, dst), 0);
+    assert_int_equal(test_cluster_migrate_key(&cl, src, dst, a), 0);
+    long t0c = info_field(src, "errorstats", "errorstat_TRYAGAIN:count=");
+    int64_t t0 = dlock__now_ms();
+    result r = cmd(ac, 3, mget);
+    int64_t took = dlock__now_ms() - t0;
+    assert_int_equal(r.kind, DLOCK__R_ERROR);
+    assert_non_null(strstr(r.text, "TRYAGAIN"));
+    assert_int_equal(info_field(src, "errorstats", "errorstat_TRYAGAIN:count="), t0c + 9);
+    assert_true(took >= 400 && took < 2000);
+    assert_int_equal(test_cluster_end_migration(&cl, tslot[1], src, dst), 0);
+    r = cmd(ac, 3, mget);
+    assert_int_equal(r.kind, DLOCK__R_ARRAY);
+    assert_int_equal(r.count, 2);
+    assert_int_equal(test_cluster_move_slot(&cl, tslot[1], src), 0);
+    dlock__aconn_close(ac);
+}
+
+static void test_script_load_on_every_master_and_wait_on_a_slot(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    const char *load[3] = {"SCRIPT", "LOAD", "return redis.call('INCR', KEYS[1])"};
+    result r = cmd(ac, 3, load);
+    assert_int_equal(r.err, 0);
+    assert_int_equal(strlen(r.text), 40);
+    char sha[41];
+    snprintf(sha, sizeof(sha), "%s", r.text);
+    for (int k = 0; k < 3; k++) {
+        char kk[128], got[32] = "";
+        key(kk, sizeof(kk), k, "sha");
+        const char *evalsha[4] = {"EVALSHA", sha, "1", kk};
+        assert_int_equal(test_cluster_cmd(&cl, m[k], got, sizeof(got), 4, evalsha), 0); /* cached there */
+        r = cmd(ac, 4, evalsha);
+        assert_int_equal(r.n, 2);
+        const char *wait[3] = {"WAIT", "1", "1000"};
+        result w = {0};
+        assert_int_equal(dlock__aconn_cmd_slot(ac, tslot[k], on_reply, &w, 3, wait, NULL), 0);
+        run_until(&w.done, 3000);
+        assert_int_equal(w.n, 1);
+    }
+    dlock__aconn_close(ac);
+}
+
+static void test_a_written_command_on_a_killed_connection_is_not_resent(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    char s[128];
+    key(s, sizeof(s), 2, "stream");
+    const char *create[6] = {"XGROUP", "CREATE", s, "g", "$", "MKSTREAM"};
+    assert_int_equal(cmd(ac, 6, create).err, 0);
+    const char *reset[2] = {"CONFIG", "RESETSTAT"};
+    assert_int_equal(test_cluster_cmd(&cl, m[2], NULL, 0, 2, reset), 0);
+    /* a command that is surely written and pending: a blocked XREADGROUP */
+    const char *xrg[10] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", s, ">"};
+    result r = {0};
+    assert_int_equal(dlock__aconn_cmd(ac, on_reply, &r, 9, xrg, NULL), 0);
+    bool never = false;
+    run_until(&never, 300);
+    assert_false(r.done);
+    const char *kill4[4] = {"CLIENT", "KILL", "TYPE", "normal"};
+    assert_int_equal(test_cluster_cmd(&cl, m[2], NULL, 0, 4, kill4), 0);
+    run_until(&r.done, 3000);
+    assert_true(r.done);
+    assert_int_equal(r.err, DLOCK__EUNKNOWN);
+    run_until(&never, 300);
+    assert_int_equal(info_field(m[2], "commandstats", "cmdstat_xreadgroup:calls="), 1);
+    /* the routing connection reopens that node on next use */
+    const char *xlen[2] = {"XLEN", s};
+    assert_int_equal(cmd(ac, 2, xlen).err, 0);
+    assert_int_equal(st.downs, 0);
+    dlock__aconn_close(ac);
+}
+
+typedef struct closer {
+    dlock__aconn *ac;
+    result r;
+} closer;
+
+static void close_in_callback(dlock__aconn *ac, dlock__reply *r, int err, void *priv)
+{
+    closer *c = priv;
+    on_reply(ac, r, err, &c->r);
+    dlock__aconn_close(c->ac);
+}
+
+/* The owner may close the routing connection from inside a reply callback
+ * while other nodes still have commands pending (ASan checks the frees). */
+static void test_closing_inside_a_callback_runs_every_pending_callback(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    char s[128], k[128];
+    key(s, sizeof(s), 1, "cstream");
+    key(k, sizeof(k), 0, "ck");
+    const char *create[6] = {"XGROUP", "CREATE", s, "g", "$", "MKSTREAM"};
+    assert_int_equal(cmd(ac, 6, create).err, 0);
+    const char *xrg[9] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", s, ">"};
+    const char *get[2] = {"GET", k};
+    result pending = {0};
+    closer c = {.ac = ac};
+    assert_int_equal(dlock__aconn_cmd(ac, on_reply, &pending, 9, xrg, NULL), 0);
+    bool never = false;
+    run_until(&never, 100);
+    assert_int_equal(dlock__aconn_cmd(ac, close_in_callback, &c, 2, get, NULL), 0);
+    run_until(&c.r.done, 3000);
+    assert_true(c.r.done);
+    assert_true(pending.done); /* run by the close, with no reply */
+    assert_int_equal(pending.err, DLOCK__EUNKNOWN);
+    run_until(&never, 50); /* the deferred frees */
+}
+
+static void test_a_killed_master_is_replaced_and_the_router_follows(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    char kk[128];
+    key(kk, sizeof(kk), 2, "failover");
+    const char *set[3] = {"SET", kk, "after"};
+    assert_string_equal(cmd(ac, 3, set).text, "OK");
+    test_cluster_kill(&cl, m[2]);
+    int64_t t0 = dlock__now_ms(), ok_at = -1;
+    while (dlock__now_ms() - t0 < 20000 && ok_at < 0) {
+        result r = {0};
+        if (dlock__aconn_cmd(ac, on_reply, &r, 3, set, NULL) == 0) run_until(&r.done, 2000);
+        if (r.done && r.err == 0 && strcmp(r.text, "OK") == 0)
+            ok_at = dlock__now_ms();
+        else
+            run_until(&r.done, 50); /* r.done stays: just a pause */
+    }
+    assert_true(ok_at > 0);
+    print_message("async failover followed in %lld ms\n", (long long)(ok_at - t0));
+    assert_true(ok_at - t0 < 15000);
+    assert_int_equal(st.downs, 0);
+    dlock__aconn_close(ac);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keys_reach_all_three_masters),
+        cmocka_unit_test(test_crossslot_is_refused_and_the_callback_never_runs),
+        cmocka_unit_test(test_moved_and_ask_are_followed),
+        cmocka_unit_test(test_tryagain_is_retried_within_its_bound),
+        cmocka_unit_test(test_script_load_on_every_master_and_wait_on_a_slot),
+        cmocka_unit_test(test_a_written_command_on_a_killed_connection_is_not_resent),
+        cmocka_unit_test(test_closing_inside_a_callback_runs_every_pending_callback),
+        cmocka_unit_test(test_a_killed_master_is_replaced_and_the_router_follows),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
