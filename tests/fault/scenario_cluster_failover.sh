@@ -6,9 +6,10 @@
 # the old timeline and mirrors the database before the campaign sells
 # again. 0 broken promises, 0 oversold, 0 lost.
 # CLUSTER_LOSE=1: forced replication loss first: the replica and the
-# persisters are SIGSTOPped 1 s before the kill (the master goes on
-# deciding what its replica never gets; WAIT fails, so those answers are
-# 202) and resumed right after it; the promoted replica lacks them. An
+# persisters are SIGSTOPped and the replica's link cut on the master 1 s
+# before the kill (the master goes on deciding what its replica never gets;
+# WAIT fails, so those answers are 202) and resumed right after it; the
+# promoted replica lacks them. An
 # engine that answered 201 without the replica's acknowledgement breaks
 # promises here, and sale_check.py counts them.
 SCENARIO=cluster-failover
@@ -26,8 +27,9 @@ start_services
 start_sale
 cl_wait_sold_at_least $((STOCK / 4)) 30 || { say "the sale did not start selling"; exit 1; }
 if [ "${CLUSTER_LOSE:-0}" = 1 ]; then
-    say "SIGSTOP replica $replica and the persisters (replication and pipeline stall)"
+    say "SIGSTOP replica $replica and the persisters, cut the replication link (CLIENT KILL TYPE replica)"
     kill -STOP "$(cl_pid "$replica")" "${PERSIST_PIDS[@]}"
+    redis-cli -p "$CAMP_MASTER" client kill type replica >/dev/null
     sleep 1
 fi
 say "$(( STOCK - $(cl_stock "$CAMPAIGN") )) sold; kill -9 master $CAMP_MASTER (replica $replica)"
