@@ -141,20 +141,20 @@ static void track_call(sk_engine *e, sk__call *c)
     e->tail = c;
 }
 
-/* "host:port" of the node serving slot now: on one server the URL's. */
+/* "host:port" of the node serving slot now (one server: its endpoint). */
 static int aconn_node_of_slot(const sk_engine *e, int slot, char *out, size_t cap)
 {
-    (void)slot; /* TODO(cluster-async): the router's node of the slot */
-    if (e->url.kind != DLOCK__URL_TCP) return -1;
-    snprintf(out, cap, "%s:%d", e->url.host, e->url.port);
+    if (!e->ac || dlock__aconn_node_of_slot(e->ac, (unsigned)slot, out, cap) != 0) return -1;
+    char *db = e->url.kind == DLOCK__URL_TCP ? strrchr(out, '/') : NULL; /* "host:port/db" */
+    if (db) *db = '\0';
     return 0;
 }
 
-/* A keyless command to the master of c->slot (WAIT on a Cluster). */
+/* A keyless command to the master of c->slot (WAIT on a Cluster): WAIT
+ * there counts the replicas of this engine's writes on that node. */
 static int aconn_cmd_slot(dlock__aconn *ac, sk__call *c)
 {
-    /* TODO(cluster-async): dlock__aconn_cmd_slot once src/common has it */
-    return dlock__aconn_cmd(ac, on_call_reply, c, c->argc, c->argv, c->lens);
+    return dlock__aconn_cmd_slot(ac, (unsigned)c->slot, on_call_reply, c, c->argc, c->argv, c->lens);
 }
 
 static int send_call(sk_engine *e, sk__call *c)
