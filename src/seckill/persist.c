@@ -584,7 +584,9 @@ static int take_stream(worker *w, const dlock__reply *st, int *n_out)
     return n ? process(w, c, n, false) : 0;
 }
 
-/* XREADGROUP ... [BLOCK ms] STREAMS key > into argv (10 slots). */
+#define XREAD_ARGC 11 /* XREADGROUP GROUP g c COUNT n BLOCK ms STREAMS key > */
+
+/* XREADGROUP ... [BLOCK ms] STREAMS key > into argv (XREAD_ARGC slots). */
 static int xread_argv(const worker *w, const camp *c, const char *cnt, const char *blk, const char **argv)
 {
     int n = 0;
@@ -647,7 +649,7 @@ static int read_new_cluster(worker *w, bool block, int *n_out)
 {
     size_t n = w->ncamps;
     int *argcs = calloc(n, sizeof(*argcs));
-    const char **argvs = calloc(n * 10, sizeof(*argvs));
+    const char **argvs = calloc(n * XREAD_ARGC, sizeof(*argvs));
     const char *const **vv = calloc(n, sizeof(*vv));
     dlock__reply **rs = calloc(n, sizeof(*rs));
     char cnt[16], blk[24];
@@ -657,8 +659,8 @@ static int read_new_cluster(worker *w, bool block, int *n_out)
     int err = DLOCK_ENOMEM;
     if (argcs && argvs && vv && rs) {
         for (size_t i = 0; i < n; i++) {
-            argcs[i] = xread_argv(w, &w->camps[i], cnt, NULL, argvs + 10 * i);
-            vv[i] = argvs + 10 * i;
+            argcs[i] = xread_argv(w, &w->camps[i], cnt, NULL, argvs + XREAD_ARGC * i);
+            vv[i] = argvs + XREAD_ARGC * i;
         }
         err = dlock__conn_pipeline(w->rc, n, argcs, (const char *const *const *)vv, NULL, rs);
         if (err) w->st.redis_errors++;
@@ -666,7 +668,7 @@ static int read_new_cluster(worker *w, bool block, int *n_out)
         else err = take_replies(w, rs, n, n_out);
     }
     if (!err && *n_out == 0 && block && bms > 0) {
-        const char *one[10];
+        const char *one[XREAD_ARGC];
         int argc = xread_argv(w, &w->camps[w->block_turn++ % n], cnt, blk, one);
         dlock__reply *r = NULL;
         err = dlock__conn_cmd(w->rc, argc, one, NULL, &r);
