@@ -1,7 +1,7 @@
 #!/bin/bash
 # Cluster scenario (b): the campaign's master is killed with -9 mid-sale,
 # replica acknowledgements on (WAIT 1 to the slot's master). Its replica
-# is promoted after cluster-node-timeout (2 s here); the barrier on the new
+# is promoted after cluster-node-timeout (1 s in the fixture); the barrier on the new
 # master (its run id differs from meta.runid) drains the stream, seals
 # the old timeline and mirrors the database before the campaign sells
 # again. 0 broken promises, 0 oversold, 0 lost.
@@ -9,9 +9,11 @@
 # persisters are SIGSTOPped and the replica's link cut on the master 1 s
 # before the kill (the master goes on deciding what its replica never gets;
 # WAIT fails, so those answers are 202) and resumed right after it; the
-# promoted replica lacks them. An
-# engine that answered 201 without the replica's acknowledgement breaks
-# promises here, and sale_check.py counts them.
+# promoted replica lacks them (0 broken promises, but sale_check.py
+# reports idempotency violations: a buyer whose 202 order was lost retries
+# with the same key and is decided anew on the new master). An engine that
+# answered 201 without the replica's acknowledgement breaks promises here,
+# and sale_check.py counts them.
 SCENARIO=cluster-failover
 . "$(dirname "$0")/sale_lib.sh"
 . "$(dirname "$0")/scenario_cluster_lib.sh"
