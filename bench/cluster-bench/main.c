@@ -50,12 +50,18 @@ static int parse_args(int argc, char **argv, bench *b)
             exit(0);
         }
         int bad = !v;
-        if (!bad && strcmp(a, "--url") == 0) b->url = v;
-        else if (!bad && strcmp(a, "--mode") == 0) b->mode = v;
-        else if (!bad && strcmp(a, "--key") == 0) b->key = v;
-        else if (!bad && strcmp(a, "--ops") == 0) bad = parse_long(v, 1, 100000000, &b->ops);
-        else if (!bad && strcmp(a, "--runs") == 0) bad = parse_long(v, 1, MAX_RUNS, &b->runs);
-        else bad = 1;
+        if (!bad && strcmp(a, "--url") == 0)
+            b->url = v;
+        else if (!bad && strcmp(a, "--mode") == 0)
+            b->mode = v;
+        else if (!bad && strcmp(a, "--key") == 0)
+            b->key = v;
+        else if (!bad && strcmp(a, "--ops") == 0)
+            bad = parse_long(v, 1, 100000000, &b->ops);
+        else if (!bad && strcmp(a, "--runs") == 0)
+            bad = parse_long(v, 1, MAX_RUNS, &b->runs);
+        else
+            bad = 1;
         if (bad) {
             fprintf(stderr, "cluster-bench: bad or unknown option '%s' (see --help)\n", a);
             return -1;
@@ -95,7 +101,8 @@ static int64_t cpu_us(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+           ru.ru_stime.tv_usec;
 }
 
 /* Operations per second of b->ops commands argv on c (< 0 on an error),
@@ -168,15 +175,18 @@ int main(int argc, char **argv)
     for (long i = 0; rc == 0 && i < b.runs; i++) {
         d[i] = run(&b, direct, n, cmd, &dcpu[i]);
         r[i] = run(&b, routed, n, cmd, &rcpu[i]);
-        if (d[i] < 0 || r[i] < 0) rc = 1;
-        else printf("run %ld: direct %.0f ops/s (%.2f us CPU/op), routed %.0f ops/s (%.2f us CPU/op)\n",
-                    i + 1, d[i], dcpu[i], r[i], rcpu[i]);
+        if (d[i] < 0 || r[i] < 0)
+            rc = 1;
+        else
+            printf("run %ld: direct %.0f ops/s (%.2f us CPU/op), routed %.0f ops/s (%.2f us CPU/op)\n", i + 1,
+                   d[i], dcpu[i], r[i], rcpu[i]);
     }
     if (rc == 0) {
         double md = median(d, b.runs), mr = median(r, b.runs);
         double cd = median(dcpu, b.runs), cr = median(rcpu, b.runs);
         printf("median: direct %.0f ops/s, routed %.0f ops/s (%.1f %% fewer); client CPU %.2f vs %.2f "
-               "us/op (+%.2f us)\n", md, mr, (md - mr) / md * 100.0, cd, cr, cr - cd);
+               "us/op (+%.2f us)\n",
+               md, mr, (md - mr) / md * 100.0, cd, cr, cr - cd);
     }
     dlock__conn_close(routed);
     dlock__conn_close(direct);

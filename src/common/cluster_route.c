@@ -4,7 +4,7 @@
  * table does not know is refused too (a guessed key would route wrongly
  * without a sound). The table lists what src/ and tools/ send, plus their
  * close relatives; add a command here when dlock starts sending it. */
-#include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,16 +102,50 @@ static bool arg_is(const char *const *argv, const size_t *lens, int i, const cha
     return n == strlen(word) && strncasecmp(argv[i], word, n) == 0;
 }
 
-/* The spec of argv[0]: first letter, then length, then the letters
- * (cheap: this runs for every routed command). */
+#define N_SPECS (sizeof(specs) / sizeof(specs[0]))
+
+/* specs sorted by name, built once (the table above stays grouped by kind
+ * for the reader); lookups are a binary search: this runs for every
+ * routed command. */
+static const cmd_spec *s_sorted[N_SPECS];
+static pthread_once_t s_sorted_once = PTHREAD_ONCE_INIT;
+
+static int cmp_spec(const void *a, const void *b)
+{
+    return strcmp((*(const cmd_spec *const *)a)->name, (*(const cmd_spec *const *)b)->name);
+}
+
+static void sort_specs(void)
+{
+    for (size_t i = 0; i < N_SPECS; i++)
+        s_sorted[i] = &specs[i];
+    qsort(s_sorted, N_SPECS, sizeof(s_sorted[0]), cmp_spec);
+}
+
+/* strcmp order of the upper-cased [a, a+n) against the name b. */
+static int cmp_name(const char *a, size_t n, const char *b)
+{
+    for (size_t i = 0; i < n; i++) {
+        int ca = (unsigned char)a[i], cb = (unsigned char)b[i];
+        if (ca >= 'a' && ca <= 'z') ca -= 'a' - 'A'; /* ASCII only: command names are */
+        if (cb == 0) return 1; /* b is a prefix of a */
+        if (ca != cb) return ca - cb;
+    }
+    return b[n] ? -1 : 0;
+}
+
 static const cmd_spec *find_spec(const char *const *argv, const size_t *lens)
 {
-    size_t n = arg_len(argv, lens, 0);
-    if (n == 0) return NULL;
-    char c0 = (char)toupper((unsigned char)argv[0][0]);
-    for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
-        const char *name = specs[i].name;
-        if (name[0] == c0 && strlen(name) == n && strncasecmp(argv[0], name, n) == 0) return &specs[i];
+    pthread_once(&s_sorted_once, sort_specs);
+    size_t n = arg_len(argv, lens, 0), lo = 0, hi = N_SPECS;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_name(argv[0], n, s_sorted[mid]->name);
+        if (c == 0) return s_sorted[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
     return NULL;
 }

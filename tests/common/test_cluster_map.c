@@ -313,6 +313,11 @@ static void test_commands_route_by_their_keys(void **state)
     expect("SCRIPT LOAD x", 0, DLOCK__ROUTE_ALL);
     expect("FUNCTION FLUSH", 0, DLOCK__ROUTE_ALL);
     expect("MULTI", 0, DLOCK__ROUTE_MULTI);
+    expect_slot("evalsha_ro 0123 1 k", "k"); /* any case, names with '_' */
+    expect_slot("zremrangebyscore z 0 1", "z");
+    expect_slot("Xautoclaim s g c 1 0", "s");
+    expect("acl whoami", 0, DLOCK__ROUTE_CURRENT); /* the table's first name */
+    expect("watch {a}x", 0, DLOCK__ROUTE_SLOT);
     expect("EXEC", 0, DLOCK__ROUTE_EXEC);
 }
 
@@ -336,6 +341,12 @@ static void test_unroutable_commands_are_refused(void **state)
     expect("NOSUCHCOMMAND k", DLOCK__EINVAL, 0);
     dlock__route rt;
     assert_int_equal(dlock__route_cmd(0, NULL, NULL, &rt, NULL, 0), DLOCK__EINVAL);
+    /* a command name with a NUL or a suffix is not the shorter command */
+    const char *nul[2] = {"GET\0X", "k"};
+    size_t nul_lens[2] = {5, 1};
+    assert_int_equal(dlock__route_cmd(2, nul, nul_lens, &rt, NULL, 0), DLOCK__EINVAL);
+    expect("GETX k", DLOCK__EINVAL, 0);
+    expect("GE k", DLOCK__EINVAL, 0);
     /* binary keys with lens: a NUL inside the key is part of it */
     const char *argv[2] = {"GET", "a\0{b}"};
     size_t lens[2] = {3, 5};
