@@ -1,5 +1,5 @@
 # Convenience targets; the real build is CMake (see README).
-.PHONY: all build test demo demo-failover fault clean deb
+.PHONY: all build test demo demo-failover demo-cluster fault clean deb
 all build:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build -j $$(nproc)
@@ -9,6 +9,8 @@ demo:
 	./scripts/demo.sh
 demo-failover:
 	DEMO_FAILOVER=1 ./scripts/demo.sh
+demo-cluster:
+	DEMO_CLUSTER=1 ./scripts/demo.sh
 fault:
 	./scripts/fault.sh
 deb: build

@@ -13,6 +13,9 @@
 # DEMO_FAILOVER=1 (make demo-failover): the buyers arrive over a few
 # seconds and the master is killed with -9 mid-sale; Sentinel promotes the
 # replica and the same report must say "broken promises 0".
+# DEMO_CLUSTER=1 (make demo-cluster): the same sale on a private Redis
+# Cluster, 3 masters + 3 replicas, through a redis-cluster:// URL; a 201
+# waits for the campaign's slot master's replica (WAIT 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -23,6 +26,7 @@ SCALPERS=${DEMO_SCALPERS:-50}
 BURST=${DEMO_BURST:-100}
 BAD=${DEMO_BAD:-200}
 FAILOVER=${DEMO_FAILOVER:-0}
+CLUSTER=${DEMO_CLUSTER:-0}
 # with a failover the stock lasts past the kill, so it happens mid-sale
 STOCK=${DEMO_STOCK:-$([ "$FAILOVER" = 1 ] && echo 5000 || echo 100)}
 CONNS=${DEMO_CONNECTIONS:-192}
@@ -43,7 +47,17 @@ trap 'dl_cleanup; rm -rf "$work"' EXIT
 trap 'echo; echo "demo: interrupted, stopping everything"; exit 130' INT TERM
 
 check_url=()
-if [ -z "${REDIS_URL:-}" ]; then
+seckilld_extra=()
+CAMPAIGN="demo-$(date +%s)"
+if [ "$CLUSTER" = 1 ]; then
+    [ "$FAILOVER" = 1 ] && { echo "demo: DEMO_CLUSTER and DEMO_FAILOVER: use tests/fault/scenario_cluster_failover.sh" >&2; exit 2; }
+    src=$root
+    . tests/fault/scenario_cluster_lib.sh
+    cl_start
+    seckilld_extra=(--replica-acks 1)
+    check_url=(--redis-url "redis://127.0.0.1:$(cl_master_of "{c:$CAMPAIGN}:meta")")
+    echo "demo: Redis Cluster, masters $CL_MASTERS (each with one replica); campaign slot $(cl_slot "{c:$CAMPAIGN}:meta")"
+elif [ -z "${REDIS_URL:-}" ]; then
     # A master that refuses writes when its replica is gone for 10 s (no
     # promises from a cut-off master), one replica, three Sentinels.
     dl_start_redis "$work" --min-replicas-to-write 1 --min-replicas-max-lag 10
@@ -60,13 +74,13 @@ fi
 DATABASE_URL=${DATABASE_URL:-sqlite://$work/orders.db}
 export REDIS_URL DATABASE_URL
 TOKEN=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-CAMPAIGN="demo-$(date +%s)"
 echo "demo: redis $REDIS_URL, database $DATABASE_URL, campaign $CAMPAIGN (stock $STOCK, limit 1)"
 
 urls=()
 for i in 1 2 3; do
     port=$(dl_free_port)
-    "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" >"$work/seckilld-$i.log" 2>&1 &
+    "$bin/seckilld/seckilld" --port "$port" --bind 127.0.0.1 --admin-token "$TOKEN" "${seckilld_extra[@]}" \
+        >"$work/seckilld-$i.log" 2>&1 &
     dl_track $!
     urls+=("http://127.0.0.1:$port")
 done

@@ -29,6 +29,7 @@
 #include "util.h"
 
 extern const unsigned char sk_lua_barrier_mirror[];
+extern const unsigned char sk_lua_node_runid[];
 
 /* The engine's defaults (engine.h): order hash 7 days, Idempotency-Key answers 24 h. */
 #define ORDER_HASH_TTL_MS "604800000"
@@ -54,6 +55,21 @@ int sk_barrier_run_id(dlock__conn *rc, char out[41])
     if (n == 40) snprintf(out, 41, "%.40s", p + 7);
     dlock__reply_free(r);
     return n == 40 ? 0 : DLOCK_ESERVER;
+}
+
+int sk_barrier_node_run_id(dlock__conn *rc, const char *campaign, char out[41])
+{
+    char key[96];
+    snprintf(key, sizeof(key), "{c:%s}:meta", campaign);
+    const char *keys[] = {key};
+    dlock__reply *r = NULL;
+    int err = sk__eval_script(rc, (const char *)sk_lua_node_runid, 1, keys, 0, NULL, &r);
+    if (err) return err;
+    size_t n = 0;
+    const char *id = dlock__reply_kind(r) == DLOCK__R_STRING ? dlock__reply_str(r, &n) : NULL;
+    if (id && n == 40) snprintf(out, 41, "%.40s", id);
+    dlock__reply_free(r);
+    return id && n == 40 ? 0 : DLOCK_ESERVER;
 }
 
 typedef struct meta_view {

@@ -19,6 +19,10 @@
 
 /* The run id of the server behind rc (INFO server, run_id): 0 or a code. */
 int sk_barrier_run_id(dlock__conn *rc, char out[41]);
+/* The run id of the node that serves campaign's slot (node_runid.lua,
+ * routed by {c:<id>}:meta): on a Cluster each campaign has its own master;
+ * on one server the same as sk_barrier_run_id. 0 or a code. */
+int sk_barrier_node_run_id(dlock__conn *rc, const char *campaign, char out[41]);
 
 typedef enum sk_barrier_state {
     SK_BARRIER_OPEN = 0,    /* the campaign sells on this master (no barrier due, or opened now) */

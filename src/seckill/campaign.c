@@ -162,9 +162,10 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
                           d->db_reserve};
     for (int i = 0; i < 6; i++) snprintf(n[i], sizeof(n[i]), "%lld", (long long)v[i]);
     const char *modes[] = {"create", "reheat", "force"};
-    /* the run id of the server this connection reached (read at connect) */
+    /* the run id of the server this connection reached (read at connect;
+     * "" on a Cluster: the script reads its own node's) */
     const char *args[] = {"3", meta, stock, buyers, modes[mode], d->title,
-                          n[0], n[1], n[2], n[3], n[4], e->runid, n[5]};
+                          n[0], n[1], n[2], n[3], n[4], sk__script_runid(e), n[5]};
     int rc = sk__call_script(e, SK__LUA_HEAT, 13, args, NULL, on_heat, q);
     if (rc) free(q);
     return rc;

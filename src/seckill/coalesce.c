@@ -48,6 +48,7 @@ typedef struct sk__batch {
     int acks;               /* WAIT's replicas */
     int replies_due;        /* the script's and WAIT's replies still to come */
     bool acked;             /* WAIT reported >= acks */
+    bool wait_later;        /* WAIT follows the script's reply (Cluster) */
     sk__coalescer *co;
     sk__preq *reqs[];
 } sk__batch;
@@ -264,8 +265,10 @@ static char *w_batch(char *p, const sk__coalescer *co, const sk__camp *c, const 
 static void on_wait_reply(const dlock__reply *r, int err, void *priv);
 
 /* WAIT right behind the script, on the same connection: it covers the
- * script's write (purchase.lua always writes when it decides). */
-static void send_wait(sk__coalescer *co, sk__batch *b)
+ * script's write (purchase.lua always writes when it decides). On a
+ * Cluster it follows the script's reply, to the node serving the
+ * campaign's slot (where the script ran). */
+static void send_wait(sk__coalescer *co, const sk__camp *c, sk__batch *b)
 {
     int64_t timeout = 0;
     b->ack = co->h.ack_plan(co->h.ud, &b->acks, &timeout);
@@ -276,7 +279,9 @@ static void send_wait(sk__coalescer *co, sk__batch *b)
     snprintf(t, sizeof(t), "%lld", (long long)timeout);
     const char *argv[] = {"WAIT", n, t};
     co->ack_waits++;
-    if (co->h.send(co->h.ud, 3, argv, on_wait_reply, b) == 0) b->replies_due++;
+    char route[96];
+    snprintf(route, sizeof(route), "%smeta", c->prefix);
+    if (co->h.send_wait(co->h.ud, route, 3, argv, on_wait_reply, b) == 0) b->replies_due++;
     else co->ack_failures++; /* decided, never acknowledged: pending */
 }
 
@@ -295,7 +300,8 @@ static int send_batch(sk__coalescer *co, sk__camp *c, sk__batch *b)
     int rc = co->h.send_script(co->h.ud, nargs, co->wire, (size_t)(end - co->wire), on_batch_reply, b);
     if (rc == 0) {
         b->replies_due = 1;
-        send_wait(co, b);
+        b->wait_later = co->h.wait_after_reply(co->h.ud);
+        if (!b->wait_later) send_wait(co, c, b);
     }
     return rc;
 }
@@ -402,7 +408,15 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
         /* Sent and unanswered: the decision may have been made. */
         b->err = err == DLOCK_EUNKNOWN ? DLOCK_EUNKNOWN : SK_EUNAVAIL;
     } else {
-        for (int i = 0; i < b->n; i++) decide_one(c, r, i, b->reqs[i]);
+        bool decided = false; /* an acceptance or replay: something to acknowledge */
+        for (int i = 0; i < b->n; i++) {
+            decide_one(c, r, i, b->reqs[i]);
+            decided = decided || b->reqs[i]->res.err == 0;
+        }
+        /* no WAIT for a batch of refusals (a barrier, sold out): nothing to
+         * acknowledge, and a promoted master without replicas would make
+         * each such batch wait the whole timeout */
+        if (b->wait_later && decided) send_wait(co, c, b);
     }
     b->camp = NULL; /* the campaign may go before the WAIT's reply */
     batch_reply_in(co, b);

@@ -37,6 +37,14 @@ typedef struct sk__coalesce_hooks {
     int (*send_script)(void *ud, int nargs, const char *resp, size_t len, sk__reply_fn fn, void *priv);
     /* Sends a plain command; as send_script. */
     int (*send)(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv);
+    /* Sends WAIT (argv) to the node serving route_key's slot: on a Cluster
+     * a keyless command must name its node. 0 (fn will run) or an error. */
+    int (*send_wait)(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv);
+    /* True when WAIT must follow the script's reply instead of being
+     * pipelined behind it (a Cluster: only the reply says the script ran,
+     * possibly on another node after a redirect; the WAIT must go where it
+     * ran). */
+    bool (*wait_after_reply)(void *ud);
     /* Connected and holding an order-id lease. */
     bool (*ready)(void *ud);
     /* The next order id; 0 or SK_EUNAVAIL. */

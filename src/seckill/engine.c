@@ -33,6 +33,7 @@
 #include <openssl/evp.h>
 
 #include "dlock/dlock.h"
+#include "slot.h"
 #include "util.h"
 
 extern const unsigned char sk_lua_purchase[];
@@ -51,6 +52,7 @@ struct sk__call {
     int64_t block_ms;             /* WAIT's timeout (0 for other commands) */
     struct sk__call *prev, *next; /* in-flight FIFO */
     int script;                   /* SK__LUA_* or -1 */
+    int slot;                     /* a keyless command for this slot's master (Cluster), or -1 */
     int argc;
     const char **argv;            /* owned (same allocation); NULL for a RESP call */
     size_t *lens;
@@ -131,6 +133,7 @@ static void unlink_call(sk_engine *e, sk__call *c)
 }
 
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
+static void note_wait_reply(sk_engine *e, const sk__call *c, const dlock__reply *reply);
 
 /* Appends a sent command to the FIFO (Redis answers them in order). */
 static void track_call(sk_engine *e, sk__call *c)
@@ -143,6 +146,22 @@ static void track_call(sk_engine *e, sk__call *c)
     e->tail = c;
 }
 
+/* "host:port" of the node serving slot now (one server: its endpoint). */
+static int aconn_node_of_slot(const sk_engine *e, int slot, char *out, size_t cap)
+{
+    if (!e->ac || dlock__aconn_node_of_slot(e->ac, (unsigned)slot, out, cap) != 0) return -1;
+    char *db = e->url.kind == DLOCK__URL_TCP ? strrchr(out, '/') : NULL; /* "host:port/db" */
+    if (db) *db = '\0';
+    return 0;
+}
+
+/* A keyless command to the master of c->slot (WAIT on a Cluster): WAIT
+ * there counts the replicas of this engine's writes on that node. */
+static int aconn_cmd_slot(dlock__aconn *ac, sk__call *c)
+{
+    return dlock__aconn_cmd_slot(ac, (unsigned)c->slot, on_call_reply, c, c->argc, c->argv, c->lens);
+}
+
 static int send_call(sk_engine *e, sk__call *c)
 {
     if (!e->ac || !e->up) return SK_EUNAVAIL;
@@ -152,7 +171,8 @@ static int send_call(sk_engine *e, sk__call *c)
         c->lens[0] = 7;
         c->lens[1] = 40;
     }
-    int rc = dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
+    int rc = c->slot >= 0 ? aconn_cmd_slot(e->ac, c)
+                          : dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
     if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
     track_call(e, c);
     return 0;
@@ -239,7 +259,7 @@ int sk__call_script_resp(sk_engine *e, int script, int nargs, const char *resp, 
     if (!e->ac || !e->up) return SK_EUNAVAIL;
     sk__call *c = malloc(sizeof(*c) + RESP_HEAD_ROOM + len);
     if (!c) return DLOCK_ENOMEM;
-    *c = (sk__call){.e = e, .fn = fn, .priv = priv, .script = script, .argc = nargs + 2};
+    *c = (sk__call){.e = e, .fn = fn, .priv = priv, .script = script, .slot = -1, .argc = nargs + 2};
     c->resp = (char *)(c + 1) + RESP_HEAD_ROOM;
     memcpy(c->resp, resp, len);
     c->resp_len = len;
@@ -248,12 +268,60 @@ int sk__call_script_resp(sk_engine *e, int script, int nargs, const char *resp, 
     return rc;
 }
 
+/* The slot of the first key of a RESP call's arguments ("$<n>\r\n<numkeys>
+ * \r\n$<m>\r\n<key>\r\n..."), or -1 when it has none. */
+static int resp_first_key_slot(const char *p, size_t len)
+{
+    const char *end = p + len;
+    size_t n[2] = {0, 0};
+    const char *data[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        if (p >= end || *p++ != '$') return -1;
+        while (p < end && *p >= '0' && *p <= '9') n[k] = n[k] * 10 + (size_t)(*p++ - '0');
+        if (end - p < 2 || (size_t)(end - p - 2) < n[k] + 2) return -1;
+        data[k] = p + 2;
+        p += 2 + n[k] + 2;
+    }
+    if (n[0] == 1 && data[0][0] == '0') return -1; /* numkeys 0 */
+    return (int)dlock__key_slot(data[1], n[1]);
+}
+
+/* The slot a call goes to: its first key (scripts with keys), its
+ * c->slot (WAIT on a Cluster), else -1 (keyless: not counted per node). */
+static int call_slot(const sk__call *c)
+{
+    if (c->slot >= 0) return c->slot;
+    if (c->script < 0) return -1;
+    if (!c->argv) return resp_first_key_slot(c->resp, c->resp_len);
+    if (c->argc < 4 || strcmp(c->argv[2], "0") == 0) return -1;
+    return (int)dlock__key_slot(c->argv[3], c->lens[3]);
+}
+
+/* Counts a reply for the node that served it (seckill_redis_node_calls_total). */
+static void count_node(sk_engine *e, const sk__call *c)
+{
+    int slot = call_slot(c);
+    if (slot < 0) return;
+    char name[64];
+    if (aconn_node_of_slot(e, slot, name, sizeof(name)) != 0) return;
+    sk_engine_stats *st = &e->st;
+    int i = 0;
+    while (i < st->nnodes && strcmp(st->nodes[i].node, name) != 0) i++;
+    if (i == st->nnodes) {
+        if (st->nnodes == SK_STAT_NODES) i = SK_STAT_NODES - 1; /* the rest */
+        else snprintf(st->nodes[st->nnodes++].node, sizeof(st->nodes[0].node), "%s", name);
+    }
+    st->nodes[i].calls++;
+}
+
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
 {
     (void)ac;
     sk__call *c = priv;
     sk_engine *e = c->e;
     if (reply) e->last_reply_ms = dlock__now_ms();
+    if (reply && dlock__reply_kind(reply) != DLOCK__R_ERROR) count_node(e, c);
+    if (c->block_ms > 0) note_wait_reply(e, c, reply);
     unlink_call(e, c);
     if (reply && c->script >= 0 && !c->evaled && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up) {
         /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
@@ -294,6 +362,7 @@ static sk__call *new_call(sk_engine *e, int script, int nargs, const char **args
     c->fn = fn;
     c->priv = priv;
     c->script = script;
+    c->slot = -1;
     c->argc = argc;
     c->argv = (const char **)(void *)(c + 1);
     c->lens = (size_t *)(void *)(c->argv + argc);
@@ -324,9 +393,16 @@ int sk__call_script(sk_engine *e, int script, int nargs, const char **args, cons
 int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
                  void *priv)
 {
+    return sk__call_cmd_slot(e, -1, argc, argv, lens, fn, priv);
+}
+
+int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
+                      void *priv)
+{
     if (!e->ac || !e->up) return SK_EUNAVAIL;
     sk__call *c = new_call(e, -1, argc, argv, lens, fn, priv);
     if (!c) return DLOCK_ENOMEM;
+    c->slot = slot;
     int rc = send_call(e, c);
     if (rc) free(c);
     return rc;
@@ -469,6 +545,58 @@ static int co_send(void *ud, int argc, const char **argv, sk__reply_fn fn, void 
     return sk__call_cmd(ud, argc, argv, NULL, fn, priv);
 }
 
+#define ACK_SHORT_MS 1000 /* how long a node that acknowledged too little is not asked */
+
+/* The ack_short entry of node (a free or the oldest one when absent and add). */
+static int ack_short_slot(sk_engine *e, const char *node, bool add)
+{
+    int oldest = 0;
+    for (int i = 0; i < SK_STAT_NODES; i++) {
+        if (strcmp(e->ack_short[i].node, node) == 0) return i;
+        if (e->ack_short[i].short_until_ms < e->ack_short[oldest].short_until_ms) oldest = i;
+    }
+    if (!add) return -1;
+    snprintf(e->ack_short[oldest].node, sizeof(e->ack_short[0].node), "%s", node);
+    return oldest;
+}
+
+/* WAIT's reply on a Cluster: fewer replicas than asked twice in a row
+ * marks the node short for ACK_SHORT_MS (an acknowledged WAIT clears the
+ * count). */
+static void note_wait_reply(sk_engine *e, const sk__call *c, const dlock__reply *reply)
+{
+    char node[64];
+    if (!e->srv_cluster || c->slot < 0 || !reply || dlock__reply_kind(reply) != DLOCK__R_INTEGER ||
+        aconn_node_of_slot(e, c->slot, node, sizeof(node)) != 0)
+        return;
+    if (dlock__reply_int(reply) >= strtoll(c->argv[1], NULL, 10)) {
+        int k = ack_short_slot(e, node, false);
+        if (k >= 0) e->ack_short[k].misses = 0;
+        return;
+    }
+    int i = ack_short_slot(e, node, true);
+    if (++e->ack_short[i].misses < 2) return; /* one miss may be a blip */
+    e->ack_short[i].misses = 0;
+    e->ack_short[i].short_until_ms = dlock__now_ms() + ACK_SHORT_MS;
+    sk__log(e, DLOCK_LOG_WARN, "redis node %s: WAIT got %lld of %s replicas twice: its acceptances answer 202 for %d ms",
+            node, dlock__reply_int(reply), c->argv[1], ACK_SHORT_MS);
+}
+
+static int co_send_wait(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
+                        void *priv)
+{
+    sk_engine *e = ud;
+    int slot = e->srv_cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
+    char node[64];
+    if (slot >= 0 && aconn_node_of_slot(e, slot, node, sizeof(node)) == 0) {
+        int i = ack_short_slot(e, node, false);
+        if (i >= 0 && dlock__now_ms() < e->ack_short[i].short_until_ms) return SK_EUNAVAIL; /* 202 now */
+    }
+    return sk__call_cmd_slot(e, slot, argc, argv, NULL, fn, priv);
+}
+
+static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv_cluster; }
+
 static bool co_ready(void *ud) { return ready(ud); }
 
 static int co_next_order_id(void *ud, uint64_t *id_out) { return sk_engine_next_order_id(ud, id_out); }
@@ -478,7 +606,7 @@ static int co_ack_plan(void *ud, int *replicas_out, int64_t *timeout_ms_out)
     return sk__ack_plan(ud, replicas_out, timeout_ms_out);
 }
 
-static const char *co_server_runid(void *ud) { return ((sk_engine *)ud)->runid; }
+static const char *co_server_runid(void *ud) { return sk__script_runid(ud); }
 
 static void co_log(void *ud, int level, const char *msg)
 {
@@ -515,8 +643,9 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     sk_orderid_init(&e->gen, -1);
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
-    sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send = co_send,
-                                 .ready = co_ready, .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
+    sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send = co_send, .send_wait = co_send_wait,
+                                 .wait_after_reply = co_wait_after_reply, .ready = co_ready,
+                                 .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
                                  .server_runid = co_server_runid, .log = co_log};
     int rc = sk__coalescer_new(base, &e->o, &hooks, &e->co);
     if (rc || !e->reconnect_ev || !e->tick_ev) {

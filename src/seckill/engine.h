@@ -168,6 +168,12 @@ int sk_engine_check_auth(const char *redis_url, int64_t timeout_ms, char *err, s
 /* ---- stats -------------------------------------------------------------- */
 
 enum { SK_STAT_OUTCOMES = SK_OUT_COUNT, SK_STAT_BATCH_BUCKETS = 9 };
+#define SK_STAT_NODES 16 /* Redis nodes counted by name (a Cluster's masters) */
+typedef struct sk_node_calls {
+    char node[64];  /* "host:port" of the node that served the calls */
+    uint64_t calls; /* purchase/campaign scripts and WAITs it answered */
+} sk_node_calls;
+
 typedef struct sk_engine_stats {
     /* purchases by outcome: index by sk_outcome_id (outcome.h) */
     uint64_t outcomes[SK_STAT_OUTCOMES];
@@ -187,6 +193,8 @@ typedef struct sk_engine_stats {
     int worker_id;             /* leased worker id, -1 none */
     uint64_t lease_fence;      /* fencing token of the current lease */
     uint64_t lease_lost;       /* leases given up or found taken */
+    sk_node_calls nodes[SK_STAT_NODES]; /* per node (nnodes used; more nodes count in the last) */
+    int nnodes;
 } sk_engine_stats;
 void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out);
 extern const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS];

@@ -39,6 +39,11 @@ struct sk_engine {
     int info_due;           /* connect-time replies still to come */
     int srv_replicas;       /* INFO replication connected_slaves */
     bool srv_aof_yes, srv_fsync_always;
+    bool srv_cluster;       /* INFO cluster cluster_enabled:1: every node has its own run id */
+    /* Cluster: a node whose last WAIT had too few replicas (a promoted
+     * master whose replica is gone) is not asked again before short_until_ms:
+     * its batches answer 202 at once instead of each waiting the timeout */
+    struct { char node[64]; int64_t short_until_ms; int misses; } ack_short[SK_STAT_NODES];
     bool config_refused_logged;
     /* order-id worker lease (engine_lease.c) */
     char instance[33];
@@ -53,7 +58,7 @@ struct sk_engine {
     sk_orderid_gen gen;
     int64_t last_poll_ms;
     sk__coalescer *co;      /* the purchase path */
-    sk_engine_stats st;     /* redis_errors, reconnects (the rest is co's) */
+    sk_engine_stats st;     /* redis_errors, reconnects, nodes (the rest is co's) */
     /* what /healthz is told (engine_health.c) */
     bool proven;            /* this connection answered a command without an error */
     bool auth_refused;      /* until a connection is proven */
@@ -77,12 +82,21 @@ int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, 
  * as RESP bulk strings (resp[0..len), copied): the purchase batch. */
 int sk__call_script_resp(sk_engine *e, int script, int nargs, const char *resp, size_t len, sk__reply_fn fn,
                          void *priv);
+/* The same for a keyless command that must reach the master of slot (WAIT
+ * on a Cluster); slot -1: wherever sk__call_cmd sends. */
+int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
+                      void *priv);
 
 #define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)
 
 /* engine_server.c: sends INFO server / INFO replication / CONFIG GET on a
  * new connection (e->info_due counts the replies); ready needs them. */
 void sk__server_probe(sk_engine *e);
+/* The run id purchase.lua and campaign_heat.lua check against: the
+ * connected server's, or "" on a Cluster (the script reads the run id of
+ * the node it runs on: the engine does not track which node serves a slot
+ * through a reshard or a failover). */
+const char *sk__script_runid(const sk_engine *e);
 /* How a purchase batch is acknowledged now: SK__ACK_* (coalesce.h) and,
  * for SK__ACK_WAIT, the replicas and the timeout of its WAIT. */
 int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out);

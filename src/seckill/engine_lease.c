@@ -87,7 +87,8 @@ void sk__lease_step(sk_engine *e)
     if (e->lease_busy || !e->up) return;
     char key[48], fkey[56], ttl[24], fence[24];
     snprintf(key, sizeof(key), "seckill:worker:%d", e->lease_n);
-    snprintf(fkey, sizeof(fkey), "seckill:worker:%d:fence", e->lease_n);
+    /* {seckill:worker:<n>} hashes like seckill:worker:<n>: one Cluster slot */
+    snprintf(fkey, sizeof(fkey), "{seckill:worker:%d}:fence", e->lease_n);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)e->o.worker_lease_ms);
     snprintf(fence, sizeof(fence), "%llu", (unsigned long long)e->lease_fence);
     const char *args[] = {"2", key, fkey, e->instance, ttl, fence};

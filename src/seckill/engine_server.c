@@ -4,7 +4,9 @@
  * batch is sent without a run id for the barrier check and a plan.
  *
  * Probes, pipelined behind SCRIPT LOAD on the new connection: INFO server
- * (run_id: the barrier of purchase.lua), INFO replication
+ * (run_id: the barrier of purchase.lua), INFO cluster (cluster_enabled:
+ * on a Cluster the scripts compare with their own node's run id, and
+ * WAIT goes to the slot's master), INFO replication
  * (connected_slaves: the default replica-acks, like Redisson's syncSlaves
  * default), CONFIG GET appendonly / appendfsync (standalone: with
  * appendonly yes + appendfsync always Redis fsyncs the AOF before it
@@ -69,6 +71,17 @@ static void on_info_repl(const dlock__reply *r, int err, void *priv)
     probe_done(e);
 }
 
+static void on_info_cluster(const dlock__reply *r, int err, void *priv)
+{
+    sk_engine *e = priv;
+    char v[8];
+    e->srv_cluster = !err && dlock__reply_kind(r) == DLOCK__R_STRING &&
+                     info_field(dlock__reply_str(r, NULL), "cluster_enabled", v, sizeof(v)) && strcmp(v, "1") == 0;
+    probe_done(e);
+}
+
+const char *sk__script_runid(const sk_engine *e) { return e->srv_cluster ? "" : e->runid; }
+
 /* CONFIG GET <name> -> ["<name>", "<value>"]; false when refused. */
 static bool config_value(sk_engine *e, const dlock__reply *r, int err, const char *want)
 {
@@ -102,15 +115,15 @@ void sk__server_probe(sk_engine *e)
 {
     e->runid[0] = '\0';
     e->srv_replicas = 0;
-    e->srv_aof_yes = e->srv_fsync_always = false;
+    e->srv_aof_yes = e->srv_fsync_always = e->srv_cluster = false;
     e->info_due = 0;
-    const char *srv[] = {"INFO", "server"}, *repl[] = {"INFO", "replication"};
+    const char *srv[] = {"INFO", "server"}, *repl[] = {"INFO", "replication"}, *cl[] = {"INFO", "cluster"};
     const char *aof[] = {"CONFIG", "GET", "appendonly"}, *fs[] = {"CONFIG", "GET", "appendfsync"};
     struct {
         int argc;
         const char **argv;
         sk__reply_fn fn;
-    } probes[] = {{2, srv, on_info_server}, {2, repl, on_info_repl}, {3, aof, on_config_aof},
+    } probes[] = {{2, srv, on_info_server}, {2, repl, on_info_repl}, {2, cl, on_info_cluster}, {3, aof, on_config_aof},
                   {3, fs, on_config_fsync}};
     for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
         if (sk__call_cmd(e, probes[i].argc, probes[i].argv, NULL, probes[i].fn, e) == 0) e->info_due++;
@@ -133,5 +146,8 @@ int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out)
     *replicas_out = n;
     *timeout_ms_out = e->o.replica_ack_timeout_ms;
     if (n > 0) return SK__ACK_WAIT;
+    /* On a Cluster a failover promotes a replica: the master's own disk
+     * does not keep a decision through it, only a replica's copy does. */
+    if (e->srv_cluster) return SK__ACK_NONE;
     return e->srv_aof_yes && e->srv_fsync_always ? SK__ACK_REPLY : SK__ACK_NONE;
 }

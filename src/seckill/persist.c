@@ -10,7 +10,7 @@
  *  - a batch that fails while the database answers a ping is retried entry
  *    by entry, so one poisoned entry cannot hold back the others; its error
  *    is kept in {c:<id>}:orders:errors and after max_deliveries deliveries
- *    it moves (MULTI: XADD dead + XACK) to {c:<id>}:orders:dead;
+ *    it moves (dead_letter.lua: XADD dead + XACK) to {c:<id>}:orders:dead;
  *  - when the database does not answer, the worker reads nothing (which
  *    would count deliveries) until it does: an outage dead-letters nothing;
  *  - malformed entries can never succeed: they are dead-lettered at once. */
@@ -29,12 +29,15 @@
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "lifecycle.h"
+#include "release.h"
 #include "reserve.h"
 #include "sk_err.h"
 #include "url.h"
 #include "util.h"
 
 #define MAX_FIELDS 16
+
+extern const unsigned char sk_lua_dead_letter[];
 #define OWN_RETRY_MS 200 /* pause before an entry that failed is delivered again */
 #define BARRIER_EVERY_MS 250 /* how often the master's run id is compared with each campaign's */
 
@@ -68,8 +71,9 @@ typedef struct worker {
     int *results;  /* o->batch results */
     sk_order_in *ins;
     int64_t next_claim_ms, next_sweep_ms, next_discover_ms, next_barrier_ms;
-    char run_id[41]; /* of the connected master, read at every barrier pass */
     sk_announce *ann; /* new campaigns, announced (NULL with --campaign) */
+    bool cluster; /* a Cluster (INFO cluster): one read per stream, short blocks */
+    size_t block_turn; /* on a Cluster: the stream the next idle round blocks on */
     bool nogroup; /* Redis lost a stream or group (restart, failover): re-create */
     bool db_down; /* the database is unreachable: read nothing (deliveries would count) */
     int64_t next_own_ms; /* own pending entries that failed are retried from then on */
@@ -109,6 +113,16 @@ int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__co
     rc = dlock__conn_open(&u, &co, out, err, errlen);
     dlock__url_free(&u);
     return rc;
+}
+
+bool sk_persist_is_cluster(dlock__conn *rc)
+{
+    const char *argv[] = {"INFO", "cluster"};
+    dlock__reply *r = NULL;
+    bool yes = dlock__conn_cmd(rc, 2, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_STRING &&
+               strstr(dlock__reply_str(r, NULL), "cluster_enabled:1") != NULL;
+    dlock__reply_free(r);
+    return yes;
 }
 
 /* Runs one command; 0 with *r (caller frees) or a dlock code. A Redis
@@ -319,37 +333,31 @@ static int xack(worker *w, const camp *c, const entry *es, int n, const bool *wh
     return err;
 }
 
-/* MULTI; XADD dead ...; XACK; HDEL errors; EXEC (one hash slot). */
+/* XADD dead ...; XACK; HDEL errors; HINCRBY stats: one script (one slot). */
 static int dead_letter(worker *w, const camp *c, const entry *e, const char *why)
 {
     char deliv[24];
     snprintf(deliv, sizeof(deliv), "%" PRId64, e->deliveries);
-    const char *xadd[9 + 2 * MAX_FIELDS];
+    const char *args[8 + 2 * MAX_FIELDS];
     int n = 0;
-    xadd[n++] = "XADD";
-    xadd[n++] = c->dead;
-    xadd[n++] = "*";
-    xadd[n++] = "entry_id";
-    xadd[n++] = e->id;
-    xadd[n++] = "error";
-    xadd[n++] = why;
-    xadd[n++] = "deliveries";
-    xadd[n++] = deliv;
-    for (size_t i = 0; e->fields && i + 1 < dlock__reply_count(e->fields) && n + 2 <= 9 + 2 * MAX_FIELDS; i += 2) {
-        xadd[n++] = rstr(dlock__reply_at(e->fields, i));
-        xadd[n++] = rstr(dlock__reply_at(e->fields, i + 1));
+    args[n++] = SK_PERSIST_GROUP;
+    args[n++] = e->id;
+    args[n++] = "entry_id";
+    args[n++] = e->id;
+    args[n++] = "error";
+    args[n++] = why;
+    args[n++] = "deliveries";
+    args[n++] = deliv;
+    for (size_t i = 0; e->fields && i + 1 < dlock__reply_count(e->fields) && n + 2 <= 8 + 2 * MAX_FIELDS; i += 2) {
+        args[n++] = rstr(dlock__reply_at(e->fields, i));
+        args[n++] = rstr(dlock__reply_at(e->fields, i + 1));
     }
-    const char *multi[] = {"MULTI"};
-    const char *ack[] = {"XACK", c->key, SK_PERSIST_GROUP, e->id};
-    const char *hdel[] = {"HDEL", c->errs, e->id};
-    const char *hinc[] = {"HINCRBY", c->stats, "dead", "1"};
-    const char *exec[] = {"EXEC"};
-    int argcs[] = {1, n, 4, 3, 4, 1};
-    const char *const *argvs[] = {multi, xadd, ack, hdel, hinc, exec};
-    dlock__reply *rs[6] = {0};
-    int err = dlock__conn_pipeline(w->rc, 6, argcs, argvs, NULL, rs);
-    if (!err && dlock__reply_kind(rs[5]) != DLOCK__R_ARRAY) err = DLOCK_ESERVER;
-    for (int i = 0; i < 6; i++) dlock__reply_free(rs[i]);
+    const char *keys[] = {c->dead, c->key, c->errs, c->stats};
+    dlock__reply *r = NULL;
+    int err = sk__eval_script(w->rc, (const char *)sk_lua_dead_letter, 4, keys, n, args, &r);
+    if (!err && dlock__reply_kind(r) != DLOCK__R_STRING) err = DLOCK_ESERVER;
+    if (err == DLOCK_ESERVER && r) wlog(w, "redis dead letter: %s", dlock__reply_str(r, NULL));
+    dlock__reply_free(r);
     if (err) {
         w->st.redis_errors++;
         return err;
@@ -563,9 +571,121 @@ static void take_announced(worker *w)
         }
 }
 
+/* The entries of one campaign's stream from an XREADGROUP reply. */
+static int take_stream(worker *w, const dlock__reply *st, int *n_out)
+{
+    const char *key = rstr(dlock__reply_at(st, 0));
+    camp *c = NULL;
+    for (size_t i = 0; i < w->ncamps && !c; i++)
+        if (strcmp(w->camps[i].key, key) == 0) c = &w->camps[i];
+    if (!c) return 0;
+    int n = entries_parse(w, c, dlock__reply_at(st, 1));
+    *n_out += n;
+    return n ? process(w, c, n, false) : 0;
+}
+
+#define XREAD_ARGC 11 /* XREADGROUP GROUP g c COUNT n BLOCK ms STREAMS key > */
+
+/* XREADGROUP ... [BLOCK ms] STREAMS key > into argv (XREAD_ARGC slots). */
+static int xread_argv(const worker *w, const camp *c, const char *cnt, const char *blk, const char **argv)
+{
+    int n = 0;
+    const char *head[] = {"XREADGROUP", "GROUP", SK_PERSIST_GROUP, w->consumer, "COUNT", cnt};
+    for (size_t i = 0; i < 6; i++) argv[n++] = head[i];
+    if (blk) {
+        argv[n++] = "BLOCK";
+        argv[n++] = blk;
+    }
+    argv[n++] = "STREAMS";
+    argv[n++] = c->key;
+    argv[n++] = ">";
+    return n;
+}
+
+/* Replies of a per-stream read: entries processed, errors counted. */
+static int take_replies(worker *w, dlock__reply **rs, size_t n, int *n_out)
+{
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        dlock__reply *r = rs[i];
+        if (r && dlock__reply_kind(r) == DLOCK__R_ERROR) {
+            if (dlock__reply_is_error(r, "NOGROUP")) w->nogroup = true;
+            wlog(w, "redis XREADGROUP: %s", dlock__reply_str(r, NULL));
+            w->st.redis_errors++;
+        } else if (r && dlock__reply_kind(r) == DLOCK__R_ARRAY && !err) {
+            for (size_t s = 0; s < dlock__reply_count(r) && !err; s++) err = take_stream(w, dlock__reply_at(r, s), n_out);
+        }
+        dlock__reply_free(r);
+    }
+    return err;
+}
+
+/* One stream at a time (a node is down); an error only when all failed. */
+static int read_each(worker *w, const int *argcs, const char *const **vv, size_t n, int *n_out)
+{
+    int failed = 0, err = 0;
+    for (size_t i = 0; i < n && !err; i++) {
+        dlock__reply *r = NULL;
+        int e = dlock__conn_cmd(w->rc, argcs[i], (const char **)vv[i], NULL, &r);
+        if (e) {
+            w->st.redis_errors++;
+            failed++;
+            continue;
+        }
+        err = take_replies(w, &r, 1, n_out);
+    }
+    return err ? err : (size_t)failed == n ? DLOCK_ECONN : 0;
+}
+
+/* On a Cluster the campaigns' streams live in different slots, most often
+ * on different masters, and one command may name keys of one slot only:
+ * one XREADGROUP per stream, pipelined (the router sends each to the
+ * node serving its slot and follows MOVED/ASK when a slot moves with its
+ * stream and group). When none had anything, one short BLOCK on one
+ * stream, turn by turn: announcements and the other nodes' streams wait
+ * at most CLUSTER_BLOCK_MS (no CLIENT UNBLOCK across nodes). */
+#define CLUSTER_BLOCK_MS 20
+static int read_new_cluster(worker *w, bool block, int *n_out)
+{
+    size_t n = w->ncamps;
+    int *argcs = calloc(n, sizeof(*argcs));
+    const char **argvs = calloc(n * XREAD_ARGC, sizeof(*argvs));
+    const char *const **vv = calloc(n, sizeof(*vv));
+    dlock__reply **rs = calloc(n, sizeof(*rs));
+    char cnt[16], blk[24];
+    snprintf(cnt, sizeof(cnt), "%d", w->o->batch);
+    int64_t bms = w->o->block_ms < CLUSTER_BLOCK_MS ? w->o->block_ms : CLUSTER_BLOCK_MS;
+    snprintf(blk, sizeof(blk), "%" PRId64, bms);
+    int err = DLOCK_ENOMEM;
+    if (argcs && argvs && vv && rs) {
+        for (size_t i = 0; i < n; i++) {
+            argcs[i] = xread_argv(w, &w->camps[i], cnt, NULL, argvs + XREAD_ARGC * i);
+            vv[i] = argvs + XREAD_ARGC * i;
+        }
+        err = dlock__conn_pipeline(w->rc, n, argcs, (const char *const *const *)vv, NULL, rs);
+        if (err) w->st.redis_errors++;
+        if (err) err = read_each(w, argcs, vv, n, n_out); /* a node down: the others still */
+        else err = take_replies(w, rs, n, n_out);
+    }
+    if (!err && *n_out == 0 && block && bms > 0) {
+        const char *one[XREAD_ARGC];
+        int argc = xread_argv(w, &w->camps[w->block_turn++ % n], cnt, blk, one);
+        dlock__reply *r = NULL;
+        err = dlock__conn_cmd(w->rc, argc, one, NULL, &r);
+        if (err) w->st.redis_errors++;
+        else err = take_replies(w, &r, 1, n_out);
+    }
+    free(argcs);
+    free(argvs);
+    free((void *)vv);
+    free(rs);
+    return err;
+}
+
 static int read_new(worker *w, bool block, int *n_out)
 {
     *n_out = 0;
+    if (w->cluster) return read_new_cluster(w, block, n_out);
     block = block && may_block(w);
     size_t argc = 0, cap = 10 + 2 * w->ncamps;
     const char **argv = calloc(cap, sizeof(*argv));
@@ -590,17 +710,7 @@ static int read_new(worker *w, bool block, int *n_out)
     int err = cmd(w, (int)argc, argv, &r);
     free(argv);
     if (err) return err;
-    for (size_t s = 0; s < dlock__reply_count(r) && !err; s++) {
-        const dlock__reply *st = dlock__reply_at(r, s);
-        const char *key = rstr(dlock__reply_at(st, 0));
-        camp *c = NULL;
-        for (size_t i = 0; i < w->ncamps && !c; i++)
-            if (strcmp(w->camps[i].key, key) == 0) c = &w->camps[i];
-        if (!c) continue;
-        int n = entries_parse(w, c, dlock__reply_at(st, 1));
-        *n_out += n;
-        if (n) err = process(w, c, n, false);
-    }
+    for (size_t s = 0; s < dlock__reply_count(r) && !err; s++) err = take_stream(w, dlock__reply_at(r, s), n_out);
     dlock__reply_free(r);
     return err;
 }
@@ -681,22 +791,25 @@ static void reserve_pass(worker *w)
 }
 
 /* The barrier after a change of master, one step per campaign (barrier.h):
- * the run id is read at every pass, so a failover or a restart behind the
- * same address is seen within one pass. */
+ * the run id of the node serving each campaign's slot is read at every
+ * pass (on a Cluster every master has its own; one server answers for
+ * all), so a failover, a restart behind the same address or a slot moved
+ * to another master is seen within one pass. */
 static void barrier_pass(worker *w)
 {
-    if (sk_barrier_run_id(w->rc, w->run_id) != 0) {
-        for (size_t i = 0; i < w->ncamps; i++) w->camps[i].open = false;
-        return;
-    }
     for (size_t i = 0; i < w->ncamps; i++) {
         camp *c = &w->camps[i];
+        char run_id[41];
+        if (sk_barrier_node_run_id(w->rc, c->id, run_id) != 0) {
+            c->open = false;
+            continue;
+        }
         bool was_due = c->bar.started_ms != 0;
-        int st = sk_barrier_step(w->db, w->rc, c->id, w->run_id, &c->bar);
+        int st = sk_barrier_step(w->db, w->rc, c->id, run_id, &c->bar);
         c->open = st == SK_BARRIER_OPEN;
         if (st < 0) wlog(w, "campaign %s: barrier: %s", c->id, sk_strerror(st));
         if (!was_due && c->bar.started_ms)
-            wlog(w, "campaign %s: new master (run id %s): barrier, draining", c->id, w->run_id);
+            wlog(w, "campaign %s: new master (run id %s): barrier, draining", c->id, run_id);
         if (!c->bar.opened) continue;
         w->st.barriers++;
         w->st.barrier_ms = c->bar.duration_ms;
@@ -705,6 +818,16 @@ static void barrier_pass(worker *w)
              c->id, c->bar.duration_ms, c->bar.epoch, c->bar.mirrored, c->bar.given_back, c->bar.handbacks);
         c->bar.mirrored = c->bar.given_back = c->bar.handbacks = 0;
     }
+}
+
+/* On a Cluster a Redis error of one campaign is its slot's master's (down
+ * until its replica is promoted, or the slot in migration): the other
+ * campaigns go on this round; their entries stay pending meanwhile. */
+static int one_node_down(worker *w, int err)
+{
+    bool redis = err == DLOCK_ECONN || err == DLOCK_EUNKNOWN || err == DLOCK_ESERVER || err == DLOCK_ETIMEOUT ||
+                 err == DLOCK_EIO;
+    return w->cluster && redis ? 0 : err;
 }
 
 static int worker_round(worker *w)
@@ -737,12 +860,12 @@ static int worker_round(worker *w)
     }
     int work = 0, n = 0, err = 0;
     for (size_t i = 0; i < w->ncamps && !err && now >= w->next_own_ms; i++) {
-        err = read_own_pending(w, &w->camps[i], &n);
+        err = one_node_down(w, read_own_pending(w, &w->camps[i], &n));
         work += n;
     }
     if (!err && now >= w->next_claim_ms) {
         for (size_t i = 0; i < w->ncamps && !err; i++) {
-            err = reclaim(w, &w->camps[i], &n);
+            err = one_node_down(w, reclaim(w, &w->camps[i], &n));
             work += n;
         }
         int64_t every = w->o->claim_idle_ms / 2;
@@ -790,7 +913,10 @@ static int worker_init(worker *w, const sk_persist_opts *o, char *err, size_t er
     int rc = sk_db_open(o->database_url, &w->db, err, errlen);
     if (rc) return rc;
     rc = sk_persist_redis_open(o->redis_url, o->block_ms + 5000, &w->rc, err, errlen);
-    if (rc || o->campaign) return rc;
+    if (rc) return rc;
+    w->cluster = sk_persist_is_cluster(w->rc);
+    if (w->cluster) wlog(w, "redis is a Cluster: one read per campaign stream, on the node of its slot");
+    if (o->campaign) return 0;
     char why[256];
     if (sk_announce_start(o->redis_url, &w->ann, why, sizeof(why)) != 0) /* discovery still finds them */
         wlog(w, "campaign announcements not followed (%s): new campaigns are found every 2 s", why);

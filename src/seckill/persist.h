@@ -57,6 +57,9 @@ int sk_persist_run(const sk_persist_opts *o, sk_persist_stats *stats_out, char *
 
 /* Opens a sync Redis connection for the pipeline (sentinel URLs resolved).
  * command_timeout_ms must exceed any BLOCK used on it. */
+/* Whether the server behind rc is a Cluster node (INFO cluster,
+ * cluster_enabled:1): then one command may name keys of one slot only. */
+bool sk_persist_is_cluster(dlock__conn *rc);
 int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__conn **out, char *err,
                           size_t errlen);
 

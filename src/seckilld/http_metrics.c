@@ -124,6 +124,16 @@ static void put_promises(const sk_engine_stats *st, dlock__buf *o)
                "Leases given up (not renewed in time) or found taken by another instance.", st->lease_lost);
 }
 
+/* Calls per Redis node: on a Cluster, which masters decide. */
+static void put_nodes(const sk_engine_stats *st, dlock__buf *o)
+{
+    dlock__buf_printf(o, "# HELP seckill_redis_node_calls_total Purchase/campaign scripts and WAITs answered, by "
+                         "the Redis node that served them.\n# TYPE seckill_redis_node_calls_total counter\n");
+    for (int i = 0; i < st->nnodes; i++)
+        dlock__buf_printf(o, "seckill_redis_node_calls_total{node=\"%s\"} %llu\n", st->nodes[i].node,
+                          (unsigned long long)st->nodes[i].calls);
+}
+
 void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size_t inflight,
                        int ready, dlock__buf *o)
 {
@@ -132,6 +142,7 @@ void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size
     put_outcomes(o, "seckill_purchases_total", "Purchase decisions by outcome.", st->outcomes);
     put_batches(st, o);
     put_promises(st, o);
+    put_nodes(st, o);
     put_scalar(o, "counter", "seckill_soldout_local_total", "Purchases answered sold-out from the local flag.",
                st->soldout_local);
     put_scalar(o, "counter", "seckill_redis_errors_total", "Redis commands that failed or timed out.",

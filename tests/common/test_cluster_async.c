@@ -269,7 +269,8 @@ static void test_script_load_on_every_master_and_wait_on_a_slot(void **state)
     assert_int_equal(r.err, 0);
     assert_int_equal(strlen(r.text), 40);
     char sha[41];
-    snprintf(sha, sizeof(sha), "%s", r.text);
+    memcpy(sha, r.text, 40);
+    sha[40] = '\0';
     for (int k = 0; k < 3; k++) {
         char kk[128], got[32] = "";
         key(kk, sizeof(kk), k, "sha");

@@ -299,7 +299,7 @@ static int cmp_told(const void *x, const void *y)
 /* One line per order told (its best answer: 201 beats 202), the counts. */
 static void tally(bench *b)
 {
-    if (b->n_told) qsort(b->told, b->n_told, sizeof(told), cmp_told); /* told is NULL when none */
+    if (b->n_told > 1) qsort(b->told, b->n_told, sizeof(told), cmp_told); /* told is NULL when none */
     for (size_t k = 0; k < b->n_told; k++) {
         const told *t = &b->told[k];
         if (k > 0 && b->told[k - 1].oid == t->oid) { /* a replay of an order counted */

@@ -404,7 +404,7 @@ static int cmd_barrier(cli *c)
 {
     char run_id[41], owner[64];
     snprintf(owner, sizeof(owner), "seckill-barrier-%ld", (long)getpid());
-    int err = sk_barrier_run_id(c->rc, run_id);
+    int err = sk_barrier_node_run_id(c->rc, c->campaign, run_id); /* the campaign's master */
     if (!err) err = sk_barrier_force(c->rc, c->campaign, owner);
     if (err) {
         fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(err));

@@ -28,12 +28,17 @@
 --   Returns {orders taken now, give-backs applied now}.
 --
 -- mode "open": the campaign sells again on this master, if the caller
--- still holds the barrier lock: meta.runid and meta.epoch set, lock gone.
+-- still holds the barrier lock and this node is the master the caller
+-- drained (ARGV[3] is its run id: on a Cluster the slot may have moved, or
+-- failed over, since): meta.runid and meta.epoch set, lock gone.
 --   KEYS[1] {c:<id>}:meta  KEYS[2] {c:<id>}:barrier
 --   ARGV[1] "open"  ARGV[2] lock owner  ARGV[3] run id  ARGV[4] epoch
---   Returns 1 (opened), 0 (lock not held: nothing written).
+--   Returns 1 (opened), 0 (lock not held, or another node: nothing written).
 if ARGV[1] == 'open' then
   if redis.call('GET', KEYS[2]) ~= ARGV[2] then
+    return 0
+  end
+  if string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') ~= ARGV[3] then
     return 0
   end
   redis.call('HSET', KEYS[1], 'runid', ARGV[3], 'epoch', ARGV[4])

@@ -15,7 +15,9 @@
 -- KEYS[1] {c:<id>}:meta  KEYS[2] {c:<id>}:stock  KEYS[3] {c:<id>}:buyers
 -- ARGV[1] mode  ARGV[2] title  ARGV[3] stock  ARGV[4] per_user_limit
 -- ARGV[5] starts_at_ms  ARGV[6] ends_at_ms  ARGV[7] price_cents
--- ARGV[8] run id of the connected server  ARGV[9] db_reserve (0..stock)
+-- ARGV[8] run id of the connected server ("": this node's own, from INFO
+--   server: on a Cluster the engine does not know which node serves the slot)
+-- ARGV[9] db_reserve (0..stock)
 -- Returns {0, remaining} | {-1, 0} exists | {-2, 0} live (not forced)
 local mode = ARGV[1]
 local t = redis.call('TIME')
@@ -34,6 +36,7 @@ if remaining < 0 then remaining = 0 end
 local old = redis.call('HMGET', KEYS[1], 'runid', 'epoch')
 local runid = old[1]
 if mode ~= 'reheat' or not runid then runid = ARGV[8] end
+if runid == '' then runid = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end
 redis.call('HSET', KEYS[1], 'title', ARGV[2], 'stock', ARGV[3], 'per_user_limit', ARGV[4],
            'starts_at_ms', ARGV[5], 'ends_at_ms', ARGV[6], 'price_cents', ARGV[7],
            'created_at_ms', tostring(now), 'db_reserve', tostring(reserve), 'runid', runid,

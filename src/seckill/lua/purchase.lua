@@ -13,7 +13,8 @@
 -- ARGV[3] user rate limit (0 = off)  ARGV[4] user rate window ms
 -- ARGV[5] ip rate limit (0 = off)    ARGV[6] ip rate window ms
 -- ARGV[7] idempotency ttl ms         ARGV[8] order hash ttl ms
--- ARGV[9] run id of the connected server (INFO server)
+-- ARGV[9] run id of the connected server (INFO server); "" (Cluster: the
+--   engine does not know which node serves the slot) reads this node's own
 -- then 5 per purchase i (a = 9 + 5*(i-1)):
 --   ARGV[a+1] order id (decimal)  ARGV[a+2] user  ARGV[a+3] quantity
 --   ARGV[a+4] Idempotency-Key or ""  ARGV[a+5] client ip or ""
@@ -38,7 +39,9 @@ local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_sta
 local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms', 'runid', 'epoch')
 local n = tonumber(ARGV[2])
 local out = {}
-if not meta[1] or meta[4] ~= ARGV[9] then
+local runid = ARGV[9]
+if runid == '' then runid = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end
+if not meta[1] or meta[4] ~= runid then
   local code = meta[1] and CODE.barrier or CODE.not_found
   for i = 1, n do
     local a = 9 + 5 * (i - 1)

@@ -1,11 +1,12 @@
 -- sk_worker_lease.lua: takes or renews the order-id worker lease
 -- seckill:worker:<n> for this instance. The lease's value is
 -- "<instance>:<fence>", where fence is a fencing token INCRed at every
--- take (seckill:worker:<n>:fence), so a renewal succeeds only for the very
+-- take ({seckill:worker:<n>}:fence: its hash tag is the lease key's whole
+-- name, so both live in one Cluster slot), so a renewal succeeds only for the very
 -- lease it renews: an instance paused past its lease whose worker id was
 -- taken (and maybe freed again) meanwhile finds a different value and
 -- must take a lease anew. Another instance's lease is never touched.
--- KEYS[1] seckill:worker:<n>   KEYS[2] seckill:worker:<n>:fence
+-- KEYS[1] seckill:worker:<n>   KEYS[2] {seckill:worker:<n>}:fence
 -- ARGV[1] instance id   ARGV[2] lease ms   ARGV[3] fence to renew ("0": take)
 -- Returns {fence, server_ms}: fence > 0 when the lease is ours (for
 -- ARGV[2] ms from now), 0 otherwise; server_ms is the server's clock (a
