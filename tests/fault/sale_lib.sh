@@ -167,3 +167,39 @@ start_sentinel_redis() {
     REDIS_URL="redis-sentinel://${hosts%,}/mymaster"
     DATABASE_URL="sqlite://$work/orders.db"
 }
+
+# dl_netns_two_links TAG NET_A NET_B: a network namespace "$TAG$$" with two
+# veth pairs to the host: link A (host $host_ip, namespace $ns_ip, on
+# 10.NET_A.x.0/30; host end $hv) and link B ($host_cip / $ns_cip on
+# 10.NET_B.x.0/30; host end $hc). Sets ns hv nv hc nc and the four
+# addresses, and extends the EXIT trap to remove them. Where the
+# environment cannot make them (no root, no CAP_NET_ADMIN, no veth) it says
+# so and exits 77: the scenario is skipped, never faked.
+dl_netns_two_links() {
+    local tag=$1 net=$((RANDOM % 250))
+    ns="${tag}ns$$" hv="${tag}h$$" nv="${tag}n$$" hc="${tag}c$$" nc="${tag}k$$"
+    host_ip="10.$2.$net.1" ns_ip="10.$2.$net.2"
+    host_cip="10.$3.$net.1" ns_cip="10.$3.$net.2"
+    trap 'dl_cleanup; ip netns del "$ns" 2>/dev/null || true; ip link del "$hv" 2>/dev/null || true; ip link del "$hc" 2>/dev/null || true; [ -n "${DLOCK_TEST_KEEP:-}" ] || rm -rf "$work"' EXIT
+    if ! dl_netns_make 2>"$work/netns.err"; then
+        echo "SKIP: this environment cannot create network namespaces with veth pairs: $(head -n 1 "$work/netns.err")"
+        exit 77
+    fi
+}
+
+dl_netns_make() {
+    ip netns add "$ns" &&
+    ip link add "$hv" type veth peer name "$nv" &&
+    ip link set "$nv" netns "$ns" &&
+    ip addr add "$host_ip/30" dev "$hv" &&
+    ip link set "$hv" up &&
+    ip netns exec "$ns" ip addr add "$ns_ip/30" dev "$nv" &&
+    ip netns exec "$ns" ip link set "$nv" up &&
+    ip link add "$hc" type veth peer name "$nc" &&
+    ip link set "$nc" netns "$ns" &&
+    ip addr add "$host_cip/30" dev "$hc" &&
+    ip link set "$hc" up &&
+    ip netns exec "$ns" ip addr add "$ns_cip/30" dev "$nc" &&
+    ip netns exec "$ns" ip link set "$nc" up &&
+    ip netns exec "$ns" ip link set lo up
+}

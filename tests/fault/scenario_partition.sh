@@ -10,39 +10,8 @@
 # skipped (exit 77), never faked.
 SCENARIO=partition
 . "$(dirname "$0")/sale_lib.sh"
-ns="dlock$$"
-hv="dlh$$"   # Redis link (cut)
-nv="dln$$"
-hc="dlc$$"   # client link (kept)
-nc="dlk$$"
-net=$((RANDOM % 250))
-host_ip="10.213.$net.1"
-ns_ip="10.213.$net.2"
-host_cip="10.214.$net.1"
-ns_cip="10.214.$net.2"
-trap 'dl_cleanup; ip netns del "$ns" 2>/dev/null || true; ip link del "$hv" 2>/dev/null || true; ip link del "$hc" 2>/dev/null || true; [ -n "${DLOCK_TEST_KEEP:-}" ] || rm -rf "$work"' EXIT
-# Namespace and two veth pairs; any refusal (no root, no CAP_NET_ADMIN,
-# no veth support) means this environment cannot run the scenario.
-make_net() {
-    ip netns add "$ns" &&
-    ip link add "$hv" type veth peer name "$nv" &&
-    ip link set "$nv" netns "$ns" &&
-    ip addr add "$host_ip/30" dev "$hv" &&
-    ip link set "$hv" up &&
-    ip netns exec "$ns" ip addr add "$ns_ip/30" dev "$nv" &&
-    ip netns exec "$ns" ip link set "$nv" up &&
-    ip link add "$hc" type veth peer name "$nc" &&
-    ip link set "$nc" netns "$ns" &&
-    ip addr add "$host_cip/30" dev "$hc" &&
-    ip link set "$hc" up &&
-    ip netns exec "$ns" ip addr add "$ns_cip/30" dev "$nc" &&
-    ip netns exec "$ns" ip link set "$nc" up &&
-    ip netns exec "$ns" ip link set lo up
-}
-if ! make_net 2>"$work/netns.err"; then
-    echo "SKIP: this environment cannot create network namespaces with veth pairs: $(head -n 1 "$work/netns.err")"
-    exit 77
-fi
+# The namespace: link A (cut mid-sale) and link B (kept); see sale_lib.sh.
+dl_netns_two_links dp 213 214
 
 dl_start_redis "$work" --bind 127.0.0.1 "$host_ip"
 REDIS_URL="redis://127.0.0.1:$REDIS_PORT"

@@ -25,37 +25,8 @@ SCENARIO=split_brain
 UNSAFE=${SPLIT_BRAIN_UNSAFE:-0}
 MAX_LAG=${SPLIT_BRAIN_MAX_LAG:-2} # s; the cut lasts well beyond it
 CUT_MIN_S=${SPLIT_BRAIN_CUT_S:-6}
-ns="dlsb$$"
-hv="dsh$$"   # the master's link to the host (cut)
-nv="dsn$$"
-hc="dsc$$"   # buyers' link to A (kept)
-nc="dsk$$"
-net=$((RANDOM % 250))
-host_ip="10.215.$net.1"
-ns_ip="10.215.$net.2"
-host_cip="10.216.$net.1"
-ns_cip="10.216.$net.2"
-trap 'dl_cleanup; ip netns del "$ns" 2>/dev/null || true; ip link del "$hv" 2>/dev/null || true; ip link del "$hc" 2>/dev/null || true; [ -n "${DLOCK_TEST_KEEP:-}" ] || rm -rf "$work"' EXIT
-make_net() {
-    ip netns add "$ns" &&
-    ip link add "$hv" type veth peer name "$nv" &&
-    ip link set "$nv" netns "$ns" &&
-    ip addr add "$host_ip/30" dev "$hv" &&
-    ip link set "$hv" up &&
-    ip netns exec "$ns" ip addr add "$ns_ip/30" dev "$nv" &&
-    ip netns exec "$ns" ip link set "$nv" up &&
-    ip link add "$hc" type veth peer name "$nc" &&
-    ip link set "$nc" netns "$ns" &&
-    ip addr add "$host_cip/30" dev "$hc" &&
-    ip link set "$hc" up &&
-    ip netns exec "$ns" ip addr add "$ns_cip/30" dev "$nc" &&
-    ip netns exec "$ns" ip link set "$nc" up &&
-    ip netns exec "$ns" ip link set lo up
-}
-if ! make_net 2>"$work/netns.err"; then
-    echo "SKIP: this environment cannot create network namespaces with veth pairs: $(head -n 1 "$work/netns.err")"
-    exit 77
-fi
+# The namespace: the master's link to the host (A, cut) and the buyers' link to instance A (B, kept).
+dl_netns_two_links ds 215 216
 
 # wait_redis HOST PORT [netns]: until it answers PING.
 wait_redis() {

@@ -3,7 +3,10 @@
  * recorded request sequence (same user twice in a batch, replays, key
  * conflicts, limits, sell-out); the local sold-out flag answers without
  * Redis and clears when stock comes back; a frozen Redis (SIGSTOP) gives
- * "outcome unknown" within the reply deadline and the engine recovers. */
+ * "outcome unknown" within the reply deadline and the engine recovers.
+ * With DLOCK_TEST_CLUSTER=1 (test_sk_engine_cluster) the same cases run on
+ * a 3-master + 3-replica Cluster through a redis-cluster:// URL, except
+ * the one that freezes the single server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +20,7 @@
 
 #include "dlock/dlock.h"
 #include "engine.h"
+#include "lib_target.h"
 #include "servers.h"
 #include "util.h"
 
@@ -25,13 +29,13 @@ static test_server redis;
 static int setup(void **state)
 {
     (void)state;
-    return test_redis_start(&redis, NULL);
+    return lt_start(&redis);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    test_server_stop(&redis);
+    lt_stop(&redis);
     return 0;
 }
 
@@ -218,7 +222,7 @@ static void test_local_sold_out_flag_clears_when_stock_returns(void **state)
     assert_int_equal(st.soldout_local, 1);
     /* a cancellation gives a unit back (as the release script does) */
     const char *argv[] = {"INCRBY", "{c:flag}:stock", "1"};
-    assert_int_equal(test_redis_cmd(&redis, NULL, 0, 3, argv), 0);
+    assert_int_equal(lt_cmd(&redis, NULL, 0, 3, argv), 0);
     int64_t deadline = dlock__now_ms() + 3000;
     int rc;
     do {
@@ -235,6 +239,7 @@ static void test_local_sold_out_flag_clears_when_stock_returns(void **state)
 static void test_frozen_redis_is_outcome_unknown_then_recovers(void **state)
 {
     (void)state;
+    LT_STANDALONE_ONLY("it freezes the one server (SIGSTOP)");
     struct event_base *base = event_base_new();
     sk_engine *e = engine(base, 64, 300);
     heat(base, e, "frz", 100, 5);
@@ -282,7 +287,7 @@ static void test_a_batch_after_script_flush_is_sent_again_with_the_source(void *
     run_until(base, &done_count, 1, 3000);
     assert_int_equal(s[0].r.err, 0);
     const char *flush[] = {"SCRIPT", "FLUSH"};
-    assert_int_equal(test_redis_cmd(&redis, NULL, 0, 2, flush), 0);
+    assert_int_equal(lt_cmd(&redis, NULL, 0, 2, flush), 0);
     assert_int_equal(sk_engine_purchase(e, "fl", "buyer-1", 1, "key-1", "10.0.0.1", on_result, &s[1]), 0);
     assert_int_equal(sk_engine_purchase(e, "fl", "buyer-2", 2, NULL, NULL, on_result, &s[2]), 0);
     run_until(base, &done_count, 3, 3000);
