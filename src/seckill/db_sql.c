@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "sk_err.h"
+#include "util.h"
 
 #define SK__MAX_STMTS 64
 #define SK__MAX_ARGS 16
@@ -59,6 +60,22 @@ static void set_err(sk_db *db, const char *what, const char *msg)
     while (n && (db->err[n - 1] == '\n' || db->err[n - 1] == ' ')) db->err[--n] = '\0';
 }
 
+/* sqlite3_exec, again while SQLITE_BUSY for up to 10 s: switching a new
+ * file to WAL needs an exclusive lock, and when two connections do it at
+ * once (the event loops of one seckilld opening the same file) SQLite
+ * answers BUSY at once, without the busy handler, to avoid a deadlock. */
+static int exec_retrying_busy(sqlite3 *lite, const char *sql, char **msg_out)
+{
+    int64_t deadline = dlock__now_ms() + 10000;
+    for (;;) {
+        int rc = sqlite3_exec(lite, sql, NULL, NULL, msg_out);
+        if (rc != SQLITE_BUSY || dlock__now_ms() >= deadline) return rc;
+        sqlite3_free(*msg_out);
+        *msg_out = NULL;
+        dlock__sleep_ms(10 + (int64_t)(dlock__now_ms() % 20));
+    }
+}
+
 static int open_sqlite(sk_db *db, const char *path, char *err, size_t errlen)
 {
     int rc = sqlite3_open_v2(path, &db->lite,
@@ -73,7 +90,7 @@ static int open_sqlite(sk_db *db, const char *path, char *err, size_t errlen)
                                           "PRAGMA foreign_keys=ON", NULL};
     for (int i = 0; pragmas[i]; i++) {
         char *msg = NULL;
-        if (sqlite3_exec(db->lite, pragmas[i], NULL, NULL, &msg) != SQLITE_OK) {
+        if (exec_retrying_busy(db->lite, pragmas[i], &msg) != SQLITE_OK) {
             snprintf(err, errlen, "sqlite %s: %s", pragmas[i], msg ? msg : "?");
             sqlite3_free(msg);
             return SK_EDB;
