@@ -11,17 +11,12 @@
 # Env: ROUNDS (5) DURATION (2 s) BUILD_DIR (build-rel)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
 . scripts/lib.sh
+. bench/seckill/bench_lib.sh
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-2}
-BUILD=${BUILD_DIR:-build-rel}
-case "$BUILD" in /*) ;; *) BUILD="$root/$BUILD" ;; esac
+sb_setup seckill-acks tools/seckill-bench/seckill-bench
 bench="$BUILD/tools/seckill-bench/seckill-bench"
-[ -x "$bench" ] || { echo "acks.sh: $bench not built (cmake --build $BUILD --target seckill-bench)" >&2; exit 2; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-acks-XXXXXX")
-trap 'dl_cleanup; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
 dl_start_redis "$work"
 dl_start_replica "$work" "$REDIS_PORT"
 out="$work/rows.csv"

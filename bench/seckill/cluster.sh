@@ -14,27 +14,19 @@
 # Env: ROUNDS (5) DURATION (3 s) BUILD_DIR (build-rel)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
 . scripts/lib.sh
+. bench/seckill/bench_lib.sh
 . tests/support/cluster.sh
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-3}
-BUILD=${BUILD_DIR:-build-rel}
-case "$BUILD" in /*) ;; *) BUILD="$root/$BUILD" ;; esac
+sb_setup seckill-cluster tools/seckill-bench/seckill-bench
 bench="$BUILD/tools/seckill-bench/seckill-bench"
-[ -x "$bench" ] || { echo "cluster.sh: $bench not built (cmake --build $BUILD --target seckill-bench)" >&2; exit 2; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-cluster-XXXXXX")
-trap 'dl_cleanup; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
 
 dl_start_redis "$work"
 one="redis://127.0.0.1:$REDIS_PORT"
 mkdir -p "$work/node" "$work/clu"
-port=$(dl_free_port)
-redis-server --port "$port" --bind 127.0.0.1 --dir "$work/node" --save '' --appendonly no \
-    --cluster-enabled yes --cluster-config-file nodes.conf >"$work/node/redis.log" 2>&1 &
-dl_track $!
-for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+dl_start_redis "$work/node" --cluster-enabled yes --cluster-config-file nodes.conf
+port=$REDIS_PORT
 redis-cli -p "$port" cluster addslotsrange 0 16383 >/dev/null
 for _ in $(seq 1 100); do
     case "$(redis-cli -p "$port" cluster info)" in *cluster_state:ok*) break ;; esac

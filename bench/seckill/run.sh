@@ -10,8 +10,8 @@
 #      IDLE_CONNS (10000) BUILD_DIR (build-rel; configure it RelWithDebInfo)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
 . scripts/lib.sh
+. bench/seckill/bench_lib.sh
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-3}
@@ -19,18 +19,10 @@ CONNS=${CONNS:-128}
 RB_N=${RB_N:-100000}
 RB_NP=${RB_NP:-300000}
 IDLE=${IDLE_CONNS:-10000}
-BUILD=${BUILD_DIR:-build-rel}
-case "$BUILD" in /*) ;; *) BUILD="$root/$BUILD" ;; esac
+command -v redis-benchmark >/dev/null || { echo "run.sh: redis-benchmark not installed" >&2; exit 2; }
+sb_setup seckill-bench tools/seckill-bench/seckill-bench tools/seckilld/seckilld
 bench="$BUILD/tools/seckill-bench/seckill-bench"
 seckilld="$BUILD/tools/seckilld/seckilld"
-for b in "$bench" "$seckilld"; do
-    [ -x "$b" ] || { echo "run.sh: $b not built (cmake --build $BUILD --target seckill-bench seckilld)" >&2; exit 2; }
-done
-command -v redis-benchmark >/dev/null || { echo "run.sh: redis-benchmark not installed" >&2; exit 2; }
-
-work=$(mktemp -d /tmp/seckill-bench-XXXXXX)
-trap 'dl_cleanup; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
 ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -ge $((IDLE + 200)) ] || { echo "run.sh: fd limit $(ulimit -n) < $IDLE + 200" >&2; exit 2; }
 
