@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "buckets.h"
+
 typedef struct sk_campaign {
     char id[65];       /* 1-64 of [A-Za-z0-9_-] */
     char title[257];
@@ -14,6 +16,10 @@ typedef struct sk_campaign {
     int64_t starts_at_ms, ends_at_ms; /* [starts, ends), unix ms, checked on the Redis clock */
     int64_t price_cents;
     int64_t db_reserve; /* units carved out for the database path (0..stock); Redis gets stock - db_reserve */
+    int64_t shards;     /* buckets the Redis stock is split over (1..SK_MAX_SHARDS; 0 read as 1) */
+    /* their tags, as the meta field bucket_tags keeps them (buckets.h);
+     * chosen at creation, never changed; "" for shards <= 1 */
+    char bucket_tags[SK_MAX_SHARDS * SK_BUCKET_TAG_MAX];
 } sk_campaign;
 
 #endif
