@@ -372,7 +372,7 @@ static void seal_reset(sk_barrier_run *b)
 }
 
 /* Under the seal lock: E chosen (once per holding), the other buckets
- * raised and persisted through, E sealed. 1 sealed (b->epoch = E),
+ * raised and persisted through, E sealed. 0 sealed (b->epoch = E),
  * SK_BARRIER_WAITING, or < 0. */
 static int seal_shared(sk_db *db, dlock__conn *rc, const char *campaign, const bkeys *bk, sk_barrier_run *b)
 {
@@ -400,7 +400,7 @@ static int seal_shared(sk_db *db, dlock__conn *rc, const char *campaign, const b
         return SK_BARRIER_WAITING;
     }
     b->epoch = b->seal_epoch;
-    return 1;
+    return 0;
 }
 
 static void seal_unlock(dlock__conn *rc, const bkeys *bk, sk_barrier_run *b)
@@ -425,7 +425,7 @@ static int finish(sk_db *db, dlock__conn *rc, const char *campaign, const bkeys 
     if (bk->lay->k == 1) {
         b->epoch = m->epoch + 1;
         if ((err = sk_db_campaign_seal(db, campaign, b->epoch))) return err;
-    } else if ((err = seal_shared(db, rc, campaign, bk, b)) != 1) {
+    } else if ((err = seal_shared(db, rc, campaign, bk, b)) != 0) {
         return err;
     }
     err = mirror_all(db, rc, campaign, bk, b);
