@@ -153,8 +153,9 @@ static int compare_buyers(sk_db *db, dlock__conn *rc, const sk_buckets *b, sk_re
 }
 
 /* A journal value "<dst>\n<units>\n<ts_ms>" of a transfer leaving bucket
- * src of k: 0 with *dst, *units, or -1 (malformed, or no other bucket). */
-static int parse_xfer(const char *v, int k, int src, int *dst, int64_t *units)
+ * src of k: 0 with *dst, *units, *ts_ms, or -1 (malformed, or no other
+ * bucket). */
+static int parse_xfer(const char *v, int k, int src, int *dst, int64_t *units, int64_t *ts_ms)
 {
     int64_t f[3];
     for (int i = 0; i < 3; i++) {
@@ -167,6 +168,7 @@ static int parse_xfer(const char *v, int k, int src, int *dst, int64_t *units)
     if (f[0] >= k || f[0] == src || f[1] <= 0) return -1;
     *dst = (int)f[0];
     *units = f[1];
+    *ts_ms = f[2];
     return 0;
 }
 
@@ -184,9 +186,9 @@ static int read_journal(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcil
     for (size_t i = 0; !err && dlock__reply_kind(r) == DLOCK__R_ARRAY && i + 1 < dlock__reply_count(r); i += 2) {
         const char *xid = dlock__reply_str(dlock__reply_at(r, i), NULL), *v = dlock__reply_str(dlock__reply_at(r, i + 1), NULL);
         int dst = 0;
-        int64_t units = 0, applied = 0;
+        int64_t units = 0, applied = 0, ts = 0;
         bk->xfer_entries++;
-        if (parse_xfer(v, b->k, j, &dst, &units)) {
+        if (parse_xfer(v, b->k, j, &dst, &units, &ts)) {
             char shown[48];
             snprintf(shown, sizeof(shown), "%s", v);
             for (char *p = shown; *p; p++)
@@ -204,6 +206,7 @@ static int read_journal(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcil
         if (!applied) {
             bk->transit_out_entries++;
             bk->transit_out_units += units;
+            if (!bk->transit_oldest_ms || ts < bk->transit_oldest_ms) bk->transit_oldest_ms = ts;
         }
     }
     dlock__reply_free(r);
@@ -295,6 +298,8 @@ static int redis_side(dlock__conn *rc, const sk_buckets *b, sk_reconcile_report 
         rep->r_lag += bk->lag;
         rep->r_in_transit += bk->transit_out_units;
         rep->r_in_transit_entries += bk->transit_out_entries;
+        if (bk->transit_oldest_ms && (!rep->r_transit_oldest_ms || bk->transit_oldest_ms < rep->r_transit_oldest_ms))
+            rep->r_transit_oldest_ms = bk->transit_oldest_ms;
     }
     return 0;
 }

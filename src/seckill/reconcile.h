@@ -26,6 +26,7 @@ typedef struct sk_reconcile_bucket {
     int64_t stock, buyer_units, buyers, stream_len, pending, lag, dead, released, carried;
     int64_t xfer_entries;                           /* journal entries of transfers leaving it */
     int64_t transit_out_entries, transit_out_units; /* of those, not yet given (in transit) */
+    int64_t transit_oldest_ms;                      /* Redis clock of the oldest of those (0: none) */
     int64_t xin;                                    /* transfers given to it (SCARD {T}:xin) */
 } sk_reconcile_bucket;
 
@@ -38,6 +39,7 @@ typedef struct sk_reconcile_report {
     /* sums over the buckets: r_stock, r_buyer_units, r_buyers, r_stream_len, r_pending, r_lag, r_dead,
      * r_released, r_carried; in transit: units taken from one bucket, not yet given to another */
     int64_t r_in_transit, r_in_transit_entries;
+    int64_t r_transit_oldest_ms; /* Redis clock (unix ms) of the oldest take still in transit; 0: none */
     int nbuckets; /* K (1 when the layout could not be read) */
     sk_reconcile_bucket bucket[SK_MAX_SHARDS];
     /* database */

@@ -489,6 +489,7 @@ static void test_admin_shows_every_bucket_and_its_master(void **state)
         assert_string_not_equal(masters[0], masters[2]);
     }
     assert_non_null(strstr(out, "remaining 23 + 4 in transit (1 transfers), 3 units bought by 3 buyers"));
+    assert_non_null(strstr(out, "oldest transfer in transit taken "));
     const char *js[] = {"campaigns", "show", "show3", "--json", NULL};
     assert_int_equal(run_seckill(out, sizeof(out), js), 0);
     assert_non_null(strstr(out, "\"shards\":3,\"remaining\":23,\"in_transit\":4"));
@@ -498,6 +499,9 @@ static void test_admin_shows_every_bucket_and_its_master(void **state)
     assert_non_null(strstr(out, "seckill_bucket_remaining{campaign=\"show3\",bucket=\"2\"} 5\n"));
     assert_non_null(strstr(out, "seckill_bucket_journal_entries{campaign=\"show3\",bucket=\"2\"} 1\n"));
     assert_non_null(strstr(out, "seckill_bucket_in_transit_units{campaign=\"show3\"} 4\n"));
+    assert_non_null(strstr(out, "seckill_bucket_in_transit_transfers{campaign=\"show3\"} 1\n"));
+    assert_non_null(strstr(out, "seckill_bucket_in_transit_oldest_seconds{campaign=\"show3\"} "));
+    assert_null(strstr(out, "seckill_bucket_in_transit_oldest_seconds{campaign=\"show3\"} 0.000\n"));
     assert_non_null(strstr(out, "seckill_reconcile_differences{campaign=\"show3\"} 0\n"));
     const char *rec[] = {"reconcile", "--campaign", "show3", NULL};
     assert_int_equal(run_seckill(out, sizeof(out), rec), 0);

@@ -194,7 +194,9 @@ static const char METRICS_HELP[] =
     "# HELP seckill_bucket_in_transit_units Units taken from one bucket and not yet given to another.\n"
     "# TYPE seckill_bucket_in_transit_units gauge\n"
     "# HELP seckill_bucket_in_transit_transfers Transfers whose units are in transit.\n"
-    "# TYPE seckill_bucket_in_transit_transfers gauge\n";
+    "# TYPE seckill_bucket_in_transit_transfers gauge\n"
+    "# HELP seckill_bucket_in_transit_oldest_seconds Age of the oldest transfer in transit (0: none).\n"
+    "# TYPE seckill_bucket_in_transit_oldest_seconds gauge\n";
 
 /* The persisters' counters of one campaign ({c:<id>}:pipeline). */
 typedef struct pipeline_counters {
@@ -247,6 +249,9 @@ static void metrics_buckets(const sk_reconcile_report *rep, dlock__buf *out)
     dlock__buf_printf(out, "seckill_bucket_in_transit_units{campaign=\"%s\"} %lld\n", id, (long long)rep->r_in_transit);
     dlock__buf_printf(out, "seckill_bucket_in_transit_transfers{campaign=\"%s\"} %lld\n", id,
                       (long long)rep->r_in_transit_entries);
+    int64_t age = rep->r_transit_oldest_ms ? dlock__wall_ms() - rep->r_transit_oldest_ms : 0;
+    dlock__buf_printf(out, "seckill_bucket_in_transit_oldest_seconds{campaign=\"%s\"} %.3f\n", id,
+                      (age > 0 ? age : 0) / 1000.0);
 }
 
 static void metrics_campaign(cli *c, const sk_reconcile_report *rep, dlock__buf *out)
@@ -442,6 +447,9 @@ static void show_text(const show_ctx *s, dlock__buf *o)
                          " transfers), %" PRId64 " units bought by %" PRId64 " buyers\n",
                       rep->nbuckets, rep->nbuckets > 1 ? "s" : "", rep->r_stock, rep->r_in_transit,
                       rep->r_in_transit_entries, rep->r_buyer_units, rep->r_buyers);
+    if (rep->r_transit_oldest_ms)
+        dlock__buf_printf(o, "  oldest transfer in transit taken %.1f s ago (recovery gives it after 3 s)\n",
+                          (double)(dlock__wall_ms() - rep->r_transit_oldest_ms) / 1000.0);
     for (int j = 0; j < rep->nbuckets; j++) {
         const sk_reconcile_bucket *bk = &rep->bucket[j];
         dlock__buf_printf(o, "  bucket %d {%s} on %s: %s%" PRId64 ", buyers %" PRId64 " (%" PRId64
