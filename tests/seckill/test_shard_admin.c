@@ -151,8 +151,9 @@ static void ack_stream(const sk_buckets *b, int j)
     dlock__reply_free(r);
 }
 
-/* user buys one unit in its home bucket; the order is stored (persisted). */
-static uint64_t buy(const char *camp, const sk_buckets *b, const char *user)
+/* user buys one unit in its home bucket; the order is stored (persisted),
+ * its stream entry acknowledged when ack. */
+static uint64_t buy_ack(const char *camp, const sk_buckets *b, const char *user, bool ack)
 {
     int j = sk_home_bucket(user, K);
     char stk[128], buyers[128], orders[128], oid[24], ts[24];
@@ -169,9 +170,11 @@ static uint64_t buy(const char *camp, const sk_buckets *b, const char *user)
     int res = 0;
     assert_int_equal(sk_db_apply_batch(db, &o, 1, &res), 0);
     assert_int_equal(res, SK_APPLY_PERSISTED);
-    ack_stream(b, j);
+    if (ack) ack_stream(b, j);
     return id;
 }
+
+static uint64_t buy(const char *camp, const sk_buckets *b, const char *user) { return buy_ack(camp, b, user, true); }
 
 /* A user whose home bucket is j (u<j>-<n> for the first n that hashes there). */
 static void user_of_bucket(int j, const char *prefix, char *out, size_t len)
@@ -511,6 +514,35 @@ static void test_admin_shows_every_bucket_and_its_master(void **state)
     assert_int_equal(run_seckill(out, sizeof(out), none), 1);
 }
 
+/* An entry of bucket 2's stream not yet read by the persisters: reconcile
+ * names that bucket, and --wait waits for it (not for bucket 0 only). */
+static void test_reconcile_waits_for_every_buckets_stream(void **state)
+{
+    (void)state;
+    sk_buckets b;
+    heat("wait3", 30, &b);
+    char u[32], want[256];
+    user_of_bucket(2, "wu", u, sizeof(u));
+    buy_ack("wait3", &b, u, false);
+    sk_reconcile_report rep;
+    dlock__buf t = {0};
+    assert_int_equal(reconcile("wait3", &rep, &t), 1);
+    snprintf(want, sizeof(want), "bucket 2 {%s}: stream not drained: 0 pending, 1 never delivered", b.tag[2]);
+    assert_true(has_diff(&rep, want));
+    sk_reconcile_report_free(&rep);
+    dlock__buf_free(&t);
+    static char out[16384];
+    const char *rec[] = {"reconcile", "--campaign", "wait3", "--wait", "400ms", NULL};
+    int64_t t0 = dlock__now_ms();
+    assert_int_equal(run_seckill(out, sizeof(out), rec), 1);
+    assert_true(dlock__now_ms() - t0 >= 400);
+    assert_non_null(strstr(out, want));
+    ack_stream(&b, 2);
+    t0 = dlock__now_ms();
+    assert_int_equal(run_seckill(out, sizeof(out), rec), 0);
+    assert_true(dlock__now_ms() - t0 < 400);
+}
+
 /* ---- fixtures ---------------------------------------------------------- */
 
 static int group_setup(void **state)
@@ -566,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_reconcile_names_a_doubled_or_lost_transfer),
         cmocka_unit_test(test_reconcile_reports_malformed_journal_entries),
         cmocka_unit_test(test_admin_shows_every_bucket_and_its_master),
+        cmocka_unit_test(test_reconcile_waits_for_every_buckets_stream),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
