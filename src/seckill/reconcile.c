@@ -49,13 +49,11 @@ static int redis_int(dlock__conn *rc, const char *c1, const char *key, const cha
 typedef struct user_qty {
     char user[65];
     int64_t qty;
-    int bucket; /* the bucket whose buyers hash holds it (Redis side) */
 } user_qty;
 
 typedef struct users {
     user_qty *v;
     size_t n, cap;
-    int bucket; /* of the entries added next */
 } users;
 
 static void users_add(const char *user, int64_t qty, void *ud)
@@ -69,7 +67,6 @@ static void users_add(const char *user, int64_t qty, void *ud)
         u->cap = cap;
     }
     snprintf(u->v[u->n].user, sizeof(u->v[u->n].user), "%s", user);
-    u->v[u->n].bucket = u->bucket;
     u->v[u->n++].qty = qty;
 }
 
@@ -103,7 +100,6 @@ static int read_buyers(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcile
     int err = dlock__conn_cmd(rc, 2, argv, NULL, &r);
     if (err) return err;
     sk_reconcile_bucket *bk = &rep->bucket[j];
-    ru->bucket = j;
     for (size_t i = 0; dlock__reply_kind(r) == DLOCK__R_ARRAY && i + 1 < dlock__reply_count(r); i += 2) {
         const char *user = dlock__reply_str(dlock__reply_at(r, i), NULL);
         int64_t q = strtoll(dlock__reply_str(dlock__reply_at(r, i + 1), NULL), NULL, 10);

@@ -543,6 +543,32 @@ static void test_reconcile_waits_for_every_buckets_stream(void **state)
     assert_true(dlock__now_ms() - t0 < 400);
 }
 
+/* A buyer record outside its user's home bucket (the per-user limit would
+ * no longer be exact) is named with both buckets. */
+static void test_reconcile_names_a_buyer_outside_its_home_bucket(void **state)
+{
+    (void)state;
+    sk_buckets b;
+    heat("home3", 30, &b);
+    char u[32], from[128], to[128], want[256];
+    user_of_bucket(1, "hu", u, sizeof(u));
+    buy("home3", &b, u);
+    assert_int_equal(reconcile_n("home3"), 0);
+    sk_bucket_key(&b, 1, "buyers", from, sizeof(from));
+    sk_bucket_key(&b, 0, "buyers", to, sizeof(to));
+    const char *del[] = {"HDEL", from, u};
+    rcmd(3, del);
+    const char *set[] = {"HSET", to, u, "1"};
+    rcmd(4, set);
+    sk_reconcile_report rep;
+    dlock__buf t = {0};
+    assert_int_equal(reconcile("home3", &rep, &t), 1);
+    snprintf(want, sizeof(want), "bucket 0 {c:home3}: user %s holds 1 units but its home bucket is 1 {%s}", u, b.tag[1]);
+    assert_true(has_diff(&rep, want));
+    sk_reconcile_report_free(&rep);
+    dlock__buf_free(&t);
+}
+
 /* ---- fixtures ---------------------------------------------------------- */
 
 static int group_setup(void **state)
@@ -599,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_reconcile_reports_malformed_journal_entries),
         cmocka_unit_test(test_admin_shows_every_bucket_and_its_master),
         cmocka_unit_test(test_reconcile_waits_for_every_buckets_stream),
+        cmocka_unit_test(test_reconcile_names_a_buyer_outside_its_home_bucket),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
