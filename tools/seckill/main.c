@@ -13,13 +13,17 @@
 #include <unistd.h>
 
 #include "barrier.h"
+#include "buckets.h"
 #include "dlock/dlock.h"
+#include "layout.h"
 #include "lifecycle.h"
 #include "options.h"
 #include "persist.h"
 #include "reconcile.h"
 #include "seckill_urls.h"
 #include "sk_err.h"
+#include "url.h"
+#include "json.h"
 #include "util.h"
 
 typedef struct cli {
@@ -45,6 +49,8 @@ static void usage(FILE *f)
                "                                       wait (default 30s) for the persisters to drain the stream,\n"
                "                                       seal the old timeline, mirror the database into Redis, open\n"
                "  campaigns [--json]                   list campaigns (database) with remaining stock\n"
+               "  campaigns show ID [--json]           one campaign: its definition and each bucket's tag, master,\n"
+               "                                       stock, buyers, transfer journal (units in transit), stream\n"
                "  order ORDER_ID [--json]              show an order from the database\n"
                "  pay ORDER_ID USER                    mark a persisted order paid\n"
                "  cancel ORDER_ID [--reason TEXT]      cancel a persisted order; stock returns once\n"
@@ -99,6 +105,20 @@ static void camp_id_cb(const sk_campaign *c, int64_t remaining, void *ud)
     id_add(ud, c->id);
 }
 
+/* True when every bucket's stream of campaign id has nothing pending or
+ * unread (a layout that cannot be read: bucket 0's stream only). */
+static bool campaign_drained(cli *c, const char *id)
+{
+    sk_buckets b;
+    if (sk_layout_read(c->rc, id, &b)) sk_buckets_single(id, &b);
+    for (int j = 0; j < b.k; j++) {
+        int64_t pending = 0, lag = 0;
+        /* the stream {<tag>}:orders; persist.c prefixes what it is given with "c:" */
+        if (sk_persist_backlog(c->rc, b.tag[j] + 2, &pending, &lag) || pending || lag) return false;
+    }
+    return true;
+}
+
 /* Waits until every listed stream has nothing pending or unread (or the
  * deadline passes: reconcile then reports the backlog). */
 static void wait_drained(cli *c, const id_list *l)
@@ -106,10 +126,7 @@ static void wait_drained(cli *c, const id_list *l)
     int64_t end = dlock__now_ms() + c->wait_ms;
     for (;;) {
         bool drained = true;
-        for (size_t i = 0; i < l->n && drained; i++) {
-            int64_t pending = 0, lag = 0;
-            drained = sk_persist_backlog(c->rc, l->ids[i], &pending, &lag) == 0 && pending == 0 && lag == 0;
-        }
+        for (size_t i = 0; i < l->n && drained; i++) drained = campaign_drained(c, l->ids[i]);
         if (drained || dlock__now_ms() >= end) return;
         dlock__sleep_ms(50);
     }
@@ -173,7 +190,25 @@ static const char METRICS_HELP[] =
     "# HELP seckill_barrier_last_seconds Duration of the last completed barrier.\n"
     "# TYPE seckill_barrier_last_seconds gauge\n"
     "# HELP seckill_barrier_running_seconds Age of the barrier running now (0: none; sales stopped meanwhile).\n"
-    "# TYPE seckill_barrier_running_seconds gauge\n";
+    "# TYPE seckill_barrier_running_seconds gauge\n"
+    "# HELP seckill_campaign_shards Buckets the campaign's Redis stock is split over (K).\n"
+    "# TYPE seckill_campaign_shards gauge\n"
+    "# HELP seckill_bucket_remaining Units left in one bucket's stock in Redis.\n"
+    "# TYPE seckill_bucket_remaining gauge\n"
+    "# HELP seckill_bucket_buyer_units Units the buyers whose home is the bucket hold in Redis.\n"
+    "# TYPE seckill_bucket_buyer_units gauge\n"
+    "# HELP seckill_bucket_backlog Accepted orders of the bucket's stream not yet in the database.\n"
+    "# TYPE seckill_bucket_backlog gauge\n"
+    "# HELP seckill_bucket_journal_entries Transfers leaving the bucket not finished yet (its journal).\n"
+    "# TYPE seckill_bucket_journal_entries gauge\n"
+    "# HELP seckill_bucket_transfers_received Transfers given to the bucket (its once-only gate).\n"
+    "# TYPE seckill_bucket_transfers_received gauge\n"
+    "# HELP seckill_bucket_in_transit_units Units taken from one bucket and not yet given to another.\n"
+    "# TYPE seckill_bucket_in_transit_units gauge\n"
+    "# HELP seckill_bucket_in_transit_transfers Transfers whose units are in transit.\n"
+    "# TYPE seckill_bucket_in_transit_transfers gauge\n"
+    "# HELP seckill_bucket_in_transit_oldest_seconds Age of the oldest transfer in transit (0: none).\n"
+    "# TYPE seckill_bucket_in_transit_oldest_seconds gauge\n";
 
 /* The persisters' counters of one campaign ({c:<id>}:pipeline). */
 typedef struct pipeline_counters {
@@ -203,6 +238,32 @@ static void read_pipeline(cli *c, const char *id, pipeline_counters *p)
             if (strcmp(dlock__reply_str(dlock__reply_at(r, i), NULL), names[k]) == 0)
                 *dst[k] = strtoll(dlock__reply_str(dlock__reply_at(r, i + 1), NULL), NULL, 10);
     dlock__reply_free(r);
+}
+
+/* The per-bucket gauges of one campaign (K = 1: bucket "0"). */
+static void metrics_buckets(const sk_reconcile_report *rep, dlock__buf *out)
+{
+    const char *id = rep->campaign;
+    dlock__buf_printf(out, "seckill_campaign_shards{campaign=\"%s\"} %d\n", id, rep->nbuckets);
+    for (int j = 0; j < rep->nbuckets; j++) {
+        const sk_reconcile_bucket *bk = &rep->bucket[j];
+        dlock__buf_printf(out, "seckill_bucket_remaining{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->stock);
+        dlock__buf_printf(out, "seckill_bucket_buyer_units{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->buyer_units);
+        dlock__buf_printf(out, "seckill_bucket_backlog{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)(bk->lag + bk->pending));
+        dlock__buf_printf(out, "seckill_bucket_journal_entries{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->xfer_entries);
+        dlock__buf_printf(out, "seckill_bucket_transfers_received{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->xin);
+    }
+    dlock__buf_printf(out, "seckill_bucket_in_transit_units{campaign=\"%s\"} %lld\n", id, (long long)rep->r_in_transit);
+    dlock__buf_printf(out, "seckill_bucket_in_transit_transfers{campaign=\"%s\"} %lld\n", id,
+                      (long long)rep->r_in_transit_entries);
+    int64_t age = rep->r_transit_oldest_ms ? dlock__wall_ms() - rep->r_transit_oldest_ms : 0;
+    dlock__buf_printf(out, "seckill_bucket_in_transit_oldest_seconds{campaign=\"%s\"} %.3f\n", id,
+                      (age > 0 ? age : 0) / 1000.0);
 }
 
 static void metrics_campaign(cli *c, const sk_reconcile_report *rep, dlock__buf *out)
@@ -239,6 +300,7 @@ static void metrics_campaign(cli *c, const sk_reconcile_report *rep, dlock__buf 
     int64_t running = p.barrier_started_ms > 0 ? dlock__wall_ms() - p.barrier_started_ms : 0;
     dlock__buf_printf(out, "seckill_barrier_running_seconds{campaign=\"%s\"} %.3f\n", id,
                       (running > 0 ? running : 0) / 1000.0);
+    metrics_buckets(rep, out);
 }
 
 static int cmd_metrics(cli *c)
@@ -323,8 +385,140 @@ static void camp_print_cb(const sk_campaign *cp, int64_t remaining, void *ud)
     p->n++;
 }
 
+/* The master serving bucket tag's slot: on a Cluster the slot's master
+ * now (host:port), on one server that server. */
+static void bucket_master(cli *c, const char *tag, char *buf, size_t len)
+{
+    char key[SK_BUCKET_TAG_MAX + 8];
+    snprintf(key, sizeof(key), "{%s}:meta", tag);
+    dlock__url u;
+    memset(&u, 0, sizeof(u));
+    if (dlock__conn_master_of_key(c->rc, key, strlen(key), &u)) snprintf(buf, len, "unserved");
+    else if (u.kind == DLOCK__URL_TCP) snprintf(buf, len, "%s:%d", u.host, u.port);
+    else if (u.kind == DLOCK__URL_UNIX) snprintf(buf, len, "%s", u.path);
+    else snprintf(buf, len, "sentinel master %s", u.master_name ? u.master_name : "?");
+    dlock__url_free(&u);
+}
+
+typedef struct show_ctx {
+    const sk_campaign *def; /* NULL: not in the database */
+    int64_t remaining;
+    const sk_reconcile_report *rep;
+    char (*master)[128];
+} show_ctx;
+
+static void show_json(const show_ctx *s, dlock__buf *o)
+{
+    const sk_reconcile_report *rep = s->rep;
+    dlock__buf_printf(o, "{\"id\":\"%s\",\"database\":", rep->campaign);
+    if (s->def) {
+        dlock__buf_printf(o, "{\"title\":");
+        dlock__json_put_str(o, s->def->title, strlen(s->def->title));
+        dlock__buf_printf(o, ",\"stock\":%" PRId64 ",\"remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64
+                             ",\"db_reserve\":%" PRId64 "}",
+                          s->def->stock, s->remaining, s->def->per_user_limit, s->def->db_reserve);
+    } else {
+        dlock__buf_printf(o, "null");
+    }
+    dlock__buf_printf(o, ",\"shards\":%d,\"remaining\":%" PRId64 ",\"in_transit\":%" PRId64
+                         ",\"in_transit_transfers\":%" PRId64 ",\"buckets\":[",
+                      rep->nbuckets, rep->r_stock, rep->r_in_transit, rep->r_in_transit_entries);
+    for (int j = 0; j < rep->nbuckets; j++) {
+        const sk_reconcile_bucket *bk = &rep->bucket[j];
+        dlock__buf_printf(o, "%s{\"bucket\":%d,\"tag\":\"%s\",\"master\":", j ? "," : "", j, bk->tag);
+        dlock__json_put_str(o, s->master[j], strlen(s->master[j]));
+        dlock__buf_printf(o, ",\"present\":%s,\"remaining\":%" PRId64 ",\"buyers\":%" PRId64 ",\"bought_units\":%" PRId64
+                             ",\"journal_entries\":%" PRId64 ",\"in_transit_out\":%" PRId64
+                             ",\"in_transit_out_transfers\":%" PRId64 ",\"transfers_in\":%" PRId64
+                             ",\"stream_entries\":%" PRId64 ",\"pending\":%" PRId64 ",\"lag\":%" PRId64
+                             ",\"dead_letters\":%" PRId64 "}",
+                          bk->present ? "true" : "false", bk->stock, bk->buyers, bk->buyer_units, bk->xfer_entries,
+                          bk->transit_out_units, bk->transit_out_entries, bk->xin, bk->stream_len, bk->pending,
+                          bk->lag, bk->dead);
+    }
+    dlock__buf_printf(o, "],\"differences\":[");
+    const char *p = rep->diffs.data;
+    for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) {
+        if (i) dlock__buf_append(o, ",", 1);
+        dlock__json_put_str(o, p, strlen(p));
+    }
+    dlock__buf_printf(o, "]}\n");
+}
+
+static void show_text(const show_ctx *s, dlock__buf *o)
+{
+    const sk_reconcile_report *rep = s->rep;
+    if (s->def)
+        dlock__buf_printf(o, "campaign %s: %s\n  database: stock %" PRId64 ", remaining %" PRId64 " (reserve %" PRId64
+                             "), limit %" PRId64 "\n",
+                          rep->campaign, s->def->title, s->def->stock, s->remaining, s->def->db_reserve,
+                          s->def->per_user_limit);
+    else
+        dlock__buf_printf(o, "campaign %s: not in the database\n", rep->campaign);
+    dlock__buf_printf(o, "  redis: %d bucket%s, remaining %" PRId64 " + %" PRId64 " in transit (%" PRId64
+                         " transfers), %" PRId64 " units bought by %" PRId64 " buyers\n",
+                      rep->nbuckets, rep->nbuckets > 1 ? "s" : "", rep->r_stock, rep->r_in_transit,
+                      rep->r_in_transit_entries, rep->r_buyer_units, rep->r_buyers);
+    if (rep->r_transit_oldest_ms)
+        dlock__buf_printf(o, "  oldest transfer in transit taken %.1f s ago (recovery gives it after 3 s)\n",
+                          (double)(dlock__wall_ms() - rep->r_transit_oldest_ms) / 1000.0);
+    for (int j = 0; j < rep->nbuckets; j++) {
+        const sk_reconcile_bucket *bk = &rep->bucket[j];
+        dlock__buf_printf(o, "  bucket %d {%s} on %s: %s%" PRId64 ", buyers %" PRId64 " (%" PRId64
+                             " units), journal %" PRId64 " out (%" PRId64 " units in transit), %" PRId64
+                             " transfers in, stream %" PRId64 " entries (pending %" PRId64 ", lag %" PRId64
+                             "), dead %" PRId64 "\n",
+                          j, bk->tag, s->master[j], bk->present ? "remaining " : "no stock key, remaining ", bk->stock,
+                          bk->buyers, bk->buyer_units, bk->xfer_entries, bk->transit_out_units, bk->xin,
+                          bk->stream_len, bk->pending, bk->lag, bk->dead);
+    }
+    const char *p = rep->diffs.data;
+    for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) dlock__buf_printf(o, "  - %s\n", p);
+}
+
+/* campaigns show ID: the definition (database) and every bucket (Redis).
+ * 0, 1 (in neither), 2 (usage), 3 (unreachable). */
+static int cmd_campaign_show(cli *c)
+{
+    const char *id = c->npos >= 3 ? c->pos[2] : c->campaign;
+    if (!id || !sk_db_id_valid(id)) {
+        fprintf(stderr, "seckill: campaigns show needs a valid campaign id (see --help)\n");
+        return 2;
+    }
+    int rc = open_redis(c);
+    if (rc) return rc;
+    sk_campaign def;
+    char master[SK_MAX_SHARDS][128];
+    show_ctx s = {&def, 0, NULL, master};
+    int dbr = sk_db_campaign_get(c->db, id, &def, &s.remaining);
+    if (dbr && dbr != SK_ENOTFOUND) {
+        fprintf(stderr, "seckill: %s\n", sk_db_errmsg(c->db));
+        return 3;
+    }
+    if (dbr) s.def = NULL;
+    sk_reconcile_report rep;
+    int err = sk_reconcile_redis(c->rc, id, &rep);
+    s.rep = &rep;
+    if (err) fprintf(stderr, "seckill: campaigns show %s: %s\n", id, sk_strerror(err));
+    else if (!s.def && !rep.redis_present) fprintf(stderr, "seckill: no campaign '%s' in the database or Redis\n", id);
+    rc = err ? 3 : !s.def && !rep.redis_present ? 1 : 0;
+    for (int j = 0; rc == 0 && j < rep.nbuckets; j++) bucket_master(c, rep.bucket[j].tag, master[j], sizeof(master[j]));
+    dlock__buf out = {0};
+    if (rc == 0 && c->json) show_json(&s, &out);
+    else if (rc == 0) show_text(&s, &out);
+    if (out.data) fputs(out.data, stdout);
+    dlock__buf_free(&out);
+    sk_reconcile_report_free(&rep);
+    return rc;
+}
+
 static int cmd_campaigns(cli *c)
 {
+    if (c->npos >= 2 && strcmp(c->pos[1], "show") == 0) return cmd_campaign_show(c);
+    if (c->npos >= 2) {
+        fprintf(stderr, "seckill: unknown campaigns subcommand '%s' (see --help)\n", c->pos[1]);
+        return 2;
+    }
     camp_print p = {c->json, 0};
     if (c->json) printf("[");
     if (sk_db_campaign_list(c->db, camp_print_cb, &p)) {
