@@ -82,10 +82,20 @@ def kept(row, t):
 
 
 def redis_order_ids(url, campaign):
-    """Order ids in the campaign's stream on the current master."""
+    """Order ids in the campaign's streams on the current masters: one
+    stream, or one per bucket of a sharded campaign (meta bucket_tags);
+    url redis:// (one master) or redis-cluster://h:p,h:p (every slot)."""
     import redis  # Debian python3-redis
-    r = redis.Redis.from_url(url)
-    return {int(f[b"order_id"]) for _, f in r.xrange("{c:%s}:orders" % campaign)}
+    if url.startswith("redis-cluster://"):
+        from redis.cluster import RedisCluster, ClusterNode
+        hosts = url[len("redis-cluster://"):].split("?")[0].split(",")
+        r = RedisCluster(startup_nodes=[ClusterNode(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]))
+                                        for h in hosts])
+    else:
+        r = redis.Redis.from_url(url)
+    tags = (r.hget("{c:%s}:meta" % campaign, "bucket_tags") or b"").decode()
+    tags = tags.split(",") if tags else ["c:" + campaign]
+    return {int(f[b"order_id"]) for t in tags for _, f in r.xrange("{%s}:orders" % t)}
 
 
 def svg_bars(pairs, width=560, height=180, color="#3b6ea8", xlabel=""):
@@ -120,7 +130,8 @@ def main():
     ap.add_argument("--stock", type=int, required=True)
     ap.add_argument("--limit", type=int, default=1)
     ap.add_argument("--html")
-    ap.add_argument("--redis-url", help="the current master: orders it holds must all be in the database")
+    ap.add_argument("--redis-url", help="the current master (redis://) or the cluster (redis-cluster://): "
+                    "orders its streams hold must all be in the database")
     ap.add_argument("--summary-json", help="append a one-line JSON summary to this file")
     ap.add_argument("--scenario", default="demo")
     ap.add_argument("--recover-ms", type=int, default=0, help="recorded in the summary")

@@ -48,14 +48,16 @@ start_persister() {
     PERSIST_PIDS+=($!)
 }
 
-# Creates the campaign and waits until every persister consumes its stream,
-# so a fault hits a pipeline that is really moving orders.
+# Creates the campaign (SHARDS buckets, default 1) and waits until every
+# persister consumes its stream(s), so a fault hits a pipeline that is
+# really moving orders.
 create_campaign() {
     "$bin/seckill-bench/seckill-bench" --url "${SECKILLD_URLS[0]}" --campaign "$CAMPAIGN" --create \
         --admin-token "$TOKEN" --stock "$STOCK" --limit 1 --db-reserve "${DB_RESERVE:-0}" \
-        --buyers 0 --scalpers 0 --bad 0 >/dev/null
+        --shards "${SHARDS:-1}" --buyers 0 --scalpers 0 --bad 0 >/dev/null
     for _ in $(seq 1 100); do
-        n=$( (grep -l "consuming {c:$CAMPAIGN}" "$work"/persist-*.log 2>/dev/null || true) | wc -l)
+        n=$( (grep -l -e "consuming {c:$CAMPAIGN}" -e "campaign $CAMPAIGN: consuming the streams" \
+            "$work"/persist-*.log 2>/dev/null || true) | wc -l)
         [ "$n" -ge "${#PERSIST_PIDS[@]}" ] && return 0
         sleep 0.1
     done

@@ -48,8 +48,8 @@ typedef struct bench {
     size_t n_targets;
     const char *mode, *campaign, *admin_token, *user_secret, *format, *json_out;
     FILE *orders_out;
-    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries, keyless, db_reserve;
-    bool create, smoke, csv, json, help;
+    int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries, keyless, db_reserve, shards;
+    bool create, smoke, csv, json, help, together;
     double rate, duration, warmup;
     char run_id[9];
     /* plan */
@@ -324,6 +324,33 @@ static void tally(bench *b)
     }
 }
 
+/* --scalper-together: each scalper's burst moves to where its first
+ * request landed in the shuffle, back to back, so its attempts are in
+ * flight at the same time (on as many connections and instances). */
+static void group_bursts(bench *b)
+{
+    plan_item *out = calloc(b->plan_len ? b->plan_len : 1, sizeof(*out));
+    bool *seen = calloc((size_t)b->scalpers + 1, sizeof(bool));
+    if (!out || !seen) {
+        fputs("seckill-bench: out of memory\n", stderr);
+        exit(2);
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < b->plan_len; i++) {
+        const plan_item *p = &b->plan[i];
+        int s = p->user - b->buyers;
+        if (p->kind != K_SCALPER) out[o++] = *p;
+        else if (!seen[s]) {
+            seen[s] = true;
+            for (int j = 0; j < b->burst; j++)
+                out[o++] = (plan_item){K_SCALPER, p->user, b->buyers + s * 10 + j % 10, 0, 0, 0};
+        }
+    }
+    free(b->plan);
+    free(seen);
+    b->plan = out;
+}
+
 static void build_plan(bench *b)
 {
     size_t n = (size_t)b->buyers + (size_t)b->scalpers * (size_t)b->burst + (size_t)b->bad;
@@ -353,6 +380,7 @@ static void build_plan(bench *b)
         b->plan[i - 1] = b->plan[j];
         b->plan[j] = t;
     }
+    if (b->together) group_bursts(b);
 }
 
 static void progress(void *ud, double elapsed)
@@ -399,12 +427,13 @@ static int create_campaign(bench *b)
         return -1;
     }
     int64_t now = dlock__wall_ms();
-    char body[512];
+    char body[512], shards[32] = "";
+    if (b->shards > 1) snprintf(shards, sizeof(shards), ",\"shards\":%d", b->shards);
     snprintf(body, sizeof(body),
              "{\"id\":\"%s\",\"title\":\"bench\",\"stock\":%d,\"per_user_limit\":%d,\"db_reserve\":%d,"
-             "\"starts_at\":%lld,\"ends_at\":%lld,\"price_cents\":100}",
+             "\"starts_at\":%lld,\"ends_at\":%lld,\"price_cents\":100%s}",
              b->campaign, b->stock, b->limit, b->db_reserve, (long long)(now - 1000),
-             (long long)(now + 3600 * 1000));
+             (long long)(now + 3600 * 1000), shards);
     dlock__buf o = {0};
     dlock__buf_printf(&o,
                       "POST /v1/campaigns HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer %s\r\n"
@@ -589,8 +618,12 @@ static const opt_spec specs[] = {
      .help = "scalper users (default 50)"},
     {.name = "scalper-burst", .type = OPT_INT, .off = OFF(burst), .lo = 1, .hi = 100000, .arg = "N", .def = "100",
      .help = "concurrent requests per scalper, keys repeated (default 100)"},
+    {.name = "scalper-together", .type = OPT_FLAG, .off = OFF(together),
+     .help = "send each scalper's burst back to back (its attempts concurrent)\ninstead of spread over the crowd"},
     {.name = "bad", .type = OPT_INT, .off = OFF(bad), .lo = 0, .hi = 1000000, .arg = "N", .def = "100",
      .help = "malformed requests mixed in (default 100)"},
+    {.name = "shards", .type = OPT_INT, .off = OFF(shards), .lo = 1, .hi = 64, .arg = "K", .def = "1",
+     .help = "--create: split the campaign's Redis stock over K buckets (default 1)"},
     {.name = "quantity", .type = OPT_INT, .off = OFF(quantity), .lo = 1, .hi = 1000, .arg = "N", .def = "1",
      .help = "units per purchase (default 1)"},
     {.name = "connections", .type = OPT_INT, .off = OFF(connections), .lo = 1, .hi = 100000, .arg = "N",

@@ -113,8 +113,9 @@ static bool campaign_drained(cli *c, const char *id)
     if (sk_layout_read(c->rc, id, &b)) sk_buckets_single(id, &b);
     for (int j = 0; j < b.k; j++) {
         int64_t pending = 0, lag = 0;
-        /* the stream {<tag>}:orders; persist.c prefixes what it is given with "c:" */
-        if (sk_persist_backlog(c->rc, b.tag[j] + 2, &pending, &lag) || pending || lag) return false;
+        char key[SK_BUCKET_TAG_MAX + 16];
+        sk_bucket_key(&b, j, "orders", key, sizeof(key));
+        if (sk_persist_backlog_key(c->rc, key, &pending, &lag) || pending || lag) return false;
     }
     return true;
 }
