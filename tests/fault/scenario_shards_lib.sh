@@ -7,8 +7,8 @@
 #                       journal entries, gate size, stream length; sold
 #                       (units in every buyers hash), units in transit
 #                       (journal entries whose id the destination's gate
-#                       lacks), the sum of all three
-#   sh_field JSON F     one field of that line
+#                       lacks), the sum of all three, the journal's ids
+#   sh_field JSON F     one field of that line (a list space-separated)
 #   sh_db_sold          units persisted/paid in the database
 #   sh_metric URL NAME  a seckilld /metrics counter (0 when absent)
 #   sh_check_final      the end of a sale: every bucket's stock 0, no
@@ -25,7 +25,7 @@ r = RedisCluster(startup_nodes=[ClusterNode(h.rsplit(":", 1)[0], int(h.rsplit(":
 camp = sys.argv[2]
 tags = (r.hget("{c:%s}:meta" % camp, "bucket_tags") or b"").decode()
 tags = tags.split(",") if tags else ["c:" + camp]
-out = {"k": len(tags), "buckets": [], "sold": 0, "in_transit": 0, "journal": 0}
+out = {"k": len(tags), "buckets": [], "sold": 0, "in_transit": 0, "journal": 0, "xids": []}
 for t in tags:
     k = "{%s}:" % t
     node = r.get_node_from_key(k + "stock")
@@ -37,6 +37,7 @@ for t in tags:
     for xid, v in r.hgetall("{%s}:xfer" % t).items():
         dst, units = v.decode().split("\n")[:2]
         out["journal"] += 1
+        out["xids"].append(xid.decode())
         if not r.sismember("{%s}:xin" % tags[int(dst)], xid):
             out["in_transit"] += int(units)
 out["stock"] = sum(b["stock"] for b in out["buckets"])
@@ -45,7 +46,9 @@ print(json.dumps(out))
 PY
 }
 
-sh_field() { "$PY" -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+sh_field() {
+    "$PY" -c 'import json, sys; v = json.loads(sys.argv[1])[sys.argv[2]]; print(" ".join(v) if isinstance(v, list) else v)' "$1" "$2"
+}
 
 sh_db_sold() {
     "$PY" - "${DATABASE_URL#sqlite://}" "$CAMPAIGN" <<'PY'
@@ -68,6 +71,21 @@ sh_wait_journals_empty() {
     while :; do
         st=$(sh_state) && [ "$(sh_field "$st" journal)" = 0 ] && return 0
         i=$((i + 1)); [ $i -gt $(( $1 * 5 )) ] && return 1
+        sleep 0.2
+    done
+}
+
+# sh_wait_xids_gone "XID..." BUDGET_S: until none of those transfer ids is
+# in any bucket's journal (finished by its mover or by recovery).
+sh_wait_xids_gone() {
+    local i=0 st x left
+    while :; do
+        if st=$(sh_state); then
+            left=0
+            for x in $1; do case " $(sh_field "$st" xids) " in *" $x "*) left=1 ;; esac; done
+            [ $left = 0 ] && return 0
+        fi
+        i=$((i + 1)); [ $i -gt $(( $2 * 5 )) ] && return 1
         sleep 0.2
     done
 }
