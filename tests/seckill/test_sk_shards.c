@@ -207,6 +207,12 @@ static void test_buyers_one_at_a_time_in_one_bucket_buy_every_unit_before_sold_o
                   (unsigned long long)st.xfer.takes, (unsigned long long)st.xfer.units,
                   (unsigned long long)st.xfer.probes, (unsigned long long)st.xfer.soldout_checks,
                   (unsigned long long)st.xfer.script_calls);
+    print_message("# stranded waits (ms <= 1 2 5 10 50 100 1000 more): %llu %llu %llu %llu %llu %llu %llu %llu, sum %llu ms\n",
+                  (unsigned long long)st.xfer.waits[0], (unsigned long long)st.xfer.waits[1],
+                  (unsigned long long)st.xfer.waits[2], (unsigned long long)st.xfer.waits[3],
+                  (unsigned long long)st.xfer.waits[4], (unsigned long long)st.xfer.waits[5],
+                  (unsigned long long)st.xfer.waits[6], (unsigned long long)st.xfer.waits[7],
+                  (unsigned long long)st.xfer.wait_ms_sum);
     assert_true(st.xfer.takes > 0 && st.xfer.units == 40);
     sk_engine_free(e);
     event_base_free(base);
