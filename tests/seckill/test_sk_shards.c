@@ -437,6 +437,53 @@ static void test_a_take_its_replica_did_not_acknowledge_is_not_given(void **stat
     test_server_stop(&rep);
 }
 
+/* A second creation is refused by bucket 0 before any other bucket is
+ * touched; a re-heat rewrites the definition but keeps every bucket's
+ * stock (units moved between buckets), and a lost bucket is written again
+ * with its share. */
+static void test_create_again_and_reheat_keep_every_bucket_stock(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    sk_engine *e = engine(base, 0);
+    sk_buckets b;
+    heat(base, e, "reheatk3", 30, 1, 3, &b);
+    slot s[12];
+    memset(s, 0, sizeof(s));
+    done_count = 0;
+    for (int i = 0; i < 12; i++) { /* bucket 0 sells 12: 2 units moved in */
+        char user[64];
+        user_homed(3, 0, i, user, sizeof(user));
+        assert_int_equal(sk_engine_purchase(e, "reheatk3", user, 1, NULL, NULL, on_result, &s[i]), 0);
+        run_until(base, &done_count, i + 1, 5000);
+        assert_int_equal(s[i].r.err, 0);
+    }
+    long long st[3];
+    for (int j = 0; j < 3; j++) st[j] = bucket_int(&b, j, "GET", "stock");
+    sk_campaign d = heat_info.def;
+    int before = heat_done;
+    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_CREATE, on_heat, NULL), 0);
+    run_until(base, &heat_done, before + 1, 5000);
+    assert_int_equal(heat_err, SK_EEXIST);
+    for (int j = 0; j < 3; j++) assert_int_equal(bucket_int(&b, j, "GET", "stock"), st[j]);
+    /* bucket 2 lost (its master's data gone): the force re-heat writes it again */
+    char key[SK_BUCKET_TAG_MAX + 16], out[64];
+    sk_bucket_key(&b, 2, "meta", key, sizeof(key));
+    const char *del[] = {"DEL", key};
+    assert_int_equal(lt_cmd(&redis, out, sizeof(out), 2, del), 0);
+    snprintf(d.title, sizeof(d.title), "renamed");
+    before = heat_done;
+    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_FORCE, on_heat, NULL), 0);
+    run_until(base, &heat_done, before + 1, 5000);
+    assert_int_equal(heat_err, 0);
+    assert_string_equal(heat_info.def.title, "renamed");
+    assert_int_equal(bucket_int(&b, 0, "GET", "stock"), st[0]);
+    assert_int_equal(bucket_int(&b, 1, "GET", "stock"), st[1]);
+    assert_int_equal(bucket_int(&b, 2, "GET", "stock"), 10); /* its share, nobody holds any there */
+    sk_engine_free(e);
+    event_base_free(base);
+}
+
 /* The per-address limit cannot be exact across buckets without a second
  * slot in every decision: it holds per address per bucket (docs/seckill.md),
  * so one address may buy up to K times the limit in a window, never more
@@ -480,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_a_mover_gone_between_take_and_give_loses_nothing),
         cmocka_unit_test(test_a_take_its_replica_did_not_acknowledge_is_not_given),
         cmocka_unit_test(test_the_per_address_limit_holds_in_each_bucket),
+        cmocka_unit_test(test_create_again_and_reheat_keep_every_bucket_stock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
