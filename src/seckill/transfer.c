@@ -241,11 +241,12 @@ static void rescan(sk__pull *p)
 
 /* ---- moving units ------------------------------------------------------ */
 
+/* The parked purchases go out again before the pull is freed (freeing may
+ * drop an idle campaign, and the lane with it). */
 static void after_move(sk__pull *p)
 {
-    sk__lane *l = p->dst;
+    requeue(p->dst);
     pull_free(p);
-    requeue(l);
 }
 
 static void on_wait_dst(const dlock__reply *r, int err, void *priv)
@@ -394,7 +395,6 @@ static void conclude(sk__pull *p)
     co->xs.soldout_checks++;
     if (here <= 0) l->camp->soldout = true;
     sk__preq *q = take_parked(l);
-    pull_free(p);
     while (q) {
         sk__preq *next = q->next;
         if (q->qty <= here) {
@@ -406,6 +406,7 @@ static void conclude(sk__pull *p)
         }
         q = next;
     }
+    pull_free(p);
 }
 
 static void on_probe(const dlock__reply *r, int err, void *priv);
