@@ -692,7 +692,7 @@ int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk
     co->camps.owner = co;
     co->park_max_ms = o->command_timeout_ms > 0 ? o->command_timeout_ms : 2000;
     co->xfer_pause_ms = o->xfer_pause_ms;
-    dlock__random_hex(co->xid_base, 16);
+    dlock__random_hex(co->xid_base, (sizeof(co->xid_base) - 1) / 2); /* 16 hex digits + NUL */
     co->fail_ev = event_new(base, -1, 0, deliver_failed, co);
     if (!co->fail_ev) {
         free(co);
