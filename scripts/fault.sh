@@ -24,7 +24,7 @@ mkdir -p "$logdir"
 trap 'rm -f "$results"' EXIT
 export FAULT_RESULTS="$results"
 declare -A pass fail skip
-scenarios="kill_seckilld kill_persister failover failover_synced aof_restart redis_outage lease_pause redis_restart partition split_brain cluster_reshard cluster_failover"
+scenarios="kill_seckilld kill_persister failover failover_synced aof_restart redis_outage lease_pause redis_restart partition split_brain cluster_reshard cluster_failover shards shards_limit shards_transfer_crash shards_reshard"
 for s in $scenarios clock lock_nemesis etcd_nemesis; do pass[$s]=0; fail[$s]=0; skip[$s]=0; done
 for i in $(seq 1 "$RUNS"); do
     for s in $scenarios clock lock_nemesis etcd_nemesis; do
@@ -95,6 +95,12 @@ Notes:
   (WAIT fails) then 503 (NOREPLICAS), never 201 (checked from its metrics); with one replica the new
   master also refuses writes until the old one has rejoined, so the time to recover includes Sentinel's
   wait before it reconfigures a returning master (8-20 s) and a full resync.
+- `shards*`: one campaign over K = 3 buckets on the 3-master + 3-replica Cluster (issue 15). `shards`: stock 300,
+  3 000 buyers, exactly 300 told 201 and persisted, every bucket empty, nothing in transit. `shards_limit`: 1 000
+  users x 8 concurrent attempts, limit 1, stock 600. `shards_transfer_crash`: kill -9 of the seckilld between a
+  transfer's take and its give (`SECKILLD_TEST_XFER_PAUSE_MS`), the survivors' recovery finishes it; time to
+  recover = kill to the killed mover's journal entry finished. `shards_reshard`: one bucket's slot moved to
+  another master mid-sale; time to recover = migration start to the next sale.
 - `lock_nemesis` is the lock workload, `dlock torture` (SIGSTOP of the holder past its lease; fenced storage); its figures are
   in its logs: counter == accepted writes, tokens increasing, no overlap of unpaused holders; the
   history of every holding and pause is in out/fault/lock_nemesis-N.history.

@@ -37,7 +37,7 @@ for t in tags:
     for xid, v in r.hgetall("{%s}:xfer" % t).items():
         dst, units = v.decode().split("\n")[:2]
         out["journal"] += 1
-        out["xids"].append(xid.decode())
+        out["xids"].append(xid.decode(errors="backslashreplace"))
         if not r.sismember("{%s}:xin" % tags[int(dst)], xid):
             out["in_transit"] += int(units)
 out["stock"] = sum(b["stock"] for b in out["buckets"])
