@@ -65,16 +65,6 @@ sh_metric() {
     echo "${v:-0}"
 }
 
-# sh_wait_journals_empty BUDGET_S: until no bucket has a journal entry.
-sh_wait_journals_empty() {
-    local i=0 st
-    while :; do
-        st=$(sh_state) && [ "$(sh_field "$st" journal)" = 0 ] && return 0
-        i=$((i + 1)); [ $i -gt $(( $1 * 5 )) ] && return 1
-        sleep 0.2
-    done
-}
-
 # sh_wait_xids_gone "XID..." BUDGET_S: until none of those transfer ids is
 # in any bucket's journal (finished by its mover or by recovery).
 sh_wait_xids_gone() {
@@ -86,17 +76,6 @@ sh_wait_xids_gone() {
             [ $left = 0 ] && return 0
         fi
         i=$((i + 1)); [ $i -gt $(( $2 * 5 )) ] && return 1
-        sleep 0.2
-    done
-}
-
-# sh_wait_sold_out BUDGET_S: until every bucket's stock is 0 and nothing is
-# in transit (the whole campaign sold).
-sh_wait_sold_out() {
-    local i=0 st
-    while :; do
-        st=$(sh_state) && [ "$(sh_field "$st" stock)" = 0 ] && [ "$(sh_field "$st" in_transit)" = 0 ] && return 0
-        i=$((i + 1)); [ $i -gt $(( $1 * 5 )) ] && return 1
         sleep 0.2
     done
 }

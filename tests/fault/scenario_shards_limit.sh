@@ -21,7 +21,6 @@ cl_sale_setup l
 SECKILLD_EXTRA="--replica-acks 1 --replica-ack-timeout-ms 500"
 start_services
 start_sale
-sh_wait_sold_out 60 || { say "the sale did not sell out: $(sh_state)"; exit 1; }
 finish_sale --redis-url "$REDIS_URL" --limit 1
 sh_report_transfers
 "$PY" - "$work/bench.json" "$work/orders.txt" "$STOCK" "$USERS" "$TRIES" <<'PY' || exit 1

@@ -36,7 +36,6 @@ s0=$(sh_field "$(sh_state)" sold)
 sh_wait_sold_at_least $((s0 + 1)) 30 || { say "FAILED: nothing sold after the move"; exit 1; }
 RECOVER_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
 say "selling again ${RECOVER_MS} ms after the migration began"
-sh_wait_sold_out 60 || { say "the sale did not sell out after the reshard: $(sh_state)"; exit 1; }
 finish_sale --redis-url "$REDIS_URL"
 sh_report_transfers
 "$PY" - "$work/bench.json" <<'PY' || exit 1

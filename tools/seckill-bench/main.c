@@ -18,6 +18,7 @@
 
 #include <openssl/hmac.h>
 
+#include "buckets.h"
 #include "compare.h"
 #include "httpload.h"
 #include "options.h"
@@ -49,6 +50,7 @@ typedef struct bench {
     const char *mode, *campaign, *admin_token, *user_secret, *format, *json_out;
     FILE *orders_out;
     int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries, keyless, db_reserve, shards;
+    int hot_k, hot_pct; /* --hot K:P */
     bool create, smoke, csv, json, help, together;
     double rate, duration, warmup;
     char run_id[9];
@@ -90,10 +92,19 @@ static int parse_target(const char *url, hl_target *t)
     return 0;
 }
 
+/* A planned user's id. --hot K:P: P % of the buyers (a fixed choice per
+ * index) get an id whose home bucket among K is bucket 0 (a suffix
+ * ".<n>" tried until sk_home_bucket says 0), so bucket 0's buyers far
+ * outnumber its units and the other buckets' units must move to it. */
 static void user_name(const bench *b, int user, char *out, size_t n)
 {
-    if (user < b->buyers) snprintf(out, n, "b%s-%d", b->run_id, user);
-    else snprintf(out, n, "s%s-%d", b->run_id, user - b->buyers);
+    if (user >= b->buyers) {
+        snprintf(out, n, "s%s-%d", b->run_id, user - b->buyers);
+        return;
+    }
+    snprintf(out, n, "b%s-%d", b->run_id, user);
+    if (b->hot_k < 2 || (int)((uint32_t)user * 2654435761u % 100u) >= b->hot_pct) return;
+    for (int i = 0; sk_home_bucket(out, b->hot_k) != 0; i++) snprintf(out, n, "b%s-%d.%d", b->run_id, user, i);
 }
 
 static void sign(const bench *b, const char *user, char *hex, size_t n)
@@ -577,6 +588,25 @@ static int add_target(void *base, const char *v, char *err, size_t errlen)
     return 0;
 }
 
+static int parse_hot(void *base, const char *v, char *err, size_t errlen)
+{
+    bench *b = base;
+    char *end = NULL;
+    long k = strtol(v, &end, 10), p = -1;
+    if (end != v && *end == ':') {
+        const char *q = end + 1;
+        p = strtol(q, &end, 10);
+        if (end == q || *end) p = -1;
+    }
+    if (k < 2 || k > SK_MAX_SHARDS || p < 0 || p > 100) {
+        snprintf(err, errlen, "bad --hot '%s' (want K:P, K buckets 2..%d, P percent 0..100)", v, SK_MAX_SHARDS);
+        return -1;
+    }
+    b->hot_k = (int)k;
+    b->hot_pct = (int)p;
+    return 0;
+}
+
 static int open_orders_out(void *base, const char *v, char *err, size_t errlen)
 {
     bench *b = base;
@@ -614,6 +644,8 @@ static const opt_spec specs[] = {
      .def = "0", .help = "--create: units only the degraded database path sells (default 0)"},
     {.name = "buyers", .type = OPT_INT, .off = OFF(buyers), .lo = 0, .hi = 10000000, .arg = "N", .def = "10000",
      .help = "distinct buyers, one request each (default 10000)"},
+    {.name = "hot", .type = OPT_CALL, .call = parse_hot, .arg = "K:P",
+     .help = "P percent of the buyers homed in bucket 0 of a K-bucket campaign\n(a hot bucket whose units run out first)"},
     {.name = "scalpers", .type = OPT_INT, .off = OFF(scalpers), .lo = 0, .hi = 100000, .arg = "N", .def = "50",
      .help = "scalper users (default 50)"},
     {.name = "scalper-burst", .type = OPT_INT, .off = OFF(burst), .lo = 1, .hi = 100000, .arg = "N", .def = "100",
