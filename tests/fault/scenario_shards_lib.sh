@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # scenario_shards_lib.sh: the flash sale of one campaign sharded over K
 # buckets (#15) on the 3-master + 3-replica Cluster, for the
 # scenario_shards*.sh scenarios. Source after sale_lib.sh and
