@@ -31,6 +31,7 @@ typedef struct sk__lane {
     sk__preq *parked;      /* answered "short": waiting for a transfer (FIFO) */
     sk__preq **parked_tail;
     int64_t known;         /* the bucket's stock as last seen; INT64_MAX unknown */
+    int64_t unacked_until_ms; /* a take here was not acknowledged: only probed until then */
     struct sk__pull *pull; /* the transfer into this lane in progress (transfer.c) */
 } sk__lane;
 

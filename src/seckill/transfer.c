@@ -32,6 +32,7 @@
 #define RECOVER_EVERY_MS 1000
 #define RETRY_MS 2       /* a collect that saw a move in progress */
 #define RETRY_ERR_MS 50  /* a transport error or an unacknowledged half */
+#define UNACKED_MS 1000  /* a source whose take was not acknowledged is only probed this long */
 
 const int64_t sk_wait_bucket_le_ms[SK_STAT_WAIT_BUCKETS] = {1, 2, 5, 10, 50, 100, 1000, INT64_MAX};
 
@@ -240,11 +241,12 @@ static void rescan(sk__pull *p)
 
 /* ---- moving units ------------------------------------------------------ */
 
+/* The parked purchases go out again before the pull is freed (freeing may
+ * drop an idle campaign, and the lane with it). */
 static void after_move(sk__pull *p)
 {
-    sk__lane *l = p->dst;
+    requeue(p->dst);
     pull_free(p);
-    requeue(l);
 }
 
 static void on_wait_dst(const dlock__reply *r, int err, void *priv)
@@ -283,11 +285,19 @@ static void give_now(sk__pull *p)
     else pull_later(p, RETRY_ERR_MS, rescan);
 }
 
+/* A take the source's replicas did not acknowledge is never given now: a
+ * failover could lose it after the give landed, and the units would exist
+ * twice. The entry waits for recovery (which asks again); the source is
+ * only probed for a while. */
 static void on_wait_src(const dlock__reply *r, int err, void *priv)
 {
     sk__pull *p = priv;
-    if (acked(r, err, p->acks)) give_now(p);
-    else pull_later(p, RETRY_ERR_MS, rescan); /* a failover may lose the take: recovery decides */
+    if (acked(r, err, p->acks)) {
+        give_now(p);
+        return;
+    }
+    p->dst->camp->lanes[p->src]->unacked_until_ms = dlock__now_ms() + UNACKED_MS;
+    pull_later(p, RETRY_ERR_MS, rescan);
 }
 
 /* The take is in the source's journal: make it durable, then give. */
@@ -295,7 +305,7 @@ static void after_take(sk__pull *p)
 {
     int w = send_ack(p->co, p->dst->camp->lanes[p->src], &p->acks, on_wait_src, p);
     if (w == 0) give_now(p);
-    else if (w < 0) pull_later(p, RETRY_ERR_MS, rescan);
+    else if (w < 0) on_wait_src(NULL, SK_EUNAVAIL, p);
 }
 
 /* ---- the scan: takes from the other buckets, then the sold-out proof ---- */
@@ -333,7 +343,9 @@ static void take_next(sk__pull *p)
     while (p->next < p->norder) {
         p->src = p->order[p->next++];
         snprintf(p->xid, sizeof(p->xid), "%s.%llu", co->xid_base, (unsigned long long)++co->xid_seq);
-        if (send_take(co, c->lanes[p->src], p->xid, p->dst->j, parked_need(p->dst), on_take, p) == 0) {
+        bool probe_only = dlock__now_ms() < c->lanes[p->src]->unacked_until_ms;
+        int64_t want = probe_only ? 0 : parked_need(p->dst);
+        if (send_take(co, c->lanes[p->src], p->xid, p->dst->j, want, on_take, p) == 0) {
             c->busy++;
             return;
         }
@@ -383,7 +395,6 @@ static void conclude(sk__pull *p)
     co->xs.soldout_checks++;
     if (here <= 0) l->camp->soldout = true;
     sk__preq *q = take_parked(l);
-    pull_free(p);
     while (q) {
         sk__preq *next = q->next;
         if (q->qty <= here) {
@@ -395,6 +406,7 @@ static void conclude(sk__pull *p)
         }
         q = next;
     }
+    pull_free(p);
 }
 
 static void on_probe(const dlock__reply *r, int err, void *priv);
@@ -517,6 +529,19 @@ static void on_recov_give(const dlock__reply *r, int err, void *priv)
     if (w != 1) recov_end(rv);
 }
 
+static void recov_give(recov *rv)
+{
+    if (send_give(rv->co, rv->camp->lanes[rv->dst], rv->xid, rv->units, on_recov_give, rv) != 0) recov_end(rv);
+}
+
+/* The entry is given only once the source's replicas hold it (see on_wait_src). */
+static void on_recov_src(const dlock__reply *r, int err, void *priv)
+{
+    recov *rv = priv;
+    if (acked(r, err, rv->acks)) recov_give(rv);
+    else recov_end(rv); /* the next round asks again */
+}
+
 static void recover_entry(sk__coalescer *co, sk__camp *c, int src, const dlock__reply *r, size_t i)
 {
     const char *xid = dlock__reply_str(dlock__reply_at(r, i), NULL);
@@ -528,7 +553,9 @@ static void recover_entry(sk__coalescer *co, sk__camp *c, int src, const dlock__
     *rv = (recov){.co = co, .camp = c, .src = src, .dst = (int)dst, .units = units};
     snprintf(rv->xid, sizeof(rv->xid), "%s", xid);
     c->busy++;
-    if (send_give(co, c->lanes[dst], rv->xid, units, on_recov_give, rv) != 0) recov_end(rv);
+    int w = send_ack(co, c->lanes[src], &rv->acks, on_recov_src, rv);
+    if (w == 0) recov_give(rv);
+    else if (w < 0) recov_end(rv);
 }
 
 typedef struct stale_q {

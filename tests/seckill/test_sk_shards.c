@@ -9,7 +9,9 @@
  *   unit is left in any bucket or in transit;
  * - the per-user limit is exact: 8 concurrent attempts per user, limit 1;
  * - a mover that dies between its take and its give loses nothing: a
- *   second engine's recovery gives the journalled units once. */
+ *   second engine's recovery gives the journalled units once;
+ * - a take the source's replica did not acknowledge is never given;
+ * - the per-address limit holds per address in each bucket. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,14 +68,19 @@ static void run_until(struct event_base *base, int *counter, int target, int64_t
     while (*counter < target && dlock__now_ms() < deadline) event_base_loop(base, EVLOOP_ONCE);
 }
 
-static sk_engine *engine(struct event_base *base, int64_t pause_ms)
+static int64_t ip_rate_limit; /* per address per window (0 = off) */
+
+static sk_engine *engine_opts(struct event_base *base, int64_t pause_ms, int acks, int64_t timeout_ms)
 {
     sk_engine_opts o;
     sk_engine_opts_init(&o);
+    o.ip_rate_limit = ip_rate_limit;
+    o.ip_rate_window_ms = 60000;
     o.soldout_poll_ms = 100;
     o.reconnect_max_ms = 200;
-    o.command_timeout_ms = 5000;
+    o.command_timeout_ms = timeout_ms;
     o.xfer_pause_ms = pause_ms;
+    o.replica_acks = acks;
     sk_engine *e = NULL;
     char err[128];
     assert_int_equal(sk_engine_new(base, redis.url, &o, &e, err, sizeof(err)), 0);
@@ -81,6 +88,11 @@ static sk_engine *engine(struct event_base *base, int64_t pause_ms)
     while (!sk_engine_ready(e) && dlock__now_ms() < deadline) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
     assert_true(sk_engine_ready(e));
     return e;
+}
+
+static sk_engine *engine(struct event_base *base, int64_t pause_ms)
+{
+    return engine_opts(base, pause_ms, -1, 5000);
 }
 
 static int heat_done, heat_err;
@@ -195,6 +207,12 @@ static void test_buyers_one_at_a_time_in_one_bucket_buy_every_unit_before_sold_o
                   (unsigned long long)st.xfer.takes, (unsigned long long)st.xfer.units,
                   (unsigned long long)st.xfer.probes, (unsigned long long)st.xfer.soldout_checks,
                   (unsigned long long)st.xfer.script_calls);
+    print_message("# stranded waits (ms <= 1 2 5 10 50 100 1000 more): %llu %llu %llu %llu %llu %llu %llu %llu, sum %llu ms\n",
+                  (unsigned long long)st.xfer.waits[0], (unsigned long long)st.xfer.waits[1],
+                  (unsigned long long)st.xfer.waits[2], (unsigned long long)st.xfer.waits[3],
+                  (unsigned long long)st.xfer.waits[4], (unsigned long long)st.xfer.waits[5],
+                  (unsigned long long)st.xfer.waits[6], (unsigned long long)st.xfer.waits[7],
+                  (unsigned long long)st.xfer.wait_ms_sum);
     assert_true(st.xfer.takes > 0 && st.xfer.units == 40);
     sk_engine_free(e);
     event_base_free(base);
@@ -352,6 +370,154 @@ static void test_a_mover_gone_between_take_and_give_loses_nothing(void **state)
     event_base_free(base);
 }
 
+static void wait_ms(struct event_base *base, int64_t ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000 * 1000)};
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+}
+
+static long long journals(const sk_buckets *b)
+{
+    long long n = 0;
+    for (int j = 0; j < b->k; j++) n += bucket_int(b, j, "HLEN", "xfer");
+    return n;
+}
+
+/* A take whose replica did not acknowledge it could be lost by a failover
+ * after its give landed (units twice): it is never given until a WAIT
+ * holds it; the buyer waiting for it is told 503, not 201/202. */
+static void test_a_take_its_replica_did_not_acknowledge_is_not_given(void **state)
+{
+    (void)state;
+    LT_STANDALONE_ONLY("pauses the one server's replica");
+    test_server rep;
+    assert_int_equal(test_redis_start(&rep, NULL), 0);
+    assert_int_equal(test_redis_replicate(&rep, &redis), 0);
+    struct event_base *base = event_base_new();
+    sk_engine *e = engine_opts(base, 0, 1, 1500);
+    sk_buckets b;
+    heat(base, e, "unacked", 30, 1, 3, &b);
+    test_server_pause(&rep, true);
+    long long gates0 = bucket_int(&b, 0, "SCARD", "xin");
+    /* buyers of bucket 0 one at a time: its 10 units (202: no replica
+     * acknowledges), then no transfer may be given, so 503 */
+    slot s[20];
+    memset(s, 0, sizeof(s));
+    done_count = 0;
+    int accepted = 0, unavailable = 0;
+    for (int i = 0; i < 20 && unavailable == 0; i++) {
+        char user[64];
+        user_homed(3, 0, i, user, sizeof(user));
+        assert_int_equal(sk_engine_purchase(e, "unacked", user, 1, NULL, NULL, on_result, &s[i]), 0);
+        run_until(base, &done_count, i + 1, 5000);
+        assert_true(s[i].done);
+        if (s[i].r.err == 0) {
+            assert_true(s[i].r.pending);
+            accepted++;
+        } else {
+            assert_int_equal(s[i].r.err, SK_EUNAVAIL); /* not decided: no 201, no 202 */
+            unavailable++;
+        }
+    }
+    assert_int_equal(accepted, 10);
+    assert_int_equal(unavailable, 1);
+    assert_int_equal(bucket_int(&b, 0, "GET", "stock"), 0);
+    assert_int_equal(bucket_int(&b, 0, "SCARD", "xin"), gates0); /* nothing given */
+    assert_true(journals(&b) > 0);                              /* taken, waiting */
+    test_server_pause(&rep, false);
+    int64_t deadline = dlock__now_ms() + 10000;
+    while (journals(&b) > 0 && dlock__now_ms() < deadline) wait_ms(base, 200);
+    assert_int_equal(journals(&b), 0);
+    long long left = 0;
+    for (int j = 0; j < 3; j++) left += bucket_int(&b, j, "GET", "stock");
+    assert_int_equal(left, 30 - accepted); /* nothing lost, nothing doubled */
+    sk_engine_free(e);
+    event_base_free(base);
+    test_server_stop(&rep);
+}
+
+/* A second creation is refused by bucket 0 before any other bucket is
+ * touched; a re-heat rewrites the definition but keeps every bucket's
+ * stock (units moved between buckets), and a lost bucket is written again
+ * with its share. */
+static void test_create_again_and_reheat_keep_every_bucket_stock(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    sk_engine *e = engine(base, 0);
+    sk_buckets b;
+    heat(base, e, "reheatk3", 30, 1, 3, &b);
+    slot s[12];
+    memset(s, 0, sizeof(s));
+    done_count = 0;
+    for (int i = 0; i < 12; i++) { /* bucket 0 sells 12: 2 units moved in */
+        char user[64];
+        user_homed(3, 0, i, user, sizeof(user));
+        assert_int_equal(sk_engine_purchase(e, "reheatk3", user, 1, NULL, NULL, on_result, &s[i]), 0);
+        run_until(base, &done_count, i + 1, 5000);
+        assert_int_equal(s[i].r.err, 0);
+    }
+    long long st[3];
+    for (int j = 0; j < 3; j++) st[j] = bucket_int(&b, j, "GET", "stock");
+    sk_campaign d = heat_info.def;
+    int before = heat_done;
+    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_CREATE, on_heat, NULL), 0);
+    run_until(base, &heat_done, before + 1, 5000);
+    assert_int_equal(heat_err, SK_EEXIST);
+    for (int j = 0; j < 3; j++) assert_int_equal(bucket_int(&b, j, "GET", "stock"), st[j]);
+    /* bucket 2 lost (its master's data gone): the force re-heat writes it again */
+    char key[SK_BUCKET_TAG_MAX + 16], out[64];
+    sk_bucket_key(&b, 2, "meta", key, sizeof(key));
+    const char *del[] = {"DEL", key};
+    assert_int_equal(lt_cmd(&redis, out, sizeof(out), 2, del), 0);
+    snprintf(d.title, sizeof(d.title), "renamed");
+    before = heat_done;
+    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_FORCE, on_heat, NULL), 0);
+    run_until(base, &heat_done, before + 1, 5000);
+    assert_int_equal(heat_err, 0);
+    assert_string_equal(heat_info.def.title, "renamed");
+    assert_int_equal(bucket_int(&b, 0, "GET", "stock"), st[0]);
+    assert_int_equal(bucket_int(&b, 1, "GET", "stock"), st[1]);
+    assert_int_equal(bucket_int(&b, 2, "GET", "stock"), 10); /* its share, nobody holds any there */
+    sk_engine_free(e);
+    event_base_free(base);
+}
+
+/* The per-address limit cannot be exact across buckets without a second
+ * slot in every decision: it holds per address per bucket (docs/seckill.md),
+ * so one address may buy up to K times the limit in a window, never more
+ * within one bucket. */
+static void test_the_per_address_limit_holds_in_each_bucket(void **state)
+{
+    (void)state;
+    ip_rate_limit = 2;
+    struct event_base *base = event_base_new();
+    sk_engine *e = engine(base, 0);
+    ip_rate_limit = 0;
+    sk_buckets b;
+    heat(base, e, "iplimit", 300, 1, 3, &b);
+    int ok[3] = {0}, limited[3] = {0};
+    slot s[15];
+    memset(s, 0, sizeof(s));
+    done_count = 0;
+    for (int i = 0; i < 15; i++) {
+        char user[64];
+        user_homed(3, i % 3, i, user, sizeof(user));
+        assert_int_equal(sk_engine_purchase(e, "iplimit", user, 1, NULL, "10.1.2.3", on_result, &s[i]), 0);
+        run_until(base, &done_count, i + 1, 5000);
+        if (s[i].r.err == 0) ok[i % 3]++;
+        else if (s[i].r.err == SK_ERATE) limited[i % 3]++;
+        else fail_msg("buyer %d: %s", i, sk_strerror(s[i].r.err));
+    }
+    for (int j = 0; j < 3; j++) {
+        assert_int_equal(ok[j], 2);
+        assert_int_equal(limited[j], 3);
+    }
+    sk_engine_free(e);
+    event_base_free(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +525,9 @@ int main(void)
         cmocka_unit_test(test_many_distinct_buyers_buy_exactly_the_stock),
         cmocka_unit_test(test_eight_concurrent_attempts_per_user_never_exceed_the_limit),
         cmocka_unit_test(test_a_mover_gone_between_take_and_give_loses_nothing),
+        cmocka_unit_test(test_a_take_its_replica_did_not_acknowledge_is_not_given),
+        cmocka_unit_test(test_the_per_address_limit_holds_in_each_bucket),
+        cmocka_unit_test(test_create_again_and_reheat_keep_every_bucket_stock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
