@@ -295,7 +295,8 @@ static void test_barrier_of_one_bucket_mirrors_its_orders_and_leaves_the_others_
         snprintf(part, sizeof(part), "order:%" PRIu64, ids1[i]);
         bset(&lay, 1, "DEL", part, NULL, NULL);
     }
-    bset(&lay, 1, "HSET", "meta", "runid", "0123456789012345678901234567890123456789");
+    assert_int_equal(sk_barrier_force_bucket(pf_rc, &lay, 3, "test"), SK_EINVAL);
+    assert_int_equal(sk_barrier_force_bucket(pf_rc, &lay, 1, "test"), 0);
     buy_in(&lay, camp, 0, 2, &next, NULL); /* epoch 1, not persisted yet */
     buy_in(&lay, camp, 2, 1, &next, NULL);
     char run_id[41];
