@@ -483,14 +483,22 @@ int sk_barrier_step(sk_db *db, dlock__conn *rc, const char *campaign, const char
     return err;
 }
 
-int sk_barrier_force(dlock__conn *rc, const char *campaign, const char *owner)
+int sk_barrier_force_bucket(dlock__conn *rc, const sk_buckets *lay, int j, const char *owner)
 {
-    char key[96], value[160];
-    snprintf(key, sizeof(key), "{c:%s}:meta", campaign);
+    if (j < 0 || j >= lay->k) return SK_EINVAL;
+    char key[128], value[160];
+    sk_bucket_key(lay, j, "meta", key, sizeof(key));
     snprintf(value, sizeof(value), "barrier-by-%s", owner);
     const char *argv[] = {"HSET", key, "runid", value};
     dlock__reply *r = NULL;
     int err = cmd(rc, 4, argv, &r);
     if (!err) dlock__reply_free(r);
     return err;
+}
+
+int sk_barrier_force(dlock__conn *rc, const char *campaign, const char *owner)
+{
+    sk_buckets one;
+    sk_buckets_single(campaign, &one);
+    return sk_barrier_force_bucket(rc, &one, 0, owner);
 }

@@ -74,5 +74,8 @@ int sk_barrier_step_bucket(sk_db *db, dlock__conn *rc, const char *campaign, con
  * meta.runid is overwritten (purchases stop at once), so the next
  * sk_barrier_step runs it. For `seckill barrier`. 0 or a code. */
 int sk_barrier_force(dlock__conn *rc, const char *campaign, const char *owner);
+/* The same for bucket j of layout lay (0 <= j < lay->k, else SK_EINVAL);
+ * run its barrier with sk_barrier_step_bucket. */
+int sk_barrier_force_bucket(dlock__conn *rc, const sk_buckets *lay, int j, const char *owner);
 
 #endif

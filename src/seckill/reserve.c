@@ -6,7 +6,10 @@
  * order decided before the mirror is already in user_totals; a refused
  * one's Redis buyer total goes back once ({c:<id>}:dropped); a handback
  * is recorded in the database before Redis applies it, once per id
- * ({c:<id>}:handbacks), and a pass finishes one a crash left half done. */
+ * ({c:<id>}:handbacks), and a pass finishes one a crash left half done.
+ * A campaign of K > 1 buckets: a tentative order waits for its user's
+ * home bucket's stream only; the handback waits until every bucket is
+ * empty with no transfer in flight, and goes to bucket 0. */
 #include "reserve.h"
 
 #include <inttypes.h>

@@ -295,7 +295,8 @@ static void test_barrier_of_one_bucket_mirrors_its_orders_and_leaves_the_others_
         snprintf(part, sizeof(part), "order:%" PRIu64, ids1[i]);
         bset(&lay, 1, "DEL", part, NULL, NULL);
     }
-    bset(&lay, 1, "HSET", "meta", "runid", "0123456789012345678901234567890123456789");
+    assert_int_equal(sk_barrier_force_bucket(pf_rc, &lay, 3, "test"), SK_EINVAL);
+    assert_int_equal(sk_barrier_force_bucket(pf_rc, &lay, 1, "test"), 0);
     buy_in(&lay, camp, 0, 2, &next, NULL); /* epoch 1, not persisted yet */
     buy_in(&lay, camp, 2, 1, &next, NULL);
     char run_id[41];
@@ -344,6 +345,53 @@ static void test_barrier_of_one_bucket_mirrors_its_orders_and_leaves_the_others_
     assert_int_equal(s.stale, 1);
     assert_int_equal(s.orders[SK_ST_PERSISTED], 14);
     assert_int_equal(pf_redis_int("EXISTS", camp, "sealing", NULL), 0); /* the seal lock is gone */
+}
+
+/* Every bucket due at once (the one server restarted) and two persisters
+ * running: the seal lock puts the barriers one after the other, each
+ * bucket opens, every bucket ends at the database's epoch, and what they
+ * sell next is persisted (no order below the seal). */
+static void test_all_buckets_due_at_once_open_one_after_the_other(void **state)
+{
+    (void)state;
+    const char *camp = "shall";
+    sk_buckets lay;
+    seed3(camp, 30, 1, 0, 10, &lay);
+    int next = 0;
+    for (int j = 0; j < 3; j++) buy_in(&lay, camp, j, 2, &next, NULL);
+    for (int j = 0; j < 3; j++) bset(&lay, j, "HSET", "meta", "runid", "0123456789012345678901234567890123456789");
+    bg a, b;
+    bg_start(&a, camp);
+    bg_start(&b, camp);
+    char rid[41];
+    assert_int_equal(sk_barrier_bucket_run_id(pf_rc, &lay, 0, rid), 0);
+    bool open = false;
+    for (int i = 0; i < 200 && !open; i++) {
+        dlock__sleep_ms(50);
+        open = true;
+        for (int j = 0; j < 3; j++) {
+            char key[200], got[64] = "";
+            sk_bucket_key(&lay, j, "meta", key, sizeof(key));
+            const char *argv[] = {"HGET", key, "runid"};
+            dlock__reply *r = cmd(3, argv);
+            if (dlock__reply_kind(r) == DLOCK__R_STRING) snprintf(got, sizeof(got), "%s", dlock__reply_str(r, NULL));
+            dlock__reply_free(r);
+            open = open && strcmp(got, rid) == 0;
+        }
+    }
+    assert_true(open);
+    for (int j = 0; j < 3; j++) buy_in(&lay, camp, j, 1, &next, NULL);
+    for (int i = 0; i < 100 && db_orders(camp, SK_ST_PERSISTED) < 9; i++) dlock__sleep_ms(50);
+    bg_stop(&a);
+    bg_stop(&b);
+    int64_t ep = 0;
+    assert_int_equal(sk_db_campaign_epoch(pf_db, camp, &ep), 0);
+    assert_true(ep >= 4); /* three seals, one after the other */
+    for (int j = 0; j < 3; j++) assert_int_equal(bint(&lay, j, "HGET", "meta", "epoch"), ep);
+    sk_db_campaign_stats s;
+    assert_int_equal(sk_db_campaign_stats_get(pf_db, camp, &s), 0);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 9);
+    assert_int_equal(s.stale, 0);
 }
 
 /* ---- the reserve -------------------------------------------------------- */
@@ -422,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_campaign_layout_columns_are_checked_and_kept),
         cmocka_unit_test(test_layout_from_meta_and_an_unreadable_layout_is_retried),
         cmocka_unit_test(test_barrier_of_one_bucket_mirrors_its_orders_and_leaves_the_others_open),
+        cmocka_unit_test(test_all_buckets_due_at_once_open_one_after_the_other),
         cmocka_unit_test(test_handback_to_bucket_0_only_when_every_bucket_is_empty_and_nothing_in_transit),
         cmocka_unit_test(test_tentative_order_waits_for_its_home_bucket_stream_only),
     };

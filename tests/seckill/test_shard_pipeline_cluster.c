@@ -5,12 +5,17 @@
  * SQLite with the database guard per campaign, the backlog sums the
  * three, and the barrier of one bucket (its meta names another run id)
  * raises the other two masters' buckets and seals once they are
- * persisted through, while they go on selling. */
+ * persisted through, while they go on selling; then the master of one
+ * bucket is killed (kill -9): after its replica's promotion a persister
+ * runs that bucket's barrier on the new master while the other two sell,
+ * and nothing any bucket sold is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +66,7 @@ static void slots_read(void)
 static int setup(void **state)
 {
     (void)state;
-    if (test_cluster_start(&cl, 3, 0) != 0) return -1;
+    if (test_cluster_start(&cl, 3, 1) != 0) return -1;
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof(dir), "%s/sk-shardcl-XXXXXX", tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) return -1;
@@ -193,10 +198,113 @@ static void test_k3_on_three_masters_drains_three_streams_and_barriers_one_bucke
     assert_int_equal(s.stale, 0);
 }
 
+static void run_id_wait(const sk_buckets *lay, int j, char out[41])
+{
+    char key[200];
+    sk_bucket_key(lay, j, "meta", key, sizeof(key));
+    for (int i = 0; i < 100; i++) {
+        const char *argv[] = {"EVAL", "return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')", "1", key};
+        dlock__reply *r = NULL;
+        if (dlock__conn_cmd(cc, 4, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_STRING) {
+            snprintf(out, 41, "%s", dlock__reply_str(r, NULL));
+            dlock__reply_free(r);
+            return;
+        }
+        dlock__reply_free(r);
+        dlock__sleep_ms(100);
+    }
+    fail_msg("bucket %d: no master answers", j);
+}
+
+static void meta_field(const sk_buckets *lay, int j, const char *field, char *out, size_t len)
+{
+    char key[200];
+    sk_bucket_key(lay, j, "meta", key, sizeof(key));
+    const char *argv[] = {"HGET", key, field};
+    dlock__reply *r = NULL;
+    out[0] = '\0';
+    if (dlock__conn_cmd(cc, 3, argv, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_STRING)
+        snprintf(out, len, "%s", dlock__reply_str(r, NULL));
+    dlock__reply_free(r);
+}
+
+typedef struct bg {
+    pthread_t th;
+    atomic_int stop;
+    sk_persist_opts o;
+    int rc;
+} bg;
+
+static void *bg_main(void *p)
+{
+    bg *b = p;
+    char err[256];
+    b->rc = sk_persist_run(&b->o, NULL, err, sizeof(err));
+    return NULL;
+}
+
+static void test_kill_of_one_buckets_master_barriers_that_bucket_only(void **state)
+{
+    (void)state;
+    const char *camp = "shfo";
+    sk_buckets lay;
+    assert_int_equal(sk_buckets_place(camp, 3, node_of, NULL, &lay), 0);
+    int64_t st[3] = {10, 10, 10};
+    pf_seed_sharded_on(cc, camp, 30, 1, 0, &lay, st, true);
+    int next = 1000;
+    for (int j = 0; j < 3; j++) buy_in(&lay, camp, j, 3, &next);
+    drain(camp);
+    dlock__sleep_ms(300); /* the replicas catch up (each holds its master's stream and meta) */
+    int dead = test_cluster_master_of_slot(&cl, dlock__key_slot(lay.tag[2], strlen(lay.tag[2])));
+    assert_true(dead >= 0);
+    char old[41], now[41], got[64];
+    run_id_wait(&lay, 2, old);
+    test_cluster_kill(&cl, dead);
+    assert_true(test_cluster_wait_failover(&cl, dead, 15000) >= 0);
+    bg b;
+    sk_persist_opts_init(&b.o);
+    b.o.redis_url = cl.url;
+    b.o.database_url = url;
+    b.o.campaign = camp;
+    b.o.block_ms = 50;
+    b.o.sweep_interval_ms = 100;
+    b.o.pay_timeout_ms = 0;
+    b.o.stop = &b.stop;
+    atomic_store(&b.stop, 0);
+    assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
+    buy_in(&lay, camp, 0, 2, &next); /* the other buckets sell on */
+    buy_in(&lay, camp, 1, 2, &next);
+    run_id_wait(&lay, 2, now);
+    assert_string_not_equal(now, old);
+    for (int i = 0; i < 100; i++) {
+        meta_field(&lay, 2, "runid", got, sizeof(got));
+        if (strcmp(got, now) == 0) break;
+        dlock__sleep_ms(100);
+    }
+    assert_string_equal(got, now); /* bucket 2 opened on its new master */
+    for (int j = 0; j < 3; j++) buy_in(&lay, camp, j, 1, &next); /* after the seal: all at its epoch */
+    sk_db_campaign_stats s;
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(sk_db_campaign_stats_get(pf_db, camp, &s), 0);
+        if (s.orders[SK_ST_PERSISTED] + s.stale >= 16) break;
+        dlock__sleep_ms(100);
+    }
+    atomic_store(&b.stop, 1);
+    pthread_join(b.th, NULL);
+    assert_int_equal(b.rc, 0);
+    assert_int_equal(s.stale, 0);
+    assert_int_equal(s.orders[SK_ST_PERSISTED], 16);
+    int64_t ep = 0;
+    assert_int_equal(sk_db_campaign_epoch(pf_db, camp, &ep), 0);
+    assert_int_equal(ep, 2);
+    for (int j = 0; j < 3; j++) assert_int_equal(meta_epoch(&lay, j), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_k3_on_three_masters_drains_three_streams_and_barriers_one_bucket),
+        cmocka_unit_test(test_kill_of_one_buckets_master_barriers_that_bucket_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
