@@ -51,7 +51,7 @@ row() { echo "$*" | tee -a "$out"; }
 evalsha() {
     local r=$1 name=$2 n=$3 c line accepted errors; shift 3
     c="rb$r$name"
-    # runid: purchase.lua's barrier check (meta.runid must be ARGV[9])
+    # runid: purchase.lua's barrier check (meta.runid must be ARGV[9]); ARGV[10] K = 1 bucket
     rcli HSET "{c:$c}:meta" per_user_limit 1 starts_at_ms 0 ends_at_ms 99999999999999 stock 1000000000 \
         runid bench >/dev/null
     rcli SET "{c:$c}:stock" 1000000000 >/dev/null
@@ -59,7 +59,7 @@ evalsha() {
     line=$(redis-benchmark -p "$REDIS_PORT" -n "$n" -c 50 -r 100000000 --csv "$@" EVALSHA "$SHA" 8 \
         "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" "{c:$c}:idem:x" \
         "{c:$c}:order:__rand_int__" "{c:$c}:rl:u:x" "{c:$c}:rl:ip:x" \
-        "$c" 1 0 1000 0 1000 86400000 120000 bench __rand_int__ u__rand_int__ 1 "" "" | tail -1)
+        "$c" 1 0 1000 0 1000 86400000 120000 bench 1 __rand_int__ u__rand_int__ 1 "" "" "" | tail -1)
     accepted=$(rcli XLEN "{c:$c}:orders")
     errors=$(rcli INFO errorstats | grep -c errorstat_ || true)
     if [ "$errors" != 0 ] || [ "$accepted" -lt $((n * 99 / 100)) ]; then

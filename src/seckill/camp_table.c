@@ -10,6 +10,8 @@
 
 #include <event2/event.h>
 
+#include "dlock/dlock.h"
+
 static unsigned hash_id(const char *s)
 {
     uint32_t h = 2166136261u;
@@ -17,11 +19,60 @@ static unsigned hash_id(const char *s)
     return h % SK__CAMP_BUCKETS;
 }
 
+static void lane_free(sk__lane *l)
+{
+    if (!l) return;
+    if (l->linger) event_free(l->linger);
+    free(l->pending);
+    free(l);
+}
+
 static void camp_free(sk__camp *c)
 {
-    if (c->linger) event_free(c->linger);
-    free(c->pending);
+    for (int j = 0; j < c->nlanes; j++) lane_free(c->lanes[j]);
     free(c);
+}
+
+static sk__lane *lane_new(sk__camp_table *t, sk__camp *c, int j, const char *tag)
+{
+    sk__lane *l = calloc(1, sizeof(*l));
+    if (!l) return NULL;
+    l->pending = calloc((size_t)t->max_batch, sizeof(*l->pending));
+    if (!l->pending) {
+        free(l);
+        return NULL;
+    }
+    l->camp = c;
+    l->j = j;
+    snprintf(l->prefix, sizeof(l->prefix), "{%s}:", tag);
+    l->parked_tail = &l->parked;
+    l->known = INT64_MAX;
+    return l;
+}
+
+int sk__camp_grow(sk__camp_table *t, sk__camp *c, const sk_buckets *b)
+{
+    int had = c->nlanes;
+    for (int j = had; j < b->k; j++) {
+        c->lanes[j] = lane_new(t, c, j, b->tag[j]);
+        if (!c->lanes[j]) {
+            while (j > had) lane_free(c->lanes[--j]);
+            return DLOCK_ENOMEM;
+        }
+    }
+    if (b->k > had) c->nlanes = b->k;
+    c->k = b->k;
+    return 0;
+}
+
+bool sk__camp_idle(const sk__camp *c)
+{
+    if (c->polling || c->busy || c->loading || c->rerouted) return false;
+    for (int j = 0; j < c->nlanes; j++) {
+        const sk__lane *l = c->lanes[j];
+        if (l->npending || l->inflight || l->parked || l->pull) return false;
+    }
+    return true;
 }
 
 sk__camp *sk__camp_find(sk__camp_table *t, const char *id, bool create)
@@ -34,9 +85,10 @@ sk__camp *sk__camp_find(sk__camp_table *t, const char *id, bool create)
     if (!c) return NULL;
     c->co = t->owner;
     snprintf(c->id, sizeof(c->id), "%s", id);
-    snprintf(c->prefix, sizeof(c->prefix), "{c:%s}:", id);
-    c->pending = calloc((size_t)t->max_batch, sizeof(*c->pending));
-    if (!c->pending) {
+    c->rerouted_tail = &c->rerouted;
+    sk_buckets one;
+    sk_buckets_single(id, &one);
+    if (sk__camp_grow(t, c, &one) != 0) {
         free(c);
         return NULL;
     }

@@ -1,30 +1,54 @@
-/* camp_table.h: the purchase side's per-campaign state (queued purchases,
- * batches in flight, the local sold-out flag), in a hash table by campaign
- * id. Knows nothing of Redis or of the engine: the coalescer owns one.
- * Not thread-safe: used from the engine's loop only. */
+/* camp_table.h: the purchase side's per-campaign state (the local
+ * sold-out flag, and per bucket of the campaign a lane: queued purchases,
+ * batches in flight, purchases parked for a transfer), in a hash table by
+ * campaign id. Knows nothing of Redis or of the engine: the coalescer owns
+ * one. Not thread-safe: used from the engine's loop only. */
 #ifndef SK_CAMP_TABLE_H
 #define SK_CAMP_TABLE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "buckets.h"
+
 struct event;
 struct sk__coalescer;
 typedef struct sk__preq sk__preq;
 
-typedef struct sk__camp {
-    struct sk__coalescer *co; /* owner (for the linger timer) */
-    char id[65];
-    char prefix[80];       /* "{c:<id>}:" */
-    struct sk__camp *next; /* hash chain */
-    bool soldout;          /* local flag: answer sold-out without Redis */
-    bool polling;          /* a stock GET for the flag is in flight */
+struct sk__camp;
+struct sk__pull;
+
+/* One bucket of a campaign on the purchase side. */
+typedef struct sk__lane {
+    struct sk__camp *camp;
+    int j;                 /* bucket index */
+    char prefix[SK_BUCKET_TAG_MAX + 4]; /* "{<tag>}:" */
     sk__preq **pending;    /* queued, not yet sent (room for max_batch) */
     int npending;
     int inflight;          /* script calls in flight */
     struct event *linger;
     bool linger_armed;
+    sk__preq *parked;      /* answered "short": waiting for a transfer (FIFO) */
+    sk__preq **parked_tail;
+    int64_t known;         /* the bucket's stock as last seen; INT64_MAX unknown */
+    int64_t unacked_until_ms; /* a take here was not acknowledged: only probed until then */
+    struct sk__pull *pull; /* the transfer into this lane in progress (transfer.c) */
+} sk__lane;
+
+typedef struct sk__camp {
+    struct sk__coalescer *co; /* owner (for the linger timer) */
+    char id[65];
+    struct sk__camp *next; /* hash chain */
+    bool soldout;          /* local flag: answer sold-out without Redis */
+    int polling;           /* stock GETs for the flag in flight */
     bool unknown;          /* last answer was "not found": dropped when idle */
+    bool loading;          /* the bucket layout is being read: nothing is sent */
+    sk__preq *rerouted;    /* answered "reroute": waiting for the layout (FIFO) */
+    sk__preq **rerouted_tail;
+    int k;                 /* buckets purchases are routed over (1 until the layout is read) */
+    int nlanes;            /* lanes allocated (>= k; a layout never shrinks them) */
+    sk__lane *lanes[SK_MAX_SHARDS]; /* lanes[0] always exists */
+    int busy;              /* transfer calls in flight for this campaign (transfer.c) */
 } sk__camp;
 
 #define SK__CAMP_BUCKETS 256
@@ -37,6 +61,11 @@ typedef struct sk__camp_table {
 
 /* The entry of id; with create, a new one (NULL on allocation failure). */
 sk__camp *sk__camp_find(sk__camp_table *t, const char *id, bool create);
+/* Adds lanes up to k with the tags of b (lane 0 keeps its own). 0 or
+ * DLOCK_ENOMEM (then nothing changed). */
+int sk__camp_grow(sk__camp_table *t, sk__camp *c, const sk_buckets *b);
+/* True when nothing of c is queued, in flight or parked. */
+bool sk__camp_idle(const sk__camp *c);
 /* Unlinks c (it must be idle) and frees it. */
 void sk__camp_drop(sk__camp_table *t, sk__camp *c);
 /* Calls fn for every entry; fn must not add or drop entries. */

@@ -8,6 +8,7 @@
 
 #include "dlock/dlock.h"
 #include "engine_internal.h"
+#include "layout.h"
 
 #define MAX_LOOKUP_CAMPAIGNS 1024
 
@@ -21,6 +22,9 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
     else if (d->starts_at_ms < 0 || d->ends_at_ms <= d->starts_at_ms) why = "ends_at must be after starts_at";
     else if (d->price_cents < 0) why = "price_cents must be >= 0";
     else if (d->db_reserve < 0 || d->db_reserve > d->stock) why = "db_reserve must be 0..stock";
+    else if (d->shards < 0 || d->shards > SK_MAX_SHARDS) why = "shards must be 1..64";
+    else if (d->shards > 1 && d->bucket_tags[0] && sk_layout_of_def(d->id, d->shards, d->bucket_tags, &(sk_buckets){0}))
+        why = "bucket_tags do not name the campaign's buckets";
     if (why && err && errlen) snprintf(err, errlen, "%s", why);
     return why ? SK_EINVAL : 0;
 }
@@ -31,11 +35,66 @@ typedef struct camp_req {
     void *arg;
     char id[65];
     int heat_err;
+    /* a sharded campaign: its other buckets' replies still due, their sum */
+    int due;
+    int err;
+    int64_t others;
+    sk_campaign_info info;
+    sk_campaign def;       /* heat: the definition */
+    sk_heat_mode mode;
+    sk_buckets layout;
 } camp_req;
 
 static int64_t field_int(const char *s)
 {
     return s ? strtoll(s, NULL, 10) : 0;
+}
+
+static void info_done(camp_req *q)
+{
+    sk_campaign_info *info = &q->info;
+    if (q->err) {
+        q->cb(q->err, NULL, q->arg);
+        free(q);
+        return;
+    }
+    info->remaining += q->others;
+    if (info->remaining < 0) info->remaining = 0;
+    if (info->def.shards < 1) info->def.shards = 1;
+    info->sold = info->def.stock - info->remaining;
+    if (info->sold < 0) info->sold = 0;
+    if (info->now_ms < info->def.starts_at_ms) info->state = "scheduled";
+    else if (info->now_ms >= info->def.ends_at_ms) info->state = "ended";
+    else if (info->remaining <= 0) info->state = "sold_out";
+    else info->state = "live";
+    q->cb(0, info, q->arg);
+    free(q);
+}
+
+/* A bucket's stock (GET), into q->others; the last one answers. Units in
+ * transit between buckets are not counted (a move takes milliseconds). */
+static void on_bucket_stock(const dlock__reply *r, int err, void *priv)
+{
+    camp_req *q = priv;
+    if (err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
+    else if (dlock__reply_kind(r) == DLOCK__R_STRING) q->others += strtoll(dlock__reply_str(r, NULL), NULL, 10);
+    if (--q->due == 0) info_done(q);
+}
+
+static int ask_other_buckets(camp_req *q)
+{
+    if (sk_layout_of_def(q->id, q->info.def.shards, q->info.def.bucket_tags, &q->layout) != 0) return SK_EINVAL;
+    for (int j = 1; j < q->layout.k; j++) {
+        char key[SK_BUCKET_TAG_MAX + 16];
+        sk_bucket_key(&q->layout, j, "stock", key, sizeof(key));
+        const char *argv[] = {"GET", key};
+        if (sk__call_cmd(q->e, 2, argv, NULL, on_bucket_stock, q) != 0) {
+            q->err = SK_EUNAVAIL;
+            return q->due ? 0 : SK_EUNAVAIL;
+        }
+        q->due++;
+    }
+    return 0;
 }
 
 static void on_info(const dlock__reply *r, int err, void *priv)
@@ -57,8 +116,7 @@ static void on_info(const dlock__reply *r, int err, void *priv)
         return;
     }
     info.now_ms = field_int(dlock__reply_str(dlock__reply_at(r, 0), NULL));
-    info.remaining = dlock__reply_int(dlock__reply_at(r, 1));
-    if (info.remaining < 0) info.remaining = 0;
+    info.remaining = dlock__reply_int(dlock__reply_at(r, 1)); /* clamped at 0 once summed */
     snprintf(info.def.id, sizeof(info.def.id), "%s", q->id);
     for (size_t i = 2; i + 1 < n; i += 2) {
         const char *k = dlock__reply_str(dlock__reply_at(r, i), NULL);
@@ -70,15 +128,16 @@ static void on_info(const dlock__reply *r, int err, void *priv)
         else if (strcmp(k, "ends_at_ms") == 0) info.def.ends_at_ms = field_int(v);
         else if (strcmp(k, "price_cents") == 0) info.def.price_cents = field_int(v);
         else if (strcmp(k, "db_reserve") == 0) info.def.db_reserve = field_int(v);
+        else if (strcmp(k, "shards") == 0) info.def.shards = field_int(v);
+        else if (strcmp(k, "bucket_tags") == 0) snprintf(info.def.bucket_tags, sizeof(info.def.bucket_tags), "%s", v);
     }
-    info.sold = info.def.stock - info.remaining;
-    if (info.sold < 0) info.sold = 0;
-    if (info.now_ms < info.def.starts_at_ms) info.state = "scheduled";
-    else if (info.now_ms >= info.def.ends_at_ms) info.state = "ended";
-    else if (info.remaining <= 0) info.state = "sold_out";
-    else info.state = "live";
-    q->cb(0, &info, q->arg);
-    free(q);
+    q->info = info;
+    if (info.def.shards > 1) {
+        int rc = ask_other_buckets(q);
+        if (rc == 0) return;
+        q->err = SK_EUNAVAIL; /* a layout this engine cannot read */
+    }
+    info_done(q);
 }
 
 static int send_info(sk_engine *e, camp_req *q)
@@ -111,12 +170,10 @@ static void ignore_reply(const dlock__reply *r, int err, void *priv)
     (void)priv;
 }
 
-static void on_heat(const dlock__reply *r, int err, void *priv)
+/* A heat reply: 0, or the error it means. */
+static int heat_result(const dlock__reply *r, int err)
 {
-    camp_req *q = priv;
-    sk_engine *e = q->e;
-    if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2))
-        err = DLOCK_ESERVER;
+    if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2)) err = DLOCK_ESERVER;
     if (!err) {
         long long code = dlock__reply_int(dlock__reply_at(r, 0));
         if (code == -1) err = SK_EEXIST;
@@ -124,13 +181,23 @@ static void on_heat(const dlock__reply *r, int err, void *priv)
     } else if (err != DLOCK_EUNKNOWN) {
         err = SK_EUNAVAIL;
     }
+    return err;
+}
+
+/* Every bucket is written: list and announce it, answer with a snapshot. */
+static void heat_done(camp_req *q)
+{
+    sk_engine *e = q->e;
+    int err = q->err;
     if (!err) {
         const char *argv[] = {"SADD", "seckill:campaigns", q->id};
         sk__call_cmd(e, 3, argv, NULL, ignore_reply, NULL);
         /* the persisters consume it at once (announce.h) */
         const char *ann[] = {"XADD", "seckill:announce", "MAXLEN", "~", "1000", "*", "campaign", q->id};
         sk__call_cmd(e, 8, ann, NULL, ignore_reply, NULL);
-        /* The snapshot queued after the write sees it (one connection). */
+        /* The snapshot queued after the writes sees them (their replies are in). */
+        q->err = 0;
+        q->others = 0;
         if (send_info(e, q) == 0) {
             /* remember the campaign: a new stock clears a local sold-out flag */
             sk__coalescer_restocked(e->co, q->id);
@@ -140,6 +207,84 @@ static void on_heat(const dlock__reply *r, int err, void *priv)
     }
     q->cb(err, NULL, q->arg);
     free(q);
+}
+
+static void on_heat_bucket(const dlock__reply *r, int err, void *priv)
+{
+    camp_req *q = priv;
+    err = heat_result(r, err);
+    if (err && !q->err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
+    if (--q->due == 0) heat_done(q);
+}
+
+static int send_heat(camp_req *q, int j, const char *mode, sk__reply_fn fn);
+
+/* Bucket 0 decides (exists, live); the other buckets follow it. */
+static void on_heat(const dlock__reply *r, int err, void *priv)
+{
+    camp_req *q = priv;
+    q->err = heat_result(r, err);
+    if (q->err || q->layout.k == 1) {
+        heat_done(q);
+        return;
+    }
+    /* bucket 0's "create" proved the campaign new: its buckets are written whole */
+    const char *mode = q->mode == SK_HEAT_CREATE ? "bucket" : "force";
+    q->due = 1; /* held while sending */
+    for (int j = 1; j < q->layout.k; j++) {
+        if (send_heat(q, j, mode, on_heat_bucket) != 0) {
+            q->err = SK_EUNAVAIL;
+            break;
+        }
+        q->due++;
+    }
+    if (--q->due == 0) heat_done(q);
+}
+
+/* campaign_heat.lua on bucket j: its keys, its share of the Redis stock. */
+static int send_heat(camp_req *q, int j, const char *mode, sk__reply_fn fn)
+{
+    const sk_campaign *d = &q->def;
+    const sk_buckets *b = &q->layout;
+    char meta[SK_BUCKET_TAG_MAX + 16], stock[SK_BUCKET_TAG_MAX + 16], buyers[SK_BUCKET_TAG_MAX + 16];
+    sk_bucket_key(b, j, "meta", meta, sizeof(meta));
+    sk_bucket_key(b, j, "stock", stock, sizeof(stock));
+    sk_bucket_key(b, j, "buyers", buyers, sizeof(buyers));
+    char n[6][24], k[16] = "", jj[16] = "", share[24] = "";
+    const int64_t v[6] = {d->stock, d->per_user_limit, d->starts_at_ms, d->ends_at_ms, d->price_cents,
+                          d->db_reserve};
+    for (int i = 0; i < 6; i++) snprintf(n[i], sizeof(n[i]), "%lld", (long long)v[i]);
+    if (b->k > 1) {
+        int64_t redis_units = d->stock - d->db_reserve;
+        snprintf(k, sizeof(k), "%d", b->k);
+        snprintf(jj, sizeof(jj), "%d", j);
+        snprintf(share, sizeof(share), "%lld", (long long)(redis_units / b->k + (j < redis_units % b->k)));
+    }
+    const char *tags = j == 0 && b->k > 1 ? d->bucket_tags : "";
+    /* the run id of the server this connection reached (read at connect;
+     * "" on a Cluster: the script reads its own node's) */
+    const char *args[] = {"3", meta, stock, buyers, mode, d->title, n[0], n[1], n[2], n[3], n[4],
+                          sk__script_runid(q->e), n[5], k, jj, tags, share};
+    return sk__call_script(q->e, SK__LUA_HEAT, 17, args, NULL, fn, q);
+}
+
+static int node_of_slot(void *ud, unsigned slot, char *buf, size_t len)
+{
+    sk_engine *e = ud;
+    return e->ac ? dlock__aconn_node_of_slot(e->ac, slot, buf, len) : DLOCK_ECONN;
+}
+
+int sk_engine_place_buckets(sk_engine *e, sk_campaign *d)
+{
+    d->bucket_tags[0] = '\0';
+    if (d->shards <= 1) return 0;
+    if (!e->up) return SK_EUNAVAIL;
+    sk_buckets *b = malloc(sizeof(*b));
+    if (!b) return DLOCK_ENOMEM;
+    int rc = sk_buckets_place(d->id, (int)d->shards, e->srv_cluster ? node_of_slot : NULL, e, b);
+    if (!rc && sk_buckets_format(b, d->bucket_tags, sizeof(d->bucket_tags)) == 0) rc = SK_EINVAL;
+    free(b);
+    return rc;
 }
 
 int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
@@ -153,20 +298,14 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
     q->e = e;
     q->cb = cb;
     q->arg = arg;
+    q->mode = mode;
+    q->def = *d;
     snprintf(q->id, sizeof(q->id), "%s", d->id);
-    char meta[96], stock[96], buyers[96], n[6][24];
-    snprintf(meta, sizeof(meta), "{c:%s}:meta", d->id);
-    snprintf(stock, sizeof(stock), "{c:%s}:stock", d->id);
-    snprintf(buyers, sizeof(buyers), "{c:%s}:buyers", d->id);
-    const int64_t v[6] = {d->stock, d->per_user_limit, d->starts_at_ms, d->ends_at_ms, d->price_cents,
-                          d->db_reserve};
-    for (int i = 0; i < 6; i++) snprintf(n[i], sizeof(n[i]), "%lld", (long long)v[i]);
+    int rc = 0;
+    if (q->def.shards > 1 && !q->def.bucket_tags[0]) rc = sk_engine_place_buckets(e, &q->def);
+    if (!rc) rc = sk_layout_of_def(d->id, q->def.shards, q->def.bucket_tags, &q->layout);
     const char *modes[] = {"create", "reheat", "force"};
-    /* the run id of the server this connection reached (read at connect;
-     * "" on a Cluster: the script reads its own node's) */
-    const char *args[] = {"3", meta, stock, buyers, modes[mode], d->title,
-                          n[0], n[1], n[2], n[3], n[4], sk__script_runid(e), n[5]};
-    int rc = sk__call_script(e, SK__LUA_HEAT, 13, args, NULL, on_heat, q);
+    if (!rc) rc = send_heat(q, 0, modes[mode], on_heat);
     if (rc) free(q);
     return rc;
 }
@@ -213,14 +352,59 @@ static void on_order_hash(const dlock__reply *r, int err, void *priv)
     if (--q->outstanding == 0) order_done(q);
 }
 
-static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
+static int ask_hash(sk_engine *e, order_req *q, const char *tag)
 {
-    char key[128];
-    snprintf(key, sizeof(key), "{c:%s}:order:%llu", cid, (unsigned long long)q->order_id);
+    char key[SK_BUCKET_TAG_MAX + 40];
+    snprintf(key, sizeof(key), "{%s}:order:%llu", tag, (unsigned long long)q->order_id);
     const char *argv[] = {"HGETALL", key};
     int rc = sk__call_cmd(e, 2, argv, NULL, on_order_hash, q);
     if (rc == 0) q->outstanding++;
     return rc;
+}
+
+typedef struct order_layout {
+    order_req *q;
+    char cid[65];
+} order_layout;
+
+/* Bucket 0's layout fields: a sharded campaign's other buckets are asked too
+ * (the order's bucket is its user's home, which the order id does not say). */
+static void on_order_layout(const dlock__reply *r, int err, void *priv)
+{
+    order_layout *ol = priv;
+    order_req *q = ol->q;
+    sk_buckets *b = malloc(sizeof(*b));
+    if (b && !err && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2 &&
+        dlock__reply_kind(dlock__reply_at(r, 0)) == DLOCK__R_STRING) {
+        long long k = strtoll(dlock__reply_str(dlock__reply_at(r, 0), NULL), NULL, 10);
+        const dlock__reply *t = dlock__reply_at(r, 1);
+        const char *ts = dlock__reply_kind(t) == DLOCK__R_STRING ? dlock__reply_str(t, NULL) : "";
+        if (sk_layout_of_def(ol->cid, k, ts, b) == 0)
+            for (int j = 1; j < b->k; j++)
+                if (ask_hash(q->e, q, b->tag[j]) != 0 && !q->err) q->err = SK_EUNAVAIL;
+    } else if (err && !q->err) {
+        q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
+    }
+    free(b);
+    free(ol);
+    if (--q->outstanding == 0) order_done(q);
+}
+
+static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
+{
+    char tag[80], meta[96];
+    snprintf(tag, sizeof(tag), "c:%s", cid);
+    int rc = ask_hash(e, q, tag);
+    if (rc) return rc;
+    order_layout *ol = malloc(sizeof(*ol));
+    if (!ol) return 0; /* bucket 0 is asked; a sharded campaign's others are not */
+    ol->q = q;
+    snprintf(ol->cid, sizeof(ol->cid), "%s", cid);
+    snprintf(meta, sizeof(meta), "{c:%s}:meta", cid);
+    const char *argv[] = {"HMGET", meta, "shards", "bucket_tags"};
+    if (sk__call_cmd(e, 4, argv, NULL, on_order_layout, ol) == 0) q->outstanding++;
+    else free(ol);
+    return 0;
 }
 
 static void on_campaign_list(const dlock__reply *r, int err, void *priv)

@@ -11,7 +11,12 @@
  * answered when both replies are in: acceptances (and replays) are 201
  * only if WAIT reported enough replicas, else pending (202). The
  * campaign's next batch may be sent as soon as the script replied (it
- * queues behind the WAIT on the same connection). */
+ * queues behind the WAIT on the same connection).
+ * Sharded campaigns (K buckets, buckets.h): each bucket has its own lane
+ * (queue, batches); a purchase goes to its user's home bucket. A campaign
+ * starts with one lane; a "reroute" answer makes the coalescer read the
+ * layout and re-queue. A "short" answer parks the purchase on its lane
+ * until transfer.c has moved units there (or found the campaign empty). */
 #include "coalesce.h"
 
 #include <stdio.h>
@@ -21,26 +26,17 @@
 #include <event2/event.h>
 
 #include "camp_table.h"
+#include "coalesce_internal.h"
 #include "dlock/dlock.h"
+#include "layout.h"
 #include "ids.h"
 #include "outcome.h"
 #include "util.h"
 
 #define MAX_QTY 1000000
 
-struct sk__preq {
-    sk_purchase_cb cb;
-    void *arg;
-    int64_t qty;
-    char user[65];
-    char idem[65];
-    char ip[64];
-    uint64_t order_id;
-    sk_purchase_result res; /* decided, waiting for the acknowledgement */
-};
-
 typedef struct sk__batch {
-    sk__camp *camp;         /* until the script's reply */
+    sk__lane *lane;         /* until the script's reply */
     struct sk__batch *next; /* on co->failed */
     int err;                /* not sent (fail_later), or the script's transport error */
     int n;
@@ -53,29 +49,9 @@ typedef struct sk__batch {
     sk__preq *reqs[];
 } sk__batch;
 
-struct sk__coalescer {
-    struct event_base *base;
-    sk__coalesce_hooks h;
-    int max_batch;
-    int64_t linger_us;
-    int64_t limits[6];      /* user rate, window; ip rate, window; idem ttl; order ttl */
-    sk__camp_table camps;
-    size_t pending;         /* purchases queued or in flight */
-    bool freeing;
-    sk__batch *failed;      /* batches to fail from the loop (fail_ev) */
-    struct event *fail_ev;
-    uint64_t outcomes[SK_STAT_OUTCOMES];
-    uint64_t batches[SK_STAT_BATCH_BUCKETS];
-    uint64_t batched_purchases;
-    uint64_t soldout_local;
-    uint64_t answered_acked, answered_pending, ack_waits, ack_failures;
-    char *wire;             /* the last batch's RESP arguments (reused) */
-    size_t wire_cap;
-};
-
 const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, INT64_MAX};
 
-static void co_log(sk__coalescer *co, int level, const char *msg)
+void sk__co_log(sk__coalescer *co, int level, const char *msg)
 {
     if (co->h.log) co->h.log(co->h.ud, level, msg);
 }
@@ -85,10 +61,25 @@ static void count_outcome(sk__coalescer *co, const sk_purchase_result *r)
     co->outcomes[sk_outcome_of_err(r->err, r->replay)]++;
 }
 
-static void maybe_drop_camp(sk__coalescer *co, sk__camp *c)
+void sk__co_maybe_drop(sk__coalescer *co, sk__camp *c)
 {
-    if (!co->freeing && c->unknown && !c->npending && !c->inflight && !c->polling)
-        sk__camp_drop(&co->camps, c);
+    if (!co->freeing && c->unknown && sk__camp_idle(c)) sk__camp_drop(&co->camps, c);
+}
+
+/* A purchase's final answer; a parked one's wait is counted. */
+void sk__co_answer(sk__coalescer *co, sk__preq *q, const sk_purchase_result *res)
+{
+    if (q->parked_ms) {
+        int64_t w = dlock__now_ms() - q->parked_ms;
+        int k = 0;
+        while (k < SK_STAT_WAIT_BUCKETS - 1 && w > sk_wait_bucket_le_ms[k]) k++;
+        co->xs.waits[k]++;
+        co->xs.wait_ms_sum += (uint64_t)(w > 0 ? w : 0);
+    }
+    count_outcome(co, res);
+    q->cb(res, q->arg);
+    free(q);
+    co->pending--;
 }
 
 /* ---- failing batches from the loop ----------------------------------- */
@@ -97,11 +88,8 @@ static void deliver_batch_error(sk__coalescer *co, sk__batch *b, int err)
 {
     for (int i = 0; i < b->n; i++) {
         sk_purchase_result r = {.err = err, .qty = b->reqs[i]->qty, .order_id = b->reqs[i]->order_id};
-        count_outcome(co, &r);
-        b->reqs[i]->cb(&r, b->reqs[i]->arg);
-        free(b->reqs[i]);
+        sk__co_answer(co, b->reqs[i], &r);
     }
-    co->pending -= (size_t)b->n;
 }
 
 static void deliver_failed(evutil_socket_t fd, short what, void *arg)
@@ -112,11 +100,11 @@ static void deliver_failed(evutil_socket_t fd, short what, void *arg)
     while (co->failed) {
         sk__batch *b = co->failed;
         co->failed = b->next;
-        sk__camp *c = b->camp;
-        c->inflight--;
+        sk__lane *l = b->lane;
+        l->inflight--;
         deliver_batch_error(co, b, b->err);
         free(b);
-        maybe_drop_camp(co, c);
+        sk__co_maybe_drop(co, l->camp);
     }
 }
 
@@ -138,19 +126,19 @@ static void fail_later(sk__coalescer *co, sk__batch *b, int err)
 /* ---- sending ------------------------------------------------------------ */
 
 static void on_batch_reply(const dlock__reply *r, int err, void *priv);
-static void flush(sk__camp *c);
+static void flush(sk__lane *l);
 
 static void on_linger(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    sk__camp *c = arg;
-    c->linger_armed = false;
-    if (c->npending) flush(c);
+    sk__lane *l = arg;
+    l->linger_armed = false;
+    if (l->npending) flush(l);
 }
 
 /* ---- the batch's EVALSHA arguments, written as RESP ------------------------
- * One call of purchase.lua carries 13 + 9 per purchase arguments; they are
+ * One call of purchase.lua carries 14 + 10 per purchase arguments; they are
  * written straight into the wire format ("$<len>\r\n<bytes>\r\n" each)
  * in a buffer the coalescer keeps, with integers converted by hand: the
  * printf family and hiredis' argv formatting were ~40 % of seckilld's
@@ -203,12 +191,12 @@ static char *w_int(char *p, int64_t v)
     return w_arg(p, "", 0, d, (size_t)(num + sizeof(num) - d));
 }
 
-/* A key of the campaign: prefix + a fixed part + a variable part. */
-static char *w_key(char *p, const sk__camp *c, size_t cpn, const char *part, const char *var, size_t vn)
+/* A key of the bucket: prefix + a fixed part + a variable part. */
+static char *w_key(char *p, const sk__lane *l, size_t cpn, const char *part, const char *var, size_t vn)
 {
     size_t partn = strlen(part);
     p = w_bulk_head(p, cpn + partn + vn);
-    memcpy(p, c->prefix, cpn);
+    memcpy(p, l->prefix, cpn);
     memcpy(p + cpn, part, partn);
     memcpy(p + cpn + partn, var, vn);
     p += cpn + partn + vn;
@@ -221,35 +209,37 @@ static char *w_key(char *p, const sk__camp *c, size_t cpn, const char *part, con
  * array (user, idem, ip, prefix, id, run id) or is a 20-digit integer. */
 static size_t batch_bound(const sk__batch *b)
 {
-    size_t camp = 13 * RESP_OVERHEAD + 4 * (80 + 8) + 65 + 6 * 20 + 41 + 20;
-    size_t per = 9 * RESP_OVERHEAD + (80 + 6 + 65) + (80 + 6 + 20) + (80 + 5 + 65) + (80 + 6 + 64) +
-                 20 + 65 + 20 + 65 + 64;
+    const size_t pn = SK_BUCKET_TAG_MAX + 4;
+    size_t camp = 14 * RESP_OVERHEAD + 4 * (pn + 8) + 65 + 6 * 20 + 41 + 20 + 20;
+    size_t per = 10 * RESP_OVERHEAD + (pn + 6 + 65) + (pn + 6 + 20) + (pn + 5 + 65) + (pn + 6 + 64) +
+                 20 + 65 + 20 + 65 + 64 + 1;
     return camp + per * (size_t)b->n;
 }
 
-/* purchase.lua's KEYS (numkeys, 4 of the campaign, then 4 per purchase)
- * and ARGV (campaign, N, the six limits, the server's run id, then 5 per
- * purchase). Returns the end. */
-static char *w_batch(char *p, const sk__coalescer *co, const sk__camp *c, const sk__batch *b)
+/* purchase.lua's KEYS (numkeys, 4 of the bucket, then 4 per purchase)
+ * and ARGV (campaign, N, the six limits, the server's run id, K, then 6
+ * per purchase). Returns the end. */
+static char *w_batch(char *p, const sk__coalescer *co, const sk__lane *l, const sk__batch *b)
 {
-    size_t cpn = strlen(c->prefix);
+    size_t cpn = strlen(l->prefix);
     p = w_int(p, 4 + 4 * b->n);
-    p = w_key(p, c, cpn, "meta", "", 0);
-    p = w_key(p, c, cpn, "stock", "", 0);
-    p = w_key(p, c, cpn, "buyers", "", 0);
-    p = w_key(p, c, cpn, "orders", "", 0);
+    p = w_key(p, l, cpn, "meta", "", 0);
+    p = w_key(p, l, cpn, "stock", "", 0);
+    p = w_key(p, l, cpn, "buyers", "", 0);
+    p = w_key(p, l, cpn, "orders", "", 0);
     for (int i = 0; i < b->n; i++) {
         const sk__preq *q = b->reqs[i];
         char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
-        p = w_key(p, c, cpn, "idem:", q->idem, strlen(q->idem));
-        p = w_key(p, c, cpn, "order:", d, (size_t)(num + sizeof(num) - d));
-        p = w_key(p, c, cpn, "rl:u:", q->user, strlen(q->user));
-        p = w_key(p, c, cpn, "rl:ip:", q->ip, strlen(q->ip));
+        p = w_key(p, l, cpn, "idem:", q->idem, strlen(q->idem));
+        p = w_key(p, l, cpn, "order:", d, (size_t)(num + sizeof(num) - d));
+        p = w_key(p, l, cpn, "rl:u:", q->user, strlen(q->user));
+        p = w_key(p, l, cpn, "rl:ip:", q->ip, strlen(q->ip));
     }
-    p = w_str(p, c->id);
+    p = w_str(p, l->camp->id);
     p = w_int(p, b->n);
     for (int k = 0; k < 6; k++) p = w_int(p, co->limits[k]);
     p = w_str(p, co->h.server_runid(co->h.ud));
+    p = w_int(p, l->camp->k);
     for (int i = 0; i < b->n; i++) {
         const sk__preq *q = b->reqs[i];
         char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
@@ -258,6 +248,7 @@ static char *w_batch(char *p, const sk__coalescer *co, const sk__camp *c, const 
         p = w_int(p, q->qty);
         p = w_str(p, q->idem);
         p = w_str(p, q->ip);
+        p = w_str(p, q->resent ? "1" : "");
     }
     return p;
 }
@@ -268,7 +259,7 @@ static void on_wait_reply(const dlock__reply *r, int err, void *priv);
  * script's write (purchase.lua always writes when it decides). On a
  * Cluster it follows the script's reply, to the node serving the
  * campaign's slot (where the script ran). */
-static void send_wait(sk__coalescer *co, const sk__camp *c, sk__batch *b)
+static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
 {
     int64_t timeout = 0;
     b->ack = co->h.ack_plan(co->h.ud, &b->acks, &timeout);
@@ -280,12 +271,12 @@ static void send_wait(sk__coalescer *co, const sk__camp *c, sk__batch *b)
     const char *argv[] = {"WAIT", n, t};
     co->ack_waits++;
     char route[96];
-    snprintf(route, sizeof(route), "%smeta", c->prefix);
+    snprintf(route, sizeof(route), "%smeta", l->prefix);
     if (co->h.send_wait(co->h.ud, route, 3, argv, on_wait_reply, b) == 0) b->replies_due++;
     else co->ack_failures++; /* decided, never acknowledged: pending */
 }
 
-static int send_batch(sk__coalescer *co, sk__camp *c, sk__batch *b)
+static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
 {
     size_t need = batch_bound(b);
     if (need > co->wire_cap) {
@@ -294,14 +285,14 @@ static int send_batch(sk__coalescer *co, sk__camp *c, sk__batch *b)
         co->wire = w;
         co->wire_cap = need;
     }
-    char *end = w_batch(co->wire, co, c, b);
-    int nargs = 1 + (4 + 4 * b->n) + 9 + 5 * b->n;
+    char *end = w_batch(co->wire, co, l, b);
+    int nargs = 1 + (4 + 4 * b->n) + 10 + 6 * b->n;
     b->replies_due = 0;
     int rc = co->h.send_script(co->h.ud, nargs, co->wire, (size_t)(end - co->wire), on_batch_reply, b);
     if (rc == 0) {
         b->replies_due = 1;
         b->wait_later = co->h.wait_after_reply(co->h.ud);
-        if (!b->wait_later) send_wait(co, c, b);
+        if (!b->wait_later) send_wait(co, l, b);
     }
     return rc;
 }
@@ -316,35 +307,66 @@ static void count_batch(sk__coalescer *co, int n)
         }
 }
 
-static void flush(sk__camp *c)
+static void flush(sk__lane *l)
 {
-    sk__coalescer *co = c->co;
-    if (c->linger_armed) {
-        event_del(c->linger);
-        c->linger_armed = false;
+    sk__coalescer *co = l->camp->co;
+    if (l->linger_armed) {
+        event_del(l->linger);
+        l->linger_armed = false;
     }
-    int n = c->npending;
-    if (!n) return;
+    int n = l->npending;
+    if (!n || l->camp->loading) return;
     sk__batch *b = malloc(sizeof(*b) + (size_t)n * sizeof(sk__preq *));
     if (!b) return; /* stays queued: the next arrival or reply retries */
-    *b = (sk__batch){.camp = c, .co = co, .n = n};
-    memcpy(b->reqs, c->pending, (size_t)n * sizeof(sk__preq *));
-    c->npending = 0;
-    c->inflight++;
+    *b = (sk__batch){.lane = l, .co = co, .n = n};
+    memcpy(b->reqs, l->pending, (size_t)n * sizeof(sk__preq *));
+    l->npending = 0;
+    l->inflight++;
     int rc = 0;
-    for (int i = 0; i < n && !rc; i++) rc = co->h.next_order_id(co->h.ud, &b->reqs[i]->order_id);
-    if (!rc) rc = send_batch(co, c, b);
+    for (int i = 0; i < n && !rc; i++)
+        if (!b->reqs[i]->order_id) rc = co->h.next_order_id(co->h.ud, &b->reqs[i]->order_id);
+    if (!rc) rc = send_batch(co, l, b);
     if (rc) fail_later(co, b, rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL);
     else count_batch(co, n);
 }
 
-/* Reads purchase i of a batch from its 4 reply entries into q->res; the
- * answer waits for the acknowledgement (deliver_decided). */
-static void decide_one(sk__camp *c, const dlock__reply *r, int i, sk__preq *q)
+enum { CODE_REROUTE = 11, CODE_SHORT = 12 }; /* purchase.lua's ROUTE codes */
+
+static void park(sk__lane *l, sk__preq *q)
 {
-    sk_outcome_id id = sk_outcome_of_script(dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i))));
-    sk_purchase_result res = {.err = sk_outcome_get(id)->err, .replay = id == SK_OUT_REPLAY};
+    q->resent = true;
+    q->next = NULL;
+    if (!q->parked_ms) q->parked_ms = dlock__now_ms();
+    *l->parked_tail = q;
+    l->parked_tail = &q->next;
+}
+
+static void reroute(sk__camp *c, sk__preq *q)
+{
+    q->next = NULL;
+    *c->rerouted_tail = q;
+    c->rerouted_tail = &q->next;
+}
+
+/* Reads purchase i of a batch from its 4 reply entries into q->res; the
+ * answer waits for the acknowledgement (deliver_decided). A "reroute" or
+ * "short" moves q out of the batch: false then. */
+static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
+{
+    sk__camp *c = l->camp;
+    long long code = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i)));
     long long v = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 1)));
+    if (code == CODE_REROUTE) {
+        reroute(c, q);
+        return false;
+    }
+    if (code == CODE_SHORT) {
+        l->known = v;
+        park(l, q);
+        return false;
+    }
+    sk_outcome_id id = sk_outcome_of_script(code);
+    sk_purchase_result res = {.err = sk_outcome_get(id)->err, .replay = id == SK_OUT_REPLAY};
     const char *oid = dlock__reply_str(dlock__reply_at(r, (size_t)(4 * i + 2)), NULL);
     res.order_id = 0; /* the script's decimal string, read without strtoull */
     for (const char *p = oid ? oid : ""; *p >= '0' && *p <= '9'; p++)
@@ -353,9 +375,14 @@ static void decide_one(sk__camp *c, const dlock__reply *r, int i, sk__preq *q)
     bool stock_value = id == SK_OUT_ACCEPTED || id == SK_OUT_REPLAY || id == SK_OUT_SOLD_OUT;
     if (stock_value) res.remaining = v;
     else res.value = v;
-    if ((id == SK_OUT_ACCEPTED || id == SK_OUT_SOLD_OUT) && v == 0) c->soldout = true;
+    if (id == SK_OUT_ACCEPTED || id == SK_OUT_SOLD_OUT) {
+        l->known = v;
+        /* one bucket: empty is sold out; K > 1: transfer.c decides */
+        if (v == 0 && c->k == 1) c->soldout = true;
+    }
     c->unknown = id == SK_OUT_NOT_FOUND;
     q->res = res;
+    return true;
 }
 
 /* Answers a decided batch: an acceptance or replay is pending unless the
@@ -369,11 +396,8 @@ static void deliver_decided(sk__coalescer *co, sk__batch *b)
             if (q->res.pending) co->answered_pending++;
             else co->answered_acked++;
         }
-        count_outcome(co, &q->res);
-        q->cb(&q->res, q->arg);
-        free(q);
+        sk__co_answer(co, q, &q->res);
     }
-    co->pending -= (size_t)b->n;
 }
 
 /* The script's or WAIT's reply is in; the second one answers the batch. */
@@ -394,14 +418,17 @@ static void on_wait_reply(const dlock__reply *r, int err, void *priv)
     batch_reply_in(co, b);
 }
 
+static void load_layout(sk__camp *c);
+
 static void on_batch_reply(const dlock__reply *r, int err, void *priv)
 {
     sk__batch *b = priv;
-    sk__camp *c = b->camp;
+    sk__lane *l = b->lane;
+    sk__camp *c = l->camp;
     sk__coalescer *co = c->co;
-    c->inflight--;
+    l->inflight--;
     if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != (size_t)(4 * b->n))) {
-        co_log(co, DLOCK_LOG_ERROR, "purchase script: unexpected reply shape");
+        sk__co_log(co, DLOCK_LOG_ERROR, "purchase script: unexpected reply shape");
         err = DLOCK_ESERVER;
     }
     if (err) {
@@ -409,32 +436,128 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
         b->err = err == DLOCK_EUNKNOWN ? DLOCK_EUNKNOWN : SK_EUNAVAIL;
     } else {
         bool decided = false; /* an acceptance or replay: something to acknowledge */
+        int kept = 0; /* the batch keeps only what it answers */
         for (int i = 0; i < b->n; i++) {
-            decide_one(c, r, i, b->reqs[i]);
-            decided = decided || b->reqs[i]->res.err == 0;
+            sk__preq *q = b->reqs[i];
+            if (!decide_one(l, r, i, q)) continue;
+            b->reqs[kept++] = q;
+            decided = decided || q->res.err == 0;
         }
+        b->n = kept;
         /* no WAIT for a batch of refusals (a barrier, sold out): nothing to
          * acknowledge, and a promoted master without replicas would make
          * each such batch wait the whole timeout */
-        if (b->wait_later && decided) send_wait(co, c, b);
+        if (b->wait_later && decided) send_wait(co, l, b);
     }
-    b->camp = NULL; /* the campaign may go before the WAIT's reply */
+    b->lane = NULL; /* the campaign may go before the WAIT's reply */
     batch_reply_in(co, b);
-    if (c->npending && !co->freeing) flush(c);
-    maybe_drop_camp(co, c);
+    if (co->freeing) return;
+    if (c->rerouted && !c->loading) load_layout(c);
+    if (c->k > 1 && (l->parked || l->known == 0)) sk__xfer_kick(co, l);
+    if (l->npending) flush(l);
+    sk__co_maybe_drop(co, c);
+}
+
+/* ---- the layout of a sharded campaign ------------------------------------ */
+
+/* Every purchase of c waiting for the layout goes to its home lane. */
+static void redistribute(sk__camp *c)
+{
+    sk__lane *l0 = c->lanes[0];
+    sk__preq *q = c->rerouted;
+    c->rerouted = NULL;
+    c->rerouted_tail = &c->rerouted;
+    int n = l0->npending;
+    sk__preq *queued[n > 0 ? n : 1];
+    memcpy(queued, l0->pending, (size_t)n * sizeof(*queued));
+    l0->npending = 0;
+    while (q) {
+        sk__preq *next = q->next;
+        sk__co_enqueue(c->lanes[sk_home_bucket(q->user, c->k)], q);
+        q = next;
+    }
+    for (int i = 0; i < n; i++) sk__co_enqueue(c->lanes[sk_home_bucket(queued[i]->user, c->k)], queued[i]);
+}
+
+static void fail_rerouted(sk__camp *c, int err)
+{
+    sk__preq *q = c->rerouted;
+    c->rerouted = NULL;
+    c->rerouted_tail = &c->rerouted;
+    while (q) {
+        sk__preq *next = q->next;
+        sk_purchase_result res = {.err = err, .qty = q->qty, .order_id = q->order_id};
+        sk__co_answer(c->co, q, &res);
+        q = next;
+    }
+}
+
+static void on_layout(const dlock__reply *r, int err, void *priv)
+{
+    sk__camp *c = priv;
+    sk__coalescer *co = c->co;
+    c->loading = false;
+    if (co->freeing) return;
+    sk_buckets *b = malloc(sizeof(*b));
+    int rc = b ? 0 : DLOCK_ENOMEM;
+    if (!rc && (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2)) rc = SK_EUNAVAIL;
+    if (!rc) {
+        const dlock__reply *k = dlock__reply_at(r, 0), *t = dlock__reply_at(r, 1);
+        const char *ks = dlock__reply_kind(k) == DLOCK__R_STRING ? dlock__reply_str(k, NULL) : "1";
+        const char *ts = dlock__reply_kind(t) == DLOCK__R_STRING ? dlock__reply_str(t, NULL) : "";
+        if (sk_layout_of_def(c->id, strtoll(ks, NULL, 10), ts, b) != 0) rc = SK_EUNAVAIL;
+    }
+    if (!rc) rc = sk__camp_grow(&co->camps, c, b);
+    free(b);
+    if (rc) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "campaign %s: bucket layout unreadable (%s)", c->id, sk_strerror(rc));
+        sk__co_log(co, DLOCK_LOG_ERROR, msg);
+        fail_rerouted(c, SK_EUNAVAIL);
+        flush(c->lanes[0]);
+        return;
+    }
+    redistribute(c);
+}
+
+/* Reads bucket 0's shards + bucket_tags; until the answer nothing of c is sent. */
+static void load_layout(sk__camp *c)
+{
+    char key[96];
+    snprintf(key, sizeof(key), "{c:%s}:meta", c->id);
+    const char *argv[] = {"HMGET", key, "shards", "bucket_tags"};
+    c->loading = true;
+    if (c->co->h.send(c->co->h.ud, 4, argv, on_layout, c) != 0) {
+        c->loading = false;
+        fail_rerouted(c, SK_EUNAVAIL);
+    }
 }
 
 /* ---- public entry ------------------------------------------------------- */
 
-static void arm_linger(sk__coalescer *co, sk__camp *c)
+static void arm_linger(sk__coalescer *co, sk__lane *l)
 {
-    if (c->linger_armed) return;
-    if (!c->linger) c->linger = event_new(co->base, -1, 0, on_linger, c);
-    if (!c->linger) return;
+    if (l->linger_armed) return;
+    if (!l->linger) l->linger = event_new(co->base, -1, 0, on_linger, l);
+    if (!l->linger) return;
     int64_t us = co->linger_us > 0 ? co->linger_us : 0;
     struct timeval tv = {.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
-    event_add(c->linger, &tv);
-    c->linger_armed = true;
+    event_add(l->linger, &tv);
+    l->linger_armed = true;
+}
+
+void sk__co_enqueue(sk__lane *l, sk__preq *q)
+{
+    sk__coalescer *co = l->camp->co;
+    if (l->npending >= co->max_batch) flush(l);
+    if (l->npending >= co->max_batch) { /* only left full by an allocation failure */
+        sk_purchase_result res = {.err = SK_EQUEUEFULL, .qty = q->qty};
+        sk__co_answer(co, q, &res);
+        return;
+    }
+    l->pending[l->npending++] = q;
+    if (l->npending >= co->max_batch || l->inflight == 0) flush(l);
+    else arm_linger(co, l);
 }
 
 static bool purchase_valid(const char *campaign, const char *user, int64_t qty, const char *idem)
@@ -458,9 +581,10 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
         co->outcomes[SK_OUT_SOLD_OUT]++;
         return SK_ESOLDOUT;
     }
-    if (c->npending >= co->max_batch) {
-        flush(c); /* only left full by an allocation failure */
-        if (c->npending >= co->max_batch) return SK_EQUEUEFULL;
+    sk__lane *l = c->lanes[c->k > 1 ? sk_home_bucket(user, c->k) : 0];
+    if (!c->loading && l->npending >= co->max_batch) {
+        flush(l); /* only left full by an allocation failure */
+        if (l->npending >= co->max_batch) return SK_EQUEUEFULL;
     }
     sk__preq *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
@@ -472,28 +596,29 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
     if (idem) memcpy(q->idem, idem, strlen(idem) + 1);
     size_t ipn = ip ? strlen(ip) : 0;
     if (ipn < sizeof(q->ip)) memcpy(q->ip, ip ? ip : "", ipn + 1);
-    c->pending[c->npending++] = q;
     co->pending++;
-    if (c->npending >= co->max_batch || c->inflight == 0) flush(c);
-    else arm_linger(co, c);
+    if (c->loading) reroute(c, q); /* its home is known with the layout */
+    else sk__co_enqueue(l, q);
     return 0;
 }
 
 static void fail_queue(sk__camp *c, void *ud)
 {
     int err = *(const int *)ud;
-    if (c->linger_armed) {
-        event_del(c->linger);
-        c->linger_armed = false;
+    fail_rerouted(c, err);
+    for (int j = 0; j < c->nlanes; j++) {
+        sk__lane *l = c->lanes[j];
+        if (l->linger_armed) {
+            event_del(l->linger);
+            l->linger_armed = false;
+        }
+        int n = l->npending;
+        l->npending = 0;
+        for (int i = 0; i < n; i++) {
+            sk_purchase_result r = {.err = err, .qty = l->pending[i]->qty};
+            sk__co_answer(c->co, l->pending[i], &r);
+        }
     }
-    int n = c->npending;
-    c->npending = 0;
-    for (int i = 0; i < n; i++) {
-        sk_purchase_result r = {.err = err, .qty = c->pending[i]->qty};
-        c->pending[i]->cb(&r, c->pending[i]->arg);
-        free(c->pending[i]);
-    }
-    c->co->pending -= (size_t)n;
 }
 
 void sk__coalescer_fail_all(sk__coalescer *co, int err)
@@ -501,6 +626,7 @@ void sk__coalescer_fail_all(sk__coalescer *co, int err)
     co->freeing = true;
     deliver_failed(-1, 0, co);
     sk__camp_each(&co->camps, fail_queue, &err);
+    sk__xfer_fail_parked(co, err);
 }
 
 /* ---- local sold-out flag ------------------------------------------------ */
@@ -508,31 +634,38 @@ void sk__coalescer_fail_all(sk__coalescer *co, int err)
 static void on_poll_reply(const dlock__reply *r, int err, void *priv)
 {
     sk__camp *c = priv;
-    c->polling = false;
+    c->polling--;
     if (!err) {
         const char *s = dlock__reply_str(r, NULL);
         long long v = dlock__reply_kind(r) == DLOCK__R_STRING ? strtoll(s, NULL, 10) : 0;
         if (v > 0 && c->soldout) {
             char msg[128];
             snprintf(msg, sizeof(msg), "campaign %s has stock again (%lld)", c->id, v);
-            co_log(c->co, DLOCK_LOG_INFO, msg);
+            sk__co_log(c->co, DLOCK_LOG_INFO, msg);
             c->soldout = false;
         }
     }
-    maybe_drop_camp(c->co, c);
+    sk__co_maybe_drop(c->co, c);
 }
 
+/* A sold-out campaign's every bucket: stock in any clears the flag. */
 static void poll_one(sk__camp *c, void *ud)
 {
     (void)ud;
     if (!c->soldout || c->polling) return;
-    char key[96];
-    snprintf(key, sizeof(key), "%sstock", c->prefix);
-    const char *argv[] = {"GET", key};
-    if (c->co->h.send(c->co->h.ud, 2, argv, on_poll_reply, c) == 0) c->polling = true;
+    for (int j = 0; j < c->k; j++) {
+        char key[SK_BUCKET_TAG_MAX + 16];
+        snprintf(key, sizeof(key), "%sstock", c->lanes[j]->prefix);
+        const char *argv[] = {"GET", key};
+        if (c->co->h.send(c->co->h.ud, 2, argv, on_poll_reply, c) == 0) c->polling++;
+    }
 }
 
-void sk__coalescer_poll_soldout(sk__coalescer *co) { sk__camp_each(&co->camps, poll_one, NULL); }
+void sk__coalescer_poll_soldout(sk__coalescer *co)
+{
+    sk__camp_each(&co->camps, poll_one, NULL);
+    sk__xfer_recover(co);
+}
 
 void sk__coalescer_restocked(sk__coalescer *co, const char *campaign)
 {
@@ -557,6 +690,9 @@ int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk
     memcpy(co->limits, lim, sizeof(lim));
     co->camps.max_batch = o->max_batch;
     co->camps.owner = co;
+    co->park_max_ms = o->command_timeout_ms > 0 ? o->command_timeout_ms : 2000;
+    co->xfer_pause_ms = o->xfer_pause_ms;
+    dlock__random_hex(co->xid_base, 16);
     co->fail_ev = event_new(base, -1, 0, deliver_failed, co);
     if (!co->fail_ev) {
         free(co);
@@ -569,6 +705,7 @@ int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk
 void sk__coalescer_free(sk__coalescer *co)
 {
     if (!co) return;
+    sk__xfer_free_all(co);
     sk__camp_table_clear(&co->camps);
     event_free(co->fail_ev);
     free(co->wire);
@@ -587,4 +724,5 @@ void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
     st->answered_pending = co->answered_pending;
     st->ack_waits = co->ack_waits;
     st->ack_failures = co->ack_failures;
+    st->xfer = co->xs;
 }

@@ -35,6 +35,8 @@ typedef struct sk__coalesce_hooks {
      * array header and EVALSHA <sha>; resp is not kept). 0 (fn will run
      * once) or an error (fn will not run). */
     int (*send_script)(void *ud, int nargs, const char *resp, size_t len, sk__reply_fn fn, void *priv);
+    /* Sends transfer.lua (args: numkeys, keys, argv); as send_script. */
+    int (*send_xfer)(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv);
     /* Sends a plain command; as send_script. */
     int (*send)(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv);
     /* Sends WAIT (argv) to the node serving route_key's slot: on a Cluster

@@ -40,9 +40,10 @@ extern const unsigned char sk_lua_purchase[];
 extern const unsigned char sk_lua_campaign_heat[];
 extern const unsigned char sk_lua_campaign_info[];
 extern const unsigned char sk_lua_sk_worker_lease[];
+extern const unsigned char sk_lua_transfer[];
 
 static const unsigned char *const lua_src[SK__NLUA] = {
-    sk_lua_purchase, sk_lua_campaign_heat, sk_lua_campaign_info, sk_lua_sk_worker_lease};
+    sk_lua_purchase, sk_lua_campaign_heat, sk_lua_campaign_info, sk_lua_sk_worker_lease, sk_lua_transfer};
 
 struct sk__call {
     sk_engine *e;
@@ -540,6 +541,11 @@ static int co_send_script(void *ud, int nargs, const char *resp, size_t len, sk_
     return sk__call_script_resp(ud, SK__LUA_PURCHASE, nargs, resp, len, fn, priv);
 }
 
+static int co_send_xfer(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv)
+{
+    return sk__call_script(ud, SK__LUA_TRANSFER, nargs, args, NULL, fn, priv);
+}
+
 static int co_send(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv)
 {
     return sk__call_cmd(ud, argc, argv, NULL, fn, priv);
@@ -643,7 +649,7 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     sk_orderid_init(&e->gen, -1);
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
-    sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send = co_send, .send_wait = co_send_wait,
+    sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send_xfer = co_send_xfer, .send = co_send, .send_wait = co_send_wait,
                                  .wait_after_reply = co_wait_after_reply, .ready = co_ready,
                                  .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
                                  .server_runid = co_server_runid, .log = co_log};

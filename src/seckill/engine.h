@@ -46,6 +46,9 @@ typedef struct sk_engine_opts {
     int replica_acks;
     int64_t replica_ack_timeout_ms; /* WAIT's timeout (default 100, >= 1) */
     int64_t worker_lease_ms;    /* order-id worker lease (default 60000, >= 300) */
+    /* Test hook (the fault suite's crash between a transfer's two
+     * halves): delay each transfer's give after its take by this many ms. 0 = none. */
+    int64_t xfer_pause_ms;
     sk_log_fn log;              /* NULL: silent */
     void *log_ud;
 } sk_engine_opts;
@@ -121,9 +124,20 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen);
 /* Pre-heats d into Redis (meta, stock; db_reserve carved out; meta.runid
  * the connected server's) and adds it to seckill:campaigns; cb gets the
  * resulting info. SK_EUNAVAIL at once while the server's run id is not
- * known yet (connect-time probe in flight, or INFO refused). */
+ * known yet (connect-time probe in flight, or INFO refused).
+ * d->shards > 1: the Redis stock is split over that many buckets
+ * (buckets.h) with the tags of d->bucket_tags (placed here when empty).
+ * Bucket 0 is written first and decides (exists, live); then the others:
+ * at creation each gets its share, on a re-heat an existing bucket keeps
+ * its stock (units move between buckets) and a missing one is written
+ * with its share. info.remaining is the sum over the buckets. */
 int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
                             sk_campaign_cb cb, void *arg);
+/* Chooses d's bucket tags (d->shards > 1) so the buckets land on
+ * different masters of the slot map the engine holds now; "" for one
+ * bucket. Call before storing a new campaign in the database, so both
+ * keep the same tags. 0, SK_EUNAVAIL (not connected) or SK_EINVAL. */
+int sk_engine_place_buckets(sk_engine *e, sk_campaign *d);
 int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void *arg);
 
 typedef struct sk_order_info {
@@ -174,6 +188,23 @@ typedef struct sk_node_calls {
     uint64_t calls; /* purchase/campaign scripts and WAITs it answered */
 } sk_node_calls;
 
+/* Transfers between the buckets of sharded campaigns (transfer.c), and
+ * the wait of purchases that found their home bucket short. */
+#define SK_STAT_WAIT_BUCKETS 8
+typedef struct sk_engine_xfer_stats {
+    uint64_t takes;          /* take calls that moved units out of a bucket */
+    uint64_t units;          /* units moved (given) */
+    uint64_t gives;          /* gives applied (first time) */
+    uint64_t recovered;      /* journal entries of others (stale) finished here */
+    uint64_t probes;         /* take/probe calls that moved nothing */
+    uint64_t soldout_checks; /* double collects that found the campaign empty */
+    uint64_t script_calls;   /* every transfer.lua call */
+    /* purchases parked "short" by how long until their final answer: ms <= 1, 2, 5, 10, 50, 100, 1000, more */
+    uint64_t waits[SK_STAT_WAIT_BUCKETS];
+    uint64_t wait_ms_sum;
+} sk_engine_xfer_stats;
+extern const int64_t sk_wait_bucket_le_ms[SK_STAT_WAIT_BUCKETS];
+
 typedef struct sk_engine_stats {
     /* purchases by outcome: index by sk_outcome_id (outcome.h) */
     uint64_t outcomes[SK_STAT_OUTCOMES];
@@ -195,6 +226,7 @@ typedef struct sk_engine_stats {
     uint64_t lease_lost;       /* leases given up or found taken */
     sk_node_calls nodes[SK_STAT_NODES]; /* per node (nnodes used; more nodes count in the last) */
     int nnodes;
+    sk_engine_xfer_stats xfer;
 } sk_engine_stats;
 void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out);
 extern const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS];

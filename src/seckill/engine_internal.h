@@ -14,7 +14,7 @@
 #include "redis_async.h"
 #include "url.h"
 
-enum { SK__LUA_PURCHASE = 0, SK__LUA_HEAT, SK__LUA_INFO, SK__LUA_LEASE, SK__NLUA };
+enum { SK__LUA_PURCHASE = 0, SK__LUA_HEAT, SK__LUA_INFO, SK__LUA_LEASE, SK__LUA_TRANSFER, SK__NLUA };
 
 typedef struct sk__call sk__call; /* a command in flight (engine.c) */
 

@@ -316,11 +316,13 @@ static void put_campaign(dlock__buf *b, const sk_campaign_info *ci)
     dlock__buf_printf(b,
                       ",\"stock\":%lld,\"remaining\":%lld,\"sold\":%lld,\"per_user_limit\":%lld,"
                       "\"price_cents\":%lld,\"starts_at\":\"%s\",\"ends_at\":\"%s\","
-                      "\"starts_at_ms\":%lld,\"ends_at_ms\":%lld,\"db_reserve\":%lld,\"state\":\"%s\"}\n",
+                      "\"starts_at_ms\":%lld,\"ends_at_ms\":%lld,\"db_reserve\":%lld,\"shards\":%lld,"
+                      "\"state\":\"%s\"}\n",
                       (long long)ci->def.stock, (long long)ci->remaining, (long long)ci->sold,
                       (long long)ci->def.per_user_limit, (long long)ci->def.price_cents, s, e,
                       (long long)ci->def.starts_at_ms, (long long)ci->def.ends_at_ms,
-                      (long long)ci->def.db_reserve, ci->state);
+                      (long long)ci->def.db_reserve, (long long)(ci->def.shards > 1 ? ci->def.shards : 1),
+                      ci->state);
 }
 
 static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
@@ -378,9 +380,9 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
         } else if (strcmp(k, "per_user_limit") == 0) {
             ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             d->per_user_limit = v->i;
-        } else if (strcmp(k, "price_cents") == 0 || strcmp(k, "db_reserve") == 0) {
+        } else if (strcmp(k, "price_cents") == 0 || strcmp(k, "db_reserve") == 0 || strcmp(k, "shards") == 0) {
             ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
-            *(k[0] == 'p' ? &d->price_cents : &d->db_reserve) = v->i;
+            *(k[0] == 'p' ? &d->price_cents : k[0] == 'd' ? &d->db_reserve : &d->shards) = v->i;
         } else if (strcmp(k, "starts_at") == 0) {
             ok = json_time(v, &d->starts_at_ms) == 0;
             has_start = true;
@@ -419,6 +421,11 @@ static void handle_campaign_create(hreq *q)
     dlock__json_free(&doc);
     if (rc) {
         sk__http_reply_error(q, 400, "bad_request", msg);
+        return;
+    }
+    rc = sk_engine_place_buckets(q->h->engine, &d);
+    if (rc) {
+        sk__http_reply_err_code(q, rc, "bucket placement");
         return;
     }
     if (q->h->o.db) {

@@ -185,6 +185,17 @@ static void add_snap(sk__http_snap *a, const sk__http_snap *b)
     a->st.ack_failures += b->st.ack_failures;
     a->st.lease_lost += b->st.lease_lost;
     a->st.lease_held = a->st.lease_held && b->st.lease_held;
+    sk_engine_xfer_stats *x = &a->st.xfer;
+    const sk_engine_xfer_stats *y = &b->st.xfer;
+    x->takes += y->takes;
+    x->units += y->units;
+    x->gives += y->gives;
+    x->recovered += y->recovered;
+    x->probes += y->probes;
+    x->soldout_checks += y->soldout_checks;
+    x->script_calls += y->script_calls;
+    for (int k = 0; k < SK_STAT_WAIT_BUCKETS; k++) x->waits[k] += y->waits[k];
+    x->wait_ms_sum += y->wait_ms_sum;
     a->ready = a->ready && b->ready;
     a->inflight += b->inflight;
     a->ds.mode = a->ds.mode > b->ds.mode ? a->ds.mode : b->ds.mode;

@@ -101,6 +101,36 @@ static void put_batches(const sk_engine_stats *st, dlock__buf *o)
                       (unsigned long long)st->batched_purchases, (unsigned long long)cum);
 }
 
+/* Transfers between the buckets of sharded campaigns, and how long
+ * purchases that found their home bucket short waited for their answer. */
+static void put_transfers(const sk_engine_xfer_stats *x, dlock__buf *o)
+{
+    put_scalar(o, "counter", "seckill_transfers_total",
+               "Transfers that took units from one bucket of a sharded campaign for another.", x->takes);
+    put_scalar(o, "counter", "seckill_transfer_units_total", "Units given to a bucket by a transfer.", x->units);
+    put_scalar(o, "counter", "seckill_transfers_recovered_total",
+               "Journal entries left by a stopped mover that this instance gave and finished.", x->recovered);
+    put_scalar(o, "counter", "seckill_transfer_probes_total",
+               "Take or probe calls that moved nothing (an empty source, the sold-out proof).", x->probes);
+    put_scalar(o, "counter", "seckill_transfer_script_calls_total", "transfer.lua calls of every mode.",
+               x->script_calls);
+    put_scalar(o, "counter", "seckill_soldout_proofs_total",
+               "Double collects that proved a sharded campaign had nothing outside the buyer's bucket.",
+               x->soldout_checks);
+    dlock__buf_printf(o, "# HELP seckill_stranded_wait_seconds Wait of purchases that found their home bucket "
+                         "short, from then to their answer.\n# TYPE seckill_stranded_wait_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int b = 0; b < SK_STAT_WAIT_BUCKETS; b++) {
+        cum += x->waits[b];
+        char le[24];
+        if (b < SK_STAT_WAIT_BUCKETS - 1) snprintf(le, sizeof(le), "%g", (double)sk_wait_bucket_le_ms[b] / 1000.0);
+        else snprintf(le, sizeof(le), "+Inf");
+        dlock__buf_printf(o, "seckill_stranded_wait_seconds_bucket{le=\"%s\"} %llu\n", le, (unsigned long long)cum);
+    }
+    dlock__buf_printf(o, "seckill_stranded_wait_seconds_sum %.3f\nseckill_stranded_wait_seconds_count %llu\n",
+                      (double)x->wait_ms_sum / 1000.0, (unsigned long long)cum);
+}
+
 /* What buyers were told about acceptances, and what acknowledged them. */
 static void put_promises(const sk_engine_stats *st, dlock__buf *o)
 {
@@ -142,6 +172,7 @@ void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size
     put_outcomes(o, "seckill_purchases_total", "Purchase decisions by outcome.", st->outcomes);
     put_batches(st, o);
     put_promises(st, o);
+    put_transfers(&st->xfer, o);
     put_nodes(st, o);
     put_scalar(o, "counter", "seckill_soldout_local_total", "Purchases answered sold-out from the local flag.",
                st->soldout_local);

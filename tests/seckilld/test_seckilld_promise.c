@@ -247,6 +247,40 @@ static void test_db_reserve_is_carved_out_of_the_redis_stock(void **state)
     assert_int_equal(sold, 2);
 }
 
+/* A sharded campaign over HTTP: bad shard counts are refused and change
+ * nothing; K = 3 with a reserve sells exactly stock - db_reserve (201 on
+ * fsync always), whatever bucket each buyer's home is. */
+static void test_a_sharded_campaign_sells_exactly_its_redis_stock(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync always", NULL};
+    start(conf, NULL);
+    char resp[1024];
+    assert_int_equal(create_on(d.port, "sh0", 10, ",\"shards\":65"), 400);
+    assert_int_equal(create_on(d.port, "sh1", 10, ",\"shards\":-1"), 400);
+    assert_int_equal(create_on(d.port, "sh2", 10, ",\"shards\":1.5"), 400);
+    assert_int_equal(create_on(d.port, "sh3", 10, ",\"shards\":\"3\""), 400);
+    assert_int_equal(skt_http(d.port, "GET", "/v1/campaigns/sh0", NULL, NULL, 0, resp, sizeof(resp)), 404);
+    assert_int_equal(create_on(d.port, "sh", 11, ",\"shards\":3,\"db_reserve\":2"), 201);
+    assert_int_equal(create_on(d.port, "sh", 11, ",\"shards\":3"), 409);
+    assert_int_equal(skt_http(d.port, "GET", "/v1/campaigns/sh", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    field(resp, "shards", "3");
+    field(resp, "remaining", "9");
+    int acc = 0, sold = 0;
+    for (int i = 0; i < 14; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "s%d", i);
+        int st = buy(d.port, "sh", user, NULL, resp, sizeof(resp));
+        acc += st == 201;
+        sold += st == 409;
+    }
+    assert_int_equal(acc, 9);
+    assert_int_equal(sold, 5);
+    assert_int_equal(skt_http(d.port, "GET", "/v1/campaigns/sh", NULL, NULL, 0, resp, sizeof(resp)), 200);
+    field(resp, "remaining", "0");
+    field(resp, "state", "sold_out");
+}
+
 static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **state)
 {
     (void)state;
@@ -457,6 +491,7 @@ int main(void)
         CASE(test_fsync_always_answers_201_and_every_call_writes),
         CASE(test_barrier_answers_503_recovering_until_the_run_id_matches),
         CASE(test_db_reserve_is_carved_out_of_the_redis_stock),
+        CASE(test_a_sharded_campaign_sells_exactly_its_redis_stock),
         CASE(test_replica_acknowledges_and_a_paused_replica_gives_202),
         CASE(test_sentinel_master_without_replica_answers_202_not_201_on_fsync),
         CASE(test_instance_paused_past_its_lease_stops_issuing_ids),

@@ -150,6 +150,10 @@ static void engine_opts_from(const seckilld_config *c, sk_engine_opts *eo)
     eo->replica_acks = c->replica_acks;
     eo->replica_ack_timeout_ms = c->replica_ack_timeout_ms;
     eo->worker_lease_ms = c->worker_lease_ms;
+    /* test hook of the fault suite only (a mover killed between a
+     * transfer's take and its give): not an option, never in a config */
+    const char *pause = getenv("SECKILLD_TEST_XFER_PAUSE_MS");
+    eo->xfer_pause_ms = pause ? strtoll(pause, NULL, 10) : 0;
     eo->log = log_line;
 }
 

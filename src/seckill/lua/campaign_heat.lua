@@ -18,8 +18,20 @@
 -- ARGV[8] run id of the connected server ("": this node's own, from INFO
 --   server: on a Cluster the engine does not know which node serves the slot)
 -- ARGV[9] db_reserve (0..stock)
+-- ARGV[10..13], a sharded campaign's bucket (all "" for a campaign of one
+--   bucket, whose meta stays as it always was): K, this bucket's index j,
+--   the bucket tags (bucket 0 only, else ""), and this bucket's units (its
+--   share of stock - db_reserve, before what its buyers hold). The keys
+--   are then bucket j's ({<tag>}:meta ...); each bucket keeps the whole
+--   definition, and its own runid and epoch (the barrier is per bucket).
+--   An existing bucket keeps its stock on "reheat"/"force" (units move
+--   between buckets, so a bucket's share says nothing about what it
+--   holds now); a missing one is created with its share. Mode "bucket"
+--   (the buckets after bucket 0 at creation, which bucket 0's "create"
+--   has just proven new) writes everything, stock included.
 -- Returns {0, remaining} | {-1, 0} exists | {-2, 0} live (not forced)
 local mode = ARGV[1]
+local sharded = ARGV[10] ~= ''
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exists = redis.call('EXISTS', KEYS[1]) == 1
@@ -30,6 +42,8 @@ if exists and mode == 'reheat' then
 end
 local reserve = tonumber(ARGV[9]) or 0
 local remaining = tonumber(ARGV[3]) - reserve
+if sharded then remaining = tonumber(ARGV[13]) end
+local keep = sharded and exists and mode ~= 'bucket'
 local held = redis.call('HVALS', KEYS[3])
 for _, v in ipairs(held) do remaining = remaining - tonumber(v) end
 if remaining < 0 then remaining = 0 end
@@ -41,5 +55,10 @@ redis.call('HSET', KEYS[1], 'title', ARGV[2], 'stock', ARGV[3], 'per_user_limit'
            'starts_at_ms', ARGV[5], 'ends_at_ms', ARGV[6], 'price_cents', ARGV[7],
            'created_at_ms', tostring(now), 'db_reserve', tostring(reserve), 'runid', runid,
            'epoch', old[2] or '1')
+if sharded then
+  redis.call('HSET', KEYS[1], 'shards', ARGV[10], 'bucket', ARGV[11])
+  if ARGV[12] ~= '' then redis.call('HSET', KEYS[1], 'bucket_tags', ARGV[12]) end
+end
+if keep then return {0, tonumber(redis.call('GET', KEYS[2]) or '0')} end
 redis.call('SET', KEYS[2], remaining)
 return {0, remaining}

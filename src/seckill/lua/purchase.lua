@@ -3,11 +3,13 @@
 -- rate limits, Idempotency-Key replay, quantity bound, time window (Redis
 -- server clock), per-user limit, stock; on acceptance it deducts, records
 -- the buyer, the order hash, the idempotency answer, and XADDs the order.
--- KEYS[1] {c:<id>}:meta   KEYS[2] {c:<id>}:stock   KEYS[3] {c:<id>}:buyers
--- KEYS[4] {c:<id>}:orders
+-- KEYS are those of one bucket of the campaign ({T}: the bucket's hash
+-- tag, {c:<id>} for bucket 0 and for every one-bucket campaign;
+-- docs/seckill.md "One hot campaign over many masters"):
+-- KEYS[1] {T}:meta   KEYS[2] {T}:stock   KEYS[3] {T}:buyers   KEYS[4] {T}:orders
 -- then 4 keys per purchase i (k = 4 + 4*(i-1)):
---   KEYS[k+1] idempotency key ({c:<id>}:idem:<key>; ignored when no key)
---   KEYS[k+2] order hash ({c:<id>}:order:<order_id>)
+--   KEYS[k+1] idempotency key ({T}:idem:<key>; ignored when no key)
+--   KEYS[k+2] order hash ({T}:order:<order_id>)
 --   KEYS[k+3] user rate key   KEYS[k+4] ip rate key
 -- ARGV[1] campaign id   ARGV[2] N
 -- ARGV[3] user rate limit (0 = off)  ARGV[4] user rate window ms
@@ -15,13 +17,17 @@
 -- ARGV[7] idempotency ttl ms         ARGV[8] order hash ttl ms
 -- ARGV[9] run id of the connected server (INFO server); "" (Cluster: the
 --   engine does not know which node serves the slot) reads this node's own
--- then 5 per purchase i (a = 9 + 5*(i-1)):
+-- ARGV[10] the number of buckets K the engine routed by (every purchase
+--   here has this bucket as its user's home bucket among K)
+-- then 6 per purchase i (a = 10 + 6*(i-1)):
 --   ARGV[a+1] order id (decimal)  ARGV[a+2] user  ARGV[a+3] quantity
 --   ARGV[a+4] Idempotency-Key or ""  ARGV[a+5] client ip or ""
+--   ARGV[a+6] "1" when the purchase is sent again after a transfer (its
+--     rate limits were counted the first time), else ""
 -- Returns a flat array, 4 entries per purchase: code, value, order id, qty.
 -- The codes are named by their outcome labels, the rows of the C table in
 -- src/seckill/outcome.c (a unit test checks that both say the same):
---   accepted             value = remaining stock
+--   accepted             value = remaining stock (of this bucket)
 --   replay               value = remaining at the first answer; order id/qty of it
 --   sold_out             value = remaining stock (0, or less than qty)
 --   limit_reached        value = units the user already holds
@@ -32,20 +38,32 @@
 --   bad_quantity         value = per-user limit (qty above it)
 --   idempotency_conflict (the key was first used by another user)
 --   barrier              (meta.runid missing or not ARGV[9]; every purchase)
--- not_found and barrier write nothing (no meta is created).
+-- and two the engine acts on, never a buyer's answer (ROUTE below):
+--   reroute              value = the meta's K: the engine routed by another
+--                        K (it had not read the layout yet); every purchase
+--   short                value = this bucket's stock: too little here, but a
+--                        campaign of K > 1 may have units in another bucket;
+--                        the engine moves units here and sends it again
+-- not_found, barrier and reroute write nothing (no meta is created).
 local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_started = 4, ended = 5,
               not_found = 6, rate_limited = 7, bad_quantity = 8, idempotency_conflict = 9,
               barrier = 10}
-local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms', 'runid', 'epoch')
+local ROUTE = {reroute = 11, short = 12}
+local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms', 'runid', 'epoch',
+                        'shards')
 local n = tonumber(ARGV[2])
 local out = {}
 local runid = ARGV[9]
 if runid == '' then runid = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end
-if not meta[1] or meta[4] ~= runid then
-  local code = meta[1] and CODE.barrier or CODE.not_found
+local shards = tonumber(meta[6] or '1')
+if not meta[1] or meta[4] ~= runid or shards ~= tonumber(ARGV[10]) then
+  local code, value = CODE.not_found, 0
+  if meta[1] then
+    if shards ~= tonumber(ARGV[10]) then code, value = ROUTE.reroute, shards else code = CODE.barrier end
+  end
   for i = 1, n do
-    local a = 9 + 5 * (i - 1)
-    out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
+    local a = 10 + 6 * (i - 1)
+    out[#out + 1] = code; out[#out + 1] = value; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
   end
   return out
 end
@@ -83,10 +101,13 @@ end
 
 for i = 1, n do
   local k = 4 + 4 * (i - 1)
-  local a = 9 + 5 * (i - 1)
+  local a = 10 + 6 * (i - 1)
   local oid, user, qty, idem, ip = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
-  local wait = over_rate(KEYS[k + 3], user_rl, user_win)
-  if wait == 0 and ip ~= '' then wait = over_rate(KEYS[k + 4], ip_rl, ip_win) end
+  local wait = 0
+  if ARGV[a + 6] ~= '1' then
+    wait = over_rate(KEYS[k + 3], user_rl, user_win)
+    if wait == 0 and ip ~= '' then wait = over_rate(KEYS[k + 4], ip_rl, ip_win) end
+  end
   local first = (idem ~= '') and redis.call('GET', KEYS[k + 1]) or nil
   if wait > 0 then
     answer(CODE.rate_limited, wait, oid, qty)
@@ -105,7 +126,7 @@ for i = 1, n do
     if held + qty > limit then
       answer(CODE.limit_reached, held, oid, qty)
     elseif stock < qty then
-      answer(CODE.sold_out, stock, oid, qty)
+      answer(shards > 1 and ROUTE.short or CODE.sold_out, stock, oid, qty)
     else
       stock = stock - qty
       redis.call('HINCRBY', KEYS[3], user, qty)
