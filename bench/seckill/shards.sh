@@ -2,7 +2,7 @@
 # bench/seckill/shards.sh: one hot campaign over K buckets on a 3-master
 # Redis Cluster (docs/BENCHMARKS.md, "One hot campaign over K buckets").
 # A benchmark, not a test. Each round, for every K (KS, default 1 3 6):
-#   tp    seckill-bench --mode buy through seckilld (HTTP, unique buyers,
+#   tp    seckill-bench --mode buy through one seckilld (HTTP, unique buyers,
 #         ample stock, DURATION s): decisions/s, and per master the Redis
 #         time spent in EVALSHA (INFO commandstats usec) and the process CPU
 #         (INFO cpu used_cpu_sys + used_cpu_user) per decision, and each
@@ -11,7 +11,8 @@
 #         sold out: transfers (takes) and every transfer.lua call as a
 #         share of all script calls (seckilld /metrics against EVALSHA
 #         calls on the masters), stranded waits.
-# Then the ceiling of one node in the same round: redis-benchmark EVALSHA
+# A fresh seckilld (no database, --replica-acks 0) serves each phase. Then
+# the ceiling of one node in the same round: redis-benchmark EVALSHA
 # of purchase.lua (one purchase a call, -c 50 and -c 50 -P 16) on one of
 # the masters, keys in its own slot. Prints CSV rows and the medians; every
 # server it starts is stopped by PID (never port 6379).
@@ -36,14 +37,24 @@ TOKEN=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 cluster_start "$work/clu" 3 0
 MASTERS=$(for p in $CLUSTER_PORTS; do [ "$(cluster__cli "$p" role | head -1)" = master ] && echo "$p"; done | tr '\n' ' ')
 MASTERS=${MASTERS% }
-SK_PORT=$(dl_free_port)
 workers=()
 [ "${SECKILLD_WORKERS:-0}" -gt 0 ] && workers=(--workers "$SECKILLD_WORKERS")
-"$BUILD/tools/seckilld/seckilld" --port "$SK_PORT" --bind 127.0.0.1 --redis-url "$CLUSTER_URL" \
-    --admin-token "$TOKEN" --replica-acks 0 --log-level warn "${workers[@]}" >"$work/seckilld.log" 2>&1 &
-dl_track $!
-URL="http://127.0.0.1:$SK_PORT"
-dl_wait_http "$URL/healthz" 100 || { echo "shards.sh: seckilld did not start" >&2; cat "$work/seckilld.log" >&2; exit 1; }
+# start_seckilld / stop_seckilld: a fresh seckilld for every phase, so its
+# counters and its recovery scans (every second, every bucket of every
+# sharded campaign it knows) belong to that phase's campaign only.
+start_seckilld() {
+    SK_PORT=$(dl_free_port)
+    "$BUILD/tools/seckilld/seckilld" --port "$SK_PORT" --bind 127.0.0.1 --redis-url "$CLUSTER_URL" \
+        --admin-token "$TOKEN" --replica-acks 0 --log-level warn "${workers[@]}" >>"$work/seckilld.log" 2>&1 &
+    SK_PID=$!
+    dl_track "$SK_PID"
+    URL="http://127.0.0.1:$SK_PORT"
+    dl_wait_http "$URL/healthz" 100 || { echo "shards.sh: seckilld did not start" >&2; cat "$work/seckilld.log" >&2; exit 1; }
+}
+stop_seckilld() {
+    kill "$SK_PID"
+    wait "$SK_PID" 2>/dev/null || true
+}
 
 info() { cluster__cli "$1" info "$2" | tr -d '\r'; }
 # cpu_ms PORT: the server's CPU time so far (user + sys), ms
@@ -63,6 +74,7 @@ phase() {
     id="s$r-k$k-$kind-$$"
     local stock=1000000000
     [ "$kind" = sale ] && stock=$SALE_STOCK
+    start_seckilld
     "$bench" --url "$URL" --campaign "$id" --create --admin-token "$TOKEN" --stock "$stock" --limit 1 \
         --shards "$k" --buyers 0 --scalpers 0 --bad 0 >/dev/null
     declare -A c0
@@ -89,6 +101,7 @@ phase() {
         read -r calls usec < <(evalsha_stats "$p")
         echo "$r,$k,$kind,$p,$dec,$dps,$calls,$usec,$(( $(cpu_ms "$p") - ${c0[$p]} )),$xc,$tk,$bm,$sw" | tee -a "$out"
     done
+    stop_seckilld
 }
 
 # ceiling ROUND: EVALSHA purchase.lua straight at the first master (its own slot).
@@ -161,16 +174,16 @@ for (k, ph), by_round in sorted(groups.items()):
     print("%d,%s,%.0f,%.2f,%.2f,%s,%s,%.2f,%.3f,%.2f,%.0f" % (k, ph, med(dps), med(us), med(cpu), col(shares),
           " ".join("%.2f" % med(x[i] for x in cpus) for i in range(len(cpus[0]))), med(bm), med(tk), med(xc), med(sw)))
     if ph == "tp":
-        hot[k] = (med(dps), med(x[0] for x in shares), med(us))
+        hot[k] = (med(x[0] for x in cpus), med(cpu), med(x[0] for x in shares))
 for name, v in sorted(ceil.items()):
     print("ceiling_%s (one master, redis-benchmark EVALSHA purchase.lua),%.0f decisions/s (rounds: %s)"
           % (name, med(v), " ".join("%.0f" % x for x in v)))
-if 1 in hot:
-    # one master's EVALSHA time per decision at K = 1 is its cost per decision
-    # with the engine's batching; 1e6 / that = one master's decision ceiling
-    c1 = 1e6 / hot[1][2]
-    print("one master's ceiling from its EVALSHA time per decision at K = 1 (batched): %.0f decisions/s" % c1)
-    for k, (dps, top, us) in sorted(hot.items()):
-        print("K = %d on 3 masters: hottest master's share %.2f -> the cluster saturates at ~%.0f decisions/s "
-              "(that master's ceiling / its share, at %.2f us of EVALSHA per decision in all)" % (k, top, (1e6 / us) / top, us))
+# A master saturates at one core: the cluster then decides 1e6 / (its
+# busiest master's CPU us per decision) per second. Projection for N
+# masters with K = N buckets spread evenly: N x 1e6 / (all masters' CPU us
+# per decision at that K), at the batch sizes this run had.
+for k, (top_us, tot_us, share) in sorted(hot.items()):
+    print("K = %d on 3 masters (tp): busiest master %.2f CPU us per decision (share of EVALSHA time %.2f), "
+          "all masters %.2f -> saturates at ~%.0f decisions/s; N masters with K = N at this cost: N x %.0f"
+          % (k, top_us, share, tot_us, 1e6 / top_us, 1e6 / tot_us))
 EOF
