@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buckets.h"
 #include "db_internal.h"
 #include "ids.h"
 #include "sk_err.h"
@@ -48,14 +49,27 @@ static void copy_str(char *dst, size_t cap, const char *src)
 static const char SQL_CAMP_EXISTS[] = "SELECT 1 FROM campaigns WHERE id = $1";
 static const char SQL_CAMP_INSERT[] =
     "INSERT INTO campaigns (id, title, stock, per_user_limit, starts_at_ms, ends_at_ms, price_cents,"
-    " created_ms, db_reserve) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+    " created_ms, db_reserve, shards, bucket_tags) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 static const char SQL_STOCK_INSERT[] =
     "INSERT INTO campaign_stock (campaign, remaining, reserve_remaining) VALUES ($1, $2, $3)";
+
+/* shards 0 is read as 1 (tags "" or bucket 0's alone); K > 1 needs the
+ * tag list sk_buckets_parse accepts for K, so a corrupted definition never
+ * reaches the database. */
+static bool layout_valid(const sk_campaign *c)
+{
+    if (memchr(c->bucket_tags, '\0', sizeof(c->bucket_tags)) == NULL) return false;
+    if (c->shards < 0 || c->shards > SK_MAX_SHARDS) return false;
+    sk_buckets b;
+    if (c->shards <= 1) return c->bucket_tags[0] == '\0' || sk_buckets_parse(c->id, 1, c->bucket_tags, &b) == 0;
+    return sk_buckets_parse(c->id, (int)c->shards, c->bucket_tags, &b) == 0;
+}
 
 int sk_db_campaign_create(sk_db *db, const sk_campaign *c)
 {
     if (!c || !sk_valid_campaign_id(c->id) || c->stock < 0 || c->per_user_limit < 1 || c->price_cents < 0 ||
-        c->db_reserve < 0 || c->db_reserve > c->stock || memchr(c->title, '\0', sizeof(c->title)) == NULL)
+        c->db_reserve < 0 || c->db_reserve > c->stock || memchr(c->title, '\0', sizeof(c->title)) == NULL ||
+        !layout_valid(c))
         return SK_EINVAL;
     if (sk__db_begin(db)) return SK_EDB;
     int64_t found = 0;
@@ -65,10 +79,11 @@ int sk_db_campaign_create(sk_db *db, const sk_campaign *c)
         sk__db_rollback(db);
         return SK_EEXIST;
     }
-    sk__arg a[9] = {SK_T(c->id), SK_T(c->title), SK_I(c->stock), SK_I(c->per_user_limit),
-                    SK_I(c->starts_at_ms), SK_I(c->ends_at_ms), SK_I(c->price_cents), SK_I(dlock__wall_ms()),
-                    SK_I(c->db_reserve)};
-    if (sk__db_run(db, SQL_CAMP_INSERT, 9, a, NULL, NULL, NULL)) goto fail;
+    int64_t shards = c->shards > 1 ? c->shards : 1;
+    sk__arg a[11] = {SK_T(c->id), SK_T(c->title), SK_I(c->stock), SK_I(c->per_user_limit),
+                     SK_I(c->starts_at_ms), SK_I(c->ends_at_ms), SK_I(c->price_cents), SK_I(dlock__wall_ms()),
+                     SK_I(c->db_reserve), SK_I(shards), SK_T(shards > 1 ? c->bucket_tags : "")};
+    if (sk__db_run(db, SQL_CAMP_INSERT, 11, a, NULL, NULL, NULL)) goto fail;
     sk__arg s[3] = {SK_T(c->id), SK_I(c->stock), SK_I(c->db_reserve)};
     if (sk__db_run(db, SQL_STOCK_INSERT, 3, s, NULL, NULL, NULL)) goto fail;
     if (sk__db_commit(db) == 0) return 0;
@@ -90,7 +105,7 @@ typedef struct camp_acc {
 static void camp_row(int n, const char *const *v, void *ud)
 {
     camp_acc *a = ud;
-    if (n < 9) return;
+    if (n < 11) return;
     memset(&a->c, 0, sizeof(a->c));
     copy_str(a->c.id, sizeof(a->c.id), v[0]);
     copy_str(a->c.title, sizeof(a->c.title), v[1]);
@@ -101,13 +116,15 @@ static void camp_row(int n, const char *const *v, void *ud)
     a->c.price_cents = sk__db_i64(v[6]);
     a->remaining = sk__db_i64(v[7]);
     a->c.db_reserve = sk__db_i64(v[8]);
+    a->c.shards = sk__db_i64(v[9]);
+    copy_str(a->c.bucket_tags, sizeof(a->c.bucket_tags), v[10]);
     a->found++;
     if (a->cb) a->cb(&a->c, a->remaining, a->ud);
 }
 
 #define CAMP_COLS                                                                                        \
     "SELECT c.id, c.title, c.stock, c.per_user_limit, c.starts_at_ms, c.ends_at_ms, c.price_cents,"     \
-    " s.remaining, c.db_reserve FROM campaigns c JOIN campaign_stock s ON s.campaign = c.id"
+    " s.remaining, c.db_reserve, c.shards, c.bucket_tags FROM campaigns c JOIN campaign_stock s ON s.campaign = c.id"
 static const char SQL_CAMP_GET[] = CAMP_COLS " WHERE c.id = $1";
 static const char SQL_CAMP_LIST[] = CAMP_COLS " ORDER BY c.id";
 

@@ -43,8 +43,11 @@ int sk_db_schema_version(sk_db *db, int *version_out);
 
 
 /* Creates the campaign and its campaign_stock row (remaining = stock,
- * reserve_remaining = db_reserve, epoch 1). 0, SK_EEXIST, SK_EINVAL (bad
- * id, stock < 0, limit < 1, db_reserve outside 0..stock) or SK_EDB. */
+ * reserve_remaining = db_reserve, epoch 1), with its bucket layout
+ * (shards, 0 read as 1, and bucket_tags, kept "" when shards is 1). 0,
+ * SK_EEXIST, SK_EINVAL (bad id, stock < 0, limit < 1, db_reserve outside
+ * 0..stock, shards outside 0..SK_MAX_SHARDS, tags sk_buckets_parse refuses
+ * for shards) or SK_EDB. get and list fill shards (>= 1) and bucket_tags. */
 int sk_db_campaign_create(sk_db *db, const sk_campaign *c);
 /* 0 or SK_ENOTFOUND / SK_EDB; remaining_out may be NULL. */
 int sk_db_campaign_get(sk_db *db, const char *id, sk_campaign *out, int64_t *remaining_out);

@@ -270,6 +270,14 @@ typedef struct migration {
     "CREATE INDEX orders_tentative ON orders (campaign, order_id) WHERE status = 'pending';"            \
     M6_PG_APPLY_BATCH
 
+/* The bucket layout of a sharded campaign (docs/seckill.md, "One hot
+ * campaign over many masters"): shards K and the tags of its buckets, as
+ * bucket 0's meta keeps them. Nothing else moves: the guard, the reserve
+ * and the timeline stay per campaign. */
+#define M7_SHARDS                                                                                        \
+    "ALTER TABLE campaigns ADD COLUMN shards BIGINT NOT NULL DEFAULT 1 CHECK (shards >= 1 AND shards <= 64);" \
+    "ALTER TABLE campaigns ADD COLUMN bucket_tags TEXT NOT NULL DEFAULT '';"
+
 static const migration migrations[] = {
     {1, M1_CAMPAIGNS M1_ORDERS("INTEGER") M1_USERS(" WITHOUT ROWID"), M1_CAMPAIGNS M1_ORDERS("BIGINT") M1_USERS(""),
      NULL},
@@ -280,6 +288,7 @@ static const migration migrations[] = {
      "ALTER TABLE orders ADD COLUMN redis_mirrored INTEGER NOT NULL DEFAULT 0;", NULL},
     {5, M5_PENDING_INDEXES, M5_PENDING_INDEXES, NULL},
     {6, M6_SQLITE, M6_PG, M6_PG_APPLY_BATCH_TAIL},
+    {7, M7_SHARDS, M7_SHARDS, NULL},
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

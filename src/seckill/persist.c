@@ -28,6 +28,7 @@
 #include "barrier.h"
 #include "dlock/dlock.h"
 #include "ids.h"
+#include "layout.h"
 #include "lifecycle.h"
 #include "release.h"
 #include "reserve.h"
@@ -51,9 +52,15 @@ typedef struct entry {
     char campaign[65], user[65], path[8], idem[65];
 } entry;
 
+/* One stream followed: bucket j of campaign id (a campaign of K buckets
+ * has K of them, each with its own group, dead letters and counters in
+ * its bucket's slot; docs/seckill.md, "One hot campaign over many
+ * masters"). */
 typedef struct camp {
     char id[65];
-    char key[96], dead[112], errs[112], stats[112];
+    int j;             /* bucket index; 0 for every K = 1 campaign */
+    sk_buckets *lay;   /* the campaign's layout, shared by its K camps (owned by bucket 0's) */
+    char key[128], dead[144], errs[144], stats[144];
     char cursor[32]; /* XAUTOCLAIM cursor */
     sk_barrier_run bar; /* the barrier after a change of master (barrier.h) */
     bool open;          /* no barrier due on the connected master */
@@ -173,8 +180,9 @@ static camp *camp_find(worker *w, const char *id)
     return NULL;
 }
 
-/* Creates the database row from {c:<id>}:meta when the engine ran without
- * a database (the contract asks it to create it first; this is a safety net). */
+/* Creates the database row from {c:<id>}:meta (bucket 0's: it has the
+ * layout, shards + bucket_tags) when the engine ran without a database
+ * (the contract asks it to create it first; this is a safety net). */
 static void camp_ensure_db(worker *w, const char *id)
 {
     if (sk_db_campaign_get(w->db, id, NULL, NULL) != SK_ENOTFOUND) return;
@@ -196,32 +204,46 @@ static void camp_ensure_db(worker *w, const char *id)
         if (strcmp(k, "ends_at_ms") == 0) c.ends_at_ms = parse_i64(v);
         if (strcmp(k, "price_cents") == 0) c.price_cents = parse_i64(v);
         if (strcmp(k, "db_reserve") == 0) c.db_reserve = parse_i64(v);
+        if (strcmp(k, "shards") == 0) c.shards = parse_i64(v);
+        if (strcmp(k, "bucket_tags") == 0) snprintf(c.bucket_tags, sizeof(c.bucket_tags), "%s", v);
     }
     dlock__reply_free(r);
     if (!have_stock) return;
     if (c.price_cents < 0) c.price_cents = 0;
     if (c.db_reserve < 0 || c.db_reserve > c.stock) c.db_reserve = 0;
+    if (c.shards <= 1) c.bucket_tags[0] = '\0';
     int rc = sk_db_campaign_create(w->db, &c);
     wlog(w, "campaign %s: created in the database from Redis meta: %s", id, rc ? sk_strerror(rc) : "ok");
 }
 
-static void camp_add(worker *w, const char *id)
+/* The layout of campaign id: bucket 0's meta when Redis has it, else the
+ * database's definition, else one bucket (a stream nobody heated yet is
+ * followed as today). 0, or a code: Redis unreachable, or a layout not
+ * readable yet (the campaign is tried again at the next discovery). */
+static int camp_layout(worker *w, const char *id, sk_buckets *out)
 {
-    if (!sk_valid_campaign_id(id) || camp_find(w, id)) return;
-    if (w->ncamps == w->capcamps) {
-        size_t cap = w->capcamps ? 2 * w->capcamps : 8;
-        camp *n = realloc(w->camps, cap * sizeof(*n));
-        if (!n) return;
-        w->camps = n;
-        w->capcamps = cap;
-    }
-    camp *c = &w->camps[w->ncamps];
+    int err = sk_layout_read(w->rc, id, out);
+    if (err != SK_ENOTFOUND) return err;
+    sk_campaign *def = malloc(sizeof(*def));
+    if (!def) return DLOCK_ENOMEM;
+    err = sk_db_campaign_get(w->db, id, def, NULL);
+    if (err == 0) err = sk_layout_of_def(id, def->shards, def->bucket_tags, out);
+    else if (err == SK_ENOTFOUND) sk_buckets_single(id, out), err = 0;
+    free(def);
+    return err;
+}
+
+/* Bucket j's stream: its group created (BUSYGROUP is fine). 0 or a code. */
+static int camp_stream(worker *w, camp *c, const char *id, sk_buckets *lay, int j)
+{
     memset(c, 0, sizeof(*c));
     snprintf(c->id, sizeof(c->id), "%s", id);
-    snprintf(c->key, sizeof(c->key), "{c:%s}:orders", id);
-    snprintf(c->dead, sizeof(c->dead), "{c:%s}:orders:dead", id);
-    snprintf(c->errs, sizeof(c->errs), "{c:%s}:orders:errors", id);
-    snprintf(c->stats, sizeof(c->stats), "{c:%s}:pipeline", id);
+    c->j = j;
+    c->lay = lay;
+    sk_bucket_key(lay, j, "orders", c->key, sizeof(c->key));
+    sk_bucket_key(lay, j, "orders:dead", c->dead, sizeof(c->dead));
+    sk_bucket_key(lay, j, "orders:errors", c->errs, sizeof(c->errs));
+    sk_bucket_key(lay, j, "pipeline", c->stats, sizeof(c->stats));
     snprintf(c->cursor, sizeof(c->cursor), "0-0");
     sk_barrier_run_init(&c->bar, w->consumer);
     const char *argv[] = {"XGROUP", "CREATE", c->key, SK_PERSIST_GROUP, "0", "MKSTREAM"};
@@ -229,10 +251,50 @@ static void camp_add(worker *w, const char *id)
     int err = dlock__conn_cmd(w->rc, 6, argv, NULL, &r);
     bool ok = !err && (dlock__reply_kind(r) != DLOCK__R_ERROR || dlock__reply_is_error(r, "BUSYGROUP"));
     dlock__reply_free(r);
-    if (!ok) return; /* retried at the next discovery */
+    return ok ? 0 : err ? err : DLOCK_ESERVER;
+}
+
+/* Forgets every stream (their layouts freed). */
+static void camps_clear(worker *w)
+{
+    for (size_t i = 0; i < w->ncamps; i++)
+        if (w->camps[i].j == 0) free(w->camps[i].lay);
+    w->ncamps = 0;
+}
+
+static bool camps_room(worker *w, size_t more)
+{
+    if (w->ncamps + more <= w->capcamps) return true;
+    size_t cap = w->capcamps ? 2 * w->capcamps : 8;
+    while (cap < w->ncamps + more) cap *= 2;
+    camp *n = realloc(w->camps, cap * sizeof(*n));
+    if (!n) return false;
+    w->camps = n;
+    w->capcamps = cap;
+    return true;
+}
+
+/* Follows every bucket's stream of campaign id, or none of them yet. */
+static void camp_add(worker *w, const char *id)
+{
+    if (!sk_valid_campaign_id(id) || camp_find(w, id)) return;
+    sk_buckets *lay = malloc(sizeof(*lay));
+    if (!lay) return;
+    int err = camp_layout(w, id, lay);
+    if (err || !camps_room(w, (size_t)lay->k)) {
+        if (err) wlog(w, "campaign %s: bucket layout not readable yet (%s): retried", id, sk_strerror(err));
+        free(lay);
+        return;
+    }
+    for (int j = 0; j < lay->k && !err; j++) err = camp_stream(w, &w->camps[w->ncamps + (size_t)j], id, lay, j);
+    if (err) { /* retried at the next discovery */
+        free(lay);
+        return;
+    }
     camp_ensure_db(w, id);
-    w->ncamps++;
-    wlog(w, "campaign %s: consuming %s", id, c->key);
+    w->ncamps += (size_t)lay->k;
+    if (lay->k == 1) wlog(w, "campaign %s: consuming %s", id, w->camps[w->ncamps - 1].key);
+    else wlog(w, "campaign %s: consuming the streams of its %d buckets", id, lay->k);
 }
 
 static void db_camp_cb(const sk_campaign *c, int64_t remaining, void *ud)
@@ -408,7 +470,7 @@ static void count_stats(worker *w, const camp *c, int64_t persisted, int64_t rej
     w->st.rejected += rejected;
     w->st.duplicates += dups;
     w->st.stale += stale;
-    sk__pipeline_add(w->rc, c->id, "stale", stale);
+    sk__pipeline_add_key(w->rc, c->stats, "stale", stale);
     char p[24], rj[24], d[24];
     snprintf(p, sizeof(p), "%" PRId64, persisted);
     snprintf(rj, sizeof(rj), "%" PRId64, rejected);
@@ -715,10 +777,8 @@ static int read_new(worker *w, bool block, int *n_out)
     return err;
 }
 
-int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out)
+int sk_persist_backlog_key(dlock__conn *rc, const char *key, int64_t *pending_out, int64_t *lag_out)
 {
-    char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:orders", campaign);
     *pending_out = 0;
     *lag_out = 0;
     const char *argv[] = {"XINFO", "GROUPS", key};
@@ -765,23 +825,51 @@ int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_o
     return 0;
 }
 
+int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out)
+{
+    *pending_out = *lag_out = 0;
+    sk_buckets *lay = malloc(sizeof(*lay));
+    if (!lay) return DLOCK_ENOMEM;
+    int err = sk_layout_read(rc, campaign, lay);
+    if (err == SK_ENOTFOUND) sk_buckets_single(campaign, lay), err = 0; /* not heated: today's stream */
+    for (int j = 0; !err && j < lay->k; j++) {
+        char key[128];
+        int64_t p = 0, l = 0;
+        sk_bucket_key(lay, j, "orders", key, sizeof(key));
+        err = sk_persist_backlog_key(rc, key, &p, &l);
+        *pending_out += p;
+        *lag_out += l;
+    }
+    free(lay);
+    return err;
+}
+
 static bool all_drained(worker *w)
 {
     for (size_t i = 0; i < w->ncamps; i++) {
         int64_t pending = 0, lag = 0;
-        if (sk_persist_backlog(w->rc, w->camps[i].id, &pending, &lag) || pending || lag) return false;
+        if (sk_persist_backlog_key(w->rc, w->camps[i].key, &pending, &lag) || pending || lag) return false;
     }
     return true;
 }
 
+/* Whether every bucket of the campaign whose bucket 0 is camps[i] is
+ * open (its K camps follow it). */
+static bool all_open(const worker *w, size_t i)
+{
+    for (int j = 0; j < w->camps[i].lay->k; j++)
+        if (i + (size_t)j >= w->ncamps || !w->camps[i + (size_t)j].open) return false;
+    return true;
+}
+
 /* Tentative orders finalised, refused ones given back, and the reserve
- * handed back where Redis sold out; only on campaigns open on this master
- * (no barrier due). */
+ * handed back where Redis sold out; once per campaign, only when every
+ * bucket of it is open on its master (no barrier due). */
 static void reserve_pass(worker *w)
 {
     sk_reserve_stats rs = {0};
     for (size_t i = 0; i < w->ncamps; i++) {
-        if (!w->camps[i].open) continue;
+        if (w->camps[i].j != 0 || !all_open(w, i)) continue;
         sk_reserve_finalise(w->db, w->rc, w->camps[i].id, w->o->batch, &rs);
         sk_reserve_handback(w->db, w->rc, w->camps[i].id, &rs);
     }
@@ -790,8 +878,8 @@ static void reserve_pass(worker *w)
     w->st.handbacks += rs.handbacks;
 }
 
-/* The barrier after a change of master, one step per campaign (barrier.h):
- * the run id of the node serving each campaign's slot is read at every
+/* The barrier after a change of master, one step per bucket (barrier.h):
+ * the run id of the node serving each bucket's slot is read at every
  * pass (on a Cluster every master has its own; one server answers for
  * all), so a failover, a restart behind the same address or a slot moved
  * to another master is seen within one pass. */
@@ -799,23 +887,24 @@ static void barrier_pass(worker *w)
 {
     for (size_t i = 0; i < w->ncamps; i++) {
         camp *c = &w->camps[i];
-        char run_id[41];
-        if (sk_barrier_node_run_id(w->rc, c->id, run_id) != 0) {
+        char run_id[41], what[96] = "";
+        if (c->lay->k > 1) snprintf(what, sizeof(what), " bucket %d", c->j);
+        if (sk_barrier_bucket_run_id(w->rc, c->lay, c->j, run_id) != 0) {
             c->open = false;
             continue;
         }
         bool was_due = c->bar.started_ms != 0;
-        int st = sk_barrier_step(w->db, w->rc, c->id, run_id, &c->bar);
+        int st = sk_barrier_step_bucket(w->db, w->rc, c->id, c->lay, c->j, run_id, &c->bar);
         c->open = st == SK_BARRIER_OPEN;
-        if (st < 0) wlog(w, "campaign %s: barrier: %s", c->id, sk_strerror(st));
+        if (st < 0) wlog(w, "campaign %s%s: barrier: %s", c->id, what, sk_strerror(st));
         if (!was_due && c->bar.started_ms)
-            wlog(w, "campaign %s: new master (run id %s): barrier, draining", c->id, run_id);
+            wlog(w, "campaign %s%s: new master (run id %s): barrier, draining", c->id, what, run_id);
         if (!c->bar.opened) continue;
         w->st.barriers++;
         w->st.barrier_ms = c->bar.duration_ms;
-        wlog(w, "campaign %s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
+        wlog(w, "campaign %s%s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
                 " give-backs mirrored, %" PRId64 " handbacks applied again; selling on this master",
-             c->id, c->bar.duration_ms, c->bar.epoch, c->bar.mirrored, c->bar.given_back, c->bar.handbacks);
+             c->id, what, c->bar.duration_ms, c->bar.epoch, c->bar.mirrored, c->bar.given_back, c->bar.handbacks);
         c->bar.mirrored = c->bar.given_back = c->bar.handbacks = 0;
     }
 }
@@ -835,7 +924,7 @@ static int worker_round(worker *w)
     int64_t now = dlock__now_ms();
     if (w->nogroup) { /* the streams' groups are gone: forget and re-create them all */
         wlog(w, "consumer group missing (Redis restarted or failed over?): re-creating");
-        w->ncamps = 0;
+        camps_clear(w);
         w->nogroup = false;
         w->next_discover_ms = 0;
     }
@@ -928,6 +1017,7 @@ static void worker_free(worker *w)
     sk_announce_stop(w->ann);
     sk_db_close(w->db);
     dlock__conn_close(w->rc);
+    camps_clear(w);
     free(w->camps);
     free(w->buf);
     free(w->results);

@@ -1,6 +1,7 @@
 /* persist.h: the persistence workers of the order pipeline: they move
- * accepted orders from each campaign's stream ({c:<id>}:orders, consumer
- * group seckill-persist) into the database and run the lifecycle sweep
+ * accepted orders from each campaign's streams (one per bucket,
+ * {<tag_j>}:orders, consumer group seckill-persist; {c:<id>}:orders for a
+ * K = 1 campaign) into the database and run the lifecycle sweep
  * (lifecycle.h) between batches.
  * Invariant: an entry is XACKed only after the transaction that recorded
  * it committed; an entry pending on a dead consumer is reclaimed after
@@ -63,8 +64,13 @@ bool sk_persist_is_cluster(dlock__conn *rc);
 int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__conn **out, char *err,
                           size_t errlen);
 
-/* Backlog of a campaign stream for group seckill-persist: entries pending
- * (delivered, not acknowledged) and lag (never delivered). 0 or a code. */
+/* Backlog of a campaign for group seckill-persist, summed over the
+ * streams of its buckets ({<tag_j>}:orders; one for a K = 1 campaign, or
+ * one not heated yet): entries pending (delivered, not acknowledged) and
+ * lag (never delivered). 0 or a code (also when the layout cannot be
+ * read). */
 int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out);
+/* The same for one stream key. 0 or a code. */
+int sk_persist_backlog_key(dlock__conn *rc, const char *key, int64_t *pending_out, int64_t *lag_out);
 
 #endif

@@ -255,8 +255,8 @@ static int read_bucket(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcile
         if ((err = redis_int(rc, "SCARD", k, NULL, &bk->xin, NULL))) return err;
         if ((err = read_journal(rc, b, j, rep)) || (err = check_bucket_meta(rc, b, j, rep))) return err;
     }
-    /* the backlog of stream {T}:orders: T is "c:" + what persist.c puts after it */
-    return sk_persist_backlog(rc, b->tag[j] + 2, &bk->pending, &bk->lag);
+    sk_bucket_key(b, j, "orders", k, sizeof(k));
+    return sk_persist_backlog_key(rc, k, &bk->pending, &bk->lag);
 }
 
 /* The campaign's layout; a meta whose layout is not valid is a difference

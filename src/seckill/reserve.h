@@ -19,14 +19,18 @@ typedef struct sk_reserve_stats {
 } sk_reserve_stats;
 
 /* Finalises the mirrored tentative orders of campaign (NULL: all) whose
- * campaign stream is drained now (nothing pending, no lag), then gives
+ * user's home bucket's stream is drained now (nothing pending, no lag;
+ * with one bucket the campaign's stream), then gives
  * back in Redis the buyer totals of refused ones, at most max each. Adds
  * to st (may be NULL). 0 or the last error. */
 int sk_reserve_finalise(sk_db *db, dlock__conn *rc, const char *campaign, int max, sk_reserve_stats *st);
 
 /* One handback pass for campaign: finishes a recorded handback Redis has
- * not applied; otherwise, when {c:<id>}:stock exists and is <= 0 and the
- * database still holds a reserve (and no tentative order), begins one.
+ * not applied; otherwise, when Redis sold out ({c:<id>}:stock exists and
+ * is <= 0; with K buckets every bucket's, no transfer in flight:
+ * reserve.c) and the database still holds a reserve (and no tentative
+ * order), begins one. The units go to bucket 0 ({c:<id>}:stock, gate
+ * {c:<id>}:handbacks): transfers carry them to the others.
  * Returns 1 (applied now), 0 (nothing to do) or a negative code. */
 int sk_reserve_handback(sk_db *db, dlock__conn *rc, const char *campaign, sk_reserve_stats *st);
 
@@ -37,5 +41,7 @@ int sk_reserve_handback_apply(dlock__conn *rc, const char *campaign, const sk_db
 /* HINCRBY {c:<id>}:pipeline field n (the counters /metrics shows);
  * best effort, errors ignored. */
 void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n);
+/* The same on the counters hash key (a bucket's {<tag>}:pipeline). */
+void sk__pipeline_add_key(dlock__conn *rc, const char *key, const char *field, int64_t n);
 
 #endif

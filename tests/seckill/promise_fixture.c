@@ -82,6 +82,16 @@ int64_t pf_redis_int(const char *cmd, const char *camp, const char *suffix, cons
     return pf_redis_int_on(NULL, cmd, camp, suffix, field);
 }
 
+/* run_id of the node serving key's slot (one server: that server's). */
+void pf_run_id_on(dlock__conn *conn, const char *key, char out[41])
+{
+    const char *argv[] = {"EVAL", "return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')", "1", key};
+    dlock__reply *r = cmd_on(conn, 4, argv);
+    assert_int_equal(dlock__reply_kind(r), DLOCK__R_STRING);
+    snprintf(out, 41, "%s", dlock__reply_str(r, NULL));
+    dlock__reply_free(r);
+}
+
 /* run_id of the server behind conn, from INFO server. */
 static void run_id_of(dlock__conn *conn, char out[41])
 {
@@ -125,21 +135,81 @@ sk_order_in pf_order(const char *camp, const char *user, int64_t qty)
     return (sk_order_in){pf_next_id(), camp, user, qty, "redis", dlock__wall_ms(), NULL, 0};
 }
 
-uint64_t pf_redis_buy_on(dlock__conn *conn, const char *camp, const char *user, int64_t qty, const char *idem)
+uint64_t pf_tag_buy_on(dlock__conn *conn, const char *tag, const char *camp, const char *user, int64_t qty,
+                       const char *idem)
 {
-    char k[6][160], oid[24], q[24];
+    char k[6][200], oid[24], q[24];
     uint64_t id = pf_next_id();
     static const char *const sfx[4] = {"meta", "stock", "buyers", "orders"};
-    for (int i = 0; i < 4; i++) snprintf(k[i], sizeof(k[i]), "{c:%s}:%s", camp, sfx[i]);
-    snprintf(k[4], sizeof(k[4]), "{c:%s}:order:%" PRIu64, camp, id);
-    snprintf(k[5], sizeof(k[5]), "{c:%s}:idem:%s", camp, idem ? idem : "");
+    for (int i = 0; i < 4; i++) snprintf(k[i], sizeof(k[i]), "{%s}:%s", tag, sfx[i]);
+    snprintf(k[4], sizeof(k[4]), "{%s}:order:%" PRIu64, tag, id);
+    snprintf(k[5], sizeof(k[5]), "{%s}:idem:%s", tag, idem ? idem : "");
     snprintf(oid, sizeof(oid), "%" PRIu64, id);
     snprintf(q, sizeof(q), "%" PRId64, qty);
     const char *argv[] = {"EVAL", BUY_LUA, "6", k[0], k[1], k[2], k[3], k[4], k[5],
                           oid, user, q, camp, idem ? idem : ""};
     int64_t left = reply_int(cmd_on(conn, 14, argv));
-    if (left < 0) fail_msg("purchase of %s by %s refused", camp, user);
+    if (left < 0) fail_msg("purchase of %s by %s in {%s} refused", camp, user, tag);
     return id;
+}
+
+uint64_t pf_redis_buy_on(dlock__conn *conn, const char *camp, const char *user, int64_t qty, const char *idem)
+{
+    char tag[80];
+    snprintf(tag, sizeof(tag), "c:%s", camp);
+    return pf_tag_buy_on(conn, tag, camp, user, qty, idem);
+}
+
+uint64_t pf_tag_xadd_on(dlock__conn *conn, const char *tag, const char *camp, const char *user, int64_t qty,
+                        int64_t epoch)
+{
+    char key[200], oid[24], q[24], ep[24], ts[24];
+    uint64_t id = pf_next_id();
+    snprintf(key, sizeof(key), "{%s}:orders", tag);
+    snprintf(oid, sizeof(oid), "%" PRIu64, id);
+    snprintf(q, sizeof(q), "%" PRId64, qty);
+    snprintf(ep, sizeof(ep), "%" PRId64, epoch);
+    snprintf(ts, sizeof(ts), "%" PRId64, dlock__wall_ms());
+    const char *argv[] = {"XADD", key, "*", "order_id", oid, "campaign", camp, "user", user, "qty", q,
+                          "idem", "", "ts_ms", ts, "path", "redis", "epoch", ep};
+    dlock__reply_free(cmd_on(conn, 19, argv));
+    return id;
+}
+
+void pf_seed_sharded_on(dlock__conn *conn, const char *camp, int64_t stock, int64_t limit, int64_t reserve,
+                        const sk_buckets *lay, const int64_t *bucket_stock, bool in_db)
+{
+    sk_campaign *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    snprintf(c->id, sizeof(c->id), "%s", camp);
+    snprintf(c->title, sizeof(c->title), "shards %s", camp);
+    c->stock = stock;
+    c->per_user_limit = limit;
+    c->db_reserve = reserve;
+    c->shards = lay->k;
+    assert_true(sk_buckets_format(lay, c->bucket_tags, sizeof(c->bucket_tags)) > 0);
+    if (in_db) assert_int_equal(sk_db_campaign_create(pf_db, c), 0);
+    for (int j = 0; j < lay->k; j++) {
+        char meta[200], stk[200], s[24], l[24], rs[24], k[24], b[24], runid[41];
+        sk_bucket_key(lay, j, "meta", meta, sizeof(meta));
+        sk_bucket_key(lay, j, "stock", stk, sizeof(stk));
+        snprintf(s, sizeof(s), "%" PRId64, stock);
+        snprintf(l, sizeof(l), "%" PRId64, limit);
+        snprintf(rs, sizeof(rs), "%" PRId64, reserve);
+        snprintf(k, sizeof(k), "%d", lay->k);
+        snprintf(b, sizeof(b), "%d", j);
+        pf_run_id_on(conn, meta, runid);
+        const char *h[] = {"HSET", meta, "title", c->title, "stock", s, "per_user_limit", l, "starts_at_ms", "0",
+                           "ends_at_ms", "0", "price_cents", "0", "db_reserve", rs, "epoch", "1", "runid", runid,
+                           "shards", k, "bucket", b, "bucket_tags", c->bucket_tags};
+        dlock__reply_free(cmd_on(conn, j == 0 ? 26 : 24, h));
+        snprintf(s, sizeof(s), "%" PRId64, bucket_stock[j]);
+        const char *set[] = {"SET", stk, s};
+        dlock__reply_free(cmd_on(conn, 3, set));
+    }
+    const char *sadd[] = {"SADD", "seckill:campaigns", camp};
+    dlock__reply_free(cmd_on(conn, 3, sadd));
+    free(c);
 }
 
 uint64_t pf_redis_buy(const char *camp, const char *user, int64_t qty)

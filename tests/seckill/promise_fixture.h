@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "buckets.h"
 #include "db.h"
 #include "redis_io.h"
 #include "servers.h"
@@ -34,6 +35,22 @@ sk_order_in pf_order(const char *camp, const char *user, int64_t qty);
  * NULL. Fails the test when refused. Returns the order id. */
 uint64_t pf_redis_buy_on(dlock__conn *conn, const char *camp, const char *user, int64_t qty, const char *idem);
 uint64_t pf_redis_buy(const char *camp, const char *user, int64_t qty);
+/* The same in the bucket with hash tag tag (a sharded campaign). */
+uint64_t pf_tag_buy_on(dlock__conn *conn, const char *tag, const char *camp, const char *user, int64_t qty,
+                       const char *idem);
+/* An order entry XADDed to {tag}:orders with that epoch, deciding nothing
+ * (an old master's entry, or one Redis sold beyond the database). */
+uint64_t pf_tag_xadd_on(dlock__conn *conn, const char *tag, const char *camp, const char *user, int64_t qty,
+                        int64_t epoch);
+/* A campaign of lay->k buckets heated by hand as the engine heats one
+ * (docs/seckill.md): each bucket's meta has the definition, shards,
+ * bucket, its node's runid and epoch 1 (bucket 0's also bucket_tags);
+ * bucket j's stock is bucket_stock[j]. in_db: created in the database
+ * too (shards, bucket_tags). */
+void pf_seed_sharded_on(dlock__conn *conn, const char *camp, int64_t stock, int64_t limit, int64_t reserve,
+                        const sk_buckets *lay, const int64_t *bucket_stock, bool in_db);
+/* The run id of the node serving key's slot. */
+void pf_run_id_on(dlock__conn *conn, const char *key, char out[41]);
 /* A persister in drain mode on camp (returns when drained). */
 void pf_drain(const char *camp);
 /* The lifecycle sweep (mirrors, releases) on camp. */

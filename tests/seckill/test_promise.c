@@ -293,7 +293,7 @@ static void test_an_old_database_is_migrated_at_open(void **state)
     assert_int_equal(sk_db_open(url, &d, err, sizeof(err)), 0);
     int v = 0;
     assert_int_equal(sk_db_schema_version(d, &v), 0);
-    assert_int_equal(v, 6);
+    assert_int_equal(v, 7);
     sk_order_row row;
     assert_int_equal(sk_db_order_get(d, old_order, &row), 0);
     assert_string_equal(row.status, "persisted");
@@ -310,7 +310,7 @@ static void test_an_old_database_is_migrated_at_open(void **state)
     sk_db_close(d);
     assert_int_equal(sk_db_open(url, &d, err, sizeof(err)), 0); /* again: nothing to do */
     assert_int_equal(sk_db_schema_version(d, &v), 0);
-    assert_int_equal(v, 6);
+    assert_int_equal(v, 7);
     sk_db_close(d);
 }
 

@@ -15,7 +15,6 @@
 #include "barrier.h"
 #include "buckets.h"
 #include "dlock/dlock.h"
-#include "layout.h"
 #include "lifecycle.h"
 #include "options.h"
 #include "persist.h"
@@ -105,20 +104,6 @@ static void camp_id_cb(const sk_campaign *c, int64_t remaining, void *ud)
     id_add(ud, c->id);
 }
 
-/* True when every bucket's stream of campaign id has nothing pending or
- * unread (a layout that cannot be read: bucket 0's stream only). */
-static bool campaign_drained(cli *c, const char *id)
-{
-    sk_buckets b;
-    if (sk_layout_read(c->rc, id, &b)) sk_buckets_single(id, &b);
-    for (int j = 0; j < b.k; j++) {
-        int64_t pending = 0, lag = 0;
-        /* the stream {<tag>}:orders; persist.c prefixes what it is given with "c:" */
-        if (sk_persist_backlog(c->rc, b.tag[j] + 2, &pending, &lag) || pending || lag) return false;
-    }
-    return true;
-}
-
 /* Waits until every listed stream has nothing pending or unread (or the
  * deadline passes: reconcile then reports the backlog). */
 static void wait_drained(cli *c, const id_list *l)
@@ -126,7 +111,10 @@ static void wait_drained(cli *c, const id_list *l)
     int64_t end = dlock__now_ms() + c->wait_ms;
     for (;;) {
         bool drained = true;
-        for (size_t i = 0; i < l->n && drained; i++) drained = campaign_drained(c, l->ids[i]);
+        for (size_t i = 0; i < l->n && drained; i++) { /* every bucket's stream (persist.h) */
+            int64_t pending = 0, lag = 0;
+            drained = sk_persist_backlog(c->rc, l->ids[i], &pending, &lag) == 0 && pending == 0 && lag == 0;
+        }
         if (drained || dlock__now_ms() >= end) return;
         dlock__sleep_ms(50);
     }

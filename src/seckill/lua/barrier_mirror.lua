@@ -1,5 +1,8 @@
 -- barrier_mirror.lua: the barrier's writes on a new master
--- (docs/design/promise.md, "A barrier after every change of master").
+-- (docs/design/promise.md, "A barrier after every change of master"), on
+-- one bucket's keys ({T} below: {c:<id>} for a K = 1 campaign, else the
+-- bucket's tag; the caller gives bucket j only the orders of users whose
+-- home bucket is j).
 -- Idempotent: running it again, or after a crash, changes nothing more.
 --
 -- mode "mirror": gives the master the orders the database holds and the
@@ -34,6 +37,63 @@
 --   KEYS[1] {c:<id>}:meta  KEYS[2] {c:<id>}:barrier
 --   ARGV[1] "open"  ARGV[2] lock owner  ARGV[3] run id  ARGV[4] epoch
 --   Returns 1 (opened), 0 (lock not held, or another node: nothing written).
+--
+-- mode "raise" (a campaign of K > 1 buckets, on bucket i while the
+-- barrier of another bucket holds the campaign's seal lock): when bucket
+-- i is open on this node (meta.runid = this node's run id) its meta.epoch
+-- is raised to the seal's epoch E (never lowered): every later order of
+-- it carries E. Then: has group seckill-persist persisted the stream
+-- through `through` (last-delivered-id >= it, nothing pending up to it)?
+-- `through` "" (first call) or a bucket not open: the stream's last entry
+-- now ("0-0" when empty).
+--   KEYS[1] {T}:meta  KEYS[2] {T}:orders
+--   ARGV[1] "raise"  ARGV[2] E  ARGV[3] group  ARGV[4] through
+--   Returns {open 0/1, through, persisted through it 0/1}.
+--
+-- mode "unlock": deletes a lock (the campaign's seal lock) held by ARGV[2].
+--   KEYS[1] the lock  ARGV[1] "unlock"  ARGV[2] owner.  Returns 1 or 0.
+local function id_less(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+
+local function persisted_through(stream, group, through)
+  if through == '0-0' then return 1 end
+  local groups = redis.pcall('XINFO', 'GROUPS', stream)
+  if type(groups) ~= 'table' or groups.err then return 0 end
+  for _, g in ipairs(groups) do
+    local f = {}
+    for k = 1, #g, 2 do f[g[k]] = g[k + 1] end
+    if f['name'] == group then
+      if id_less(f['last-delivered-id'], through) then return 0 end
+      local p = redis.call('XPENDING', stream, group, '-', through, 1)
+      if #p > 0 then return 0 end
+      return 1
+    end
+  end
+  return 0
+end
+
+if ARGV[1] == 'raise' then
+  local e, group, through = tonumber(ARGV[2]), ARGV[3], ARGV[4]
+  local node = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  local open = redis.call('HGET', KEYS[1], 'runid') == node
+  if open and tonumber(redis.call('HGET', KEYS[1], 'epoch') or '1') < e then
+    redis.call('HSET', KEYS[1], 'epoch', e)
+  end
+  if not open or through == '' then
+    local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+    through = last[1] and last[1][1] or '0-0'
+  end
+  return {open and 1 or 0, through, persisted_through(KEYS[2], group, through)}
+end
+if ARGV[1] == 'unlock' then
+  if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
+  redis.call('DEL', KEYS[1])
+  return 1
+end
 if ARGV[1] == 'open' then
   if redis.call('GET', KEYS[2]) ~= ARGV[2] then
     return 0

@@ -1,8 +1,10 @@
 -- dead_letter.lua: moves one stream entry to the campaign's dead-letter
 -- stream, atomically (a script rather than MULTI/EXEC, so a Cluster
--- client routes it by its keys like every other campaign command).
--- KEYS[1] {c:<id>}:orders:dead  KEYS[2] {c:<id>}:orders
--- KEYS[3] {c:<id>}:orders:errors  KEYS[4] {c:<id>}:pipeline
+-- client routes it by its keys like every other campaign command). The
+-- keys are one bucket's ({T} = {c:<id>}, or a bucket's tag of a sharded
+-- campaign: its dead letters stay in its slot).
+-- KEYS[1] {T}:orders:dead  KEYS[2] {T}:orders
+-- KEYS[3] {T}:orders:errors  KEYS[4] {T}:pipeline
 -- ARGV[1] consumer group  ARGV[2] entry id  then name/value pairs of the
 -- dead entry (entry_id, error, deliveries, the entry's own fields)
 -- Returns the dead entry's id.
