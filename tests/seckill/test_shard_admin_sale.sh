@@ -7,7 +7,8 @@
 # sale the buckets' stock, buyers and units in transit add up to the stock;
 # `seckill metrics` exports the same per bucket; once seckill-persist drained
 # the three streams reconcile is clean, and `seckill cancel` gives the unit
-# back to the buyer's home bucket only (reconcile still clean).
+# back to the buyer's home bucket only (reconcile still clean); `seckill
+# barrier` runs one bucket's barrier or every bucket's in turn.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${DLOCK_BUILD_DIR:-$src/build}
@@ -101,4 +102,26 @@ print("cancel: bucket %d got the unit back (%s -> %s)" % (home, b, a))
 PY
 "$bin/seckill/seckill" reconcile --campaign hot >"$work/reconcile2.txt" 2>&1 ||
     fail "reconcile after the cancellation: $(cat "$work/reconcile2.txt")"
+
+# the barrier by hand: one bucket, then every bucket in turn; bad buckets refused
+"$bin/seckill-persist/seckill-persist" --block 100ms >"$work/persist-bg.log" 2>&1 &
+dl_track $!
+for b in 3 x -1; do
+    st=0
+    "$bin/seckill/seckill" barrier --campaign hot --bucket "$b" >/dev/null 2>"$work/bad.txt" || st=$?
+    [ "$st" = 2 ] || fail "barrier --bucket $b: exit $st ($(cat "$work/bad.txt"))"
+done
+"$bin/seckill/seckill" barrier --campaign hot --bucket 1 --wait 10s >"$work/barrier1.txt" 2>&1 ||
+    fail "barrier --bucket 1: $(cat "$work/barrier1.txt")"
+grep -q "^campaign hot bucket 1 {c:hot/1\.[0-9]*}: barrier done" "$work/barrier1.txt" ||
+    fail "barrier --bucket 1 said: $(cat "$work/barrier1.txt")"
+"$bin/seckill/seckill" barrier --campaign hot --wait 20s >"$work/barrier.txt" 2>&1 ||
+    fail "barrier of every bucket: $(cat "$work/barrier.txt")"
+n=$(grep -c "^campaign hot bucket [012] {.*}: barrier done" "$work/barrier.txt" || true)
+[ "$n" = 3 ] || fail "barrier of every bucket: $(cat "$work/barrier.txt")"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/v1/campaigns/hot/purchase" -H "X-User-Id: late")
+case $code in 201 | 202) ;; *) fail "a purchase after the barriers answered $code" ;; esac
+"$bin/seckill/seckill" reconcile --campaign hot --wait 10s >"$work/reconcile3.txt" 2>&1 ||
+    fail "reconcile after the barriers: $(cat "$work/reconcile3.txt")"
+echo "barrier of one bucket and of every bucket; reconcile clean"
 echo "PASS"
