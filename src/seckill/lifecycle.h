@@ -1,6 +1,7 @@
 /* lifecycle.h: cancellations (on request or after the payment timeout)
  * and the sweep that finishes what a crash left half done: the database
- * transition first, then the Redis release (release.h), then the mark.
+ * transition first, then the Redis release (release.h; in the home bucket
+ * of the order's user when the campaign has several), then the mark.
  * Thread-safety: uses only the handles it is given. */
 #ifndef SK_LIFECYCLE_H
 #define SK_LIFECYCLE_H

@@ -1,9 +1,11 @@
 /* release.c: the Redis half of an order's lifecycle: runs order_units.lua
  * by EVALSHA (loading it on NOSCRIPT), whose SADD on a gate set makes each
  * move happen once however many workers and retries run it: the give-back
- * of a cancelled order ({c:<id>}:released), the mirror of a
- * degraded-path order ({c:<id>}:mirrored) and the give-back of a tentative
- * order refused at finalisation ({c:<id>}:dropped). */
+ * of a cancelled order ({T}:released), the mirror of a degraded-path order
+ * ({T}:mirrored) and the give-back of a tentative order refused at
+ * finalisation ({T}:dropped). T is the tag of the order's bucket: the home
+ * bucket of its user (buckets.h), "c:<id>" for every K = 1 campaign, so a
+ * unit given back returns to the bucket whose buyer record holds it. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "dlock/dlock.h"
+#include "layout.h"
 #include "release.h"
 #include "sk_err.h"
 
@@ -52,23 +55,42 @@ int sk__eval_script(dlock__conn *rc, const char *src, int nkeys, const char **ke
     return err;
 }
 
-/* Runs order_units.lua for row in direction dir; 1, 0 or a code. status:
- * the final status of a give-back ("back"), else NULL. */
+/* The tag of row's bucket into tag (SK_BUCKET_TAG_MAX): its user's home
+ * bucket among the campaign's K (read from bucket 0's meta at every call:
+ * one HMGET, and releases are rare). A campaign without a meta (Redis lost
+ * it) has the one-bucket layout. 0, SK_EINVAL (corrupt layout) or the
+ * connection's error. */
+static int order_bucket_tag(dlock__conn *rc, const sk_order_row *row, char *tag)
+{
+    sk_buckets b;
+    int err = sk_layout_read(rc, row->campaign, &b);
+    if (err == SK_ENOTFOUND) sk_buckets_single(row->campaign, &b);
+    else if (err) return err;
+    snprintf(tag, SK_BUCKET_TAG_MAX, "%s", b.tag[sk_home_bucket(row->user, b.k)]);
+    return 0;
+}
+
+/* Runs order_units.lua for row in direction dir on the keys of its user's
+ * home bucket; 1, 0 or a code. status: the final status of a give-back
+ * ("back"), else NULL. */
 static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate, const char *dir,
                       const char *status)
 {
-    char k_gate[128], k_stock[128], k_buyers[128], k_order[160], k_events[128], oid[24], qty[24];
-    snprintf(k_gate, sizeof(k_gate), "{c:%s}:%s", row->campaign, gate);
-    snprintf(k_stock, sizeof(k_stock), "{c:%s}:stock", row->campaign);
-    snprintf(k_buyers, sizeof(k_buyers), "{c:%s}:buyers", row->campaign);
-    snprintf(k_order, sizeof(k_order), "{c:%s}:order:%" PRIu64, row->campaign, row->order_id);
-    snprintf(k_events, sizeof(k_events), "{c:%s}:events", row->campaign);
+    char t[SK_BUCKET_TAG_MAX], k_gate[128], k_stock[128], k_buyers[128], k_order[160], k_events[128], oid[24],
+        qty[24];
+    int err = order_bucket_tag(rc, row, t);
+    if (err) return err;
+    snprintf(k_gate, sizeof(k_gate), "{%s}:%s", t, gate);
+    snprintf(k_stock, sizeof(k_stock), "{%s}:stock", t);
+    snprintf(k_buyers, sizeof(k_buyers), "{%s}:buyers", t);
+    snprintf(k_order, sizeof(k_order), "{%s}:order:%" PRIu64, t, row->order_id);
+    snprintf(k_events, sizeof(k_events), "{%s}:events", t);
     snprintf(oid, sizeof(oid), "%" PRIu64, row->order_id);
     snprintf(qty, sizeof(qty), "%" PRId64, row->qty);
     const char *keys[5] = {k_gate, k_stock, k_buyers, k_order, k_events};
     const char *args[5] = {oid, row->user, qty, dir, status};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(rc, (const char *)sk_lua_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
+    err = sk__eval_script(rc, (const char *)sk_lua_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);

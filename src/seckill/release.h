@@ -3,7 +3,10 @@
  * cancellation gives units back (gate {c:<id>}:released), a
  * degraded-path order is mirrored (gate {c:<id>}:mirrored), a tentative
  * order refused at finalisation gives its buyer's units back (gate
- * {c:<id>}:dropped).
+ * {c:<id>}:dropped). Every key named {c:<id>} here is, for a campaign of K
+ * buckets, the key of the order's bucket: its user's home bucket
+ * (sk_home_bucket over the layout in bucket 0's meta, layout.h), the one
+ * bucket that holds the buyer's record; K = 1 is exactly {c:<id>}.
  * Thread-safety: uses only the connection it is given. */
 #ifndef SK_RELEASE_H
 #define SK_RELEASE_H

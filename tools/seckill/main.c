@@ -1,6 +1,7 @@
 /* seckill: admin tool of the order pipeline: reconcile Redis with the
  * database, list campaigns, show / pay / cancel an order, run migrations,
- * run the barrier after a change of master by hand.
+ * run the barrier after a change of master by hand, show a campaign's
+ * buckets (a sharded campaign's, docs/seckill.md).
  * Exit status: 0 ok (reconcile: consistent), 1 differences or refused,
  * 2 usage error, 3 cannot reach Redis or the database, 4 (reconcile)
  * broken promises found. */
@@ -13,18 +14,24 @@
 #include <unistd.h>
 
 #include "barrier.h"
+#include "buckets.h"
 #include "dlock/dlock.h"
+#include "layout.h"
 #include "lifecycle.h"
 #include "options.h"
 #include "persist.h"
 #include "reconcile.h"
 #include "seckill_urls.h"
 #include "sk_err.h"
+#include "url.h"
+#include "json.h"
 #include "util.h"
 
 typedef struct cli {
     const char *redis_url, *database_url, *campaign, *reason;
     int64_t wait_ms; /* reconcile: wait this long for the streams to drain first */
+    const char *bucket_arg;
+    int bucket; /* barrier: this bucket only (-1: every bucket) */
     bool json, help, version;
     const char *pos[4];
     int npos;
@@ -41,10 +48,14 @@ static void usage(FILE *f)
                "                                       --wait: first wait up to DUR for the streams to drain\n"
                "  metrics [--campaign ID]              backlog, dead letters, differences, stock, orders as\n"
                "                                       Prometheus text (for node_exporter's textfile collector)\n"
-               "  barrier --campaign ID [--wait DUR]   run the barrier after a change of master now: stop sales,\n"
+               "  barrier --campaign ID [--bucket J] [--wait DUR]\n"
+               "                                       run the barrier after a change of master now: stop sales,\n"
                "                                       wait (default 30s) for the persisters to drain the stream,\n"
-               "                                       seal the old timeline, mirror the database into Redis, open\n"
+               "                                       seal the old timeline, mirror the database into Redis, open;\n"
+               "                                       a sharded campaign: bucket J only, else each bucket in turn\n"
                "  campaigns [--json]                   list campaigns (database) with remaining stock\n"
+               "  campaigns show ID [--json]           one campaign: its definition and each bucket's tag, master,\n"
+               "                                       stock, buyers, transfer journal (units in transit), stream\n"
                "  order ORDER_ID [--json]              show an order from the database\n"
                "  pay ORDER_ID USER                    mark a persisted order paid\n"
                "  cancel ORDER_ID [--reason TEXT]      cancel a persisted order; stock returns once\n"
@@ -106,7 +117,7 @@ static void wait_drained(cli *c, const id_list *l)
     int64_t end = dlock__now_ms() + c->wait_ms;
     for (;;) {
         bool drained = true;
-        for (size_t i = 0; i < l->n && drained; i++) {
+        for (size_t i = 0; i < l->n && drained; i++) { /* every bucket's stream (persist.h) */
             int64_t pending = 0, lag = 0;
             drained = sk_persist_backlog(c->rc, l->ids[i], &pending, &lag) == 0 && pending == 0 && lag == 0;
         }
@@ -173,7 +184,25 @@ static const char METRICS_HELP[] =
     "# HELP seckill_barrier_last_seconds Duration of the last completed barrier.\n"
     "# TYPE seckill_barrier_last_seconds gauge\n"
     "# HELP seckill_barrier_running_seconds Age of the barrier running now (0: none; sales stopped meanwhile).\n"
-    "# TYPE seckill_barrier_running_seconds gauge\n";
+    "# TYPE seckill_barrier_running_seconds gauge\n"
+    "# HELP seckill_campaign_shards Buckets the campaign's Redis stock is split over (K).\n"
+    "# TYPE seckill_campaign_shards gauge\n"
+    "# HELP seckill_bucket_remaining Units left in one bucket's stock in Redis.\n"
+    "# TYPE seckill_bucket_remaining gauge\n"
+    "# HELP seckill_bucket_buyer_units Units the buyers whose home is the bucket hold in Redis.\n"
+    "# TYPE seckill_bucket_buyer_units gauge\n"
+    "# HELP seckill_bucket_backlog Accepted orders of the bucket's stream not yet in the database.\n"
+    "# TYPE seckill_bucket_backlog gauge\n"
+    "# HELP seckill_bucket_journal_entries Transfers leaving the bucket not finished yet (its journal).\n"
+    "# TYPE seckill_bucket_journal_entries gauge\n"
+    "# HELP seckill_bucket_transfers_received Transfers given to the bucket (its once-only gate).\n"
+    "# TYPE seckill_bucket_transfers_received gauge\n"
+    "# HELP seckill_bucket_in_transit_units Units taken from one bucket and not yet given to another.\n"
+    "# TYPE seckill_bucket_in_transit_units gauge\n"
+    "# HELP seckill_bucket_in_transit_transfers Transfers whose units are in transit.\n"
+    "# TYPE seckill_bucket_in_transit_transfers gauge\n"
+    "# HELP seckill_bucket_in_transit_oldest_seconds Age of the oldest transfer in transit (0: none).\n"
+    "# TYPE seckill_bucket_in_transit_oldest_seconds gauge\n";
 
 /* The persisters' counters of one campaign ({c:<id>}:pipeline). */
 typedef struct pipeline_counters {
@@ -203,6 +232,32 @@ static void read_pipeline(cli *c, const char *id, pipeline_counters *p)
             if (strcmp(dlock__reply_str(dlock__reply_at(r, i), NULL), names[k]) == 0)
                 *dst[k] = strtoll(dlock__reply_str(dlock__reply_at(r, i + 1), NULL), NULL, 10);
     dlock__reply_free(r);
+}
+
+/* The per-bucket gauges of one campaign (K = 1: bucket "0"). */
+static void metrics_buckets(const sk_reconcile_report *rep, dlock__buf *out)
+{
+    const char *id = rep->campaign;
+    dlock__buf_printf(out, "seckill_campaign_shards{campaign=\"%s\"} %d\n", id, rep->nbuckets);
+    for (int j = 0; j < rep->nbuckets; j++) {
+        const sk_reconcile_bucket *bk = &rep->bucket[j];
+        dlock__buf_printf(out, "seckill_bucket_remaining{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->stock);
+        dlock__buf_printf(out, "seckill_bucket_buyer_units{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->buyer_units);
+        dlock__buf_printf(out, "seckill_bucket_backlog{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)(bk->lag + bk->pending));
+        dlock__buf_printf(out, "seckill_bucket_journal_entries{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->xfer_entries);
+        dlock__buf_printf(out, "seckill_bucket_transfers_received{campaign=\"%s\",bucket=\"%d\"} %lld\n", id, j,
+                          (long long)bk->xin);
+    }
+    dlock__buf_printf(out, "seckill_bucket_in_transit_units{campaign=\"%s\"} %lld\n", id, (long long)rep->r_in_transit);
+    dlock__buf_printf(out, "seckill_bucket_in_transit_transfers{campaign=\"%s\"} %lld\n", id,
+                      (long long)rep->r_in_transit_entries);
+    int64_t age = rep->r_transit_oldest_ms ? dlock__wall_ms() - rep->r_transit_oldest_ms : 0;
+    dlock__buf_printf(out, "seckill_bucket_in_transit_oldest_seconds{campaign=\"%s\"} %.3f\n", id,
+                      (age > 0 ? age : 0) / 1000.0);
 }
 
 static void metrics_campaign(cli *c, const sk_reconcile_report *rep, dlock__buf *out)
@@ -239,6 +294,7 @@ static void metrics_campaign(cli *c, const sk_reconcile_report *rep, dlock__buf 
     int64_t running = p.barrier_started_ms > 0 ? dlock__wall_ms() - p.barrier_started_ms : 0;
     dlock__buf_printf(out, "seckill_barrier_running_seconds{campaign=\"%s\"} %.3f\n", id,
                       (running > 0 ? running : 0) / 1000.0);
+    metrics_buckets(rep, out);
 }
 
 static int cmd_metrics(cli *c)
@@ -323,8 +379,140 @@ static void camp_print_cb(const sk_campaign *cp, int64_t remaining, void *ud)
     p->n++;
 }
 
+/* The master serving bucket tag's slot: on a Cluster the slot's master
+ * now (host:port), on one server that server. */
+static void bucket_master(cli *c, const char *tag, char *buf, size_t len)
+{
+    char key[SK_BUCKET_TAG_MAX + 8];
+    snprintf(key, sizeof(key), "{%s}:meta", tag);
+    dlock__url u;
+    memset(&u, 0, sizeof(u));
+    if (dlock__conn_master_of_key(c->rc, key, strlen(key), &u)) snprintf(buf, len, "unserved");
+    else if (u.kind == DLOCK__URL_TCP) snprintf(buf, len, "%s:%d", u.host, u.port);
+    else if (u.kind == DLOCK__URL_UNIX) snprintf(buf, len, "%s", u.path);
+    else snprintf(buf, len, "sentinel master %s", u.master_name ? u.master_name : "?");
+    dlock__url_free(&u);
+}
+
+typedef struct show_ctx {
+    const sk_campaign *def; /* NULL: not in the database */
+    int64_t remaining;
+    const sk_reconcile_report *rep;
+    char (*master)[128];
+} show_ctx;
+
+static void show_json(const show_ctx *s, dlock__buf *o)
+{
+    const sk_reconcile_report *rep = s->rep;
+    dlock__buf_printf(o, "{\"id\":\"%s\",\"database\":", rep->campaign);
+    if (s->def) {
+        dlock__buf_printf(o, "{\"title\":");
+        dlock__json_put_str(o, s->def->title, strlen(s->def->title));
+        dlock__buf_printf(o, ",\"stock\":%" PRId64 ",\"remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64
+                             ",\"db_reserve\":%" PRId64 "}",
+                          s->def->stock, s->remaining, s->def->per_user_limit, s->def->db_reserve);
+    } else {
+        dlock__buf_printf(o, "null");
+    }
+    dlock__buf_printf(o, ",\"shards\":%d,\"remaining\":%" PRId64 ",\"in_transit\":%" PRId64
+                         ",\"in_transit_transfers\":%" PRId64 ",\"buckets\":[",
+                      rep->nbuckets, rep->r_stock, rep->r_in_transit, rep->r_in_transit_entries);
+    for (int j = 0; j < rep->nbuckets; j++) {
+        const sk_reconcile_bucket *bk = &rep->bucket[j];
+        dlock__buf_printf(o, "%s{\"bucket\":%d,\"tag\":\"%s\",\"master\":", j ? "," : "", j, bk->tag);
+        dlock__json_put_str(o, s->master[j], strlen(s->master[j]));
+        dlock__buf_printf(o, ",\"present\":%s,\"remaining\":%" PRId64 ",\"buyers\":%" PRId64 ",\"bought_units\":%" PRId64
+                             ",\"journal_entries\":%" PRId64 ",\"in_transit_out\":%" PRId64
+                             ",\"in_transit_out_transfers\":%" PRId64 ",\"transfers_in\":%" PRId64
+                             ",\"stream_entries\":%" PRId64 ",\"pending\":%" PRId64 ",\"lag\":%" PRId64
+                             ",\"dead_letters\":%" PRId64 "}",
+                          bk->present ? "true" : "false", bk->stock, bk->buyers, bk->buyer_units, bk->xfer_entries,
+                          bk->transit_out_units, bk->transit_out_entries, bk->xin, bk->stream_len, bk->pending,
+                          bk->lag, bk->dead);
+    }
+    dlock__buf_printf(o, "],\"differences\":[");
+    const char *p = rep->diffs.data;
+    for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) {
+        if (i) dlock__buf_append(o, ",", 1);
+        dlock__json_put_str(o, p, strlen(p));
+    }
+    dlock__buf_printf(o, "]}\n");
+}
+
+static void show_text(const show_ctx *s, dlock__buf *o)
+{
+    const sk_reconcile_report *rep = s->rep;
+    if (s->def)
+        dlock__buf_printf(o, "campaign %s: %s\n  database: stock %" PRId64 ", remaining %" PRId64 " (reserve %" PRId64
+                             "), limit %" PRId64 "\n",
+                          rep->campaign, s->def->title, s->def->stock, s->remaining, s->def->db_reserve,
+                          s->def->per_user_limit);
+    else
+        dlock__buf_printf(o, "campaign %s: not in the database\n", rep->campaign);
+    dlock__buf_printf(o, "  redis: %d bucket%s, remaining %" PRId64 " + %" PRId64 " in transit (%" PRId64
+                         " transfers), %" PRId64 " units bought by %" PRId64 " buyers\n",
+                      rep->nbuckets, rep->nbuckets > 1 ? "s" : "", rep->r_stock, rep->r_in_transit,
+                      rep->r_in_transit_entries, rep->r_buyer_units, rep->r_buyers);
+    if (rep->r_transit_oldest_ms)
+        dlock__buf_printf(o, "  oldest transfer in transit taken %.1f s ago (recovery gives it after 3 s)\n",
+                          (double)(dlock__wall_ms() - rep->r_transit_oldest_ms) / 1000.0);
+    for (int j = 0; j < rep->nbuckets; j++) {
+        const sk_reconcile_bucket *bk = &rep->bucket[j];
+        dlock__buf_printf(o, "  bucket %d {%s} on %s: %s%" PRId64 ", buyers %" PRId64 " (%" PRId64
+                             " units), journal %" PRId64 " out (%" PRId64 " units in transit), %" PRId64
+                             " transfers in, stream %" PRId64 " entries (pending %" PRId64 ", lag %" PRId64
+                             "), dead %" PRId64 "\n",
+                          j, bk->tag, s->master[j], bk->present ? "remaining " : "no stock key, remaining ", bk->stock,
+                          bk->buyers, bk->buyer_units, bk->xfer_entries, bk->transit_out_units, bk->xin,
+                          bk->stream_len, bk->pending, bk->lag, bk->dead);
+    }
+    const char *p = rep->diffs.data;
+    for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) dlock__buf_printf(o, "  - %s\n", p);
+}
+
+/* campaigns show ID: the definition (database) and every bucket (Redis).
+ * 0, 1 (in neither), 2 (usage), 3 (unreachable). */
+static int cmd_campaign_show(cli *c)
+{
+    const char *id = c->npos >= 3 ? c->pos[2] : c->campaign;
+    if (!id || !sk_db_id_valid(id)) {
+        fprintf(stderr, "seckill: campaigns show needs a valid campaign id (see --help)\n");
+        return 2;
+    }
+    int rc = open_redis(c);
+    if (rc) return rc;
+    sk_campaign def;
+    char master[SK_MAX_SHARDS][128];
+    show_ctx s = {&def, 0, NULL, master};
+    int dbr = sk_db_campaign_get(c->db, id, &def, &s.remaining);
+    if (dbr && dbr != SK_ENOTFOUND) {
+        fprintf(stderr, "seckill: %s\n", sk_db_errmsg(c->db));
+        return 3;
+    }
+    if (dbr) s.def = NULL;
+    sk_reconcile_report rep;
+    int err = sk_reconcile_redis(c->rc, id, &rep);
+    s.rep = &rep;
+    if (err) fprintf(stderr, "seckill: campaigns show %s: %s\n", id, sk_strerror(err));
+    else if (!s.def && !rep.redis_present) fprintf(stderr, "seckill: no campaign '%s' in the database or Redis\n", id);
+    rc = err ? 3 : !s.def && !rep.redis_present ? 1 : 0;
+    for (int j = 0; rc == 0 && j < rep.nbuckets; j++) bucket_master(c, rep.bucket[j].tag, master[j], sizeof(master[j]));
+    dlock__buf out = {0};
+    if (rc == 0 && c->json) show_json(&s, &out);
+    else if (rc == 0) show_text(&s, &out);
+    if (out.data) fputs(out.data, stdout);
+    dlock__buf_free(&out);
+    sk_reconcile_report_free(&rep);
+    return rc;
+}
+
 static int cmd_campaigns(cli *c)
 {
+    if (c->npos >= 2 && strcmp(c->pos[1], "show") == 0) return cmd_campaign_show(c);
+    if (c->npos >= 2) {
+        fprintf(stderr, "seckill: unknown campaigns subcommand '%s' (see --help)\n", c->pos[1]);
+        return 2;
+    }
     camp_print p = {c->json, 0};
     if (c->json) printf("[");
     if (sk_db_campaign_list(c->db, camp_print_cb, &p)) {
@@ -397,39 +585,63 @@ static int cmd_migrate(cli *c)
     return 0;
 }
 
-/* Forces a barrier on --campaign and runs it to the end; the persisters
- * (one at least must run) drain the stream meanwhile. 0 opened, 1 not
- * within --wait, 3 unreachable. */
-static int cmd_barrier(cli *c)
+/* Forces a barrier on bucket j of --campaign (layout lay) and runs it to
+ * the end by end_ms; the persisters (one at least must run) drain the
+ * stream meanwhile. 0 opened, 1 not in time, 3 unreachable. */
+static int barrier_bucket(cli *c, const sk_buckets *lay, int j, int64_t end_ms)
 {
-    char run_id[41], owner[64];
+    char run_id[41], owner[64], what[SK_BUCKET_TAG_MAX + 32] = "";
     snprintf(owner, sizeof(owner), "seckill-barrier-%ld", (long)getpid());
-    int err = sk_barrier_node_run_id(c->rc, c->campaign, run_id); /* the campaign's master */
-    if (!err) err = sk_barrier_force(c->rc, c->campaign, owner);
+    if (lay->k > 1) snprintf(what, sizeof(what), " bucket %d {%s}", j, lay->tag[j]);
+    int err = sk_barrier_bucket_run_id(c->rc, lay, j, run_id); /* the bucket's master */
+    if (!err) err = sk_barrier_force_bucket(c->rc, lay, j, owner);
     if (err) {
-        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(err));
+        fprintf(stderr, "seckill: barrier %s%s: %s\n", c->campaign, what, sk_strerror(err));
         return 3;
     }
     sk_barrier_run b;
     sk_barrier_run_init(&b, owner);
-    int64_t end = dlock__now_ms() + (c->wait_ms > 0 ? c->wait_ms : 30000);
     int st = SK_BARRIER_WAITING;
-    while ((st = sk_barrier_step(c->db, c->rc, c->campaign, run_id, &b)) == SK_BARRIER_WAITING &&
-           dlock__now_ms() < end)
+    while ((st = sk_barrier_step_bucket(c->db, c->rc, c->campaign, lay, j, run_id, &b)) == SK_BARRIER_WAITING &&
+           dlock__now_ms() < end_ms)
         dlock__sleep_ms(50);
     if (st < 0) {
-        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(st));
+        fprintf(stderr, "seckill: barrier %s%s: %s\n", c->campaign, what, sk_strerror(st));
         return 3;
     }
     if (st == SK_BARRIER_WAITING) {
-        fprintf(stderr, "seckill: barrier %s: the stream was not drained in time (is a persister running?); "
-                        "sales stay stopped until a persister finishes it\n", c->campaign);
+        fprintf(stderr, "seckill: barrier %s%s: the stream was not drained in time (is a persister running?); "
+                        "sales stay stopped until a persister finishes it\n", c->campaign, what);
         return 1;
     }
-    printf("campaign %s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
+    printf("campaign %s%s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
            " give-backs mirrored, %" PRId64 " handbacks applied again\n",
-           c->campaign, b.duration_ms, b.epoch, b.mirrored, b.given_back, b.handbacks);
+           c->campaign, what, b.duration_ms, b.epoch, b.mirrored, b.given_back, b.handbacks);
     return 0;
+}
+
+/* The barrier of --campaign now: of --bucket J only, else of every bucket
+ * one after another (a K = 1 campaign has one), all within --wait. */
+static int cmd_barrier(cli *c)
+{
+    sk_buckets lay;
+    int err = sk_layout_read(c->rc, c->campaign, &lay);
+    if (err == SK_ENOTFOUND) sk_buckets_single(c->campaign, &lay); /* as before: the step says what to do */
+    else if (err) {
+        fprintf(stderr, "seckill: barrier %s: cannot read its bucket layout: %s\n", c->campaign, sk_strerror(err));
+        return err == SK_EINVAL ? 1 : 3;
+    }
+    if (c->bucket >= lay.k) {
+        fprintf(stderr, "seckill: barrier %s: no bucket %d (the campaign has %d)\n", c->campaign, c->bucket, lay.k);
+        return 2;
+    }
+    int64_t end = dlock__now_ms() + (c->wait_ms > 0 ? c->wait_ms : 30000);
+    int rc = 0;
+    for (int j = c->bucket >= 0 ? c->bucket : 0; j < lay.k && rc == 0; j++) {
+        rc = barrier_bucket(c, &lay, j, end);
+        if (c->bucket >= 0) break;
+    }
+    return rc;
 }
 
 static int cmd_show(cli *c) { return cmd_order(c, "order"); }
@@ -461,6 +673,7 @@ static const opt_spec specs[] = {
      .check = skurl_check_database},
     {.name = "campaign", .type = OPT_STR, .off = OFF(campaign)},
     {.name = "reason", .type = OPT_STR, .off = OFF(reason)},
+    {.name = "bucket", .type = OPT_STR, .off = OFF(bucket_arg)},
     {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS},
     {.name = "json", .type = OPT_FLAG, .off = OFF(json)},
     {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help)},
@@ -499,6 +712,12 @@ static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
         fprintf(stderr, "seckill: barrier needs --campaign ID\n");
         return 2;
     }
+    int64_t j = -1;
+    if (c->bucket_arg && opt_parse_int("bucket", c->bucket_arg, 0, SK_MAX_SHARDS - 1, &j, err, sizeof(err))) {
+        fprintf(stderr, "seckill: %s (see --help)\n", err);
+        return 2;
+    }
+    c->bucket = (int)j;
     return 0;
 }
 

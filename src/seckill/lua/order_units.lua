@@ -13,6 +13,8 @@
 --     gate {c:<id>}:mirrored): stock -= qty, the buyer's units += qty;
 --   drop (a tentative order refused at finalisation; gate
 --     {c:<id>}:dropped): the buyer's units -= qty (dropped at 0).
+-- Every key is of one bucket T of the campaign, the home bucket of the
+-- order's user ({c:<id>} for K = 1; buckets.h), where the buyer's record is.
 -- KEYS[1] gate set of order ids   KEYS[2] {c:<id>}:stock
 -- KEYS[3] {c:<id>}:buyers (user -> units)
 -- back only: KEYS[4] {c:<id>}:order:<order_id> (may be absent)
