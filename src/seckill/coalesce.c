@@ -360,6 +360,10 @@ static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
         reroute(c, q);
         return false;
     }
+    /* A campaign proven empty (the local flag, transfer.c) answers a short
+     * bucket sold out at once, as the flag answers a purchase without an
+     * Idempotency-Key: units that come back clear the flag (poll_one). */
+    if (code == CODE_SHORT && c->soldout) code = sk_outcome_get(SK_OUT_SOLD_OUT)->script_code;
     if (code == CODE_SHORT) {
         l->known = v;
         park(l, q);
@@ -453,7 +457,7 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     batch_reply_in(co, b);
     if (co->freeing) return;
     if (c->rerouted && !c->loading) load_layout(c);
-    if (c->k > 1 && (l->parked || l->known == 0)) sk__xfer_kick(co, l);
+    if (c->k > 1 && (l->parked || (l->known == 0 && !c->soldout))) sk__xfer_kick(co, l);
     if (l->npending) flush(l);
     sk__co_maybe_drop(co, c);
 }

@@ -255,7 +255,7 @@ static int read_bucket(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcile
         if ((err = redis_int(rc, "SCARD", k, NULL, &bk->xin, NULL))) return err;
         if ((err = read_journal(rc, b, j, rep)) || (err = check_bucket_meta(rc, b, j, rep))) return err;
     }
-    sk_bucket_key(b, j, "orders", k, sizeof(k)); /* this bucket's stream's backlog */
+    sk_bucket_key(b, j, "orders", k, sizeof(k));
     return sk_persist_backlog_key(rc, k, &bk->pending, &bk->lag);
 }
 

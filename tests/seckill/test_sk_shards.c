@@ -214,6 +214,21 @@ static void test_buyers_one_at_a_time_in_one_bucket_buy_every_unit_before_sold_o
                   (unsigned long long)st.xfer.waits[6], (unsigned long long)st.xfer.waits[7],
                   (unsigned long long)st.xfer.wait_ms_sum);
     assert_true(st.xfer.takes > 0 && st.xfer.units == 40);
+    /* once proven empty, a keyed buyer (which the local flag cannot answer:
+     * it may be a replay) costs its purchase call only, no new proof */
+    slot k;
+    memset(&k, 0, sizeof(k));
+    char user[64];
+    user_homed(3, 1, 7, user, sizeof(user));
+    int before = done_count;
+    assert_int_equal(sk_engine_purchase(e, "oneatatime", user, 1, "key-after-sellout", NULL, on_result, &k), 0);
+    run_until(base, &done_count, before + 1, 5000);
+    assert_int_equal(k.r.err, SK_ESOLDOUT);
+    sk_engine_stats st2;
+    sk_engine_get_stats(e, &st2);
+    /* a proof is >= 2K + K - 1 = 8 calls; a recovery scan (K = 3 calls a
+     * second) may fall inside this window */
+    assert_true(st2.xfer.script_calls - st.xfer.script_calls <= 3);
     sk_engine_free(e);
     event_base_free(base);
 }

@@ -1,6 +1,7 @@
 /* seckill: admin tool of the order pipeline: reconcile Redis with the
  * database, list campaigns, show / pay / cancel an order, run migrations,
- * run the barrier after a change of master by hand.
+ * run the barrier after a change of master by hand, show a campaign's
+ * buckets (a sharded campaign's, docs/seckill.md).
  * Exit status: 0 ok (reconcile: consistent), 1 differences or refused,
  * 2 usage error, 3 cannot reach Redis or the database, 4 (reconcile)
  * broken promises found. */
@@ -29,6 +30,8 @@
 typedef struct cli {
     const char *redis_url, *database_url, *campaign, *reason;
     int64_t wait_ms; /* reconcile: wait this long for the streams to drain first */
+    const char *bucket_arg;
+    int bucket; /* barrier: this bucket only (-1: every bucket) */
     bool json, help, version;
     const char *pos[4];
     int npos;
@@ -45,9 +48,11 @@ static void usage(FILE *f)
                "                                       --wait: first wait up to DUR for the streams to drain\n"
                "  metrics [--campaign ID]              backlog, dead letters, differences, stock, orders as\n"
                "                                       Prometheus text (for node_exporter's textfile collector)\n"
-               "  barrier --campaign ID [--wait DUR]   run the barrier after a change of master now: stop sales,\n"
+               "  barrier --campaign ID [--bucket J] [--wait DUR]\n"
+               "                                       run the barrier after a change of master now: stop sales,\n"
                "                                       wait (default 30s) for the persisters to drain the stream,\n"
-               "                                       seal the old timeline, mirror the database into Redis, open\n"
+               "                                       seal the old timeline, mirror the database into Redis, open;\n"
+               "                                       a sharded campaign: bucket J only, else each bucket in turn\n"
                "  campaigns [--json]                   list campaigns (database) with remaining stock\n"
                "  campaigns show ID [--json]           one campaign: its definition and each bucket's tag, master,\n"
                "                                       stock, buyers, transfer journal (units in transit), stream\n"
@@ -105,21 +110,6 @@ static void camp_id_cb(const sk_campaign *c, int64_t remaining, void *ud)
     id_add(ud, c->id);
 }
 
-/* True when every bucket's stream of campaign id has nothing pending or
- * unread (a layout that cannot be read: bucket 0's stream only). */
-static bool campaign_drained(cli *c, const char *id)
-{
-    sk_buckets b;
-    if (sk_layout_read(c->rc, id, &b)) sk_buckets_single(id, &b);
-    for (int j = 0; j < b.k; j++) {
-        int64_t pending = 0, lag = 0;
-        char key[SK_BUCKET_TAG_MAX + 16];
-        sk_bucket_key(&b, j, "orders", key, sizeof(key));
-        if (sk_persist_backlog_key(c->rc, key, &pending, &lag) || pending || lag) return false;
-    }
-    return true;
-}
-
 /* Waits until every listed stream has nothing pending or unread (or the
  * deadline passes: reconcile then reports the backlog). */
 static void wait_drained(cli *c, const id_list *l)
@@ -127,7 +117,10 @@ static void wait_drained(cli *c, const id_list *l)
     int64_t end = dlock__now_ms() + c->wait_ms;
     for (;;) {
         bool drained = true;
-        for (size_t i = 0; i < l->n && drained; i++) drained = campaign_drained(c, l->ids[i]);
+        for (size_t i = 0; i < l->n && drained; i++) { /* every bucket's stream (persist.h) */
+            int64_t pending = 0, lag = 0;
+            drained = sk_persist_backlog(c->rc, l->ids[i], &pending, &lag) == 0 && pending == 0 && lag == 0;
+        }
         if (drained || dlock__now_ms() >= end) return;
         dlock__sleep_ms(50);
     }
@@ -592,39 +585,63 @@ static int cmd_migrate(cli *c)
     return 0;
 }
 
-/* Forces a barrier on --campaign and runs it to the end; the persisters
- * (one at least must run) drain the stream meanwhile. 0 opened, 1 not
- * within --wait, 3 unreachable. */
-static int cmd_barrier(cli *c)
+/* Forces a barrier on bucket j of --campaign (layout lay) and runs it to
+ * the end by end_ms; the persisters (one at least must run) drain the
+ * stream meanwhile. 0 opened, 1 not in time, 3 unreachable. */
+static int barrier_bucket(cli *c, const sk_buckets *lay, int j, int64_t end_ms)
 {
-    char run_id[41], owner[64];
+    char run_id[41], owner[64], what[SK_BUCKET_TAG_MAX + 32] = "";
     snprintf(owner, sizeof(owner), "seckill-barrier-%ld", (long)getpid());
-    int err = sk_barrier_node_run_id(c->rc, c->campaign, run_id); /* the campaign's master */
-    if (!err) err = sk_barrier_force(c->rc, c->campaign, owner);
+    if (lay->k > 1) snprintf(what, sizeof(what), " bucket %d {%s}", j, lay->tag[j]);
+    int err = sk_barrier_bucket_run_id(c->rc, lay, j, run_id); /* the bucket's master */
+    if (!err) err = sk_barrier_force_bucket(c->rc, lay, j, owner);
     if (err) {
-        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(err));
+        fprintf(stderr, "seckill: barrier %s%s: %s\n", c->campaign, what, sk_strerror(err));
         return 3;
     }
     sk_barrier_run b;
     sk_barrier_run_init(&b, owner);
-    int64_t end = dlock__now_ms() + (c->wait_ms > 0 ? c->wait_ms : 30000);
     int st = SK_BARRIER_WAITING;
-    while ((st = sk_barrier_step(c->db, c->rc, c->campaign, run_id, &b)) == SK_BARRIER_WAITING &&
-           dlock__now_ms() < end)
+    while ((st = sk_barrier_step_bucket(c->db, c->rc, c->campaign, lay, j, run_id, &b)) == SK_BARRIER_WAITING &&
+           dlock__now_ms() < end_ms)
         dlock__sleep_ms(50);
     if (st < 0) {
-        fprintf(stderr, "seckill: barrier %s: %s\n", c->campaign, sk_strerror(st));
+        fprintf(stderr, "seckill: barrier %s%s: %s\n", c->campaign, what, sk_strerror(st));
         return 3;
     }
     if (st == SK_BARRIER_WAITING) {
-        fprintf(stderr, "seckill: barrier %s: the stream was not drained in time (is a persister running?); "
-                        "sales stay stopped until a persister finishes it\n", c->campaign);
+        fprintf(stderr, "seckill: barrier %s%s: the stream was not drained in time (is a persister running?); "
+                        "sales stay stopped until a persister finishes it\n", c->campaign, what);
         return 1;
     }
-    printf("campaign %s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
+    printf("campaign %s%s: barrier done in %" PRId64 " ms: epoch %" PRId64 ", %" PRId64 " orders and %" PRId64
            " give-backs mirrored, %" PRId64 " handbacks applied again\n",
-           c->campaign, b.duration_ms, b.epoch, b.mirrored, b.given_back, b.handbacks);
+           c->campaign, what, b.duration_ms, b.epoch, b.mirrored, b.given_back, b.handbacks);
     return 0;
+}
+
+/* The barrier of --campaign now: of --bucket J only, else of every bucket
+ * one after another (a K = 1 campaign has one), all within --wait. */
+static int cmd_barrier(cli *c)
+{
+    sk_buckets lay;
+    int err = sk_layout_read(c->rc, c->campaign, &lay);
+    if (err == SK_ENOTFOUND) sk_buckets_single(c->campaign, &lay); /* as before: the step says what to do */
+    else if (err) {
+        fprintf(stderr, "seckill: barrier %s: cannot read its bucket layout: %s\n", c->campaign, sk_strerror(err));
+        return err == SK_EINVAL ? 1 : 3;
+    }
+    if (c->bucket >= lay.k) {
+        fprintf(stderr, "seckill: barrier %s: no bucket %d (the campaign has %d)\n", c->campaign, c->bucket, lay.k);
+        return 2;
+    }
+    int64_t end = dlock__now_ms() + (c->wait_ms > 0 ? c->wait_ms : 30000);
+    int rc = 0;
+    for (int j = c->bucket >= 0 ? c->bucket : 0; j < lay.k && rc == 0; j++) {
+        rc = barrier_bucket(c, &lay, j, end);
+        if (c->bucket >= 0) break;
+    }
+    return rc;
 }
 
 static int cmd_show(cli *c) { return cmd_order(c, "order"); }
@@ -656,6 +673,7 @@ static const opt_spec specs[] = {
      .check = skurl_check_database},
     {.name = "campaign", .type = OPT_STR, .off = OFF(campaign)},
     {.name = "reason", .type = OPT_STR, .off = OFF(reason)},
+    {.name = "bucket", .type = OPT_STR, .off = OFF(bucket_arg)},
     {.name = "wait", .type = OPT_DURATION, .off = OFF(wait_ms), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_MS},
     {.name = "json", .type = OPT_FLAG, .off = OFF(json)},
     {.name = "help", .short_name = 'h', .type = OPT_FLAG, .off = OFF(help)},
@@ -694,6 +712,12 @@ static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
         fprintf(stderr, "seckill: barrier needs --campaign ID\n");
         return 2;
     }
+    int64_t j = -1;
+    if (c->bucket_arg && opt_parse_int("bucket", c->bucket_arg, 0, SK_MAX_SHARDS - 1, &j, err, sizeof(err))) {
+        fprintf(stderr, "seckill: %s (see --help)\n", err);
+        return 2;
+    }
+    c->bucket = (int)j;
     return 0;
 }
 
