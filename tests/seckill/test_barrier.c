@@ -26,6 +26,7 @@
 #include "db.h"
 #include "lifecycle.h"
 #include "persist.h"
+#include "persist_thread.h"
 #include "reserve.h"
 #include "servers.h"
 #include "sk_err.h"
@@ -36,41 +37,16 @@ static test_server new_srv;
 static char new_url[128];
 static dlock__conn *new_rc;
 
-typedef struct bg {
-    pthread_t th;
-    atomic_int stop;
-    sk_persist_opts o;
-    int rc;
-} bg;
-
-static void *bg_main(void *p)
-{
-    bg *b = p;
-    char err[256];
-    b->rc = sk_persist_run(&b->o, NULL, err, sizeof(err));
-    return NULL;
-}
-
 /* A persister on url (every campaign) until bg_stop. */
+typedef pt_worker bg;
+
 static void bg_start(bg *b, const char *url)
 {
-    sk_persist_opts_init(&b->o);
-    b->o.redis_url = url;
-    b->o.database_url = pf_db_url;
-    b->o.block_ms = 50;
-    b->o.sweep_interval_ms = 100;
-    b->o.pay_timeout_ms = 0;
-    b->o.stop = &b->stop;
-    atomic_store(&b->stop, 0);
-    assert_int_equal(pthread_create(&b->th, NULL, bg_main, b), 0);
+    pt_init(b, url, pf_db_url, NULL);
+    assert_int_equal(pt_start(b), 0);
 }
 
-static void bg_stop(bg *b)
-{
-    atomic_store(&b->stop, 1);
-    pthread_join(b->th, NULL);
-    assert_int_equal(b->rc, 0);
-}
+static void bg_stop(bg *b) { assert_int_equal(pt_stop(b), 0); }
 
 static void str_on(dlock__conn *conn, const char *cmd, const char *key, const char *field, char *out, size_t len)
 {

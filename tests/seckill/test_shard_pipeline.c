@@ -30,6 +30,7 @@
 #include "db.h"
 #include "layout.h"
 #include "persist.h"
+#include "persist_thread.h"
 #include "reserve.h"
 #include "servers.h"
 #include "sk_err.h"
@@ -107,41 +108,16 @@ static void buy_in(const sk_buckets *lay, const char *camp, int j, int n, int *n
     }
 }
 
-typedef struct bg {
-    pthread_t th;
-    atomic_int stop;
-    sk_persist_opts o;
-    int rc;
-} bg;
-
-static void *bg_main(void *p)
-{
-    bg *b = p;
-    char err[256];
-    b->rc = sk_persist_run(&b->o, NULL, err, sizeof(err));
-    return NULL;
-}
+/* A persister on camp on a thread, until bg_stop. */
+typedef pt_worker bg;
 
 static void bg_start(bg *b, const char *camp)
 {
-    sk_persist_opts_init(&b->o);
-    b->o.redis_url = pf_redis_url;
-    b->o.database_url = pf_db_url;
-    b->o.campaign = camp;
-    b->o.block_ms = 50;
-    b->o.sweep_interval_ms = 100;
-    b->o.pay_timeout_ms = 0;
-    b->o.stop = &b->stop;
-    atomic_store(&b->stop, 0);
-    assert_int_equal(pthread_create(&b->th, NULL, bg_main, b), 0);
+    pt_init(b, pf_redis_url, pf_db_url, camp);
+    assert_int_equal(pt_start(b), 0);
 }
 
-static void bg_stop(bg *b)
-{
-    atomic_store(&b->stop, 1);
-    pthread_join(b->th, NULL);
-    assert_int_equal(b->rc, 0);
-}
+static void bg_stop(bg *b) { assert_int_equal(pt_stop(b), 0); }
 
 static int64_t db_orders(const char *camp, int status)
 {

@@ -28,6 +28,7 @@
 #include "cluster_fixture.h"
 #include "db.h"
 #include "persist.h"
+#include "persist_thread.h"
 #include "slot.h"
 #include "sk_err.h"
 #include "util.h"
@@ -228,21 +229,6 @@ static void meta_field(const sk_buckets *lay, int j, const char *field, char *ou
     dlock__reply_free(r);
 }
 
-typedef struct bg {
-    pthread_t th;
-    atomic_int stop;
-    sk_persist_opts o;
-    int rc;
-} bg;
-
-static void *bg_main(void *p)
-{
-    bg *b = p;
-    char err[256];
-    b->rc = sk_persist_run(&b->o, NULL, err, sizeof(err));
-    return NULL;
-}
-
 static void test_kill_of_one_buckets_master_barriers_that_bucket_only(void **state)
 {
     (void)state;
@@ -261,17 +247,9 @@ static void test_kill_of_one_buckets_master_barriers_that_bucket_only(void **sta
     run_id_wait(&lay, 2, old);
     test_cluster_kill(&cl, dead);
     assert_true(test_cluster_wait_failover(&cl, dead, 15000) >= 0);
-    bg b;
-    sk_persist_opts_init(&b.o);
-    b.o.redis_url = cl.url;
-    b.o.database_url = url;
-    b.o.campaign = camp;
-    b.o.block_ms = 50;
-    b.o.sweep_interval_ms = 100;
-    b.o.pay_timeout_ms = 0;
-    b.o.stop = &b.stop;
-    atomic_store(&b.stop, 0);
-    assert_int_equal(pthread_create(&b.th, NULL, bg_main, &b), 0);
+    pt_worker b;
+    pt_init(&b, cl.url, url, camp);
+    assert_int_equal(pt_start(&b), 0);
     buy_in(&lay, camp, 0, 2, &next); /* the other buckets sell on */
     buy_in(&lay, camp, 1, 2, &next);
     run_id_wait(&lay, 2, now);
@@ -289,9 +267,7 @@ static void test_kill_of_one_buckets_master_barriers_that_bucket_only(void **sta
         if (s.orders[SK_ST_PERSISTED] + s.stale >= 16) break;
         dlock__sleep_ms(100);
     }
-    atomic_store(&b.stop, 1);
-    pthread_join(b.th, NULL);
-    assert_int_equal(b.rc, 0);
+    assert_int_equal(pt_stop(&b), 0);
     assert_int_equal(s.stale, 0);
     assert_int_equal(s.orders[SK_ST_PERSISTED], 16);
     int64_t ep = 0;
