@@ -245,36 +245,43 @@ static void test_waiters_are_woken_through_sharded_pubsub(void **state)
     (void)state;
     static const struct { const char *name; bool sharded; } cases[] = {
         {"wake-plain", true}, {"{wt}x", true}, {"wake}b", false}};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        for (int kind = DLOCK_LOCK_SIMPLE; kind <= DLOCK_LOCK_REENTRANT; kind++) {
-            dlock_lock_options lo;
-            dlock_lock_options_init(&lo);
-            lo.kind = (dlock_lock_kind)kind;
-            dlock_lock *l = NULL;
-            assert_int_equal(dlock_lock_new(g_cl, cases[i].name, &lo, &l), 0);
-            assert_int_equal(dlock_lock_try_lock(l, 0, 30000, NULL), 0);
-            char key[256], chan[300];
-            snprintf(key, sizeof(key), "%s%s", test_prefix(), cases[i].name);
-            const char *pfx = kind == DLOCK_LOCK_SIMPLE ? "dlock_lock__channel:" : "redisson_lock__channel:";
-            snprintf(chan, sizeof(chan), strchr(key, '{') ? "%s%s" : "%s{%s}", pfx, key);
-            waiter_run w = {.name = cases[i].name, .kind = (dlock_lock_kind)kind, .rc = -1};
-            pthread_t th;
-            assert_int_equal(pthread_create(&th, NULL, wait_for_lock, &w), 0);
-            int64_t t0 = dlock__now_ms();
-            while (subscribers(chan, cases[i].sharded) < 1 && dlock__now_ms() - t0 < 5000) usleep(20000);
-            if (subscribers(chan, cases[i].sharded) < 1)
-                fail_msg("%s: no %s subscriber on %s", cases[i].name, cases[i].sharded ? "sharded" : "plain", chan);
-            assert_int_equal(subscribers(chan, !cases[i].sharded), 0);
-            usleep(2000 * 1000);
-            int64_t released = dlock__now_ms();
-            assert_int_equal(dlock_lock_unlock(l), 0);
-            pthread_join(th, NULL);
-            assert_int_equal(w.rc, 0);
-            if (w.acquired_ms - released > 700)
-                fail_msg("%s (kind %d): woken %lld ms after the release", cases[i].name, kind,
-                         (long long)(w.acquired_ms - released));
-            dlock_lock_free(l);
-        }
+    enum { N = 6 }; /* every case with both kinds, waiting at once (one 2 s wait in all) */
+    dlock_lock *l[N];
+    waiter_run w[N];
+    pthread_t th[N];
+    char name[N][64];
+    for (int n = 0; n < N; n++) {
+        int i = n / 2, kind = DLOCK_LOCK_SIMPLE + n % 2;
+        /* one name per kind ("-r" keeps each case's hash-tag shape) */
+        snprintf(name[n], sizeof(name[n]), "%s%s", cases[i].name, kind == DLOCK_LOCK_SIMPLE ? "" : "-r");
+        dlock_lock_options lo;
+        dlock_lock_options_init(&lo);
+        lo.kind = (dlock_lock_kind)kind;
+        assert_int_equal(dlock_lock_new(g_cl, name[n], &lo, &l[n]), 0);
+        assert_int_equal(dlock_lock_try_lock(l[n], 0, 30000, NULL), 0);
+        char key[512], chan[600];
+        snprintf(key, sizeof(key), "%s%s", test_prefix(), name[n]);
+        const char *pfx = kind == DLOCK_LOCK_SIMPLE ? "dlock_lock__channel:" : "redisson_lock__channel:";
+        snprintf(chan, sizeof(chan), strchr(key, '{') ? "%s%s" : "%s{%s}", pfx, key);
+        w[n] = (waiter_run){.name = name[n], .kind = (dlock_lock_kind)kind, .rc = -1};
+        assert_int_equal(pthread_create(&th[n], NULL, wait_for_lock, &w[n]), 0);
+        int64_t t0 = dlock__now_ms();
+        while (subscribers(chan, cases[i].sharded) < 1 && dlock__now_ms() - t0 < 5000) usleep(20000);
+        if (subscribers(chan, cases[i].sharded) < 1)
+            fail_msg("%s: no %s subscriber on %s", name[n], cases[i].sharded ? "sharded" : "plain", chan);
+        assert_int_equal(subscribers(chan, !cases[i].sharded), 0);
+    }
+    usleep(2000 * 1000);
+    for (int n = 0; n < N; n++) {
+        int64_t released = dlock__now_ms();
+        assert_int_equal(dlock_lock_unlock(l[n]), 0);
+        pthread_join(th[n], NULL);
+        assert_int_equal(w[n].rc, 0);
+        if (w[n].acquired_ms - released > 700)
+            fail_msg("%s (kind %d): woken %lld ms after the release", w[n].name, (int)w[n].kind,
+                     (long long)(w[n].acquired_ms - released));
+        dlock_lock_free(l[n]);
+    }
 }
 
 int main(void)
