@@ -98,7 +98,9 @@ static void slot_map_read(void)
     const char *cn[] = {"CLUSTER", "NODES"};
     memset(slot_port, 0, sizeof(slot_port));
     assert_int_equal(test_cluster_cmd(&cluster, 0, nodes, sizeof(nodes), 2, cn), 0);
-    for (char *l = strtok(nodes, "\n"); l; l = strtok(NULL, "\n")) {
+    for (char *l = nodes, *nl; *l; l = nl ? nl + 1 : l + strlen(l)) {
+        nl = strchr(l, '\n');
+        if (nl) *nl = '\0'; /* one line of CLUSTER NODES at a time */
         char addr[64], flags[64];
         int used = 0;
         if (sscanf(l, "%*s %63s %63s %*s %*s %*s %*s %*s%n", addr, flags, &used) != 2 || !strstr(flags, "master"))
