@@ -616,8 +616,11 @@ static void test_outcome_unknown_is_resolved_or_reported(void **state)
     assert_false(dlock_lock_is_held(l));
     bool mine = false;
     assert_int_equal(dlock_lock_is_held_by_me(l, &mine), 0);
-    assert_true(mine);
-    assert_int_equal(dlock_lock_unlock(l), 0);
+    /* Whether the stalled acquire ran is the server's to say (almost
+     * always yes; one clean-clone run on the Cluster saw it not run): the
+     * handle must agree with the server, and give back what it holds. */
+    assert_int_equal(mine, ls_exists(&ls_srv, ls_key("unknown1")));
+    if (mine) assert_int_equal(dlock_lock_unlock(l), 0);
     assert_false(ls_exists(&ls_srv, ls_key("unknown1")));
     dlock_lock_free(l);
     dlock_client_destroy(c);
