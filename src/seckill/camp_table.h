@@ -51,10 +51,10 @@ typedef struct sk__camp {
     int busy;              /* transfer calls in flight for this campaign (transfer.c) */
 } sk__camp;
 
-#define SK__CAMP_BUCKETS 256
+#define SK__CAMP_CHAINS 256
 
 typedef struct sk__camp_table {
-    sk__camp *buckets[SK__CAMP_BUCKETS];
+    sk__camp *chains[SK__CAMP_CHAINS]; /* hash chains (not a campaign's stock buckets) */
     int max_batch; /* size of each entry's pending array */
     struct sk__coalescer *owner; /* copied into each new entry */
 } sk__camp_table;

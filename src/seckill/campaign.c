@@ -374,12 +374,8 @@ static void on_order_layout(const dlock__reply *r, int err, void *priv)
     order_layout *ol = priv;
     order_req *q = ol->q;
     sk_buckets *b = malloc(sizeof(*b));
-    if (b && !err && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2 &&
-        dlock__reply_kind(dlock__reply_at(r, 0)) == DLOCK__R_STRING) {
-        long long k = strtoll(dlock__reply_str(dlock__reply_at(r, 0), NULL), NULL, 10);
-        const dlock__reply *t = dlock__reply_at(r, 1);
-        const char *ts = dlock__reply_kind(t) == DLOCK__R_STRING ? dlock__reply_str(t, NULL) : "";
-        if (sk_layout_of_def(ol->cid, k, ts, b) == 0)
+    if (b && !err && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2) {
+        if (sk_layout_of_fields(ol->cid, dlock__reply_at(r, 0), dlock__reply_at(r, 1), b) == 0)
             for (int j = 1; j < b->k; j++)
                 if (ask_hash(q->e, q, b->tag[j]) != 0 && !q->err) q->err = SK_EUNAVAIL;
     } else if (err && !q->err) {

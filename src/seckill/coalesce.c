@@ -505,12 +505,7 @@ static void on_layout(const dlock__reply *r, int err, void *priv)
     sk_buckets *b = malloc(sizeof(*b));
     int rc = b ? 0 : DLOCK_ENOMEM;
     if (!rc && (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2)) rc = SK_EUNAVAIL;
-    if (!rc) {
-        const dlock__reply *k = dlock__reply_at(r, 0), *t = dlock__reply_at(r, 1);
-        const char *ks = dlock__reply_kind(k) == DLOCK__R_STRING ? dlock__reply_str(k, NULL) : "1";
-        const char *ts = dlock__reply_kind(t) == DLOCK__R_STRING ? dlock__reply_str(t, NULL) : "";
-        if (sk_layout_of_def(c->id, strtoll(ks, NULL, 10), ts, b) != 0) rc = SK_EUNAVAIL;
-    }
+    if (!rc && sk_layout_of_fields(c->id, dlock__reply_at(r, 0), dlock__reply_at(r, 1), b) != 0) rc = SK_EUNAVAIL;
     if (!rc) rc = sk__camp_grow(&co->camps, c, b);
     free(b);
     if (rc) {

@@ -18,6 +18,15 @@ int sk_layout_of_def(const char *id, int64_t shards, const char *bucket_tags, sk
     return sk_buckets_parse(id, (int)shards, bucket_tags, out);
 }
 
+int sk_layout_of_fields(const char *id, const dlock__reply *shards, const dlock__reply *tags, sk_buckets *out)
+{
+    const char *ks = dlock__reply_kind(shards) == DLOCK__R_STRING ? dlock__reply_str(shards, NULL) : "1";
+    const char *ts = dlock__reply_kind(tags) == DLOCK__R_STRING ? dlock__reply_str(tags, NULL) : "";
+    char *end = NULL;
+    long long k = strtoll(ks, &end, 10);
+    return end == ks || *end ? SK_EINVAL : sk_layout_of_def(id, k, ts, out);
+}
+
 int sk_layout_read(dlock__conn *rc, const char *id, sk_buckets *out)
 {
     char key[96];
@@ -29,14 +38,7 @@ int sk_layout_read(dlock__conn *rc, const char *id, sk_buckets *out)
     int ret = 0;
     if (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 3) ret = DLOCK_ESERVER;
     else if (dlock__reply_kind(dlock__reply_at(r, 0)) != DLOCK__R_STRING) ret = SK_ENOTFOUND;
-    else {
-        const dlock__reply *k = dlock__reply_at(r, 1), *t = dlock__reply_at(r, 2);
-        const char *ks = dlock__reply_kind(k) == DLOCK__R_STRING ? dlock__reply_str(k, NULL) : "1";
-        const char *ts = dlock__reply_kind(t) == DLOCK__R_STRING ? dlock__reply_str(t, NULL) : "";
-        char *end = NULL;
-        long long shards = strtoll(ks, &end, 10);
-        ret = end == ks || *end ? SK_EINVAL : sk_layout_of_def(id, shards, ts, out);
-    }
+    else ret = sk_layout_of_fields(id, dlock__reply_at(r, 1), dlock__reply_at(r, 2), out);
     dlock__reply_free(r);
     return ret;
 }
