@@ -13,9 +13,12 @@
  *   journal entry anywhere and no source above zero, prove a moment at
  *   which the campaign had nothing left outside this bucket (gate sizes
  *   only grow, so an unchanged size means no give landed in between):
- *   only then is a purchase answered sold_out. Otherwise it tries again.
+ *   only then is a purchase answered sold_out, and the campaign's local
+ *   flag set (coalesce.c then answers a short bucket sold out at once,
+ *   until any bucket has stock again). Otherwise it tries again.
  * - Recovery: every second, journal entries older than RECOVER_AGE_MS in
- *   any bucket of a known sharded campaign are given (gated) and done.
+ *   any bucket of a known sharded campaign are given (gated) and done,
+ *   each only after a WAIT on its source holds the take.
  * A parked purchase that cannot be decided within park_max_ms answers
  * 503 unavailable (not decided). */
 #include <stdio.h>
