@@ -9,9 +9,11 @@
  * Acknowledgement: when the plan is SK__ACK_WAIT, a WAIT is pipelined
  * right behind the script; a batch is decided by the script's reply and
  * answered when both replies are in: acceptances (and replays) are 201
- * only if WAIT reported enough replicas, else pending (202). The
- * campaign's next batch may be sent as soon as the script replied (it
- * queues behind the WAIT on the same connection).
+ * only if WAIT reported enough replicas, else pending (202); the engine
+ * skips the WAIT of a master known to have too few replicas in sync (the
+ * batch is then pending at once). A replay of an order the database holds
+ * is 201 in any batch. The campaign's next batch may be sent as soon as
+ * the script replied (it queues behind the WAIT on the same connection).
  * Sharded campaigns (K buckets, buckets.h): each bucket has its own lane
  * (queue, batches); a purchase goes to its user's home bucket. A campaign
  * starts with one lane; a "reroute" answer makes the coalescer read the
@@ -269,10 +271,15 @@ static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
     snprintf(n, sizeof(n), "%d", b->acks);
     snprintf(t, sizeof(t), "%lld", (long long)timeout);
     const char *argv[] = {"WAIT", n, t};
-    co->ack_waits++;
     char route[96];
     snprintf(route, sizeof(route), "%smeta", l->prefix);
-    if (co->h.send_wait(co->h.ud, route, 3, argv, on_wait_reply, b) == 0) b->replies_due++;
+    int rc = co->h.send_wait(co->h.ud, route, 3, argv, on_wait_reply, b);
+    if (rc == 1) { /* too few replicas in sync: pending at once */
+        co->ack_skipped++;
+        return;
+    }
+    co->ack_waits++;
+    if (rc == 0) b->replies_due++;
     else co->ack_failures++; /* decided, never acknowledged: pending */
 }
 
@@ -330,7 +337,7 @@ static void flush(sk__lane *l)
     else count_batch(co, n);
 }
 
-enum { CODE_REROUTE = 11, CODE_SHORT = 12 }; /* purchase.lua's ROUTE codes */
+enum { CODE_REROUTE = 11, CODE_SHORT = 12, CODE_CONFIRMED = 13 }; /* purchase.lua's ROUTE codes */
 
 static void park(sk__lane *l, sk__preq *q)
 {
@@ -364,6 +371,10 @@ static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
      * bucket sold out at once, as the flag answers a purchase without an
      * Idempotency-Key: units that come back clear the flag (poll_one). */
     if (code == CODE_SHORT && c->soldout) code = sk_outcome_get(SK_OUT_SOLD_OUT)->script_code;
+    /* a replay whose order the database holds (idem_confirm.lua marked its
+     * answer): confirmed whatever this batch's acknowledgement */
+    q->confirmed = code == CODE_CONFIRMED;
+    if (q->confirmed) code = sk_outcome_get(SK_OUT_REPLAY)->script_code;
     if (code == CODE_SHORT) {
         l->known = v;
         park(l, q);
@@ -396,7 +407,7 @@ static void deliver_decided(sk__coalescer *co, sk__batch *b)
     for (int i = 0; i < b->n; i++) {
         sk__preq *q = b->reqs[i];
         if (q->res.err == 0) {
-            q->res.pending = !b->acked;
+            q->res.pending = !b->acked && !q->confirmed;
             if (q->res.pending) co->answered_pending++;
             else co->answered_acked++;
         }
@@ -723,5 +734,6 @@ void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
     st->answered_pending = co->answered_pending;
     st->ack_waits = co->ack_waits;
     st->ack_failures = co->ack_failures;
+    st->ack_skipped = co->ack_skipped;
     st->xfer = co->xs;
 }

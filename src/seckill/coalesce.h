@@ -40,7 +40,9 @@ typedef struct sk__coalesce_hooks {
     /* Sends a plain command; as send_script. */
     int (*send)(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv);
     /* Sends WAIT (argv) to the node serving route_key's slot: on a Cluster
-     * a keyless command must name its node. 0 (fn will run) or an error. */
+     * a keyless command must name its node. 0 (fn will run), 1 not sent
+     * because that node is known to have too few replicas in sync (the
+     * batch is pending at once), or an error (fn will not run). */
     int (*send_wait)(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv);
     /* True when WAIT must follow the script's reply instead of being
      * pipelined behind it (a Cluster: only the reply says the script ran,

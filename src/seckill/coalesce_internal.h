@@ -20,6 +20,7 @@ struct sk__preq {
     uint64_t order_id;      /* 0 until the first send; kept when sent again */
     bool resent;            /* sent again after a transfer: rate limits not counted twice */
     int64_t parked_ms;      /* monotonic ms it first came back "short" (0: never) */
+    bool confirmed;         /* a replay of an order the database holds: 201 without an acknowledgement */
     struct sk__preq *next;  /* parked FIFO */
     sk_purchase_result res; /* decided, waiting for the acknowledgement */
 };
@@ -41,7 +42,7 @@ struct sk__coalescer {
     uint64_t batches[SK_STAT_BATCH_BUCKETS];
     uint64_t batched_purchases;
     uint64_t soldout_local;
-    uint64_t answered_acked, answered_pending, ack_waits, ack_failures;
+    uint64_t answered_acked, answered_pending, ack_waits, ack_failures, ack_skipped;
     sk_engine_xfer_stats xs;
     char xid_base[17];      /* this coalescer's transfer ids: <xid_base>.<seq> */
     uint64_t xid_seq;

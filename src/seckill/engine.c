@@ -17,7 +17,8 @@
  * once those replies are in and a lease is held. Purchases go through the
  * coalescer (coalesce.c), which reaches this file only by the hooks it is
  * given here; each batch is followed by WAIT when replicas must
- * acknowledge it (docs/design/promise.md). A WAIT blocks the connection
+ * acknowledge it and enough of them are known in sync (engine_acks.c,
+ * docs/design/promise.md). A WAIT blocks the connection
  * for up to its timeout (plus Redis's timer granularity), so the reply
  * deadline runs per command: the oldest unanswered one is late when it was
  * not answered command_timeout_ms (plus its own WAIT timeout) after it was
@@ -110,6 +111,7 @@ void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out)
     *out = e->st;
     sk__coalescer_stats(e->co, out);
     out->ack_mode = sk__ack_plan(e, &out->ack_replicas, &(int64_t){0});
+    out->ack_in_sync = sk__acks_known(e);
     out->lease_held = sk__lease_valid(e, dlock__now_ms());
     out->worker_id = out->lease_held ? e->gen.worker : -1;
     out->lease_fence = e->lease_fence;
@@ -134,7 +136,6 @@ static void unlink_call(sk_engine *e, sk__call *c)
 }
 
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
-static void note_wait_reply(sk_engine *e, const sk__call *c, const dlock__reply *reply);
 
 /* Appends a sent command to the FIFO (Redis answers them in order). */
 static void track_call(sk_engine *e, sk__call *c)
@@ -147,8 +148,7 @@ static void track_call(sk_engine *e, sk__call *c)
     e->tail = c;
 }
 
-/* "host:port" of the node serving slot now (one server: its endpoint). */
-static int aconn_node_of_slot(const sk_engine *e, int slot, char *out, size_t cap)
+int sk__node_of_slot(const sk_engine *e, int slot, char *out, size_t cap)
 {
     if (!e->ac || dlock__aconn_node_of_slot(e->ac, (unsigned)slot, out, cap) != 0) return -1;
     char *db = e->url.kind == DLOCK__URL_TCP ? strrchr(out, '/') : NULL; /* "host:port/db" */
@@ -304,7 +304,7 @@ static void count_node(sk_engine *e, const sk__call *c)
     int slot = call_slot(c);
     if (slot < 0) return;
     char name[64];
-    if (aconn_node_of_slot(e, slot, name, sizeof(name)) != 0) return;
+    if (sk__node_of_slot(e, slot, name, sizeof(name)) != 0) return;
     sk_engine_stats *st = &e->st;
     int i = 0;
     while (i < st->nnodes && strcmp(st->nodes[i].node, name) != 0) i++;
@@ -322,7 +322,8 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     sk_engine *e = c->e;
     if (reply) e->last_reply_ms = dlock__now_ms();
     if (reply && dlock__reply_kind(reply) != DLOCK__R_ERROR) count_node(e, c);
-    if (c->block_ms > 0) note_wait_reply(e, c, reply);
+    if (c->block_ms > 0 && reply && dlock__reply_kind(reply) == DLOCK__R_INTEGER)
+        sk__acks_note_wait(e, c->slot, strtoll(c->argv[1], NULL, 10), dlock__reply_int(reply));
     unlink_call(e, c);
     if (reply && c->script >= 0 && !c->evaled && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up) {
         /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
@@ -528,6 +529,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (e->info_due == 0) sk__lease_tick(e, now);
+    if (e->up && e->info_due == 0) sk__server_reprobe(e, now);
     if (e->up && now - e->last_poll_ms >= e->o.soldout_poll_ms) {
         e->last_poll_ms = now;
         sk__coalescer_poll_soldout(e->co);
@@ -551,54 +553,10 @@ static int co_send(void *ud, int argc, const char **argv, sk__reply_fn fn, void 
     return sk__call_cmd(ud, argc, argv, NULL, fn, priv);
 }
 
-#define ACK_SHORT_MS 1000 /* how long a node that acknowledged too little is not asked */
-
-/* The ack_short entry of node (a free or the oldest one when absent and add). */
-static int ack_short_slot(sk_engine *e, const char *node, bool add)
-{
-    int oldest = 0;
-    for (int i = 0; i < SK_STAT_NODES; i++) {
-        if (strcmp(e->ack_short[i].node, node) == 0) return i;
-        if (e->ack_short[i].short_until_ms < e->ack_short[oldest].short_until_ms) oldest = i;
-    }
-    if (!add) return -1;
-    snprintf(e->ack_short[oldest].node, sizeof(e->ack_short[0].node), "%s", node);
-    return oldest;
-}
-
-/* WAIT's reply on a Cluster: fewer replicas than asked twice in a row
- * marks the node short for ACK_SHORT_MS (an acknowledged WAIT clears the
- * count). */
-static void note_wait_reply(sk_engine *e, const sk__call *c, const dlock__reply *reply)
-{
-    char node[64];
-    if (!e->srv_cluster || c->slot < 0 || !reply || dlock__reply_kind(reply) != DLOCK__R_INTEGER ||
-        aconn_node_of_slot(e, c->slot, node, sizeof(node)) != 0)
-        return;
-    if (dlock__reply_int(reply) >= strtoll(c->argv[1], NULL, 10)) {
-        int k = ack_short_slot(e, node, false);
-        if (k >= 0) e->ack_short[k].misses = 0;
-        return;
-    }
-    int i = ack_short_slot(e, node, true);
-    if (++e->ack_short[i].misses < 2) return; /* one miss may be a blip */
-    e->ack_short[i].misses = 0;
-    e->ack_short[i].short_until_ms = dlock__now_ms() + ACK_SHORT_MS;
-    sk__log(e, DLOCK_LOG_WARN, "redis node %s: WAIT got %lld of %s replicas twice: its acceptances answer 202 for %d ms",
-            node, dlock__reply_int(reply), c->argv[1], ACK_SHORT_MS);
-}
-
 static int co_send_wait(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
                         void *priv)
 {
-    sk_engine *e = ud;
-    int slot = e->srv_cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
-    char node[64];
-    if (slot >= 0 && aconn_node_of_slot(e, slot, node, sizeof(node)) == 0) {
-        int i = ack_short_slot(e, node, false);
-        if (i >= 0 && dlock__now_ms() < e->ack_short[i].short_until_ms) return SK_EUNAVAIL; /* 202 now */
-    }
-    return sk__call_cmd_slot(e, slot, argc, argv, NULL, fn, priv);
+    return sk__acks_send_wait(ud, route_key, argc, argv, fn, priv);
 }
 
 static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv_cluster; }

@@ -40,9 +40,12 @@ typedef struct sk_engine_opts {
     /* Acknowledged answers (docs/design/promise.md). replica_acks: replicas
      * that must acknowledge a batch (WAIT) before its purchases are told
      * 201; -1 (default): the connected_slaves the master reports at every
-     * (re)connect. 0: standalone: 201 only when the server runs
-     * appendonly yes + appendfsync always, else every acceptance is
-     * pending (202). */
+     * (re)connect (at least 1 behind Sentinel or on a Cluster). While
+     * fewer replicas are online and in sync (probed every 250 ms, and
+     * lowered by a WAIT that came back short) a batch sends no WAIT and
+     * its acceptances are pending (202) at once. 0: standalone: 201 only
+     * while the server runs appendonly yes + appendfsync always (re-read
+     * every 250 ms), else every acceptance is pending (202). */
     int replica_acks;
     int64_t replica_ack_timeout_ms; /* WAIT's timeout (default 100, >= 1) */
     int64_t worker_lease_ms;    /* order-id worker lease (default 60000, >= 300) */
@@ -218,8 +221,10 @@ typedef struct sk_engine_stats {
     uint64_t answered_pending; /* accepted/replay answers told 202 (not acknowledged) */
     uint64_t ack_waits;        /* WAITs sent (one per batch) */
     uint64_t ack_failures;     /* WAITs that reported fewer than replica_acks (or failed) */
+    uint64_t ack_skipped;      /* batches not WAITed for: too few replicas known in sync (202 at once) */
     int ack_mode;              /* now: 0 none (202), 1 reply is the ack (fsync), 2 WAIT */
     int ack_replicas;          /* now: the n of WAIT */
+    int ack_in_sync;           /* now: replicas known online and in sync (-1 unknown) */
     int lease_held;            /* 1 while order ids may be issued */
     int worker_id;             /* leased worker id, -1 none */
     uint64_t lease_fence;      /* fencing token of the current lease */

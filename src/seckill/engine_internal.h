@@ -40,10 +40,15 @@ struct sk_engine {
     int srv_replicas;       /* INFO replication connected_slaves */
     bool srv_aof_yes, srv_fsync_always;
     bool srv_cluster;       /* INFO cluster cluster_enabled:1: every node has its own run id */
-    /* Cluster: a node whose last WAIT had too few replicas (a promoted
-     * master whose replica is gone) is not asked again before short_until_ms:
-     * its batches answer 202 at once instead of each waiting the timeout */
-    struct { char node[64]; int64_t short_until_ms; int misses; } ack_short[SK_STAT_NODES];
+    /* What is known of the replicas of the masters WAITs go to
+     * (engine_acks.c): entry 0 is the connected server (one server, or
+     * Sentinel's master); on a Cluster one entry per master whose WAIT came
+     * back short, by "host:port". known: replicas online and in sync, -1
+     * unknown (WAIT is sent). */
+    struct sk__acks { char node[64]; int slot; int known; int64_t seen_ms; } acks[SK_STAT_NODES];
+    int64_t acks_probe_ms;  /* when the last periodic probe was sent */
+    int acks_probe_due;     /* its replies still to come */
+    bool reprobe_off;       /* a probe was refused (ACL, renamed command): not sent again on this connection */
     bool config_refused_logged;
     /* order-id worker lease (engine_lease.c) */
     char instance[33];
@@ -97,9 +102,37 @@ void sk__server_probe(sk_engine *e);
  * the node it runs on: the engine does not track which node serves a slot
  * through a reshard or a failover). */
 const char *sk__script_runid(const sk_engine *e);
+/* The periodic probe (every ACK_PROBE_MS, one at a time): the replicas
+ * online and in sync (INFO replication) while the plan is WAIT, the AOF
+ * settings (CONFIG GET) of a standalone server while it is not; on a
+ * Cluster INFO replication of each master known short. */
+void sk__server_reprobe(sk_engine *e, int64_t now_ms);
+/* Replicas online (state=online) and in sync (lag <= a bound) in an INFO
+ * replication text. */
+int sk__info_replicas_in_sync(const char *info);
+
+/* engine_acks.c: the acknowledgement plan. */
 /* How a purchase batch is acknowledged now: SK__ACK_* (coalesce.h) and,
  * for SK__ACK_WAIT, the replicas and the timeout of its WAIT. */
 int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out);
+/* Forgets what was known (a new connection: nothing is known yet). */
+void sk__acks_reset(sk_engine *e);
+/* A probe or a WAIT's reply says node i (0: the connected server) has
+ * known replicas online and in sync; logs a change across replica-acks. */
+void sk__acks_set(sk_engine *e, int i, int known, const char *why);
+/* A WAIT for slot (-1: the connected server) asking for asked replicas
+ * was answered got (fewer: the known count drops at once). */
+void sk__acks_note_wait(sk_engine *e, int slot, long long asked, long long got);
+/* Sends a batch's WAIT unless the master serving route_key is known to
+ * have fewer replicas in sync than it asks for: 0 sent (fn will run),
+ * 1 skipped (no WAIT: the batch is pending), or an error. */
+int sk__acks_send_wait(sk_engine *e, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
+                       void *priv);
+/* Replicas known in sync on the connected server (Cluster: the fewest of
+ * the masters known), -1 unknown: the seckill_ack_replicas_in_sync gauge. */
+int sk__acks_known(const sk_engine *e);
+/* "host:port" of the node serving slot now (one server: its endpoint). */
+int sk__node_of_slot(const sk_engine *e, int slot, char *out, size_t cap);
 
 /* engine_health.c: the state /healthz reports (see its file comment). */
 /* An error reply msg on the current connection. True when it is a refused

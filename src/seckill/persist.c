@@ -26,6 +26,7 @@
 
 #include "announce.h"
 #include "barrier.h"
+#include "confirm.h"
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "layout.h"
@@ -502,6 +503,8 @@ static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
             else d++;
         }
         w->st.batches++;
+        /* before the XACK: a mark lost with a master comes with a redelivery */
+        if (sk_confirm_answers(w->rc, w->db, c->lay, c->j, w->ins, w->results, (size_t)m) < 0) w->st.redis_errors++;
         int err = xack(w, c, es, n, keep);
         count_stats(w, c, p, rj + stale, d, stale);
         if (rj) wlog(w, "campaign %s: %" PRId64 " order(s) rejected by the database guard", c->id, rj);
@@ -528,6 +531,7 @@ static int apply_and_ack(worker *w, const camp *c, entry *es, int n, bool *keep)
         bool stale = res == SK_APPLY_STALE;
         count_stats(w, c, res == SK_APPLY_PERSISTED, res == SK_APPLY_REJECTED || stale, res == SK_APPLY_DUPLICATE,
                     stale);
+        if (sk_confirm_answers(w->rc, w->db, c->lay, c->j, &es[i].in, &res, 1) < 0) w->st.redis_errors++;
         xack(w, c, &es[i], 1, NULL);
     }
     /* The failed entries stay pending; the flow of new entries goes on and

@@ -183,6 +183,7 @@ static void add_snap(sk__http_snap *a, const sk__http_snap *b)
     a->st.answered_pending += b->st.answered_pending;
     a->st.ack_waits += b->st.ack_waits;
     a->st.ack_failures += b->st.ack_failures;
+    a->st.ack_skipped += b->st.ack_skipped;
     a->st.lease_lost += b->st.lease_lost;
     a->st.lease_held = a->st.lease_held && b->st.lease_held;
     sk_engine_xfer_stats *x = &a->st.xfer;

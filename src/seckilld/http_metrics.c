@@ -142,6 +142,13 @@ static void put_promises(const sk_engine_stats *st, dlock__buf *o)
     put_scalar(o, "counter", "seckill_ack_failures_total",
                "WAITs that reported fewer replicas than replica-acks (or failed): the batch answered 202.",
                st->ack_failures);
+    put_scalar(o, "counter", "seckill_ack_skipped_total",
+               "Batches sent no WAIT because fewer than replica-acks replicas were in sync: answered 202 at once.",
+               st->ack_skipped);
+    dlock__buf_printf(o, "# HELP seckill_ack_replicas_in_sync Replicas known online and in sync on the master "
+                         "(probed every 250 ms, lowered by a short WAIT; -1 unknown).\n"
+                         "# TYPE seckill_ack_replicas_in_sync gauge\nseckill_ack_replicas_in_sync %d\n",
+                      st->ack_in_sync);
     put_scalar(o, "gauge", "seckill_ack_mode",
                "How acceptances are acknowledged now: 0 never (202), 1 fsync before reply, 2 WAIT.",
                (unsigned long long)st->ack_mode);

@@ -12,8 +12,9 @@
 -- stock -= qty for a Redis-path order (a database-path order sold a
 -- reserve unit), buyers[user] += qty, the order hash, and the
 -- Idempotency-Key answer "user\norder_id\nqty\nremaining" (as
--- purchase.lua writes it; remaining = the stock now) unless the key holds
--- one. Then the give-backs the master lost are applied again, each behind
+-- purchase.lua writes it; remaining = the stock now), marked confirmed
+-- ("\nc", as idem_confirm.lua marks it) unless refused, unless the key
+-- holds one. Then the give-backs the master lost are applied again, each behind
 -- its gate: a cancelled order (final "released", gate {c:<id>}:released):
 -- stock += qty, buyers -= qty, hash status cancelled; a tentative order
 -- refused at finalisation (final "dropped", gate {c:<id>}:dropped):
@@ -112,7 +113,7 @@ local cid, hash_ttl, idem_ttl = ARGV[2], ARGV[3], ARGV[4]
 local n = (#ARGV - 4) / 7
 local taken, given = 0, 0
 
-local function take(i, oid, user, qty, path, idem, ts)
+local function take(i, oid, user, qty, path, idem, ts, final)
   local hash, idem_key = KEYS[6 + 2 * i - 1], KEYS[6 + 2 * i]
   local held = redis.call('EXISTS', hash) == 1
   if redis.call('SADD', KEYS[3], oid) == 0 then held = true end
@@ -127,7 +128,9 @@ local function take(i, oid, user, qty, path, idem, ts)
   redis.call('PEXPIRE', hash, hash_ttl)
   if idem ~= '' and redis.call('EXISTS', idem_key) == 0 then
     if stock < 0 then stock = 0 end
-    redis.call('SET', idem_key, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock, 'PX', idem_ttl)
+    -- the database holds it: confirmed ("\nc", idem_confirm.lua) unless refused
+    local mark = final == 'dropped' and '' or '\nc'
+    redis.call('SET', idem_key, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock .. mark, 'PX', idem_ttl)
   end
   taken = taken + 1
 end
@@ -142,7 +145,7 @@ for i = 1, n do
   local a = 4 + 7 * (i - 1)
   local oid, user, qty, path = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4]
   local final = ARGV[a + 7]
-  take(i, oid, user, qty, path, ARGV[a + 5], ARGV[a + 6])
+  take(i, oid, user, qty, path, ARGV[a + 5], ARGV[a + 6], final)
   if final == 'released' and redis.call('SADD', KEYS[4], oid) == 1 then
     redis.call('INCRBY', KEYS[1], qty)
     buyer_less(user, qty)

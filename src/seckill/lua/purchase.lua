@@ -29,6 +29,7 @@
 -- src/seckill/outcome.c (a unit test checks that both say the same):
 --   accepted             value = remaining stock (of this bucket)
 --   replay               value = remaining at the first answer; order id/qty of it
+--                        (the answer the engine acknowledges like an acceptance)
 --   sold_out             value = remaining stock (0, or less than qty)
 --   limit_reached        value = units the user already holds
 --   not_started          value = ms until the start
@@ -44,11 +45,17 @@
 --   short                value = this bucket's stock: too little here, but a
 --                        campaign of K > 1 may have units in another bucket;
 --                        the engine moves units here and sends it again
+--   confirmed            a replay (values as replay) whose answer the
+--                        persister marked: the database holds its order, so
+--                        the engine answers it 201 without an acknowledgement
+-- The Idempotency-Key answer is "user\norder_id\nqty\nremaining", with
+-- "\nc" appended once the database holds the order (idem_confirm.lua,
+-- barrier_mirror.lua).
 -- not_found, barrier and reroute write nothing (no meta is created).
 local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_started = 4, ended = 5,
               not_found = 6, rate_limited = 7, bad_quantity = 8, idempotency_conflict = 9,
               barrier = 10}
-local ROUTE = {reroute = 11, short = 12}
+local ROUTE = {reroute = 11, short = 12, confirmed = 13}
 local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms', 'runid', 'epoch',
                         'shards')
 local n = tonumber(ARGV[2])
@@ -112,8 +119,8 @@ for i = 1, n do
   if wait > 0 then
     answer(CODE.rate_limited, wait, oid, qty)
   elseif first then
-    local fu, foid, fqty, frem = string.match(first, '^(.*)\n(%d+)\n(%d+)\n(%d+)$')
-    if fu == user then answer(CODE.replay, tonumber(frem), foid, tonumber(fqty))
+    local fu, foid, fqty, frem, mark = string.match(first, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n?(c?)$')
+    if fu == user then answer(mark == 'c' and ROUTE.confirmed or CODE.replay, tonumber(frem), foid, tonumber(fqty))
     else answer(CODE.idempotency_conflict, 0, oid, qty) end
   elseif qty > limit then
     answer(CODE.bad_quantity, limit, oid, qty)
