@@ -256,16 +256,42 @@ static char *w_batch(char *p, const sk__coalescer *co, const sk__lane *l, const 
 }
 
 static void on_wait_reply(const dlock__reply *r, int err, void *priv);
+static void batch_reply_in(sk__coalescer *co, sk__batch *b);
+
+/* CONFIG GET append*'s reply behind a batch: the reply is the
+ * acknowledgement only if the AOF was on with appendfsync always once the
+ * script had run (the engine's probe read it up to 250 ms before: a switch
+ * to everysec in between must not give a 201). */
+static void on_fsync_reply(const dlock__reply *r, int err, void *priv)
+{
+    sk__batch *b = priv;
+    bool aof = false, always = false;
+    for (size_t i = 0; !err && dlock__reply_kind(r) == DLOCK__R_ARRAY && i + 1 < dlock__reply_count(r); i += 2) {
+        const char *k = dlock__reply_str(dlock__reply_at(r, i), NULL);
+        const char *v = dlock__reply_str(dlock__reply_at(r, i + 1), NULL);
+        if (k && v && strcmp(k, "appendonly") == 0) aof = strcmp(v, "yes") == 0;
+        if (k && v && strcmp(k, "appendfsync") == 0) always = strcmp(v, "always") == 0;
+    }
+    b->acked = aof && always;
+    if (!b->acked) b->co->ack_failures++;
+    batch_reply_in(b->co, b);
+}
 
 /* WAIT right behind the script, on the same connection: it covers the
  * script's write (purchase.lua always writes when it decides). On a
  * Cluster it follows the script's reply, to the node serving the
- * campaign's slot (where the script ran). */
+ * campaign's slot (where the script ran). On fsync, the settings are
+ * read again behind the script instead. */
 static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
 {
     int64_t timeout = 0;
     b->ack = co->h.ack_plan(co->h.ud, &b->acks, &timeout);
-    b->acked = b->ack == SK__ACK_REPLY;
+    b->acked = false;
+    if (b->ack == SK__ACK_REPLY) {
+        const char *cfg[] = {"CONFIG", "GET", "append*"};
+        if (co->h.send(co->h.ud, 3, cfg, on_fsync_reply, b) == 0) b->replies_due++;
+        return;
+    }
     if (b->ack != SK__ACK_WAIT) return;
     char n[16], t[24];
     snprintf(n, sizeof(n), "%d", b->acks);

@@ -481,6 +481,180 @@ static void test_sentinel_master_without_replica_answers_202_not_201_on_fsync(vo
     assert_string_equal(oid, again);
 }
 
+/* WAITs the server has answered (INFO commandstats cmdstat_wait calls). */
+static long wait_calls(const test_server *s)
+{
+    static char info[16384];
+    const char *argv[] = {"INFO", "commandstats"};
+    redis_cmd(s, info, sizeof(info), 2, argv);
+    const char *p = strstr(info, "cmdstat_wait:calls=");
+    return p ? strtol(p + strlen("cmdstat_wait:calls="), NULL, 10) : 0;
+}
+
+/* One purchase with a fresh user; its status, and how long it took in *ms_out. */
+static int timed_buy(int port, const char *camp, const char *user, char *resp, size_t cap, int64_t *ms_out)
+{
+    int64_t t0 = dlock__now_ms();
+    int st = buy(port, camp, user, NULL, resp, cap);
+    *ms_out = dlock__now_ms() - t0;
+    return st;
+}
+
+/* A master told to wait for one replica (replica-acks 1) that has none:
+ * every acceptance answers 202 at once, and no WAIT reaches the server
+ * (a WAIT would block each batch its whole 1 s timeout). Once a replica
+ * has linked (REPLICAOF, link up), the first 201 comes within 2 s. */
+static void test_master_without_replica_answers_202_at_once_then_201_when_one_attaches(void **state)
+{
+    (void)state;
+    const char *conf[] = {"repl-diskless-sync-delay 0", NULL};
+    start(conf, (const char *[]){"--replica-acks", "1", "--replica-ack-timeout-ms", "1000", NULL});
+    assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 0);
+    char resp[1024], oid[32], user[32];
+    assert_int_equal(create_on(d.port, "nr", 1000, NULL), 201);
+    long waits0 = wait_calls(&master);
+    for (int i = 0; i < 10; i++) {
+        int64_t took = 0;
+        snprintf(user, sizeof(user), "nr-%d", i);
+        assert_int_equal(timed_buy(d.port, "nr", user, resp, sizeof(resp), &took), 202);
+        expect_pending(resp, oid, sizeof(oid));
+        if (took >= 1000) fail_msg("purchase %d took %lld ms: it waited for a WAIT", i, (long long)took);
+    }
+    assert_int_equal(wait_calls(&master) - waits0, 0);
+    assert_int_equal(metric(d.port, "seckill_ack_waits_total"), 0);
+    assert_int_equal(metric(d.port, "seckill_ack_skipped_total"), 10);
+    assert_int_equal(test_redis_start(&replica, NULL), 0);
+    assert_int_equal(test_redis_replicate(&replica, &master), 0); /* returns once the link is up */
+    int64_t linked = dlock__now_ms();
+    int st = 0, n = 0;
+    while (dlock__now_ms() - linked < 5000) {
+        snprintf(user, sizeof(user), "nr-after-%d", n++);
+        if ((st = buy(d.port, "nr", user, NULL, resp, sizeof(resp))) == 201) break;
+        dlock__sleep_ms(20);
+    }
+    int64_t first_201 = dlock__now_ms() - linked;
+    assert_int_equal(st, 201);
+    field(resp, "status", "accepted");
+    if (first_201 > 2000) fail_msg("first 201 came %lld ms after the replica linked", (long long)first_201);
+    assert_true(wait_calls(&master) > waits0);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
+    assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
+}
+
+/* What seckill-persist does to every stream once (--drain). */
+static void persist_drain(const char *redis_url, const char *db_url)
+{
+    const char *bdir = getenv("DLOCK_BUILD_DIR");
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s/tools/seckill-persist/seckill-persist --quiet --drain --redis-url '%s' "
+             "--database-url '%s'", bdir ? bdir : ".", redis_url, db_url);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A replay answers the current state: the key of a 202 (no fsync, no
+ * replica) replays 202 until seckill-persist has the order in the
+ * database, then the 201 body a first answer of 201 carries (status
+ * accepted, the remaining at the decision), byte for byte, every time. */
+static void test_replay_of_a_202_answers_the_201_body_once_persisted(void **state)
+{
+    (void)state;
+    char db_url[256];
+    snprintf(db_url, sizeof(db_url), "sqlite:///tmp/seckilld-promise-%d.db", (int)getpid());
+    unlink(db_url + strlen("sqlite://"));
+    start(NULL, (const char *[]){"--database-url", db_url, NULL});
+    char resp[1024], oid[32], want[256];
+    assert_int_equal(create_on(d.port, "rc1", 10, NULL), 201);
+    assert_int_equal(buy(d.port, "rc1", "ivy", NULL, resp, sizeof(resp)), 202); /* another order first */
+    assert_int_equal(buy(d.port, "rc1", "jon", "k-jon", resp, sizeof(resp)), 202);
+    expect_pending(resp, oid, sizeof(oid));
+    assert_int_equal(buy(d.port, "rc1", "jon", "k-jon", resp, sizeof(resp)), 202); /* not yet */
+    persist_drain(master.url, db_url);
+    snprintf(want, sizeof(want), "{\"order_id\":\"%s\",\"campaign\":\"rc1\",\"quantity\":1,\"remaining\":8,"
+             "\"status\":\"accepted\"}\n", oid);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(buy(d.port, "rc1", "jon", "k-jon", resp, sizeof(resp)), 201);
+        assert_string_equal(resp, want);
+        if (strstr(skt_last_response(), "Location:")) fail_msg("a 201 with a Location: %s", skt_last_response());
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/v1/orders/%s", oid);
+    assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
+    field(resp, "state", "confirmed");
+    /* a key of another user is still refused, and a new key still decides 202 */
+    assert_int_equal(buy(d.port, "rc1", "kim", "k-jon", resp, sizeof(resp)), 400);
+    assert_int_equal(buy(d.port, "rc1", "kim", "k-kim", resp, sizeof(resp)), 202);
+    assert_int_equal(skt_daemon_stop(&d), 0);
+    const char *sfx[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char f[300];
+        snprintf(f, sizeof(f), "%s%s", db_url + strlen("sqlite://"), sfx[i]);
+        unlink(f);
+    }
+}
+
+static void config_set(const char *name, const char *value)
+{
+    char out[64];
+    const char *argv[] = {"CONFIG", "SET", name, value};
+    redis_cmd(&master, out, sizeof(out), 4, argv);
+}
+
+/* Buys with fresh users until the answer is want (at most 3 s); the status last seen. */
+static int buy_until(const char *camp, const char *tag, int want)
+{
+    char user[32], resp[512];
+    int st = 0;
+    int64_t deadline = dlock__now_ms() + 3000;
+    for (int i = 0; dlock__now_ms() < deadline; i++) {
+        snprintf(user, sizeof(user), "%s-%d", tag, i);
+        if ((st = buy(d.port, camp, user, NULL, resp, sizeof(resp))) == want) break;
+        dlock__sleep_ms(20);
+    }
+    return st;
+}
+
+/* Waits (at most 2 s) until the gauge series is want; its last value. */
+static long metric_until(const char *series, long want)
+{
+    long v = metric(d.port, series);
+    for (int64_t end = dlock__now_ms() + 2000; v != want && dlock__now_ms() < end; v = metric(d.port, series))
+        dlock__sleep_ms(20);
+    return v;
+}
+
+/* A running standalone server switched to appendfsync always (AOF on)
+ * answers 201 without a restart of seckilld, and 202 again once switched
+ * back; seckill_ack_mode follows. */
+static void test_appendfsync_switched_on_a_running_server_is_followed(void **state)
+{
+    (void)state;
+    const char *conf[] = {"appendonly yes", "appendfsync everysec", NULL};
+    start(conf, NULL);
+    char resp[512];
+    assert_int_equal(create_on(d.port, "af", 1000, NULL), 201);
+    assert_int_equal(buy(d.port, "af", "af-0", NULL, resp, sizeof(resp)), 202);
+    assert_int_equal(metric(d.port, "seckill_ack_mode"), 0);
+    pid_t pid = d.pid;
+    config_set("appendfsync", "always");
+    assert_int_equal(buy_until("af", "on", 201), 201);
+    assert_int_equal(metric_until("seckill_ack_mode", 1), 1);
+    config_set("appendfsync", "everysec");
+    assert_int_equal(buy_until("af", "off", 202), 202);
+    assert_int_equal(metric_until("seckill_ack_mode", 0), 0);
+    config_set("appendfsync", "always");
+    config_set("appendonly", "no"); /* fsync always without an AOF is no acknowledgement */
+    assert_int_equal(buy_until("af", "noaof", 202), 202);
+    for (int i = 0; i < 5; i++) {
+        char user[16];
+        snprintf(user, sizeof(user), "noaof2-%d", i);
+        assert_int_equal(buy(d.port, "af", user, NULL, resp, sizeof(resp)), 202);
+    }
+    assert_int_equal(metric_until("seckill_ack_mode", 0), 0);
+    assert_int_equal(d.pid, pid);
+    assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
+}
+
 #define CASE(f) cmocka_unit_test_teardown(f, teardown)
 
 int main(void)
@@ -495,6 +669,9 @@ int main(void)
         CASE(test_replica_acknowledges_and_a_paused_replica_gives_202),
         CASE(test_sentinel_master_without_replica_answers_202_not_201_on_fsync),
         CASE(test_instance_paused_past_its_lease_stops_issuing_ids),
+        CASE(test_master_without_replica_answers_202_at_once_then_201_when_one_attaches),
+        CASE(test_replay_of_a_202_answers_the_201_body_once_persisted),
+        CASE(test_appendfsync_switched_on_a_running_server_is_followed),
     };
     if (getenv("SKT_FILTER")) cmocka_set_test_filter(getenv("SKT_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -105,8 +105,9 @@ static const opt_spec opts[] = {
         "      redis-sentinel:// or redis-cluster:// URL); 0 = standalone:\n"
         "      201 only with appendonly yes + appendfsync always (docs/http-api.md)"),
     MSR("replica-ack-timeout-ms", "SECKILL_REPLICA_ACK_TIMEOUT_MS", "100", replica_ack_timeout_ms, 1,
-       "WAIT's timeout: longer means fewer 202s on a slow replica, but a replica down stalls\n"
-       "      each purchase batch (and the Redis connection behind it) this long"),
+       "WAIT's timeout: longer means fewer 202s on a slow replica, but a replica that stops\n"
+       "      answering stalls each batch already waiting (and the connection behind it) this\n"
+       "      long; with fewer replicas in sync than replica-acks no WAIT is sent (202 at once)"),
     MSR("worker-lease-ms", "SECKILL_WORKER_LEASE_MS", "60000", worker_lease_ms, 300,
        "order-id worker-id lease: renewed at 1/3, no ids issued past 5/6 without renewal"),
     MS("shutdown-timeout-ms", "SECKILL_SHUTDOWN_TIMEOUT_MS", "10000", shutdown_timeout_ms,
