@@ -434,6 +434,7 @@ static void deliver_decided(sk__coalescer *co, sk__batch *b)
         sk__preq *q = b->reqs[i];
         if (q->res.err == 0) {
             q->res.pending = !b->acked && !q->confirmed;
+            if (q->confirmed && !b->acked) co->answered_confirmed++;
             if (q->res.pending) co->answered_pending++;
             else co->answered_acked++;
         }
@@ -758,6 +759,7 @@ void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
     st->soldout_local = co->soldout_local;
     st->answered_acked = co->answered_acked;
     st->answered_pending = co->answered_pending;
+    st->answered_confirmed = co->answered_confirmed;
     st->ack_waits = co->ack_waits;
     st->ack_failures = co->ack_failures;
     st->ack_skipped = co->ack_skipped;

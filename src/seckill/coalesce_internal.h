@@ -42,7 +42,7 @@ struct sk__coalescer {
     uint64_t batches[SK_STAT_BATCH_BUCKETS];
     uint64_t batched_purchases;
     uint64_t soldout_local;
-    uint64_t answered_acked, answered_pending, ack_waits, ack_failures, ack_skipped;
+    uint64_t answered_acked, answered_pending, answered_confirmed, ack_waits, ack_failures, ack_skipped;
     sk_engine_xfer_stats xs;
     char xid_base[17];      /* this coalescer's transfer ids: <xid_base>.<seq> */
     uint64_t xid_seq;

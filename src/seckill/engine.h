@@ -219,6 +219,7 @@ typedef struct sk_engine_stats {
     uint64_t soldout_local;  /* answered from the local sold-out flag */
     uint64_t answered_acked;   /* accepted/replay answers told 201 */
     uint64_t answered_pending; /* accepted/replay answers told 202 (not acknowledged) */
+    uint64_t answered_confirmed; /* replays told 201 only because the database holds the order (in answered_acked) */
     uint64_t ack_waits;        /* WAITs sent (one per batch) */
     uint64_t ack_failures;     /* WAITs that reported fewer than replica_acks (or failed) */
     uint64_t ack_skipped;      /* batches not WAITed for: too few replicas known in sync (202 at once) */

@@ -181,6 +181,7 @@ static void add_snap(sk__http_snap *a, const sk__http_snap *b)
     a->st.soldout_local += b->st.soldout_local;
     a->st.answered_acked += b->st.answered_acked;
     a->st.answered_pending += b->st.answered_pending;
+    a->st.answered_confirmed += b->st.answered_confirmed;
     a->st.ack_waits += b->st.ack_waits;
     a->st.ack_failures += b->st.ack_failures;
     a->st.ack_skipped += b->st.ack_skipped;

@@ -138,6 +138,10 @@ static void put_promises(const sk_engine_stats *st, dlock__buf *o)
                          "acknowledged, 202 pending.\n# TYPE seckill_answers_total counter\n"
                          "seckill_answers_total{answer=\"201\"} %llu\nseckill_answers_total{answer=\"202\"} %llu\n",
                       (unsigned long long)st->answered_acked, (unsigned long long)st->answered_pending);
+    put_scalar(o, "counter", "seckill_answers_confirmed_total",
+               "Replays answered 201 without an acknowledgement because the database holds the order "
+               "(counted in seckill_answers_total 201).",
+               st->answered_confirmed);
     put_scalar(o, "counter", "seckill_ack_waits_total", "WAITs sent behind purchase batches.", st->ack_waits);
     put_scalar(o, "counter", "seckill_ack_failures_total",
                "WAITs that reported fewer replicas than replica-acks (or failed): the batch answered 202.",

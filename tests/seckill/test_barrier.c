@@ -148,6 +148,10 @@ static void check_new_master_matches_the_database(void)
         str_on(new_rc, "GET", key, NULL, got, sizeof(got));
         snprintf(want, sizeof(want), "u%d\n%" PRIu64 "\n1\n", i, ids[i]);
         assert_memory_equal(got, want, strlen(want)); /* the answer a replay gets */
+        /* confirmed: the database holds it (u1 drained on the new master, a
+         * duplicate; u2..u4 mirrored), so a replay answers 201 */
+        size_t gl = strlen(got);
+        if (gl < 2 || strcmp(got + gl - 2, "\nc") != 0) fail_msg("answer of k%d not marked confirmed: %s", i, got);
         snprintf(key, sizeof(key), "{c:bar}:order:%" PRIu64, ids[i]);
         str_on(new_rc, "HGET", key, "user", got, sizeof(got));
         assert_string_equal(got, user);
