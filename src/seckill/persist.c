@@ -38,7 +38,7 @@
 
 #define MAX_FIELDS 16
 
-extern const unsigned char sk_lua_dead_letter[];
+extern const dlock__script sk_script_dead_letter; /* lua/dead_letter.lua */
 #define OWN_RETRY_MS 200 /* pause before an entry that failed is delivered again */
 #define BARRIER_EVERY_MS 250 /* how often the master's run id is compared with each campaign's */
 
@@ -416,7 +416,7 @@ static int dead_letter(worker *w, const camp *c, const entry *e, const char *why
     }
     const char *keys[] = {c->dead, c->key, c->errs, c->stats};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(w->rc, (const char *)sk_lua_dead_letter, 4, keys, n, args, &r);
+    int err = sk__eval_script(w->rc, &sk_script_dead_letter, 4, keys, n, args, &r);
     if (!err && dlock__reply_kind(r) != DLOCK__R_STRING) err = DLOCK_ESERVER;
     if (err == DLOCK_ESERVER && r) wlog(w, "redis dead letter: %s", dlock__reply_str(r, NULL));
     dlock__reply_free(r);

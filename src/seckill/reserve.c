@@ -23,7 +23,7 @@
 #include "release.h"
 #include "sk_err.h"
 
-extern const unsigned char sk_lua_reserve_handback[];
+extern const dlock__script sk_script_reserve_handback; /* lua/reserve_handback.lua */
 
 void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n)
 {
@@ -149,7 +149,7 @@ int sk_reserve_handback_apply(dlock__conn *rc, const char *campaign, const sk_db
     const char *keys[3] = {k_set, k_stock, k_events};
     const char *args[2] = {hb->id, units};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(rc, (const char *)sk_lua_reserve_handback, 3, keys, 2, args, &r);
+    int err = sk__eval_script(rc, &sk_script_reserve_handback, 3, keys, 2, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "dlock/dlock.h"
+#include "script.h"
 #include "engine.h"
 #include "common_err.h"
 #include "json.h"
@@ -228,14 +229,14 @@ static void test_identifier_validation(void **state)
     assert_int_equal(sk_campaign_check(&d, NULL, 0), SK_EINVAL);
 }
 
-extern const unsigned char sk_lua_purchase[];
+extern const dlock__script sk_script_purchase;
 
 /* One outcome table: row i is outcome i, each script code and each error
  * names one row, and purchase.lua names its codes by the same labels. */
 static void test_purchase_outcomes_are_one_table(void **state)
 {
     (void)state;
-    const char *lua = (const char *)sk_lua_purchase;
+    const char *lua = sk_script_purchase.src;
     for (int i = 0; i < SK_OUT_COUNT; i++) {
         const sk_outcome *o = sk_outcome_get(i);
         assert_non_null(o->label);
