@@ -63,7 +63,7 @@ int sk_barrier_run_id(dlock__conn *rc, char out[41])
 {
     const char *argv[] = {"INFO", "server"};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 2, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 2, argv, NULL, &r));
     if (err) return err;
     const char *text = dlock__reply_kind(r) == DLOCK__R_STRING ? dlock__reply_str(r, NULL) : NULL;
     const char *p = text ? strstr(text, "run_id:") : NULL;
@@ -103,7 +103,7 @@ typedef struct meta_view {
 
 static int cmd(dlock__conn *rc, int argc, const char **argv, dlock__reply **r)
 {
-    int err = dlock__conn_cmd(rc, argc, argv, NULL, r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, argc, argv, NULL, r));
     if (!err && dlock__reply_kind(*r) == DLOCK__R_ERROR) {
         dlock__reply_free(*r);
         *r = NULL;

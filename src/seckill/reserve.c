@@ -163,7 +163,7 @@ static int one_sold_out(dlock__conn *rc, const char *campaign)
     snprintf(key, sizeof(key), "{c:%s}:stock", campaign);
     const char *argv[] = {"GET", key};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 2, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 2, argv, NULL, &r));
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_STRING && strtoll(dlock__reply_str(r, NULL), NULL, 10) <= 0;
     dlock__reply_free(r);
@@ -191,7 +191,7 @@ static int probe_buckets(dlock__conn *rc, const sk_buckets *lay, int64_t *xin_ou
         vv[i] = argvs + 2 * i;
         argcs[i] = 2;
     }
-    if (!err) err = dlock__conn_pipeline(rc, (size_t)n, argcs, vv, NULL, rs);
+    if (!err) err = sk_err_from_common(dlock__conn_pipeline(rc, (size_t)n, argcs, vv, NULL, rs));
     for (int i = 0; !err && i < n; i++) {
         dlock__reply_type t = dlock__reply_kind(rs[i]);
         if (t == DLOCK__R_ERROR) err = DLOCK_ESERVER;

@@ -258,9 +258,32 @@ static void test_purchase_outcomes_are_one_table(void **state)
     assert_int_equal(sk_outcome_get(-1)->http_status, 503);
 }
 
+/* The engine's edge to the common layer: every internal code maps to an
+ * engine code of the same meaning, and every code an engine function can
+ * hand on has a message (the cross-slot refusal printed "unknown error
+ * code" before it was named). */
+static void test_every_common_code_is_mapped_and_named(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const int *codes = dlock__err_codes(&n);
+    assert_true(n >= 12);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_not_equal(dlock__strerror(codes[i]), "unknown error");
+        assert_null(strstr(sk_strerror(codes[i]), "unknown error"));
+        assert_null(strstr(sk_strerror(sk_err_from_common(codes[i])), "unknown error"));
+    }
+    assert_int_equal(sk_err_from_common(DLOCK__ECROSSSLOT), SK_EINVAL);
+    assert_int_equal(sk_err_from_common(DLOCK__EUNKNOWN), DLOCK_EUNKNOWN);
+    assert_int_equal(sk_err_from_common(DLOCK__ECONN), DLOCK_ECONN);
+    assert_int_equal(sk_err_from_common(DLOCK__OK), SK_OK);
+    assert_int_equal(sk_err_from_common(-99), DLOCK_EIO); /* not a common code */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_common_code_is_mapped_and_named),
         cmocka_unit_test(test_json_accepts_valid_documents),
         cmocka_unit_test(test_json_rejects_invalid_documents),
         cmocka_unit_test(test_json_survives_mutation_fuzzing),

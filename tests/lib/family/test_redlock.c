@@ -376,7 +376,7 @@ static int thread_count(void)
     FILE *f = fopen("/proc/self/status", "r");
     int n = -1;
     while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+        if (strncmp(line, "Threads:", 8) == 0) n = (int)strtol(line + 8, NULL, 10);
     if (f) fclose(f);
     return n;
 }
