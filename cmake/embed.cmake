@@ -1,7 +1,8 @@
 # dlock_embed_files(OUT_C_FILE SYMBOL_PREFIX file...)
-# Generates a C source holding each file's bytes as a NUL-terminated array
-# named <prefix>_<basename>, so Lua scripts stay separate, reviewable files
-# (runnable with redis-cli --eval) yet ship inside the binary.
+# Generates a C source holding, for each file, a dlock__script (script.h)
+# named <prefix>_<basename>: its bytes, length and SHA1 computed at build
+# time, so Lua scripts stay separate, reviewable files (runnable with
+# redis-cli --eval) yet ship inside the binary, hashed once.
 function(dlock_embed_files out prefix)
   set(files ${ARGN})
   add_custom_command(OUTPUT ${out}

@@ -4,12 +4,15 @@
  * the bounds in cluster_map.h), on one libevent loop: one plain dlock__aconn
  * per master, opened on first use with the URL's credentials; the slot map
  * is loaded synchronously at open (as a sentinel lookup is) and refreshed
- * asynchronously afterwards (CLUSTER SHARDS, then SLOTS, from the masters,
- * then the seeds; at most one walk at a time, at most one per 100 ms).
+ * asynchronously afterwards (CLUSTER SLOTS, then SHARDS, from the masters,
+ * then the seeds; at most one walk at a time, at most one per 100 ms). The
+ * node table, the map and what a reply asks for are the router's
+ * (cluster_router.c), shared with the sync driver.
  * Each command keeps a private copy of its arguments so that a redirect
  * can resend it: MOVED resends to the named node and updates the map entry
- * at once; ASK sends ASKING + the command there; TRYAGAIN / CLUSTERDOWN
- * wait on a timer (5..100 ms, 8 times at most). A command whose connection
+ * at once; ASK sends ASKING + the command there; TRYAGAIN / LOADING /
+ * MASTERDOWN / CLUSTERDOWN / READONLY wait on a timer (5..100 ms, 8 times
+ * at most; the last two refresh the map and go to the slot's master). A command whose connection
  * dropped after it was written is never resent: the caller's callback gets
  * EUNKNOWN. One whose connection never came up (nothing written) is
  * retried after 100 ms on the slot's owner then (the refresh may have
@@ -31,16 +34,16 @@
 
 #include "cluster_conn.h"
 #include "cluster_map.h"
+#include "cluster_router.h"
 #include "common_err.h"
+#include "redis_aplain.h"
+#include "redis_plain.h"
 #include "util.h"
 
-#define MAX_NODES 64
-#define NONE      DLOCK__CMAP_NONE
+#define MAX_NODES DLOCK__ROUTER_MAX_NODES
 
 typedef struct anode {
-    char *host;
-    int port;
-    dlock__aconn *ac;
+    dlock__aconn *ac; /* plain; NULL until first used */
     unsigned gen;    /* bumped at each (re)open */
     unsigned gen_up; /* the gen that connected last */
 } anode;
@@ -52,12 +55,9 @@ struct dlock__acluster {
     struct event_base *base;
     dlock__aconn *outer;
     dlock__url url;
-    anode nodes[MAX_NODES];
-    size_t n_nodes;
-    uint16_t owner[DLOCK__SLOTS];
-    int last, suspect;
-    bool up, down, closing, refreshing, refresh_due;
-    int64_t refreshed_at_ms;
+    dlock__router rt;
+    anode nodes[MAX_NODES]; /* aligned with rt.nodes */
+    bool up, down, closing, refreshing;
     int order[MAX_NODES + 1]; /* the current refresh walk */
     size_t order_n, order_i;
     bool order_ok; /* a node answered during this walk (even badly) */
@@ -73,9 +73,7 @@ struct ccmd {
     fan *fan;
     int slot; /* -1: keyless */
     bool fixed;
-    int target;
-    bool asking;
-    int redirects, busy;
+    dlock__hop h;
     unsigned gen;
     struct event *timer;
     ccmd *prev, *next;
@@ -94,53 +92,28 @@ struct fan {
 static void node_state(dlock__aconn *ac, bool up, const char *why, void *priv);
 static void start_refresh(dlock__acluster *cl);
 
-static int node_index(dlock__acluster *cl, const char *host, int port)
-{
-    for (size_t i = 0; i < cl->n_nodes; i++)
-        if (cl->nodes[i].port == port && strcmp(cl->nodes[i].host, host) == 0) return (int)i;
-    if (cl->n_nodes >= MAX_NODES) return -1;
-    char *h = strdup(host);
-    if (!h) return -1;
-    cl->nodes[cl->n_nodes] = (anode){.host = h, .port = port};
-    return (int)cl->n_nodes++;
-}
-
 /* The node's connection (opening it if needed), or NULL. */
 static dlock__aconn *node_ac(dlock__acluster *cl, int i)
 {
     anode *n = &cl->nodes[i];
     if (n->ac) return n->ac;
     dlock__url u = {.kind = DLOCK__URL_TCP,
-                    .host = n->host,
-                    .port = n->port,
+                    .host = cl->rt.nodes[i].host,
+                    .port = cl->rt.nodes[i].port,
                     .user = cl->url.user,
                     .password = cl->url.password};
     char why[200] = "";
     n->gen++;
-    if (dlock__aconn_open(cl->base, &u, node_state, cl, &n->ac, why, sizeof(why)) != 0) n->ac = NULL;
+    if (dlock__aplain_open(cl->base, &u, node_state, cl, &n->ac, why, sizeof(why)) != 0) n->ac = NULL;
     return n->ac;
 }
 
 static int target_of(const dlock__acluster *cl, int slot)
 {
-    if (slot >= 0) return cl->owner[slot] == NONE ? -1 : cl->owner[slot];
-    if (cl->last >= 0) return cl->last;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++)
-        if (cl->owner[s] != NONE) return cl->owner[s];
-    return -1;
+    return dlock__router_target(&cl->rt, slot);
 }
 
 /* ---- the map --------------------------------------------------------------- */
-
-static int apply_map(dlock__acluster *cl, const dlock__cmap *m)
-{
-    int idx[DLOCK__CMAP_MAX_NODES];
-    for (size_t i = 0; i < m->n_nodes; i++)
-        if ((idx[i] = node_index(cl, m->nodes[i].host, m->nodes[i].port)) < 0) return DLOCK__ENOMEM;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++)
-        cl->owner[s] = m->owner[s] == NONE ? NONE : (uint16_t)idx[m->owner[s]];
-    return 0;
-}
 
 /* Synchronous, at open: the first seed that answers. */
 static int bootstrap(dlock__acluster *cl, char *err, size_t errlen)
@@ -155,12 +128,12 @@ static int bootstrap(dlock__acluster *cl, char *err, size_t errlen)
                         .password = cl->url.password};
         dlock__conn *c = NULL;
         char why[200] = "";
-        rc = dlock__conn_open(&u, &o, &c, why, sizeof(why));
+        rc = dlock__plain_open(&u, &o, &c, why, sizeof(why));
         dlock__cmap m;
         if (rc == 0) rc = dlock__cluster_fetch_map(c, u.host, &m, why, sizeof(why));
-        dlock__conn_close(c);
+        dlock__plain_close(c);
         if (rc == 0) {
-            rc = apply_map(cl, &m);
+            rc = dlock__router_apply(&cl->rt, &m);
             dlock__cmap_free(&m);
             if (rc == 0) return 0;
         }
@@ -173,7 +146,7 @@ static int bootstrap(dlock__acluster *cl, char *err, size_t errlen)
 typedef struct map_req {
     dlock__acluster *cl;
     int node;
-    bool slots; /* the CLUSTER SLOTS fallback */
+    bool second; /* the DLOCK__CMAP_SECOND fallback */
 } map_req;
 
 static void refresh_next(dlock__acluster *cl);
@@ -182,14 +155,13 @@ static void refresh_done(dlock__acluster *cl, bool ok)
 {
     cl->refreshing = false;
     if (ok) {
-        cl->refresh_due = false;
-        cl->suspect = -1;
+        dlock__router_refreshed(&cl->rt);
         return;
     }
     if (!cl->order_ok && !cl->down && !cl->closing) { /* nobody answered at all */
         cl->down = true;
         cl->up = false;
-        dlock__aconn_report(cl->outer, false, "cluster: no node reachable");
+        dlock__aplain_report(cl->outer, false, "cluster: no node reachable");
     }
 }
 
@@ -202,21 +174,20 @@ static void on_map_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *p
     cl->in_cb++;
     if (cl->closing) goto out;
     if (reply) cl->order_ok = true;
-    if (reply && !q->slots && dlock__reply_is_error(reply, "ERR")) {
-        const char *argv[2] = {"CLUSTER", "SLOTS"};
+    dlock__cmap m;
+    const char *host = cl->rt.nodes[q->node].host;
+    int rc = !reply ? DLOCK__EUNKNOWN
+                    : dlock__cmap_parse(q->second ? DLOCK__CMAP_SECOND : DLOCK__CMAP_FIRST, reply, host, &m, NULL, 0);
+    if (rc == DLOCK__ESERVER && !q->second) {
+        const char *argv[2] = {"CLUSTER", DLOCK__CMAP_SECOND};
         map_req *q2 = malloc(sizeof(*q2));
-        if (q2 && (*q2 = (map_req){.cl = cl, .node = q->node, .slots = true}, true) &&
-            dlock__aconn_cmd(ac, on_map_reply, q2, 2, argv, NULL) == 0)
+        if (q2 && (*q2 = (map_req){.cl = cl, .node = q->node, .second = true}, true) &&
+            dlock__aplain_cmd(ac, on_map_reply, q2, 2, argv, NULL) == 0)
             goto out;
         free(q2);
     }
-    dlock__cmap m;
-    const char *host = cl->nodes[q->node].host;
-    int rc = !reply     ? DLOCK__EUNKNOWN
-             : q->slots ? dlock__cmap_from_slots(reply, host, &m, NULL, 0)
-                        : dlock__cmap_from_shards(reply, host, &m, NULL, 0);
     if (rc == 0) {
-        rc = apply_map(cl, &m);
+        rc = dlock__router_apply(&cl->rt, &m);
         dlock__cmap_free(&m);
     }
     if (rc == 0)
@@ -231,14 +202,14 @@ out:
 /* Asks the next candidate of the walk; ends it when none is left. */
 static void refresh_next(dlock__acluster *cl)
 {
-    const char *argv[2] = {"CLUSTER", "SHARDS"};
+    const char *argv[2] = {"CLUSTER", DLOCK__CMAP_FIRST};
     while (cl->order_i < cl->order_n) {
         int i = cl->order[cl->order_i++];
         dlock__aconn *ac = node_ac(cl, i);
         map_req *q = ac ? malloc(sizeof(*q)) : NULL;
         if (!q) continue;
         *q = (map_req){.cl = cl, .node = i};
-        if (dlock__aconn_cmd(ac, on_map_reply, q, 2, argv, NULL) == 0) return;
+        if (dlock__aplain_cmd(ac, on_map_reply, q, 2, argv, NULL) == 0) return;
         free(q);
     }
     refresh_done(cl, false);
@@ -259,30 +230,18 @@ static void on_refresh_timer(evutil_socket_t fd, short what, void *arg)
 static void start_refresh(dlock__acluster *cl)
 {
     if (cl->refreshing || cl->closing || cl->down) return;
-    int64_t since = dlock__now_ms() - cl->refreshed_at_ms;
+    int64_t since = dlock__now_ms() - cl->rt.refreshed_at_ms;
     if (since < DLOCK__CLUSTER_REFRESH_GAP_MS) {
         int64_t ms = DLOCK__CLUSTER_REFRESH_GAP_MS - since;
         struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)(ms * 1000)};
         if (cl->refresh_ev && !evtimer_pending(cl->refresh_ev, NULL)) evtimer_add(cl->refresh_ev, &tv);
         return;
     }
-    bool seen[MAX_NODES] = {false};
-    size_t n = 0;
-    if (cl->suspect >= 0) seen[cl->suspect] = true;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
-        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
-        if (o >= 0 && !seen[o]) seen[o] = true, cl->order[n++] = o;
-    }
-    for (size_t i = 0; i < cl->url.n_seeds; i++) {
-        int o = node_index(cl, cl->url.seeds[i].host, cl->url.seeds[i].port);
-        if (o >= 0 && !seen[o]) seen[o] = true, cl->order[n++] = o;
-    }
-    if (cl->suspect >= 0) cl->order[n++] = cl->suspect;
-    cl->order_n = n;
+    cl->order_n = dlock__router_refresh_order(&cl->rt, &cl->url, cl->order);
     cl->order_i = 0;
     cl->order_ok = false;
     cl->refreshing = true;
-    cl->refreshed_at_ms = dlock__now_ms();
+    dlock__router_refresh_begins(&cl->rt, dlock__now_ms());
     refresh_next(cl);
 }
 
@@ -291,7 +250,7 @@ static void node_state(dlock__aconn *ac, bool up, const char *why, void *priv)
     (void)why;
     dlock__acluster *cl = priv;
     cl->in_cb++;
-    for (size_t i = 0; i < cl->n_nodes; i++) {
+    for (size_t i = 0; i < cl->rt.n_nodes; i++) {
         anode *n = &cl->nodes[i];
         if (n->ac != ac) continue;
         if (up) {
@@ -299,10 +258,9 @@ static void node_state(dlock__aconn *ac, bool up, const char *why, void *priv)
             break;
         }
         n->ac = NULL; /* reopened on next use */
-        dlock__aconn_close(ac);
+        dlock__aplain_close(ac);
         if (!cl->closing) {
-            cl->suspect = (int)i;
-            cl->refresh_due = true;
+            dlock__router_lost(&cl->rt, (int)i);
             start_refresh(cl);
         }
         break;
@@ -356,7 +314,7 @@ static void finish(ccmd *cm, dlock__reply *reply, int err)
     if (cm->fan)
         fan_part(cm->cl, cm->fan, reply, err);
     else
-        dlock__aconn_deliver(cm->cl->outer, cm->cb, reply, err, cm->priv);
+        dlock__aplain_deliver(cm->cl->outer, cm->cb, reply, err, cm->priv);
     free(cm);
 }
 
@@ -372,14 +330,14 @@ static void ignore(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
 static int dispatch(ccmd *cm)
 {
     dlock__acluster *cl = cm->cl;
-    if (cm->target < 0) return DLOCK__ECONN;
-    dlock__aconn *ac = node_ac(cl, cm->target);
+    if (cm->h.target < 0) return DLOCK__ECONN;
+    dlock__aconn *ac = node_ac(cl, cm->h.target);
     if (!ac) return DLOCK__ECONN;
     const char *ask[1] = {"ASKING"};
-    if (cm->asking && dlock__aconn_cmd(ac, ignore, NULL, 1, ask, NULL) != 0) return DLOCK__ECONN;
-    cm->gen = cl->nodes[cm->target].gen;
-    int rc = dlock__aconn_cmd(ac, on_node_reply, cm, cm->argc, cm->argv, cm->lens);
-    if (rc == 0 && cm->slot >= 0) cl->last = cm->target;
+    if (cm->h.asking && dlock__aplain_cmd(ac, ignore, NULL, 1, ask, NULL) != 0) return DLOCK__ECONN;
+    cm->gen = cl->nodes[cm->h.target].gen;
+    int rc = dlock__aplain_cmd(ac, on_node_reply, cm, cm->argc, cm->argv, cm->lens);
+    if (rc == 0 && cm->slot >= 0) cl->rt.last = cm->h.target;
     return rc;
 }
 
@@ -391,8 +349,8 @@ static void on_cm_timer(evutil_socket_t fd, short what, void *arg)
     dlock__acluster *cl = cm->cl;
     cl->in_cb++;
     unpark(cm);
-    if (!cm->fixed && cm->slot >= 0 && !cm->asking && target_of(cl, cm->slot) >= 0)
-        cm->target = target_of(cl, cm->slot);
+    if (!cm->fixed && cm->slot >= 0 && !cm->h.asking && target_of(cl, cm->slot) >= 0)
+        cm->h.target = target_of(cl, cm->slot);
     int rc = dispatch(cm);
     if (rc) finish(cm, NULL, rc);
     cl->in_cb--;
@@ -418,19 +376,18 @@ static void park(ccmd *cm, int64_t ms)
 static void no_reply(ccmd *cm)
 {
     dlock__acluster *cl = cm->cl;
-    anode *n = &cl->nodes[cm->target];
+    anode *n = &cl->nodes[cm->h.target];
     bool written = n->gen_up == cm->gen;
     if (!cl->closing) {
-        cl->suspect = cm->target;
-        cl->refresh_due = true;
+        dlock__router_lost(&cl->rt, cm->h.target);
         start_refresh(cl);
     }
-    if (written || cl->closing || cm->fixed || cm->redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) {
+    if (written || cl->closing || cm->fixed || cm->h.redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) {
         finish(cm, NULL, written ? DLOCK__EUNKNOWN : DLOCK__ECONN);
         return;
     }
-    cm->redirects++;
-    cm->asking = false;
+    cm->h.redirects++;
+    cm->h.asking = false;
     park(cm, DLOCK__CLUSTER_REFRESH_GAP_MS);
 }
 
@@ -438,27 +395,16 @@ static void no_reply(ccmd *cm)
 static bool follow(ccmd *cm, const dlock__reply *r)
 {
     dlock__acluster *cl = cm->cl;
-    dlock__redirect rd;
     int64_t wait = 0;
-    dlock__next next =
-        cm->fixed ? DLOCK__NEXT_DONE : dlock__cluster_next(r, cm->redirects, cm->busy, &rd, &wait);
-    if (next == DLOCK__NEXT_DONE) return false;
-    if (next == DLOCK__NEXT_BUSY || next == DLOCK__NEXT_DOWN) {
-        cm->busy++;
-        if (next == DLOCK__NEXT_DOWN) start_refresh(cl);
+    dlock__next next = DLOCK__NEXT_DONE;
+    if (cm->fixed || dlock__router_follow(&cl->rt, &cm->h, cm->slot, r, &wait, &next) == DLOCK__HOP_FINAL)
+        return false;
+    if (next == DLOCK__NEXT_MOVED || next == DLOCK__NEXT_DOWN || next == DLOCK__NEXT_DEMOTED)
+        start_refresh(cl); /* the map changed, or must be asked again */
+    if (next != DLOCK__NEXT_MOVED && next != DLOCK__NEXT_ASK) {
         park(cm, wait);
         return true;
     }
-    int to = node_index(cl, rd.host[0] ? rd.host : cl->nodes[cm->target].host, rd.port);
-    if (to < 0) return false;
-    cm->redirects++;
-    cm->asking = next == DLOCK__NEXT_ASK;
-    if (next == DLOCK__NEXT_MOVED) {
-        cl->owner[rd.slot] = (uint16_t)to;
-        cl->refresh_due = true;
-        start_refresh(cl);
-    }
-    cm->target = to;
     int rc = dispatch(cm);
     if (rc) finish(cm, NULL, rc);
     return true;
@@ -495,9 +441,9 @@ static void fan_part(dlock__acluster *cl, fan *f, dlock__reply *reply, int err)
         if (dlock__reply_parse(resp, (size_t)n, &synth) != 0) f->err = DLOCK__ENOMEM;
     }
     if (f->err)
-        dlock__aconn_deliver(cl->outer, f->cb, NULL, f->err, f->priv);
+        dlock__aplain_deliver(cl->outer, f->cb, NULL, f->err, f->priv);
     else
-        dlock__aconn_deliver(cl->outer, f->cb, synth ? synth : reply, 0, f->priv);
+        dlock__aplain_deliver(cl->outer, f->cb, synth ? synth : reply, 0, f->priv);
     dlock__reply_free(synth);
     free(f);
 }
@@ -505,12 +451,8 @@ static void fan_part(dlock__acluster *cl, fan *f, dlock__reply *reply, int err)
 static int run_all(dlock__acluster *cl, dlock__acb cb, void *priv, int argc, const char **argv,
                    const size_t *lens)
 {
-    bool seen[MAX_NODES] = {false};
-    int masters[MAX_NODES], n = 0;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
-        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
-        if (o >= 0 && !seen[o]) seen[o] = true, masters[n++] = o;
-    }
+    int masters[MAX_NODES];
+    int n = (int)dlock__router_masters(&cl->rt, masters, NULL, MAX_NODES);
     fan *f = n ? calloc(1, sizeof(*f)) : NULL;
     if (!f) return n ? DLOCK__ENOMEM : DLOCK__ECONN;
     *f = (fan){.cb = cb, .priv = priv, .left = n};
@@ -521,7 +463,7 @@ static int run_all(dlock__acluster *cl, dlock__acb cb, void *priv, int argc, con
         if (cm) {
             cm->fan = f;
             cm->fixed = true;
-            cm->target = masters[i];
+            cm->h.target = masters[i];
         }
         if (cm && (rc = dispatch(cm)) == 0) {
             queued++;
@@ -550,15 +492,14 @@ static void on_up(evutil_socket_t fd, short what, void *arg)
     cl->in_cb++;
     if (!cl->closing && !cl->down) {
         cl->up = true;
-        dlock__aconn_report(cl->outer, true, "cluster map loaded");
+        dlock__aplain_report(cl->outer, true, "cluster map loaded");
     }
     cl->in_cb--;
 }
 
 static void destroy(dlock__acluster *cl)
 {
-    for (size_t i = 0; i < cl->n_nodes; i++)
-        free(cl->nodes[i].host);
+    dlock__router_free(&cl->rt);
     if (cl->refresh_ev) event_free(cl->refresh_ev);
     if (cl->up_ev) event_free(cl->up_ev);
     dlock__url_free(&cl->url);
@@ -571,9 +512,8 @@ int dlock__acluster_open(struct event_base *base, const dlock__url *url, dlock__
     *out = NULL;
     dlock__acluster *cl = calloc(1, sizeof(*cl));
     if (!cl) return DLOCK__ENOMEM;
-    *cl = (dlock__acluster){.base = base, .outer = outer, .last = -1, .suspect = -1};
-    for (size_t s = 0; s < DLOCK__SLOTS; s++)
-        cl->owner[s] = NONE;
+    *cl = (dlock__acluster){.base = base, .outer = outer};
+    dlock__router_init(&cl->rt);
     int rc = dlock__url_copy(url, &cl->url);
     cl->refresh_ev = evtimer_new(base, on_refresh_timer, cl);
     cl->up_ev = evtimer_new(base, on_up, cl);
@@ -585,7 +525,7 @@ int dlock__acluster_open(struct event_base *base, const dlock__url *url, dlock__
         destroy(cl);
         return rc;
     }
-    cl->refreshed_at_ms = dlock__now_ms();
+    dlock__router_refresh_begins(&cl->rt, dlock__now_ms());
     *out = cl;
     return 0;
 }
@@ -607,10 +547,10 @@ void dlock__acluster_close(dlock__acluster *cl)
         unpark(cm);
         finish(cm, NULL, DLOCK__ECONN);
     }
-    for (size_t i = 0; i < cl->n_nodes; i++) {
+    for (size_t i = 0; i < cl->rt.n_nodes; i++) {
         dlock__aconn *ac = cl->nodes[i].ac;
         cl->nodes[i].ac = NULL;
-        dlock__aconn_close(ac); /* pending callbacks: on_node_reply, closing */
+        dlock__aplain_close(ac); /* pending callbacks: on_node_reply, closing */
     }
     cl->in_cb--;
     struct timeval zero = {0, 0};
@@ -636,11 +576,11 @@ int dlock__acluster_cmd(dlock__acluster *cl, int slot, dlock__acb cb, void *priv
     cm->priv = priv;
     cm->fixed = slot >= 0;
     cm->slot = rt.kind == DLOCK__ROUTE_SLOT ? (int)rt.slot : -1;
-    cm->target = target_of(cl, cm->slot);
+    cm->h.target = target_of(cl, cm->slot);
     if (cm->fixed) cm->slot = -1; /* keyless: does not move "the current node" */
     int rc = dispatch(cm);
     if (rc) free(cm);
-    if (rc == 0 && cl->refresh_due) start_refresh(cl);
+    if (rc == 0 && cl->rt.refresh_due) start_refresh(cl);
     return rc;
 }
 
@@ -654,6 +594,6 @@ int dlock__acluster_node_of_slot(dlock__acluster *cl, unsigned slot, char *buf, 
     if (slot >= DLOCK__SLOTS) return DLOCK__EINVAL;
     int t = target_of(cl, (int)slot);
     if (t < 0) return DLOCK__ECONN;
-    snprintf(buf, len, "%s:%d", cl->nodes[t].host, cl->nodes[t].port);
+    snprintf(buf, len, "%s:%d", cl->rt.nodes[t].host, cl->rt.nodes[t].port);
     return 0;
 }

@@ -8,9 +8,11 @@
  *                    once, a full map refresh is scheduled (at most one per
  *                    REFRESH_GAP_MS), the command is resent there;
  *   ASK slot h:p     ASKING + the command, once, on h:p; the map unchanged;
- *   TRYAGAIN / CLUSTERDOWN  sleep 5, 10, 20, 40, 80, 100, 100, 100 ms (at
- *                    most BUSY_RETRIES = 8 retries, 455 ms in all) and retry;
- *                    CLUSTERDOWN also refreshes the map first;
+ *   TRYAGAIN / LOADING / MASTERDOWN / CLUSTERDOWN / READONLY  sleep 5, 10,
+ *                    20, 40, 80, 100, 100, 100 ms (at most BUSY_RETRIES = 8
+ *                    retries, 455 ms in all) and retry; CLUSTERDOWN and
+ *                    READONLY (a master demoted by a failover) also refresh
+ *                    the map first and resend to the slot's master then;
  * and at most MAX_REDIRECTS (5) MOVED/ASK a command; past a bound the last
  * error reply is the caller's reply. A redirect or a busy error means the
  * command did not run, so resending it is safe. A command that was sent and
@@ -24,8 +26,10 @@
  * PING, INFO, ROLE, CLIENT, CONFIG, PUBLISH...) go to the "current node":
  * the node of this connection's last routed command, so WAIT counts the
  * replicas of the write just made (before any routed command: the master
- * of slot 0). The map is bootstrapped from CLUSTER SHARDS (CLUSTER SLOTS
- * when the server lacks it) of the first seed that answers.
+ * of slot 0). The map is bootstrapped from CLUSTER SLOTS (CLUSTER SHARDS
+ * when the server refuses it) of the first seed that answers; the node
+ * table, the map and what a reply asks for are the router's
+ * (cluster_router.c), shared with the async driver.
  * Pipelines: split into units (a command, or MULTI..EXEC), each routed;
  * sent as one pipeline per node; replies reassembled in order; a unit that
  * got a redirect is resent alone, reply by reply. A keyless WAIT/PING
@@ -38,31 +42,19 @@
 #include <string.h>
 
 #include "cluster_map.h"
+#include "cluster_router.h"
 #include "common_err.h"
+#include "redis_plain.h"
 #include "util.h"
 
-#define MAX_NODES      64
-#define MAX_REDIRECTS  5
-#define BUSY_RETRIES   8
-#define REFRESH_GAP_MS 100
-#define NONE           DLOCK__CMAP_NONE
-
-typedef struct cnode {
-    char *host;
-    int port;
-    dlock__conn *c; /* NULL until first used */
-} cnode;
+#define MAX_NODES DLOCK__ROUTER_MAX_NODES
+#define NONE      DLOCK__CMAP_NONE
 
 struct dlock__cluster {
     dlock__url url; /* redis-cluster://: seeds and credentials */
     dlock__conn_opts opts;
-    cnode nodes[MAX_NODES];
-    size_t n_nodes;
-    uint16_t owner[DLOCK__SLOTS]; /* index in nodes, or NONE */
-    int last;                     /* node of the last routed command, -1 */
-    int suspect;                  /* node that last failed, asked last, -1 */
-    bool refresh_due;
-    int64_t refreshed_at_ms;
+    dlock__router rt;
+    dlock__conn *conns[MAX_NODES]; /* plain, one per router node; NULL until first used */
     char errstr[256];
 };
 
@@ -79,73 +71,49 @@ const char *dlock__cluster_errstr(const dlock__cluster *cl)
     return cl->errstr;
 }
 
-/* Pool index of host:port, added when new; -1 when the pool is full. */
-static int node_index(dlock__cluster *cl, const char *host, int port)
-{
-    for (size_t i = 0; i < cl->n_nodes; i++)
-        if (cl->nodes[i].port == port && strcmp(cl->nodes[i].host, host) == 0) return (int)i;
-    if (cl->n_nodes >= MAX_NODES) {
-        cl_err(cl, "cluster: more than %d nodes", MAX_NODES);
-        return -1;
-    }
-    char *h = strdup(host);
-    if (!h) return -1;
-    cl->nodes[cl->n_nodes] = (cnode){.host = h, .port = port};
-    return (int)cl->n_nodes++;
-}
-
 /* The node's connection, opened on first use. 0, ECONN, EAUTH or ENOMEM. */
 static int node_conn(dlock__cluster *cl, int i, dlock__conn **out)
 {
-    cnode *n = &cl->nodes[i];
-    if (!n->c) {
+    const dlock__hostport *n = &cl->rt.nodes[i];
+    if (!cl->conns[i]) {
         dlock__url u = {.kind = DLOCK__URL_TCP,
                         .host = n->host,
                         .port = n->port,
                         .user = cl->url.user,
                         .password = cl->url.password};
         char why[200] = "";
-        int rc = dlock__conn_open(&u, &cl->opts, &n->c, why, sizeof(why));
+        int rc = dlock__plain_open(&u, &cl->opts, &cl->conns[i], why, sizeof(why));
         if (rc) {
             cl_err(cl, "cluster node %s:%d: %s", n->host, n->port, why);
             return rc;
         }
     }
-    *out = n->c;
+    *out = cl->conns[i];
     return 0;
 }
 
 /* ---- slot map ------------------------------------------------------------ */
 
-static int apply_map(dlock__cluster *cl, const dlock__cmap *m)
+/* One map request and its parse; 0, ESERVER (error or bad reply), or the
+ * transport code (nothing parsed). */
+static int fetch_one(dlock__conn *c, const char *sub, const char *host, dlock__cmap *out, char *err,
+                     size_t errlen)
 {
-    int idx[DLOCK__CMAP_MAX_NODES];
-    for (size_t i = 0; i < m->n_nodes; i++) {
-        idx[i] = node_index(cl, m->nodes[i].host, m->nodes[i].port);
-        if (idx[i] < 0) return DLOCK__ENOMEM;
-    }
-    for (size_t s = 0; s < DLOCK__SLOTS; s++)
-        cl->owner[s] = m->owner[s] == NONE ? NONE : (uint16_t)idx[m->owner[s]];
-    return 0;
+    const char *argv[2] = {"CLUSTER", sub};
+    dlock__reply *r = NULL;
+    int rc = dlock__plain_cmd(c, 2, argv, NULL, &r);
+    if (rc) return dlock__errf(rc, err, errlen, "%s", dlock__plain_errstr(c));
+    rc = dlock__cmap_parse(sub, r, host, out, err, errlen);
+    if (rc == DLOCK__ESERVER && dlock__reply_kind(r) == DLOCK__R_ERROR)
+        dlock__errf(rc, err, errlen, "%s", dlock__reply_str(r, NULL));
+    dlock__reply_free(r);
+    return rc;
 }
 
 int dlock__cluster_fetch_map(dlock__conn *c, const char *host, dlock__cmap *out, char *err, size_t errlen)
 {
-    const char *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
-    dlock__reply *r = NULL;
-    int rc = dlock__conn_cmd(c, 2, shards, NULL, &r);
-    bool old = rc == 0 && dlock__reply_is_error(r, "ERR");
-    if (old) {
-        dlock__reply_free(r);
-        r = NULL;
-        rc = dlock__conn_cmd(c, 2, slots, NULL, &r);
-    }
-    if (rc) return dlock__errf(rc, err, errlen, "%s", dlock__conn_errstr(c));
-    rc = old ? dlock__cmap_from_slots(r, host, out, err, errlen)
-             : dlock__cmap_from_shards(r, host, out, err, errlen);
-    if (rc == DLOCK__ESERVER && dlock__reply_kind(r) == DLOCK__R_ERROR)
-        dlock__errf(rc, err, errlen, "%s", dlock__reply_str(r, NULL));
-    dlock__reply_free(r);
+    int rc = fetch_one(c, DLOCK__CMAP_FIRST, host, out, err, errlen);
+    if (rc == DLOCK__ESERVER) rc = fetch_one(c, DLOCK__CMAP_SECOND, host, out, err, errlen);
     return rc;
 }
 
@@ -157,32 +125,14 @@ static int load_map_from(dlock__cluster *cl, int i)
     if (rc) return rc;
     dlock__cmap m;
     char why[200] = "";
-    rc = dlock__cluster_fetch_map(c, cl->nodes[i].host, &m, why, sizeof(why));
+    rc = dlock__cluster_fetch_map(c, cl->rt.nodes[i].host, &m, why, sizeof(why));
     if (rc) {
-        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, why);
+        cl_err(cl, "cluster node %s:%d: %s", cl->rt.nodes[i].host, cl->rt.nodes[i].port, why);
         return rc;
     }
-    rc = apply_map(cl, &m);
+    rc = dlock__router_apply(&cl->rt, &m);
     dlock__cmap_free(&m);
     return rc;
-}
-
-/* Candidates in order: the masters of the map, the seeds, the suspect. */
-static size_t refresh_order(dlock__cluster *cl, int *order)
-{
-    bool seen[MAX_NODES] = {false};
-    size_t n = 0;
-    if (cl->suspect >= 0) seen[cl->suspect] = true;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
-        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
-        if (o >= 0 && !seen[o]) seen[o] = true, order[n++] = o;
-    }
-    for (size_t i = 0; i < cl->url.n_seeds; i++) {
-        int o = node_index(cl, cl->url.seeds[i].host, cl->url.seeds[i].port);
-        if (o >= 0 && !seen[o]) seen[o] = true, order[n++] = o;
-    }
-    if (cl->suspect >= 0) order[n++] = cl->suspect;
-    return n;
 }
 
 /* Reloads the map from the first node that answers; the old map stays
@@ -190,14 +140,13 @@ static size_t refresh_order(dlock__cluster *cl, int *order)
 static int refresh(dlock__cluster *cl)
 {
     int order[MAX_NODES + 1];
-    size_t n = refresh_order(cl, order);
+    size_t n = dlock__router_refresh_order(&cl->rt, &cl->url, order);
     int rc = DLOCK__ECONN;
-    cl->refreshed_at_ms = dlock__now_ms();
+    dlock__router_refresh_begins(&cl->rt, dlock__now_ms());
     for (size_t i = 0; i < n; i++) {
         rc = load_map_from(cl, order[i]);
         if (rc == 0) {
-            cl->refresh_due = false;
-            cl->suspect = -1;
+            dlock__router_refreshed(&cl->rt);
             return 0;
         }
         if (rc == DLOCK__ENOMEM) return rc;
@@ -207,7 +156,7 @@ static int refresh(dlock__cluster *cl)
 
 static void refresh_if_due(dlock__cluster *cl)
 {
-    if (cl->refresh_due && dlock__now_ms() - cl->refreshed_at_ms >= REFRESH_GAP_MS) (void)refresh(cl);
+    if (dlock__router_refresh_allowed(&cl->rt, dlock__now_ms())) (void)refresh(cl);
 }
 
 int dlock__cluster_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__cluster **out, char *err,
@@ -217,9 +166,7 @@ int dlock__cluster_open(const dlock__url *url, const dlock__conn_opts *opts, dlo
     dlock__cluster *cl = calloc(1, sizeof(*cl));
     if (!cl) return DLOCK__ENOMEM;
     cl->opts = *opts;
-    cl->last = cl->suspect = -1;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++)
-        cl->owner[s] = NONE;
+    dlock__router_init(&cl->rt);
     int rc = dlock__url_copy(url, &cl->url);
     if (rc == 0) rc = refresh(cl);
     if (rc) {
@@ -234,24 +181,18 @@ int dlock__cluster_open(const dlock__url *url, const dlock__conn_opts *opts, dlo
 void dlock__cluster_close(dlock__cluster *cl)
 {
     if (!cl) return;
-    for (size_t i = 0; i < cl->n_nodes; i++) {
-        dlock__conn_close(cl->nodes[i].c);
-        free(cl->nodes[i].host);
-    }
+    for (size_t i = 0; i < cl->rt.n_nodes; i++)
+        dlock__plain_close(cl->conns[i]);
+    dlock__router_free(&cl->rt);
     dlock__url_free(&cl->url);
     free(cl);
 }
 
 /* ---- one routed command ---------------------------------------------------- */
 
-/* The node a command goes to: the slot's master, or the current node. */
-static int target_of(dlock__cluster *cl, int slot)
+static int target_of(const dlock__cluster *cl, int slot)
 {
-    if (slot >= 0) return cl->owner[slot] == NONE ? -1 : cl->owner[slot];
-    if (cl->last >= 0) return cl->last;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++)
-        if (cl->owner[s] != NONE) return cl->owner[s];
-    return -1;
+    return dlock__router_target(&cl->rt, slot);
 }
 
 /* Sends argv (after ASKING when asking) to node i and reads the reply. */
@@ -267,67 +208,39 @@ static int node_exec(dlock__cluster *cl, int i, bool asking, int argc, const cha
         const size_t *lv[2] = {NULL, lens};
         int argcs[2] = {1, argc};
         dlock__reply *rs[2] = {NULL, NULL};
-        rc = dlock__conn_pipeline(c, 2, argcs, argvs, lv, rs);
+        rc = dlock__plain_pipeline(c, 2, argcs, argvs, lv, rs);
         dlock__reply_free(rs[0]);
         *reply_out = rs[1];
     } else {
-        rc = dlock__conn_cmd(c, argc, argv, lens, reply_out);
+        rc = dlock__plain_cmd(c, argc, argv, lens, reply_out);
     }
     if (rc) {
-        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, dlock__conn_errstr(c));
-        cl->refresh_due = true;
-        cl->suspect = i;
+        cl_err(cl, "cluster node %s:%d: %s", cl->rt.nodes[i].host, cl->rt.nodes[i].port, dlock__plain_errstr(c));
+        dlock__router_lost(&cl->rt, i);
     }
     return rc;
 }
 
-/* Per-command retry state (one command, or one pipeline unit). */
-typedef struct hop {
-    int target;
-    bool asking;
-    int redirects, busy;
-    bool reroute; /* CLUSTERDOWN: look the slot up again after the refresh */
-} hop;
+typedef dlock__hop hop;
 
-enum { FINAL = 0, RESEND = 1 };
+enum { FINAL = DLOCK__HOP_FINAL, RESEND = DLOCK__HOP_RESEND };
 
-/* Reads reply r for a command on h->target: FINAL (r is the answer) or
- * RESEND with h updated (after the bounded wait of a busy error). */
 static int follow(dlock__cluster *cl, hop *h, int slot, const dlock__reply *r, int64_t *wait_ms)
 {
-    dlock__redirect rd;
-    dlock__next next = dlock__cluster_next(r, h->redirects, h->busy, &rd, wait_ms);
-    if (next == DLOCK__NEXT_DONE) return FINAL;
-    if (next == DLOCK__NEXT_BUSY || next == DLOCK__NEXT_DOWN) {
-        h->busy++;
-        if (next == DLOCK__NEXT_DOWN) cl->refresh_due = true;
-        h->reroute = next == DLOCK__NEXT_DOWN && slot >= 0;
-        return RESEND;
-    }
-    int to = node_index(cl, rd.host[0] ? rd.host : cl->nodes[h->target].host, rd.port);
-    if (to < 0) return FINAL;
-    h->redirects++;
-    h->asking = next == DLOCK__NEXT_ASK;
-    if (next == DLOCK__NEXT_MOVED) {
-        cl->owner[rd.slot] = (uint16_t)to;
-        cl->refresh_due = true;
-    }
-    h->target = to;
-    return RESEND;
+    return (int)dlock__router_follow(&cl->rt, h, slot, r, wait_ms, NULL);
 }
 
 /* Nothing was sent to h->target (connect failed): refresh from the other
  * nodes now; true when the slot's owner changed (resend there). */
 static bool reroute_after_conn_failure(dlock__cluster *cl, hop *h, int slot)
 {
-    if (h->redirects >= MAX_REDIRECTS) return false;
+    if (h->redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) return false;
     h->redirects++;
-    cl->suspect = h->target;
-    cl->refresh_due = true;
+    dlock__router_lost(&cl->rt, h->target);
     char keep[sizeof(cl->errstr)];
     memcpy(keep, cl->errstr, sizeof(keep));
     refresh_if_due(cl); /* rate-limited: a burst of failures asks once */
-    int rc = cl->refresh_due ? DLOCK__ECONN : 0;
+    int rc = cl->rt.refresh_due ? DLOCK__ECONN : 0;
     memcpy(cl->errstr, keep, sizeof(keep));
     int t = target_of(cl, slot);
     if (rc || t < 0 || t == h->target) return false;
@@ -350,7 +263,7 @@ static int run_routed(dlock__cluster *cl, int slot, int argc, const char **argv,
         int rc = node_exec(cl, h.target, h.asking, argc, argv, lens, &r);
         if (rc == DLOCK__ECONN && reroute_after_conn_failure(cl, &h, slot)) continue;
         if (rc) return rc;
-        cl->last = h.target;
+        cl->rt.last = h.target;
         int64_t wait = 0;
         if (follow(cl, &h, slot, r, &wait) == FINAL) {
             *reply_out = r;
@@ -371,13 +284,12 @@ static int run_routed(dlock__cluster *cl, int slot, int argc, const char **argv,
 static int run_all(dlock__cluster *cl, int argc, const char **argv, const size_t *lens,
                    dlock__reply **reply_out)
 {
-    bool seen[MAX_NODES] = {false};
+    int masters[MAX_NODES];
+    size_t n = dlock__router_masters(&cl->rt, masters, NULL, MAX_NODES);
     dlock__reply *keep = NULL;
     int sent = 0;
-    for (size_t s = 0; s < DLOCK__SLOTS; s++) {
-        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
-        if (o < 0 || seen[o]) continue;
-        seen[o] = true;
+    for (size_t i = 0; i < n; i++) {
+        int o = masters[i];
         dlock__reply *r = NULL;
         int rc = node_exec(cl, o, false, argc, argv, lens, &r);
         if (rc) {
@@ -431,7 +343,7 @@ int dlock__cluster_cmd_slot(dlock__cluster *cl, unsigned slot, int argc, const c
         return DLOCK__ECONN;
     }
     int rc = node_exec(cl, h.target, false, argc, argv, lens, reply_out);
-    if (rc == 0) cl->last = h.target;
+    if (rc == 0) cl->rt.last = h.target;
     return rc;
 }
 
@@ -446,8 +358,8 @@ int dlock__cluster_master_of_slot(dlock__cluster *cl, unsigned slot, dlock__url 
         return DLOCK__ECONN;
     }
     dlock__url u = {.kind = DLOCK__URL_TCP,
-                    .host = cl->nodes[t].host,
-                    .port = cl->nodes[t].port,
+                    .host = cl->rt.nodes[t].host,
+                    .port = cl->rt.nodes[t].port,
                     .user = cl->url.user,
                     .password = cl->url.password};
     return dlock__url_copy(&u, out);
@@ -455,14 +367,8 @@ int dlock__cluster_master_of_slot(dlock__cluster *cl, unsigned slot, dlock__url 
 
 size_t dlock__cluster_master_slots(dlock__cluster *cl, unsigned *slots_out, size_t max)
 {
-    bool seen[MAX_NODES] = {false};
-    size_t n = 0;
     refresh_if_due(cl);
-    for (size_t s = 0; s < DLOCK__SLOTS && n < max; s++) {
-        int o = cl->owner[s] == NONE ? -1 : cl->owner[s];
-        if (o >= 0 && !seen[o]) seen[o] = true, slots_out[n++] = (unsigned)s;
-    }
-    return n;
+    return dlock__router_masters(&cl->rt, NULL, slots_out, max);
 }
 
 /* ---- pipelines -------------------------------------------------------------- */
@@ -565,10 +471,9 @@ static const dlock__reply *decisive(const unit *u, dlock__reply **rs)
     if (u->count == 1) return rs[0];
     if (dlock__reply_kind(rs[u->count - 1]) != DLOCK__R_ERROR) return NULL;
     dlock__redirect rd;
+    int64_t w;
     for (size_t j = 1; j + 1 < u->count; j++)
-        if (dlock__redirect_parse(rs[j], &rd) || dlock__reply_is_error(rs[j], "TRYAGAIN") ||
-            dlock__reply_is_error(rs[j], "CLUSTERDOWN"))
-            return rs[j];
+        if (dlock__cluster_next(rs[j], 0, 0, &rd, &w) != DLOCK__NEXT_DONE) return rs[j];
     return NULL;
 }
 
@@ -581,7 +486,7 @@ static void distribute(dlock__cluster *cl, pipe *p, int t, const size_t *ids, si
         if (u->h.asking) dlock__reply_free(rs[pos++]);
         dlock__reply **mine = rs + pos;
         pos += u->count;
-        if (u->slot >= 0) cl->last = t;
+        if (u->slot >= 0) cl->rt.last = t;
         const dlock__reply *d = u->slot >= 0 ? decisive(u, mine) : NULL;
         int64_t w = 0;
         if (d && follow(cl, &u->h, u->slot, d, &w) == RESEND) {
@@ -616,11 +521,10 @@ static int send_group(dlock__cluster *cl, pipe *p, int t, const size_t *ids, siz
     }
     dlock__conn *c = NULL;
     if (rc == 0) rc = node_conn(cl, t, &c);
-    if (rc == 0) rc = dlock__conn_pipeline(c, m, ac, av, lv, rs);
+    if (rc == 0) rc = dlock__plain_pipeline(c, m, ac, av, lv, rs);
     if (rc && c) {
-        cl_err(cl, "cluster node %s:%d: %s", cl->nodes[t].host, cl->nodes[t].port, dlock__conn_errstr(c));
-        cl->refresh_due = true;
-        cl->suspect = t;
+        cl_err(cl, "cluster node %s:%d: %s", cl->rt.nodes[t].host, cl->rt.nodes[t].port, dlock__plain_errstr(c));
+        dlock__router_lost(&cl->rt, t);
     }
     if (rc == 0) distribute(cl, p, t, ids, k, rs);
     if (rc == 0 || rc == DLOCK__EUNKNOWN) p->sent = true;
@@ -669,7 +573,7 @@ static int preopen(dlock__cluster *cl, pipe *p)
         }
         if (failed < 0) return 0;
         if (rc != DLOCK__ECONN || pass == 1) return rc;
-        cl->suspect = failed;
+        cl->rt.suspect = failed;
         char keep[sizeof(cl->errstr)];
         memcpy(keep, cl->errstr, sizeof(keep));
         if (refresh(cl) != 0) return memcpy(cl->errstr, keep, sizeof(keep)), rc;
@@ -723,7 +627,7 @@ int dlock__cluster_pipeline(dlock__cluster *cl, size_t n, const int *argcs, cons
     if (rc == 0) rc = preopen(cl, &p);
     /* Each unit is resent at most MAX_REDIRECTS + BUSY_RETRIES times; the
      * round cap is a second fence. */
-    for (int round = 0; rc == 0 && round <= 2 * (MAX_REDIRECTS + BUSY_RETRIES); round++) {
+    for (int round = 0; rc == 0 && round <= 2 * (DLOCK__CLUSTER_MAX_REDIRECTS + DLOCK__CLUSTER_BUSY_RETRIES); round++) {
         size_t pending = 0;
         rc = run_round(cl, &p, ids, &pending);
         if (rc || pending == 0) break;

@@ -230,6 +230,13 @@ int dlock__cmap_from_slots(const dlock__reply *r, const char *asked_host, dlock_
     return 0;
 }
 
+int dlock__cmap_parse(const char *sub, const dlock__reply *r, const char *asked_host, dlock__cmap *out,
+                      char *err, size_t errlen)
+{
+    if (strcmp(sub, "SHARDS") == 0) return dlock__cmap_from_shards(r, asked_host, out, err, errlen);
+    return dlock__cmap_from_slots(r, asked_host, out, err, errlen);
+}
+
 /* ---- redirects --------------------------------------------------------- */
 
 bool dlock__redirect_parse(const dlock__reply *r, dlock__redirect *out)
@@ -274,6 +281,26 @@ bool dlock__redirect_parse(const dlock__reply *r, dlock__redirect *out)
     return true;
 }
 
+/* The retryable error replies: the error code is the reply's first word
+ * (exactly: "LOADINGX" is not LOADING). */
+static dlock__next retry_kind(const dlock__reply *r)
+{
+    static const struct {
+        const char *code;
+        dlock__next next;
+    } codes[] = {{"TRYAGAIN", DLOCK__NEXT_BUSY},  {"LOADING", DLOCK__NEXT_BUSY},
+                 {"MASTERDOWN", DLOCK__NEXT_BUSY}, {"CLUSTERDOWN", DLOCK__NEXT_DOWN},
+                 {"READONLY", DLOCK__NEXT_DEMOTED}};
+    if (!r || dlock__reply_kind(r) != DLOCK__R_ERROR) return DLOCK__NEXT_DONE;
+    size_t n;
+    const char *s = dlock__reply_str(r, &n);
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        size_t k = strlen(codes[i].code);
+        if (n >= k && memcmp(s, codes[i].code, k) == 0 && (n == k || s[k] == ' ')) return codes[i].next;
+    }
+    return DLOCK__NEXT_DONE;
+}
+
 dlock__next dlock__cluster_next(const dlock__reply *r, int redirects, int busy, dlock__redirect *rd,
                                 int64_t *wait_ms)
 {
@@ -282,10 +309,9 @@ dlock__next dlock__cluster_next(const dlock__reply *r, int redirects, int busy, 
         if (redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) return DLOCK__NEXT_DONE;
         return rd->kind == DLOCK__REDIR_ASK ? DLOCK__NEXT_ASK : DLOCK__NEXT_MOVED;
     }
-    bool down = dlock__reply_is_error(r, "CLUSTERDOWN");
-    if (!down && !dlock__reply_is_error(r, "TRYAGAIN")) return DLOCK__NEXT_DONE;
-    if (busy >= DLOCK__CLUSTER_BUSY_RETRIES) return DLOCK__NEXT_DONE;
-    int64_t w = (int64_t)5 << busy;
+    dlock__next next = retry_kind(r);
+    if (next == DLOCK__NEXT_DONE || busy >= DLOCK__CLUSTER_BUSY_RETRIES) return DLOCK__NEXT_DONE;
+    int64_t w = (int64_t)5 << (busy < 0 ? 0 : busy);
     *wait_ms = w > 100 ? 100 : w;
-    return down ? DLOCK__NEXT_DOWN : DLOCK__NEXT_BUSY;
+    return next;
 }

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "redis_io.h"
+#include "reply.h"
 #include "slot.h"
 #include "url.h"
 
@@ -36,6 +36,15 @@ int dlock__cmap_from_shards(const dlock__reply *r, const char *asked_host, dlock
 int dlock__cmap_from_slots(const dlock__reply *r, const char *asked_host, dlock__cmap *out, char *err,
                            size_t errlen);
 void dlock__cmap_free(dlock__cmap *m);
+/* The order routers ask for the map: CLUSTER SLOTS first (on Redis 7.x
+ * CLUSTER SHARDS has known bugs after failovers), CLUSTER SHARDS when a
+ * node refuses SLOTS or its reply does not parse. */
+#define DLOCK__CMAP_FIRST  "SLOTS"
+#define DLOCK__CMAP_SECOND "SHARDS"
+/* The reply to "CLUSTER <sub>" (sub: "SLOTS" or "SHARDS"), parsed by the
+ * matching function above; an error reply is ESERVER. */
+int dlock__cmap_parse(const char *sub, const dlock__reply *r, const char *asked_host, dlock__cmap *out,
+                      char *err, size_t errlen);
 
 typedef enum dlock__redirect_kind { DLOCK__REDIR_MOVED = 1, DLOCK__REDIR_ASK = 2 } dlock__redirect_kind;
 
@@ -52,7 +61,8 @@ bool dlock__redirect_parse(const dlock__reply *r, dlock__redirect *out);
 
 /* The router's bounds (documented in redis_io.h and docs/locks.md). */
 #define DLOCK__CLUSTER_MAX_REDIRECTS  5 /* MOVED/ASK a command */
-#define DLOCK__CLUSTER_BUSY_RETRIES   8 /* TRYAGAIN/CLUSTERDOWN retries: 5,10,20,40,80,100,100,100 ms */
+#define DLOCK__CLUSTER_BUSY_RETRIES   8 /* TRYAGAIN/CLUSTERDOWN/READONLY/LOADING/MASTERDOWN retries: \
+                                           5,10,20,40,80,100,100,100 ms */
 #define DLOCK__CLUSTER_REFRESH_GAP_MS 100
 
 typedef enum dlock__next {
@@ -61,10 +71,16 @@ typedef enum dlock__next {
     DLOCK__NEXT_ASK = 2,   /* ASKING + resend once to *rd's node */
     DLOCK__NEXT_BUSY = 3,  /* TRYAGAIN: resend to the same node after *wait_ms */
     DLOCK__NEXT_DOWN = 4,  /* CLUSTERDOWN: refresh the map, resend after *wait_ms */
+    DLOCK__NEXT_DEMOTED = 5, /* READONLY: the node is no longer the master (failover):
+                              * refresh the map, resend to the slot's master after *wait_ms */
 } dlock__next;
 
 /* What reply r asks of the router, given the redirects and busy retries
- * the command has had so far (past a bound: DONE, r is the answer). */
+ * the command has had so far (past a bound: DONE, r is the answer).
+ * TRYAGAIN, LOADING (the node is loading its data) and MASTERDOWN (a
+ * replica cut from its master) are BUSY; all five retryable errors share
+ * the busy bound and its waits. Each of them, and MOVED/ASK, means the
+ * command did not run, so resending it is safe. */
 dlock__next dlock__cluster_next(const dlock__reply *r, int redirects, int busy, dlock__redirect *rd,
                                 int64_t *wait_ms);
 

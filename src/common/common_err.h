@@ -1,10 +1,14 @@
 /* common_err.h: the error codes of the common layer (src/common). Layer 1
- * includes nothing from the layers above, so it has its own small set;
- * libdlock maps them to dlock_err at its edge (src/lib/errors.c), the engine
- * to its own codes. "Outcome unknown" (sent, then the reply was lost) is kept
+ * includes nothing from the layers above, so it has its own small set, the
+ * one internal error enum: libdlock maps it to dlock_err at its edge
+ * (dlock__err_from_common, src/lib/errors.c), the engine to its codes at
+ * its edge (sk_err_from_common, src/seckill/sk_err.c); no code relies on a
+ * value being equal across the enums. "Outcome unknown" (sent, then the reply was lost) is kept
  * apart from every "not applied" code, as everywhere in dlock. */
 #ifndef DLOCK_COMMON_ERR_H
 #define DLOCK_COMMON_ERR_H
+
+#include <stddef.h>
 
 typedef enum dlock__err {
     DLOCK__OK = 0,
@@ -25,5 +29,8 @@ typedef enum dlock__err {
 
 /* Short English description of a dlock__err; never NULL. */
 const char *dlock__strerror(int err);
+/* Every dlock__err value (*n_out of them), so the layers above can check
+ * that their edges map and name each one. */
+const int *dlock__err_codes(size_t *n_out);
 
 #endif

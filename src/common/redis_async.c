@@ -1,191 +1,46 @@
-/* redis_async.c: hiredis's async API on a libevent loop, behind
- * dlock__aconn (see redis_async.h). Invariant: every accepted command's
- * callback runs exactly once, and an aconn is never freed while hiredis is
- * still calling into it. Uses only redisAsyncConnect/ConnectUnix,
- * redisAsyncCommandArgv, redisAsyncFormattedCommand,
- * redisAsyncDisconnect/Free and redisLibeventAttach,
- * which hiredis 0.14.1 and 1.x share. */
+/* redis_async.c: the async door (see redis_async.h). A dlock__aconn is
+ * either a plain connection (redis_aplain.c) or a routing one that carries
+ * the async Cluster router (cluster_async.c); each function here picks
+ * one. This file only calls down: neither of those calls back into it. */
 #include "redis_async.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/time.h>
-
-#include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
 
 #include "cluster_async.h"
+#include "redis_aplain.h"
 
-struct dlock__aconn {
-    dlock__acluster *cl;    /* redis-cluster://: the router (ctx stays NULL) */
-    char addr[160];         /* plain: the endpoint, for dlock__aconn_node_of_slot */
-    redisAsyncContext *ctx; /* NULL once hiredis has freed it */
-    struct event_base *base;
-    dlock__astate_cb on_state;
-    void *priv;
-    bool up;
-    bool closing;
-    bool auth_refused;
-    char refused[256]; /* "AUTH refused: <server error>" (or SELECT); "" none */
-    int in_cb; /* >0 while hiredis is calling us: freeing must wait */
-};
-
-typedef struct acmd {
-    dlock__aconn *ac;
-    dlock__acb cb;
-    void *priv;
-} acmd;
-
-static void free_aconn_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    free(arg);
-}
-
-static void on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
-{
-    (void)ctx;
-    acmd *cmd = privdata;
-    dlock__aconn *ac = cmd->ac;
-    ac->in_cb++;
-    cmd->cb(ac, reply, reply ? 0 : DLOCK__EUNKNOWN, cmd->priv);
-    ac->in_cb--;
-    free(cmd);
-}
-
-static void on_connect(const redisAsyncContext *ctx, int status)
-{
-    dlock__aconn *ac = ctx->data;
-    ac->in_cb++;
-    if (status == REDIS_OK) {
-        ac->up = true;
-        if (!ac->closing) ac->on_state(ac, true, "connected", ac->priv);
-    } else {
-        ac->ctx = NULL; /* hiredis frees it after this callback */
-        ac->up = false;
-        if (!ac->closing) ac->on_state(ac, false, ctx->errstr, ac->priv);
-    }
-    ac->in_cb--;
-}
-
-static void on_disconnect(const redisAsyncContext *ctx, int status)
-{
-    dlock__aconn *ac = ctx->data;
-    ac->ctx = NULL;
-    ac->up = false;
-    ac->in_cb++;
-    const char *why = ac->refused[0] ? ac->refused : status == REDIS_OK ? "closed" : ctx->errstr;
-    if (!ac->closing) ac->on_state(ac, false, why, ac->priv);
-    ac->in_cb--;
-}
-
-static void queue_auth_select(dlock__aconn *ac, const dlock__url *u);
-
-int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
-                      void *priv, dlock__aconn **out, char *err, size_t errlen)
+int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state, void *priv,
+                      dlock__aconn **out, char *err, size_t errlen)
 {
     *out = NULL;
-    dlock__aconn *ac = calloc(1, sizeof(*ac));
-    if (!ac) return DLOCK__ENOMEM;
-    ac->base = base;
-    ac->on_state = on_state;
-    ac->priv = priv;
-    dlock__url_describe(url, ac->addr, sizeof(ac->addr));
-    if (url->kind == DLOCK__URL_CLUSTER) {
-        int rc = dlock__acluster_open(base, url, ac, &ac->cl, err, errlen);
-        if (rc) {
-            free(ac);
-            return rc;
-        }
-        *out = ac;
-        return 0;
+    if (url->kind != DLOCK__URL_CLUSTER) return dlock__aplain_open(base, url, on_state, priv, out, err, errlen);
+    dlock__aconn *ac = NULL;
+    int rc = dlock__aplain_routing(base, url, on_state, priv, &ac);
+    if (rc) return rc;
+    dlock__acluster *cl = NULL;
+    rc = dlock__acluster_open(base, url, ac, &cl, err, errlen);
+    if (rc) {
+        dlock__aplain_close(ac);
+        return rc;
     }
-    if (url->kind == DLOCK__URL_UNIX) {
-        ac->ctx = redisAsyncConnectUnix(url->path);
-    } else if (url->kind == DLOCK__URL_TCP) {
-        ac->ctx = redisAsyncConnect(url->host, url->port);
-    } else {
-        /* Sentinel: resolved synchronously (bounded: 500 ms a sentinel);
-         * callers reconnect through here after a failover. */
-        dlock__conn_opts so = {.connect_timeout_ms = 500, .command_timeout_ms = 500};
-        dlock__url m;
-        int rc = dlock__sentinel_resolve(url, &so, &m, err, errlen);
-        if (rc) {
-            free(ac);
-            return rc == DLOCK__ENOMEM ? rc : DLOCK__ECONN;
-        }
-        ac->ctx = redisAsyncConnect(m.host, m.port);
-        dlock__url_free(&m);
-    }
-    if (!ac->ctx || ac->ctx->err) {
-        if (err && errlen) snprintf(err, errlen, "connect: %s", ac->ctx ? ac->ctx->errstr : "bad URL kind");
-        if (ac->ctx) redisAsyncFree(ac->ctx);
-        free(ac);
-        return DLOCK__ECONN;
-    }
-    ac->ctx->data = ac;
-    if (redisLibeventAttach(ac->ctx, base) != REDIS_OK) {
-        redisAsyncFree(ac->ctx);
-        free(ac);
-        return DLOCK__ENOMEM;
-    }
-    redisAsyncSetConnectCallback(ac->ctx, on_connect);
-    redisAsyncSetDisconnectCallback(ac->ctx, on_disconnect);
-    queue_auth_select(ac, url);
+    dlock__aplain_set_router(ac, cl);
     *out = ac;
     return 0;
-}
-
-/* priv: the command's name ("AUTH", "SELECT"). */
-static void handshake_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
-{
-    (void)err;
-    /* A refused AUTH/SELECT makes every later command fail with NOAUTH or
-     * use the wrong db: drop the connection so the owner sees it go down,
-     * with the server's answer as the reason. */
-    if (!reply || !dlock__reply_is_error(reply, NULL)) return;
-    const char *what = priv;
-    const char *msg = dlock__reply_str(reply, NULL);
-    if (!ac->refused[0]) snprintf(ac->refused, sizeof(ac->refused), "%s refused: %s", what, msg ? msg : "?");
-    if (what[0] == 'A' || dlock__reply_is_error(reply, "NOAUTH")) ac->auth_refused = true;
-    if (ac->ctx) redisAsyncDisconnect(ac->ctx);
-}
-
-static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
-{
-    const char *auth[3];
-    int argc = dlock__url_auth_argv(u, auth);
-    if (argc) dlock__aconn_cmd(ac, handshake_reply, (void *)"AUTH", argc, auth, NULL);
-    if (u->db) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", u->db);
-        const char *argv[2] = {"SELECT", db};
-        dlock__aconn_cmd(ac, handshake_reply, (void *)"SELECT", 2, argv, NULL);
-    }
 }
 
 int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
                      const size_t *lens)
 {
-    if (ac->cl && !ac->closing) return dlock__acluster_cmd(ac->cl, -1, cb, priv, argc, argv, lens);
-    if (!ac->ctx || ac->closing) return DLOCK__ECONN;
-    acmd *cmd = malloc(sizeof(*cmd));
-    if (!cmd) return DLOCK__ENOMEM;
-    *cmd = (acmd){.ac = ac, .cb = cb, .priv = priv};
-    if (redisAsyncCommandArgv(ac->ctx, on_reply, cmd, argc, argv, lens) != REDIS_OK) {
-        free(cmd);
-        return DLOCK__ECONN;
-    }
-    return 0;
+    dlock__acluster *cl = dlock__aplain_router(ac);
+    if (cl) return dlock__acluster_cmd(cl, -1, cb, priv, argc, argv, lens);
+    return dlock__aplain_cmd(ac, cb, priv, argc, argv, lens);
 }
 
 /* A routing aconn needs the keys: the request (a RESP array of bulk
  * strings) is read back into argv and routed as dlock__aconn_cmd. */
-static int cluster_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len)
+static int cluster_cmd_resp(dlock__acluster *cl, dlock__acb cb, void *priv, const char *cmd, size_t len)
 {
     dlock__reply *req = NULL;
     int rc = dlock__reply_parse(cmd, len, &req);
@@ -199,7 +54,7 @@ static int cluster_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const c
         if (dlock__reply_kind(a) != DLOCK__R_STRING) rc = DLOCK__EINVAL;
         else argv[i] = dlock__reply_str(a, &lens[i]);
     }
-    if (rc == 0) rc = dlock__acluster_cmd(ac->cl, -1, cb, priv, (int)n, argv, lens);
+    if (rc == 0) rc = dlock__acluster_cmd(cl, -1, cb, priv, (int)n, argv, lens);
     free(argv);
     free(lens);
     dlock__reply_free(req);
@@ -208,85 +63,48 @@ static int cluster_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const c
 
 int dlock__aconn_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len)
 {
-    if (ac->cl && !ac->closing) return cluster_cmd_resp(ac, cb, priv, cmd, len);
-    if (!ac->ctx || ac->closing) return DLOCK__ECONN;
-    acmd *c = malloc(sizeof(*c));
-    if (!c) return DLOCK__ENOMEM;
-    *c = (acmd){.ac = ac, .cb = cb, .priv = priv};
-    if (redisAsyncFormattedCommand(ac->ctx, on_reply, c, cmd, len) != REDIS_OK) {
-        free(c);
-        return DLOCK__ECONN;
-    }
-    return 0;
+    dlock__acluster *cl = dlock__aplain_router(ac);
+    if (cl) return cluster_cmd_resp(cl, cb, priv, cmd, len);
+    return dlock__aplain_cmd_resp(ac, cb, priv, cmd, len);
 }
 
 void dlock__aconn_close(dlock__aconn *ac)
 {
     if (!ac) return;
-    ac->closing = true;
-    if (ac->cl) {
-        dlock__acluster *cl = ac->cl;
-        ac->cl = NULL;
-        dlock__acluster_close(cl); /* pending callbacks run now, naming ac */
-    }
-    if (ac->ctx) {
-        redisAsyncContext *ctx = ac->ctx;
-        ac->ctx = NULL;
-        redisAsyncFree(ctx); /* deferred by hiredis when inside its callback */
-    }
-    if (ac->in_cb) {
-        /* hiredis may still call us on this stack; free on the next turn. */
-        struct timeval zero = {0, 0};
-        if (event_base_once(ac->base, -1, EV_TIMEOUT, free_aconn_cb, ac, &zero) == 0) return;
-    }
-    free(ac);
+    dlock__acluster_close(dlock__aplain_detach_router(ac)); /* pending callbacks run now, naming ac */
+    dlock__aplain_close(ac);
 }
 
 bool dlock__aconn_is_up(const dlock__aconn *ac)
 {
-    if (ac && ac->cl) return !ac->closing && dlock__acluster_is_up(ac->cl);
-    return ac && ac->up && ac->ctx;
+    dlock__acluster *cl = dlock__aplain_router(ac);
+    if (cl) return dlock__acluster_is_up(cl);
+    return dlock__aplain_is_up(ac);
 }
 
 const char *dlock__aconn_refusal(const dlock__aconn *ac, bool *auth_out)
 {
-    if (auth_out) *auth_out = ac && ac->auth_refused;
-    return ac && ac->refused[0] ? ac->refused : NULL;
+    return dlock__aplain_refusal(ac, auth_out);
 }
-
-/* ---- cluster ------------------------------------------------------------ */
 
 bool dlock__aconn_is_cluster(const dlock__aconn *ac)
 {
-    return ac && ac->cl;
+    return dlock__aplain_router(ac) != NULL;
 }
 
 int dlock__aconn_cmd_slot(dlock__aconn *ac, unsigned slot, dlock__acb cb, void *priv, int argc,
                           const char **argv, const size_t *lens)
 {
-    if (!ac->cl || ac->closing) return dlock__aconn_cmd(ac, cb, priv, argc, argv, lens);
+    dlock__acluster *cl = dlock__aplain_router(ac);
+    if (!cl) return dlock__aplain_cmd(ac, cb, priv, argc, argv, lens);
     if (slot >= 16384) return DLOCK__EINVAL;
-    return dlock__acluster_cmd(ac->cl, (int)slot, cb, priv, argc, argv, lens);
+    return dlock__acluster_cmd(cl, (int)slot, cb, priv, argc, argv, lens);
 }
 
 int dlock__aconn_node_of_slot(dlock__aconn *ac, unsigned slot, char *buf, size_t len)
 {
-    if (ac->cl) return dlock__acluster_node_of_slot(ac->cl, slot, buf, len);
-    snprintf(buf, len, "%s", ac->addr);
+    dlock__acluster *cl = dlock__aplain_router(ac);
+    if (cl) return dlock__acluster_node_of_slot(cl, slot, buf, len);
+    snprintf(buf, len, "%s", dlock__aplain_addr(ac));
     return 0;
-}
-
-void dlock__aconn_deliver(dlock__aconn *ac, dlock__acb cb, dlock__reply *reply, int err, void *priv)
-{
-    ac->in_cb++;
-    cb(ac, reply, err, priv);
-    ac->in_cb--;
-}
-
-void dlock__aconn_report(dlock__aconn *ac, bool up, const char *why)
-{
-    if (ac->closing) return;
-    ac->in_cb++;
-    ac->on_state(ac, up, why, ac->priv);
-    ac->in_cb--;
 }

@@ -59,8 +59,9 @@ const char *dlock__aconn_refusal(const dlock__aconn *ac, bool *auth_out);
  * MULTI/EXEC are refused), SCRIPT/FUNCTION/FLUSH* to every master (the
  * callback gets the last master's reply, or the first error reply a
  * master gave; NULL + EUNKNOWN if a master was lost), other keyless
- * commands to the node of the last routed command; MOVED/ASK/TRYAGAIN/
- * CLUSTERDOWN followed within the same bounds. Replies of one node come
+ * commands to the node of the last routed command; MOVED/ASK and the
+ * retryable errors (TRYAGAIN, LOADING, MASTERDOWN, CLUSTERDOWN, READONLY)
+ * followed within the same bounds. Replies of one node come
  * in order; across nodes they do not. A command written to a node whose
  * connection then dropped is never resent (reply NULL, EUNKNOWN); one
  * never written (the node's connection never came up) is retried every

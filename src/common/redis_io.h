@@ -1,7 +1,8 @@
 /* redis_io.h: the door to hiredis, sync half (replies, sync connections,
  * Sentinel lookup); redis_async.h is the async (libevent) half. Everything
  * else in dlock talks to Redis through these types, so a hiredis upgrade
- * (0.14 -> 1.x) touches redis_io.c and redis_async.c alone. Only API shared
+ * (0.14 -> 1.x) touches reply.c, redis_plain.c and redis_aplain.c alone
+ * (redis_io.c and redis_async.c pick a plain connection or the router). Only API shared
  * by hiredis 0.14.1 and 1.x is used. Error codes are dlock__err
  * (common_err.h).
  *
@@ -19,33 +20,10 @@
 #include <stdint.h>
 
 #include "common_err.h"
+#include "reply.h"
 #include "url.h"
 
-typedef struct dlock__reply dlock__reply;
 typedef struct dlock__conn dlock__conn;
-
-typedef enum dlock__reply_type {
-    DLOCK__R_STRING = 1,
-    DLOCK__R_ARRAY = 2,
-    DLOCK__R_INTEGER = 3,
-    DLOCK__R_NIL = 4,
-    DLOCK__R_STATUS = 5,
-    DLOCK__R_ERROR = 6,
-} dlock__reply_type;
-
-dlock__reply_type dlock__reply_kind(const dlock__reply *r);
-long long dlock__reply_int(const dlock__reply *r);
-/* STRING, STATUS and ERROR replies: bytes (NUL-terminated) and length. */
-const char *dlock__reply_str(const dlock__reply *r, size_t *len_out);
-size_t dlock__reply_count(const dlock__reply *r);               /* ARRAY: elements */
-const dlock__reply *dlock__reply_at(const dlock__reply *r, size_t i); /* ARRAY element */
-void dlock__reply_free(dlock__reply *r);
-/* Parses one whole RESP reply from n bytes (for tests that feed the
- * router crafted server replies). 0 with *out, EINVAL when incomplete,
- * ESERVER on a protocol error, ENOMEM. */
-int dlock__reply_parse(const char *resp, size_t n, dlock__reply **out);
-/* True when r is an ERROR reply starting with prefix (e.g. "NOSCRIPT"). */
-bool dlock__reply_is_error(const dlock__reply *r, const char *prefix);
 
 /* ---- sync connections ---------------------------------------------- */
 
@@ -58,7 +36,8 @@ typedef struct dlock__conn_opts {
  * master the sentinels name (asked again at every reconnect, and checked
  * with ROLE), applies timeouts and TCP keepalive, sends AUTH and SELECT.
  * A redis-cluster:// URL gives a routing connection (cluster_conn.c):
- * the slot map is loaded from the first seed that answers, and cmd and
+ * the slot map is loaded (CLUSTER SLOTS, then SHARDS) from the first seed
+ * that answers, and cmd and
  * pipeline route every command to the master of its keys' slot, following
  * MOVED/ASK/TRYAGAIN/CLUSTERDOWN within bounds; see "Cluster" below.
  * Returns 0, ECONN, EAUTH, ESERVER or ENOMEM; err says why. */
@@ -97,8 +76,10 @@ int dlock__conn_pipeline(dlock__conn *c, size_t n, const int *argcs, const char 
  *    of that write), before any: the master of slot 0;
  *  - redirects: MOVED resends on the named node and refreshes the map (at
  *    most every 100 ms); ASK sends ASKING + the command once there; at
- *    most 5 redirects a command; TRYAGAIN / CLUSTERDOWN: at most 8 retries
- *    after 5, 10, 20, 40, 80, 100, 100, 100 ms; past a bound the error
+ *    most 5 redirects a command; TRYAGAIN / LOADING / MASTERDOWN /
+ *    CLUSTERDOWN / READONLY: at most 8 retries (together) after 5, 10, 20,
+ *    40, 80, 100, 100, 100 ms, CLUSTERDOWN and READONLY (a demoted master)
+ *    after a map refresh, to the slot's master; past a bound the error
  *    reply is returned as the reply;
  *  - EUNKNOWN keeps its meaning: a command sent without a reply is never
  *    resent (the map is refreshed from another node before the next one);

@@ -65,12 +65,11 @@ int dlock__companion_key(const char *key, const char *suffix, char *out, size_t 
 
 /* ---- scripts --------------------------------------------------------- */
 
-typedef struct dlock__script {
-    const char *name;          /* for logs: "lock_acquire" */
-    const unsigned char *src;  /* embedded .lua source (NUL-terminated) */
-} dlock__script;
+/* dlock__script (src/common/script.h): name, source and SHA-1, all fixed
+ * at build time, one per lua/<name>.lua as dlock__script_<name>. */
+#include "script.h"
 
-/* EVALSHA (SHA-1 of src, computed once) with nkeys KEYS and nargs ARGV;
+/* EVALSHA with nkeys KEYS and nargs ARGV;
  * on NOSCRIPT loads the script and retries once. Returns 0 with *out (may
  * be an ERROR reply from the script), or a transport code as
  * dlock__client_cmd. */
@@ -96,8 +95,7 @@ int dlock__client_eval_wait(dlock_client *c, const dlock__script *s, int nkeys,
                             const char *const *keys, int nargs, const char *const *args,
                             int replicas, int64_t timeout_ms, dlock__reply **out, int *acked_out);
 
-/* The SHA-1 (40 hex digits + NUL) the client uses for s, or NULL when the
- * client's SHA cache is full (then s runs with EVAL). */
+/* The SHA-1 (40 hex digits + NUL) of s (s->sha; kept for its callers). */
 const char *dlock__script_sha(dlock_client *c, const dlock__script *s);
 
 /* ---- waiting (pub/sub) ----------------------------------------------- */

@@ -24,12 +24,8 @@
 #include "slot.h"
 #include "util.h"
 
-extern const unsigned char dlock__lua_fair_acquire[];
-extern const unsigned char dlock__lua_fair_release[];
-extern const unsigned char dlock__lua_fair_leave[];
-static const dlock__script fair_acquire = {"fair_acquire", dlock__lua_fair_acquire};
-static const dlock__script fair_release = {"fair_release", dlock__lua_fair_release};
-static const dlock__script fair_leave = {"fair_leave", dlock__lua_fair_leave};
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
+extern const dlock__script dlock__script_fair_acquire, dlock__script_fair_release, dlock__script_fair_leave;
 
 enum { K_LOCK, K_Q, K_QT, K_WAKE, K_N };
 
@@ -137,7 +133,7 @@ static int fl_attempt(void *ctx, int64_t *hint_ms)
     const char *keys[3] = {fl->keys[K_LOCK], fl->keys[K_Q], fl->keys[K_QT]};
     const char *args[5] = {fl->owner, t->lease, t->ttl, fl->keys[K_WAKE], dlock__pub_cmd(fl->sharded)};
     long long code = 0, val = 0;
-    int rc = dlock__fam_eval(fl->c, &fair_acquire, 3, keys, 5, args, &code, &val, NULL);
+    int rc = dlock__fam_eval(fl->c, &dlock__script_fair_acquire, 3, keys, 5, args, &code, &val, NULL);
     if (rc) return rc;
     *hint_ms = val;
     return code == 1 ? 1 : 0;
@@ -154,7 +150,7 @@ static void leave_queue(dlock_fairlock *fl)
     const char *keys[3] = {fl->keys[K_LOCK], fl->keys[K_Q], fl->keys[K_QT]};
     const char *args[3] = {fl->owner, fl->keys[K_WAKE], dlock__pub_cmd(fl->sharded)};
     long long was = 0;
-    int rc = dlock__fam_eval(fl->c, &fair_leave, 3, keys, 3, args, &was, NULL, NULL);
+    int rc = dlock__fam_eval(fl->c, &dlock__script_fair_leave, 3, keys, 3, args, &was, NULL, NULL);
     if (rc)
         dlock__log(fl->c, DLOCK_LOG_WARN, "fair lock %s: leaving the queue failed (%s); purged after %lld ms",
                    fl->keys[K_LOCK], dlock_strerror(rc), (long long)fl->waiter_ttl_ms);
@@ -195,7 +191,7 @@ DLOCK_API int dlock_fairlock_unlock(dlock_fairlock *fl)
     const char *keys[3] = {fl->keys[K_LOCK], fl->keys[K_Q], fl->keys[K_QT]};
     const char *args[3] = {fl->owner, fl->keys[K_WAKE], dlock__pub_cmd(fl->sharded)};
     long long left = 0;
-    int rc = dlock__fam_eval(fl->c, &fair_release, 3, keys, 3, args, &left, NULL, NULL);
+    int rc = dlock__fam_eval(fl->c, &dlock__script_fair_release, 3, keys, 3, args, &left, NULL, NULL);
     if (rc) return rc;
     if (left < 0) {
         atomic_store(&fl->count, 0);

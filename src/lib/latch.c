@@ -16,12 +16,10 @@
 
 #include "family.h"
 
-extern const unsigned char dlock__lua_latch_set[];
-extern const unsigned char dlock__lua_latch_count_down[];
-extern const unsigned char dlock__lua_latch_delete[];
-static const dlock__script latch_set = {"latch_set", dlock__lua_latch_set};
-static const dlock__script latch_count_down = {"latch_count_down", dlock__lua_latch_count_down};
-static const dlock__script latch_delete = {"latch_delete", dlock__lua_latch_delete};
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
+extern const dlock__script dlock__script_latch_set,
+    dlock__script_latch_count_down,
+    dlock__script_latch_delete;
 
 enum { K_KEY, K_CHAN, K_N };
 
@@ -61,7 +59,7 @@ DLOCK_API int dlock_latch_try_set_count(dlock_latch *latch, int64_t count, int64
     const char *keys[1] = {latch->keys[K_KEY]};
     const char *args[2] = {n, px};
     long long armed = 0;
-    int rc = dlock__fam_eval(latch->c, &latch_set, 1, keys, 2, args, &armed, NULL, NULL);
+    int rc = dlock__fam_eval(latch->c, &dlock__script_latch_set, 1, keys, 2, args, &armed, NULL, NULL);
     if (rc == 0 && armed_out) *armed_out = armed == 1;
     return rc;
 }
@@ -72,7 +70,7 @@ DLOCK_API int dlock_latch_count_down(dlock_latch *latch, int64_t *left_out)
     const char *keys[1] = {latch->keys[K_KEY]};
     const char *args[2] = {latch->keys[K_CHAN], dlock__pub_cmd(latch->sharded)};
     long long left = 0;
-    int rc = dlock__fam_eval(latch->c, &latch_count_down, 1, keys, 2, args, &left, NULL, NULL);
+    int rc = dlock__fam_eval(latch->c, &dlock__script_latch_count_down, 1, keys, 2, args, &left, NULL, NULL);
     if (rc == 0 && left_out) *left_out = left < 0 ? 0 : left;
     return rc;
 }
@@ -141,7 +139,7 @@ DLOCK_API int dlock_latch_delete(dlock_latch *latch, bool *existed_out)
     const char *keys[1] = {latch->keys[K_KEY]};
     const char *args[2] = {latch->keys[K_CHAN], dlock__pub_cmd(latch->sharded)};
     long long n = 0;
-    int rc = dlock__fam_eval(latch->c, &latch_delete, 1, keys, 2, args, &n, NULL, NULL);
+    int rc = dlock__fam_eval(latch->c, &dlock__script_latch_delete, 1, keys, 2, args, &n, NULL, NULL);
     if (rc == 0 && existed_out) *existed_out = n == 1;
     return rc;
 }

@@ -62,12 +62,10 @@
 #define RECHECK_MAX_SIMPLE_MS 1000   /* foreign holders may not publish */
 #define RECHECK_MAX_REENTRANT_MS 5000
 
-extern const unsigned char dlock__lua_lock_status[], dlock__lua_lock_force_unlock[],
-    dlock__lua_fence_guard[];
-
-static const dlock__script s_status = {"lock_status", dlock__lua_lock_status};
-static const dlock__script s_force = {"lock_force_unlock", dlock__lua_lock_force_unlock};
-static const dlock__script s_fence = {"fence_guard", dlock__lua_fence_guard};
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
+extern const dlock__script dlock__script_lock_status,
+    dlock__script_lock_force_unlock,
+    dlock__script_fence_guard;
 
 struct dlock_lock {
     dlock_client *c;
@@ -876,7 +874,7 @@ DLOCK_API int dlock_force_unlock(dlock_client *c, const char *name, dlock_lock_k
         const char *args[3] = {kind == DLOCK_LOCK_SIMPLE ? "string" : "hash", chan,
                                dlock__pub_cmd(dlock__client_sharded(c, key, chan))};
         dlock__reply *r = NULL;
-        rc = dlock__client_eval(c, &s_force, 1, keys, 3, args, &r);
+        rc = dlock__client_eval(c, &dlock__script_lock_force_unlock, 1, keys, 3, args, &r);
         if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = DLOCK_ESERVER;
         bool removed = rc == 0 && dlock__reply_int(r) == 1;
         if (removed_out) *removed_out = removed;
@@ -901,7 +899,7 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
     if (fence) {
         const char *keys[2] = {key, fence};
         dlock__reply *r = NULL;
-        rc = dlock__client_eval(c, &s_status, 2, keys, 0, NULL, &r);
+        rc = dlock__client_eval(c, &dlock__script_lock_status, 2, keys, 0, NULL, &r);
         if (rc == 0 && dlock__reply_count(r) < 5) rc = DLOCK_ESERVER;
         if (rc == 0) {
             const char *type = dlock__reply_str(dlock__reply_at(r, 0), NULL);
@@ -930,7 +928,7 @@ DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t 
     const char *keys[1] = {key};
     const char *args[1] = {tok};
     dlock__reply *r = NULL;
-    int rc = dlock__client_eval(c, &s_fence, 1, keys, 1, args, &r);
+    int rc = dlock__client_eval(c, &dlock__script_fence_guard, 1, keys, 1, args, &r);
     if (rc == 0 && dlock__reply_count(r) < 2) rc = DLOCK_ESERVER;
     if (rc == 0) {
         if (highest_out) *highest_out = strtoull(dlock__reply_str(dlock__reply_at(r, 1), NULL), NULL, 10);

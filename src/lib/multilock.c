@@ -20,12 +20,10 @@
 #include "slot.h"
 #include "util.h"
 
-extern const unsigned char dlock__lua_multi_acquire[];
-extern const unsigned char dlock__lua_multi_release[];
-extern const unsigned char dlock__lua_multi_renew[];
-static const dlock__script multi_acquire = {"multi_acquire", dlock__lua_multi_acquire};
-static const dlock__script multi_release = {"multi_release", dlock__lua_multi_release};
-static const dlock__script multi_renew = {"multi_renew", dlock__lua_multi_renew};
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
+extern const dlock__script dlock__script_multi_acquire,
+    dlock__script_multi_release,
+    dlock__script_multi_renew;
 
 struct dlock_multilock {
     dlock_client *c;
@@ -144,7 +142,7 @@ static int leave_or_renew(dlock_multilock *ml, const char *lease, size_t from, s
     args[0] = ml->owner;
     args[1] = lease;
     for (size_t i = 0; !lease && i < cnt; i++) args[1 + i] = dlock__pub_cmd(ml->sharded[from + i]);
-    return run_range(ml, lease ? &multi_renew : &multi_release, from, cnt, lease ? 2 : (int)(1 + cnt),
+    return run_range(ml, lease ? &dlock__script_multi_renew : &dlock__script_multi_release, from, cnt, lease ? 2 : (int)(1 + cnt),
                      args, missing_out, NULL, NULL);
 }
 
@@ -201,7 +199,7 @@ static int ml_attempt(void *ctx, int64_t *hint_ms)
     const char *args[2] = {ml->owner, t->lease};
     long long code = 0, idx = 0, pttl = 0;
     if (ml->atomic) {
-        int rc = run_range(ml, &multi_acquire, 0, ml->n, 2, args, &code, &idx, &pttl);
+        int rc = run_range(ml, &dlock__script_multi_acquire, 0, ml->n, 2, args, &code, &idx, &pttl);
         if (rc) return rc;
         if (code == 1) return 1;
         ml->busy = idx >= 1 && (size_t)idx <= ml->n ? (size_t)idx - 1 : 0;
@@ -209,7 +207,7 @@ static int ml_attempt(void *ctx, int64_t *hint_ms)
         return 0;
     }
     for (size_t i = 0; i < ml->n; i++) {
-        int rc = run_range(ml, &multi_acquire, i, 1, 2, args, &code, &idx, &pttl);
+        int rc = run_range(ml, &dlock__script_multi_acquire, i, 1, 2, args, &code, &idx, &pttl);
         if (rc || code != 1) {
             rollback(ml, i);
             if (rc) return rc;

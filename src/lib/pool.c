@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
 
 #include "scripts.h"
 #include "util.h"
@@ -234,22 +233,8 @@ int dlock__pool_node_for(dlock__pool *p, const char *channel, bool refresh, dloc
 
 const char *dlock__pool_script_sha(dlock__pool *p, const dlock__script *s)
 {
-    const char *sha = NULL;
-    pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < p->n_shas && !sha; i++)
-        if (p->shas[i].src == s->src) sha = p->shas[i].sha; /* never changed once written */
-    if (!sha && p->n_shas < DLOCK__SHA_CACHE) {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int mdlen = 0;
-        char *dst = p->shas[p->n_shas].sha;
-        if (EVP_Digest(s->src, strlen((const char *)s->src), md, &mdlen, EVP_sha1(), NULL) == 1 && mdlen == 20) {
-            for (unsigned int i = 0; i < 20; i++) snprintf(dst + 2 * i, 3, "%02x", md[i]);
-            p->shas[p->n_shas++].src = s->src;
-            sha = dst;
-        }
-    }
-    pthread_mutex_unlock(&p->mu);
-    return sha;
+    (void)p;
+    return s->sha;
 }
 
 typedef struct eval_ctx {
@@ -263,35 +248,15 @@ typedef struct eval_ctx {
     int *acked_out;
 } eval_ctx;
 
-/* argv for EVALSHA (EVAL when sha is NULL) of x into argv (MAX_ARGS);
- * nk holds the key count's text. Returns argc. */
-static int eval_argv(const eval_ctx *x, const char *sha, const char **argv, char nk[16])
-{
-    snprintf(nk, 16, "%d", x->nkeys);
-    argv[0] = sha ? "EVALSHA" : "EVAL";
-    argv[1] = sha ? sha : (const char *)x->s->src;
-    argv[2] = nk;
-    for (int i = 0; i < x->nkeys; i++) argv[3 + i] = x->keys[i];
-    for (int i = 0; i < x->nargs; i++) argv[3 + x->nkeys + i] = x->args[i];
-    return 3 + x->nkeys + x->nargs;
-}
-
+/* The script on conn: EVALSHA, EVAL on NOSCRIPT (script.h). */
 static int eval_on(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
 {
-    const char *argv[MAX_ARGS];
-    char nk[16];
-    const char *sha = dlock__pool_script_sha(p, x->s);
-    int argc = eval_argv(x, sha, argv, nk);
-    int rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
-    if (rc == 0 && sha && dlock__reply_is_error(*x->out, "NOSCRIPT")) {
-        /* Script cache emptied (restart, failover, SCRIPT FLUSH): EVAL
-         * runs it and caches it again. */
-        dlock__log_opts(p->opts, DLOCK_LOG_INFO, "script %s not cached on server: reloading", x->s->name);
-        dlock__reply_free(*x->out);
-        *x->out = NULL;
-        argc = eval_argv(x, NULL, argv, nk);
-        rc = dlock__err_from_common(dlock__conn_cmd(conn, argc, argv, NULL, x->out));
-    }
+    bool reloaded = false;
+    int rc = dlock__err_from_common(
+        dlock__script_call(conn, x->s, x->nkeys, x->keys, x->nargs, x->args, x->out, &reloaded));
+    /* Script cache emptied (restart, failover, SCRIPT FLUSH): EVAL ran it
+     * and cached it again. */
+    if (reloaded) dlock__log_opts(p->opts, DLOCK_LOG_INFO, "script %s not cached on server: reloaded", x->s->name);
     if (rc) return rc;
     return check_readonly(p, x->out);
 }
@@ -334,17 +299,19 @@ static int eval_then_wait(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
  * the script's writes (a script that wrote nothing leaves the offset of an
  * earlier write, normally acknowledged long ago). *noscript_out: the
  * script was not cached, nothing ran (the caller falls back). */
-static int eval_with_wait(dlock__pool *p, dlock__conn *conn, eval_ctx *x, const char *sha,
-                          bool *noscript_out)
+static int eval_with_wait(dlock__pool *p, dlock__conn *conn, eval_ctx *x, bool *noscript_out)
 {
     const char *argv[MAX_ARGS], *wargv[3];
+    size_t lens[MAX_ARGS], wlens[3];
     char nk[16], n[16], t[24];
     const char *const *argvs[2] = {argv, wargv};
-    int argcs[2] = {eval_argv(x, sha, argv, nk), 3};
+    const size_t *lv[2] = {lens, wlens};
+    int argcs[2] = {dlock__script_argv(x->s, false, x->nkeys, x->keys, x->nargs, x->args, argv, lens, nk), 3};
     wait_argv(x, wargv, n, t);
+    for (int i = 0; i < 3; i++) wlens[i] = strlen(wargv[i]);
     dlock__reply *rs[2] = {NULL, NULL};
-    int rc = dlock__err_from_common(dlock__conn_pipeline(conn, 2, argcs, argvs, NULL, rs));
-    *noscript_out = rc == 0 && dlock__reply_is_error(rs[0], "NOSCRIPT");
+    int rc = dlock__err_from_common(dlock__conn_pipeline(conn, 2, argcs, argvs, lv, rs));
+    *noscript_out = rc == 0 && dlock__script_missing(rs[0]);
     if (rc == 0 && !*noscript_out) {
         *x->out = rs[0];
         rs[0] = NULL;
@@ -360,13 +327,9 @@ static int run_eval(dlock__pool *p, dlock__conn *conn, void *ctx)
 {
     eval_ctx *x = ctx;
     if (x->replicas <= 0) return eval_on(p, conn, x);
-    const char *sha = dlock__pool_script_sha(p, x->s);
     bool noscript = false;
-    if (sha) {
-        int rc = eval_with_wait(p, conn, x, sha, &noscript);
-        if (!noscript) return rc;
-    }
-    return eval_then_wait(p, conn, x);
+    int rc = eval_with_wait(p, conn, x, &noscript);
+    return noscript ? eval_then_wait(p, conn, x) : rc;
 }
 
 int dlock__pool_eval_wait(dlock__pool *p, const dlock__script *s, int nkeys,
@@ -391,30 +354,30 @@ typedef struct pipe_ctx {
 
 static int run_pipeline(dlock__pool *p, dlock__conn *conn, void *ctx)
 {
+    (void)p;
     pipe_ctx *x = ctx;
     int *argcs = calloc(x->n, sizeof(int));
     const char **flat = calloc(x->n * (3 + 2 * DLOCK__RENEW_MAXARGS), sizeof(char *));
     const char *const **argvs = calloc(x->n, sizeof(*argvs));
-    char(*nks)[4] = calloc(x->n, sizeof(*nks));
+    size_t *flens = calloc(x->n * (3 + 2 * DLOCK__RENEW_MAXARGS), sizeof(size_t));
+    const size_t **lv = calloc(x->n, sizeof(*lv));
+    char(*nks)[16] = calloc(x->n, sizeof(*nks));
     int rc = DLOCK_ENOMEM;
-    if (argcs && flat && argvs && nks) {
+    if (argcs && flat && argvs && nks && flens && lv) {
         for (size_t i = 0; i < x->n; i++) {
             const dlock__renew_cmd *m = &x->cmds[i];
             const char **a = flat + i * (3 + 2 * DLOCK__RENEW_MAXARGS);
-            snprintf(nks[i], sizeof(nks[i]), "%d", m->nkeys);
-            const char *sha = dlock__pool_script_sha(p, m->script);
-            a[0] = sha ? "EVALSHA" : "EVAL";
-            a[1] = sha ? sha : (const char *)m->script->src;
-            a[2] = nks[i];
-            for (int k = 0; k < m->nkeys; k++) a[3 + k] = m->keys[k];
-            for (int k = 0; k < m->nargs; k++) a[3 + m->nkeys + k] = m->args[k];
-            argcs[i] = 3 + m->nkeys + m->nargs;
+            size_t *l = flens + i * (3 + 2 * DLOCK__RENEW_MAXARGS);
+            argcs[i] = dlock__script_argv(m->script, false, m->nkeys, m->keys, m->nargs, m->args, a, l, nks[i]);
             argvs[i] = a;
+            lv[i] = l;
         }
-        rc = dlock__err_from_common(dlock__conn_pipeline(conn, x->n, argcs, argvs, NULL, x->replies));
+        rc = dlock__err_from_common(dlock__conn_pipeline(conn, x->n, argcs, argvs, lv, x->replies));
     }
     free(argcs);
     free(flat);
+    free(flens);
+    free((void *)lv);
     free((void *)argvs);
     free(nks);
     return rc;
@@ -457,14 +420,14 @@ static int preload(dlock__pool *p, dlock__conn *conn)
     int rc = 0;
     for (int i = 0; rc == 0 && dlock__preload_scripts[i]; i++) {
         const dlock__script *s = dlock__preload_scripts[i];
-        const char *argv[3] = {"SCRIPT", "LOAD", (const char *)s->src};
+        const char *argv[3] = {"SCRIPT", "LOAD", s->src};
         dlock__reply *r = NULL;
         rc = dlock__err_from_common(dlock__conn_cmd(conn, 3, argv, NULL, &r));
-        const char *sha = rc == 0 ? dlock__pool_script_sha(p, s) : NULL;
+        const char *sha = s->sha;
         if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_STRING) {
             dlock__log_opts(p->opts, DLOCK_LOG_ERROR, "SCRIPT LOAD %s: %s", s->name, dlock__reply_str(r, NULL));
             rc = DLOCK_ESERVER;
-        } else if (rc == 0 && (!sha || strcmp(dlock__reply_str(r, NULL), sha) != 0)) {
+        } else if (rc == 0 && strcmp(dlock__reply_str(r, NULL), sha) != 0) {
             dlock__log_opts(p->opts, DLOCK_LOG_WARN, "script %s: server SHA differs", s->name);
         }
         dlock__reply_free(r);

@@ -1,7 +1,8 @@
 /* pool.h: the client's way to its Redis master: the endpoint (the URL as
  * given, or the master the sentinels name, with a generation bumped on each
  * change), a bounded pool of sync command connections, commands with
- * reconnect/retry, and EVALSHA with its SHA cache and NOSCRIPT fallback.
+ * reconnect/retry, and scripts by EVALSHA with the NOSCRIPT fallback
+ * (src/common/script.h: the SHA is fixed at build time).
  * It knows nothing of the client's threads or objects: the client, the
  * subscriber and the watchdog each use it; it uses none of them.
  *
@@ -19,8 +20,6 @@
 
 #include "client_internal.h"
 #include "url.h"
-
-#define DLOCK__SHA_CACHE 128 /* distinct scripts per client; more run with EVAL */
 
 typedef struct dlock__pooled {
     dlock__conn *conn;
@@ -46,11 +45,6 @@ typedef struct dlock__pool {
      * connections route by slot (a redis-cluster:// URL). */
     bool cluster;
     bool routing;
-    struct {
-        const unsigned char *src;
-        char sha[41];
-    } shas[DLOCK__SHA_CACHE];
-    int n_shas;
 } dlock__pool;
 
 /* Initialises the lock and condition only (so dlock__pool_destroy is safe

@@ -16,10 +16,8 @@
 
 #include "family.h"
 
-extern const unsigned char dlock__lua_rl_acquire[];
-extern const unsigned char dlock__lua_rl_peek[];
-static const dlock__script rl_acquire = {"rl_acquire", dlock__lua_rl_acquire};
-static const dlock__script rl_peek = {"rl_peek", dlock__lua_rl_peek};
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
+extern const dlock__script dlock__script_rl_acquire, dlock__script_rl_peek;
 
 struct dlock_ratelimit {
     dlock_client *c;
@@ -90,7 +88,7 @@ DLOCK_API int dlock_ratelimit_try_acquire(dlock_ratelimit *rl, const char *subje
     const char *keys[1] = {key};
     const char *args[3] = {rl->interval, rl->burst, num};
     long long code = 0, val = 0;
-    rc = dlock__fam_eval(rl->c, &rl_acquire, 1, keys, 3, args, &code, &val, NULL);
+    rc = dlock__fam_eval(rl->c, &dlock__script_rl_acquire, 1, keys, 3, args, &code, &val, NULL);
     if (rc) return rc;
     if (code < 0) return DLOCK_ELIMIT;
     result_out->allowed = code == 1;
@@ -139,7 +137,7 @@ DLOCK_API int dlock_ratelimit_peek(dlock_ratelimit *rl, const char *subject,
     const char *keys[1] = {key};
     const char *args[2] = {rl->interval, rl->burst};
     long long avail = 0, full = 0;
-    rc = dlock__fam_eval(rl->c, &rl_peek, 1, keys, 2, args, &avail, &full, NULL);
+    rc = dlock__fam_eval(rl->c, &dlock__script_rl_peek, 1, keys, 2, args, &avail, &full, NULL);
     if (rc) return rc;
     if (available_out) *available_out = avail;
     if (full_in_ms_out) *full_in_ms_out = full;

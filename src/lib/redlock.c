@@ -1,11 +1,13 @@
 /* redlock.c: RedLock over N independent masters (see dlock/redlock.h).
  *
- * Design: the group keeps one sync connection per node (guarded by the
- * node's mutex, opened lazily, reopened by redis_io on failure). Each
- * operation sends its script to every node at once from one short-lived
- * thread per node and waits for all of them; a node that is down fails fast
- * (connect refused) or within its command timeout, so an operation takes at
- * most connect + command timeout however many nodes are gone.
+ * Design: the group keeps, per node, one sync connection (opened lazily,
+ * reopened by redis_io on failure) and one worker thread started with the
+ * group, which owns that connection and runs the node's requests in order
+ * from a queue. Each operation queues its script on every node at once and
+ * waits for all of them; a node that is down fails fast (connect refused)
+ * or within its command timeout, so an operation takes at most connect +
+ * command timeout however many nodes are gone, and no thread is started
+ * per operation. Scripts run as dlock__script (EVALSHA, EVAL on NOSCRIPT).
  * Per node: key = prefix + name holds the token (SET NX PX);
  * "{key}:fence" counts grants (lua/redlock_*.lua; extend is lua/lock_renew.lua).
  * Invariant: a hold is returned only if a quorum granted it and its
@@ -26,9 +28,12 @@
 #include "url.h"
 #include "util.h"
 
-extern const unsigned char dlock__lua_redlock_acquire[];
-extern const unsigned char dlock__lua_redlock_release[];
-extern const unsigned char dlock__lua_lock_renew[]; /* RedLock's extend: the simple lock's renew */
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h); the
+ * extend is the simple lock's renew */
+extern const dlock__script dlock__script_redlock_acquire, dlock__script_redlock_release,
+    dlock__script_lock_renew;
+
+typedef struct node_job node_job;
 
 #define RL_MAX_NODES 16
 #define RL_KEY_MAX (DLOCK__NAME_MAX + 300)
@@ -36,8 +41,14 @@ extern const unsigned char dlock__lua_lock_renew[]; /* RedLock's extend: the sim
 typedef struct rl_node {
     dlock__url url;
     char desc[128];
-    pthread_mutex_t mu;
-    dlock__conn *conn;
+    pthread_mutex_t mu;  /* guards the queue, done flags and stop */
+    pthread_cond_t work; /* a job was queued, or stop */
+    pthread_cond_t done; /* a job of this node finished */
+    node_job *head, *tail;
+    bool stop;
+    bool has_worker;      /* else jobs run on the caller's thread */
+    pthread_t worker;
+    dlock__conn *conn;    /* the worker's (or, without one, under mu) */
 } rl_node;
 
 struct dlock_redlock {
@@ -63,6 +74,8 @@ struct dlock_redlock_hold {
     int nodes;
 };
 
+static void start_workers(dlock_redlock *rl);
+static void stop_workers(dlock_redlock *rl);
 static void rl_log(const dlock_redlock *rl, dlock_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void rl_log(const dlock_redlock *rl, dlock_log_level lvl, const char *fmt, ...)
@@ -134,6 +147,8 @@ DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock
         }
         dlock__url_describe(&nd->url, nd->desc, sizeof(nd->desc));
         pthread_mutex_init(&nd->mu, NULL);
+        pthread_cond_init(&nd->work, NULL);
+        pthread_cond_init(&nd->done, NULL);
         rl->n++;
     }
     if (rc == 0) {
@@ -149,6 +164,7 @@ DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock
     rl->copts.command_timeout_ms = opts->command_timeout_ms;
     rl->retry_delay_ms = opts->retry_delay_ms;
     rl->drift = opts->drift_factor;
+    start_workers(rl);
     *rl_out = rl;
     return 0;
 }
@@ -156,10 +172,13 @@ DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock
 DLOCK_API void dlock_redlock_free(dlock_redlock *rl)
 {
     if (!rl) return;
+    stop_workers(rl);
     for (size_t i = 0; i < rl->n; i++) {
         dlock__conn_close(rl->nodes[i].conn);
         dlock__url_free(&rl->nodes[i].url);
         pthread_mutex_destroy(&rl->nodes[i].mu);
+        pthread_cond_destroy(&rl->nodes[i].work);
+        pthread_cond_destroy(&rl->nodes[i].done);
     }
     if (rl->ctl_ok) dlock__waitctl_destroy(&rl->ctl);
     free(rl->prefix);
@@ -173,20 +192,22 @@ DLOCK_API void dlock_redlock_cancel(dlock_redlock *rl)
 
 /* ---- one request to every node in parallel ----------------------------- */
 
-typedef struct node_job {
+struct node_job {
     dlock_redlock *rl;
-    rl_node *node;
-    int argc;
-    const char *argv[8];
+    const dlock__script *script;
+    int nkeys, nargs;
+    const char *const *keys;
+    const char *const *args;
+    node_job *next;
+    bool done;         /* under the node's mu */
     int rc;            /* transport code, or ESERVER for an error reply */
     long long result;  /* the script's integer reply */
-} node_job;
+};
 
-static void *node_run(void *p)
+/* Runs job j on node nd's connection (the worker's thread, or the
+ * caller's with nd->mu held). */
+static void job_run(rl_node *nd, node_job *j)
 {
-    node_job *j = p;
-    rl_node *nd = j->node;
-    pthread_mutex_lock(&nd->mu);
     j->rc = 0;
     if (!nd->conn) {
         char err[256];
@@ -194,7 +215,9 @@ static void *node_run(void *p)
         if (j->rc) nd->conn = NULL;
     }
     dlock__reply *r = NULL;
-    if (j->rc == 0) j->rc = dlock__err_from_common(dlock__conn_cmd(nd->conn, j->argc, j->argv, NULL, &r));
+    if (j->rc == 0)
+        j->rc = dlock__err_from_common(
+            dlock__script_call(nd->conn, j->script, j->nkeys, j->keys, j->nargs, j->args, &r, NULL));
     if (j->rc == 0) {
         if (dlock__reply_kind(r) == DLOCK__R_INTEGER)
             j->result = dlock__reply_int(r);
@@ -202,34 +225,86 @@ static void *node_run(void *p)
             j->rc = DLOCK_ESERVER;
     }
     dlock__reply_free(r);
+}
+
+static void *worker_main(void *p)
+{
+    rl_node *nd = p;
+    pthread_mutex_lock(&nd->mu);
+    for (;;) {
+        while (!nd->head && !nd->stop) pthread_cond_wait(&nd->work, &nd->mu);
+        if (!nd->head) break; /* stop, queue drained */
+        node_job *j = nd->head;
+        nd->head = j->next;
+        if (!nd->head) nd->tail = NULL;
+        pthread_mutex_unlock(&nd->mu);
+        job_run(nd, j);
+        pthread_mutex_lock(&nd->mu);
+        j->done = true;
+        pthread_cond_broadcast(&nd->done);
+    }
     pthread_mutex_unlock(&nd->mu);
     return NULL;
 }
 
-/* Runs the same EVAL on every node at once; jobs[i] gets node i's answer. */
-static void run_all(dlock_redlock *rl, const char *script, int nkeys, const char *const *keys,
+/* One worker per node, for the group's life; a node whose thread cannot
+ * start runs its jobs on the callers' threads (one at a time, under mu). */
+static void start_workers(dlock_redlock *rl)
+{
+    for (size_t i = 0; i < rl->n; i++) {
+        rl_node *nd = &rl->nodes[i];
+        nd->has_worker = pthread_create(&nd->worker, NULL, worker_main, nd) == 0;
+        if (!nd->has_worker) rl_log(rl, DLOCK_LOG_WARN, "redlock: node %s: no worker thread", nd->desc);
+    }
+}
+
+static void stop_workers(dlock_redlock *rl)
+{
+    for (size_t i = 0; i < rl->n; i++) {
+        rl_node *nd = &rl->nodes[i];
+        if (!nd->has_worker) continue;
+        pthread_mutex_lock(&nd->mu);
+        nd->stop = true;
+        pthread_cond_signal(&nd->work);
+        pthread_mutex_unlock(&nd->mu);
+        pthread_join(nd->worker, NULL);
+        nd->has_worker = false;
+    }
+}
+
+static void job_queue(rl_node *nd, node_job *j)
+{
+    pthread_mutex_lock(&nd->mu);
+    if (!nd->has_worker) {
+        job_run(nd, j);
+        j->done = true;
+    } else {
+        j->next = NULL;
+        if (nd->tail) nd->tail->next = j;
+        else nd->head = j;
+        nd->tail = j;
+        pthread_cond_signal(&nd->work);
+    }
+    pthread_mutex_unlock(&nd->mu);
+}
+
+static void job_wait(rl_node *nd, node_job *j)
+{
+    pthread_mutex_lock(&nd->mu);
+    while (!j->done) pthread_cond_wait(&nd->done, &nd->mu);
+    pthread_mutex_unlock(&nd->mu);
+}
+
+/* Runs the same script on every node at once; jobs[i] gets node i's answer. */
+static void run_all(dlock_redlock *rl, const dlock__script *script, int nkeys, const char *const *keys,
                     int nargs, const char *const *args, node_job *jobs)
 {
-    pthread_t th[RL_MAX_NODES];
-    bool started[RL_MAX_NODES];
-    char nk[8];
-    snprintf(nk, sizeof(nk), "%d", nkeys);
     for (size_t i = 0; i < rl->n; i++) {
-        node_job *j = &jobs[i];
-        j->rl = rl;
-        j->node = &rl->nodes[i];
-        j->argc = 0;
-        j->result = 0;
-        j->argv[j->argc++] = "EVAL";
-        j->argv[j->argc++] = script;
-        j->argv[j->argc++] = nk;
-        for (int k = 0; k < nkeys; k++) j->argv[j->argc++] = keys[k];
-        for (int k = 0; k < nargs; k++) j->argv[j->argc++] = args[k];
-        started[i] = pthread_create(&th[i], NULL, node_run, j) == 0;
-        if (!started[i]) node_run(j); /* no thread: still ask the node */
+        jobs[i] = (node_job){.rl = rl, .script = script, .nkeys = nkeys, .nargs = nargs, .keys = keys, .args = args};
+        job_queue(&rl->nodes[i], &jobs[i]);
     }
     for (size_t i = 0; i < rl->n; i++)
-        if (started[i]) pthread_join(th[i], NULL);
+        job_wait(&rl->nodes[i], &jobs[i]);
 }
 
 /* ---- lock / extend / unlock ------------------------------------------ */
@@ -237,7 +312,7 @@ static void run_all(dlock_redlock *rl, const char *script, int nkeys, const char
 /* Runs script with ARGV {token, lease_ms} on every node; *t0_out is when
  * it was sent, the result how long the answers took (the validity of what
  * was granted is counted from t0, less that time and the drift). */
-static int64_t run_timed(dlock_redlock *rl, const unsigned char *script, int nkeys,
+static int64_t run_timed(dlock_redlock *rl, const dlock__script *script, int nkeys,
                          const char *const *keys, const char *token, int64_t lease_ms,
                          node_job *jobs, int64_t *t0_out)
 {
@@ -245,7 +320,7 @@ static int64_t run_timed(dlock_redlock *rl, const unsigned char *script, int nke
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
     const char *args[2] = {token, lease};
     *t0_out = dlock__now_ms();
-    run_all(rl, (const char *)script, nkeys, keys, 2, args, jobs);
+    run_all(rl, script, nkeys, keys, 2, args, jobs);
     return dlock__now_ms() - *t0_out;
 }
 
@@ -259,7 +334,7 @@ static void release_all(dlock_redlock *rl, const char *key, const char *token, i
     node_job jobs[RL_MAX_NODES];
     const char *keys[1] = {key};
     const char *args[1] = {token};
-    run_all(rl, (const char *)dlock__lua_redlock_release, 1, keys, 1, args, jobs);
+    run_all(rl, &dlock__script_redlock_release, 1, keys, 1, args, jobs);
     int n = 0;
     for (size_t i = 0; i < rl->n; i++) n += jobs[i].rc == 0 && jobs[i].result == 1;
     if (released_out) *released_out = n;
@@ -274,7 +349,7 @@ static int attempt(dlock_redlock *rl, dlock_redlock_hold *h, const char *fence_k
     const char *keys[2] = {h->key, fence_key};
     node_job jobs[RL_MAX_NODES];
     int64_t t0 = 0;
-    int64_t elapsed = run_timed(rl, dlock__lua_redlock_acquire, 2, keys, h->token, lease_ms, jobs, &t0);
+    int64_t elapsed = run_timed(rl, &dlock__script_redlock_acquire, 2, keys, h->token, lease_ms, jobs, &t0);
     int granted = 0, answered = 0;
     uint64_t fence = 0;
     for (size_t i = 0; i < rl->n; i++) {
@@ -374,7 +449,7 @@ DLOCK_API int dlock_redlock_extend(dlock_redlock_hold *h, int64_t lease_ms)
     const char *keys[1] = {h->key};
     node_job jobs[RL_MAX_NODES];
     int64_t t0 = 0;
-    int64_t elapsed = run_timed(rl, dlock__lua_lock_renew, 1, keys, h->token, lease_ms, jobs, &t0);
+    int64_t elapsed = run_timed(rl, &dlock__script_lock_renew, 1, keys, h->token, lease_ms, jobs, &t0);
     int ok = 0, answered = 0;
     for (size_t i = 0; i < rl->n; i++) {
         answered += jobs[i].rc == 0;

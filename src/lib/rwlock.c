@@ -22,16 +22,12 @@
 #include "family.h"
 #include "util.h"
 
-extern const unsigned char dlock__lua_rw_read_acquire[];
-extern const unsigned char dlock__lua_rw_write_acquire[];
-extern const unsigned char dlock__lua_rw_release[];
-extern const unsigned char dlock__lua_rw_renew[];
-extern const unsigned char dlock__lua_rw_withdraw[];
-static const dlock__script rw_read_acquire = {"rw_read_acquire", dlock__lua_rw_read_acquire};
-static const dlock__script rw_write_acquire = {"rw_write_acquire", dlock__lua_rw_write_acquire};
-static const dlock__script rw_release = {"rw_release", dlock__lua_rw_release};
-static const dlock__script rw_renew = {"rw_renew", dlock__lua_rw_renew};
-static const dlock__script rw_withdraw = {"rw_withdraw", dlock__lua_rw_withdraw};
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
+extern const dlock__script dlock__script_rw_read_acquire,
+    dlock__script_rw_write_acquire,
+    dlock__script_rw_release,
+    dlock__script_rw_renew,
+    dlock__script_rw_withdraw;
 
 enum { K_BASE, K_W, K_R, K_RN, K_WW, K_CHAN, K_N };
 
@@ -62,7 +58,7 @@ static int rw_renew_cb(dlock__renewable *r, int64_t lease_ms)
     dlock_rwlock *rw = RW_OF_HOLD(dlock__famhold_of(r));
     const char *keys[2] = {rw->keys[K_W], rw->keys[K_R]};
     long long mask = 0;
-    int rc = dlock__fam_renew(rw->c, &rw_renew, 2, keys, rw->owner, lease_ms, &mask);
+    int rc = dlock__fam_renew(rw->c, &dlock__script_rw_renew, 2, keys, rw->owner, lease_ms, &mask);
     if (rc) return rc;
     long long want = (atomic_load(&rw->wcount) > 0 ? 1 : 0) | (atomic_load(&rw->rcount) > 0 ? 2 : 0);
     return (mask & want) == want ? 0 : DLOCK_ELOST;
@@ -129,7 +125,7 @@ static int rw_attempt(void *ctx, int64_t *hint_ms)
     const char *keys[4] = {rw->keys[K_W], rw->keys[K_R], rw->keys[K_RN], rw->keys[K_WW]};
     const char *args[3] = {rw->owner, t->lease, t->intent};
     long long code = 0, val = 0;
-    int rc = dlock__fam_eval(rw->c, t->write ? &rw_write_acquire : &rw_read_acquire, 4, keys,
+    int rc = dlock__fam_eval(rw->c, t->write ? &dlock__script_rw_write_acquire : &dlock__script_rw_read_acquire, 4, keys,
                              t->write ? 3 : 2, args, &code, &val, NULL);
     if (rc) return rc;
     if (code == -1) return DLOCK_EUPGRADE;
@@ -149,7 +145,7 @@ static void withdraw_intent(dlock_rwlock *rw)
     const char *keys[1] = {rw->keys[K_WW]};
     const char *args[3] = {rw->owner, rw->keys[K_CHAN], dlock__pub_cmd(rw->sharded)};
     long long was = 0;
-    dlock__fam_eval(rw->c, &rw_withdraw, 1, keys, 3, args, &was, NULL, NULL);
+    dlock__fam_eval(rw->c, &dlock__script_rw_withdraw, 1, keys, 3, args, &was, NULL, NULL);
 }
 
 static int acquire(dlock_rwlock *rw, bool write, int64_t wait_ms)
@@ -195,7 +191,7 @@ static int release(dlock_rwlock *rw, bool write)
     const char *keys[3] = {rw->keys[K_W], rw->keys[K_R], rw->keys[K_RN]};
     const char *args[4] = {rw->owner, write ? "w" : "r", rw->keys[K_CHAN], dlock__pub_cmd(rw->sharded)};
     long long left = 0;
-    int rc = dlock__fam_eval(rw->c, &rw_release, 3, keys, 4, args, &left, NULL, NULL);
+    int rc = dlock__fam_eval(rw->c, &dlock__script_rw_release, 3, keys, 4, args, &left, NULL, NULL);
     if (rc) return rc;
     if (left < 0) {
         atomic_store(cnt, 0);

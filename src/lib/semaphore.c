@@ -22,14 +22,11 @@
 #include "family.h"
 #include "util.h"
 
-extern const unsigned char dlock__lua_sem_acquire[];
-extern const unsigned char dlock__lua_sem_release[];
-extern const unsigned char dlock__lua_sem_extend[];
-extern const unsigned char dlock__lua_sem_available[];
-static const dlock__script sem_acquire = {"sem_acquire", dlock__lua_sem_acquire};
-static const dlock__script sem_release = {"sem_release", dlock__lua_sem_release};
-static const dlock__script sem_extend = {"sem_extend", dlock__lua_sem_extend};
-static const dlock__script sem_available = {"sem_available", dlock__lua_sem_available};
+/* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
+extern const dlock__script dlock__script_sem_acquire,
+    dlock__script_sem_release,
+    dlock__script_sem_extend,
+    dlock__script_sem_available;
 
 enum { K_BASE, K_META, K_EXP, K_CNT, K_CHAN, K_N };
 
@@ -60,7 +57,7 @@ static int sem_renew(dlock__renewable *r, int64_t lease_ms)
     dlock_semaphore *s = SEM_OF_HOLD(dlock__famhold_of(r));
     const char *keys[1] = {s->keys[K_EXP]};
     long long code = 0;
-    int rc = dlock__fam_renew(s->c, &sem_extend, 1, keys, s->owner, lease_ms, &code);
+    int rc = dlock__fam_renew(s->c, &dlock__script_sem_extend, 1, keys, s->owner, lease_ms, &code);
     if (rc) return rc;
     return code == 1 ? 0 : DLOCK_ELOST;
 }
@@ -118,7 +115,7 @@ static int sem_attempt(void *ctx, int64_t *hint_ms)
     const char *keys[3] = {s->keys[K_META], s->keys[K_EXP], s->keys[K_CNT]};
     const char *args[6] = {t->id, t->k, t->lease, s->limit_s, s->keys[K_CHAN], dlock__pub_cmd(s->sharded)};
     long long code = 0, val = 0;
-    int rc = dlock__fam_eval(s->c, &sem_acquire, 3, keys, 6, args, &code, &val, NULL);
+    int rc = dlock__fam_eval(s->c, &dlock__script_sem_acquire, 3, keys, 6, args, &code, &val, NULL);
     if (rc) return rc;
     if (code == -2) {
         dlock__log(s->c, DLOCK_LOG_ERROR, "semaphore %s: recorded with %lld permits, handle says %s",
@@ -181,7 +178,7 @@ DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t k)
     const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
     const char *args[4] = {sem->owner, ks, sem->keys[K_CHAN], dlock__pub_cmd(sem->sharded)};
     long long code = 0;
-    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 4, args, &code, NULL, NULL);
+    int rc = dlock__fam_eval(sem->c, &dlock__script_sem_release, 3, keys, 4, args, &code, NULL, NULL);
     if (rc) return rc;
     if (code == -1) return DLOCK_ELIMIT;
     if (code == 1)
@@ -208,7 +205,7 @@ DLOCK_API int dlock_semaphore_available(dlock_semaphore *sem, int64_t *available
     if (!sem || !available_out) return DLOCK_EINVAL;
     const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
     long long code = 0;
-    int rc = dlock__fam_eval(sem->c, &sem_available, 3, keys, 0, NULL, &code, NULL, NULL);
+    int rc = dlock__fam_eval(sem->c, &dlock__script_sem_available, 3, keys, 0, NULL, &code, NULL, NULL);
     if (rc) return rc;
     *available_out = code < 0 ? sem->limit : code;
     return 0;
@@ -262,7 +259,7 @@ DLOCK_API int dlock_permits_release(dlock_semaphore *sem, const char *id)
     const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
     const char *args[4] = {id, "1", sem->keys[K_CHAN], dlock__pub_cmd(sem->sharded)};
     long long code = 0;
-    int rc = dlock__fam_eval(sem->c, &sem_release, 3, keys, 4, args, &code, NULL, NULL);
+    int rc = dlock__fam_eval(sem->c, &dlock__script_sem_release, 3, keys, 4, args, &code, NULL, NULL);
     if (rc) return rc;
     return code == 1 ? 0 : DLOCK_ELIMIT;
 }
@@ -275,7 +272,7 @@ DLOCK_API int dlock_permits_extend(dlock_semaphore *sem, const char *id, int64_t
     const char *keys[1] = {sem->keys[K_EXP]};
     const char *args[2] = {id, lease};
     long long code = 0;
-    int rc = dlock__fam_eval(sem->c, &sem_extend, 1, keys, 2, args, &code, NULL, NULL);
+    int rc = dlock__fam_eval(sem->c, &dlock__script_sem_extend, 1, keys, 2, args, &code, NULL, NULL);
     if (rc) return rc;
     return code == 1 ? 0 : DLOCK_ELOST;
 }

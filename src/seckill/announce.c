@@ -19,6 +19,7 @@
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "persist.h"
+#include "sk_err.h"
 #include "util.h"
 
 #define QUEUE_MAX 1024
@@ -40,7 +41,7 @@ int sk_announce_campaign(dlock__conn *rc, const char *campaign)
 {
     const char *argv[] = {"XADD", SK_ANNOUNCE_STREAM, "MAXLEN", "~", "1000", "*", "campaign", campaign};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 8, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 8, argv, NULL, &r));
     if (!err && dlock__reply_kind(r) == DLOCK__R_ERROR) err = DLOCK_ESERVER;
     dlock__reply_free(r);
     return err;
@@ -114,7 +115,7 @@ static void *waiter_main(void *arg)
     while (!atomic_load(&a->stop)) {
         const char *argv[] = {"XREAD", "COUNT", "100", "BLOCK", BLOCK_MS, "STREAMS", SK_ANNOUNCE_STREAM, a->last};
         dlock__reply *r = NULL;
-        int err = dlock__conn_cmd(a->rc, 8, argv, NULL, &r);
+        int err = sk_err_from_common(dlock__conn_cmd(a->rc, 8, argv, NULL, &r));
         if (err || dlock__reply_kind(r) == DLOCK__R_ERROR) {
             dlock__reply_free(r);
             dlock__sleep_ms(200); /* Redis away: the periodic discovery covers the gap */
@@ -132,7 +133,7 @@ static int last_id(sk_announce *a)
 {
     const char *argv[] = {"XREVRANGE", SK_ANNOUNCE_STREAM, "+", "-", "COUNT", "1"};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(a->rc, 6, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(a->rc, 6, argv, NULL, &r));
     if (err) return err;
     snprintf(a->last, sizeof(a->last), "0-0");
     if (dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 1) {

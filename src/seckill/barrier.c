@@ -44,8 +44,8 @@
 #include "sk_err.h"
 #include "util.h"
 
-extern const unsigned char sk_lua_barrier_mirror[];
-extern const unsigned char sk_lua_node_runid[];
+extern const dlock__script sk_script_barrier_mirror; /* lua/barrier_mirror.lua */
+extern const dlock__script sk_script_node_runid; /* lua/node_runid.lua */
 
 /* The engine's defaults (engine.h): order hash 7 days, Idempotency-Key answers 24 h. */
 #define ORDER_HASH_TTL_MS "604800000"
@@ -63,7 +63,7 @@ int sk_barrier_run_id(dlock__conn *rc, char out[41])
 {
     const char *argv[] = {"INFO", "server"};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 2, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 2, argv, NULL, &r));
     if (err) return err;
     const char *text = dlock__reply_kind(r) == DLOCK__R_STRING ? dlock__reply_str(r, NULL) : NULL;
     const char *p = text ? strstr(text, "run_id:") : NULL;
@@ -79,7 +79,7 @@ int sk_barrier_bucket_run_id(dlock__conn *rc, const sk_buckets *lay, int j, char
     sk_bucket_key(lay, j, "meta", key, sizeof(key));
     const char *keys[] = {key};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(rc, (const char *)sk_lua_node_runid, 1, keys, 0, NULL, &r);
+    int err = sk__eval_script(rc, &sk_script_node_runid, 1, keys, 0, NULL, &r);
     if (err) return err;
     size_t n = 0;
     const char *id = dlock__reply_kind(r) == DLOCK__R_STRING ? dlock__reply_str(r, &n) : NULL;
@@ -103,7 +103,7 @@ typedef struct meta_view {
 
 static int cmd(dlock__conn *rc, int argc, const char **argv, dlock__reply **r)
 {
-    int err = dlock__conn_cmd(rc, argc, argv, NULL, r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, argc, argv, NULL, r));
     if (!err && dlock__reply_kind(*r) == DLOCK__R_ERROR) {
         dlock__reply_free(*r);
         *r = NULL;
@@ -235,7 +235,7 @@ static int mirror_page(dlock__conn *rc, const char *campaign, const bkeys *bk, c
         for (int j = 0; j < 7; j++) args[na++] = a[j];
     }
     dlock__reply *r = NULL;
-    err = nk > 6 ? sk__eval_script(rc, (const char *)sk_lua_barrier_mirror, nk, keys, na, args, &r) : 0;
+    err = nk > 6 ? sk__eval_script(rc, &sk_script_barrier_mirror, nk, keys, na, args, &r) : 0;
     if (!err && r && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2) {
         b->mirrored += dlock__reply_int(dlock__reply_at(r, 0));
         b->given_back += dlock__reply_int(dlock__reply_at(r, 1));
@@ -285,7 +285,7 @@ static int open_bucket(dlock__conn *rc, const bkeys *bk, const char *run_id, sk_
     const char *keys[2] = {bk->meta, bk->lock};
     const char *args[4] = {"open", b->owner, run_id, ep};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(rc, (const char *)sk_lua_barrier_mirror, 2, keys, 4, args, &r);
+    int err = sk__eval_script(rc, &sk_script_barrier_mirror, 2, keys, 4, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);
@@ -352,7 +352,7 @@ static int seal_raise(dlock__conn *rc, const sk_buckets *lay, int i, sk_barrier_
     const char *keys[2] = {k.meta, k.orders};
     const char *args[4] = {"raise", ep, SK_PERSIST_GROUP, b->raise_id[i]};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(rc, (const char *)sk_lua_barrier_mirror, 2, keys, 4, args, &r);
+    int err = sk__eval_script(rc, &sk_script_barrier_mirror, 2, keys, 4, args, &r);
     if (err) return err;
     int out = DLOCK_ESERVER;
     if (dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 3) {
@@ -411,7 +411,7 @@ static void seal_unlock(dlock__conn *rc, const bkeys *bk, sk_barrier_run *b)
     const char *keys[1] = {lock};
     const char *args[2] = {"unlock", owner};
     dlock__reply *r = NULL;
-    if (sk__eval_script(rc, (const char *)sk_lua_barrier_mirror, 1, keys, 2, args, &r) == 0) dlock__reply_free(r);
+    if (sk__eval_script(rc, &sk_script_barrier_mirror, 1, keys, 2, args, &r) == 0) dlock__reply_free(r);
     seal_reset(b);
 }
 

@@ -31,20 +31,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
 
 #include "dlock/dlock.h"
+#include "script.h"
 #include "slot.h"
 #include "util.h"
 
-extern const unsigned char sk_lua_purchase[];
-extern const unsigned char sk_lua_campaign_heat[];
-extern const unsigned char sk_lua_campaign_info[];
-extern const unsigned char sk_lua_sk_worker_lease[];
-extern const unsigned char sk_lua_transfer[];
+/* lua/<name>.lua, with its SHA-1, fixed at build time (script.h) */
+extern const dlock__script sk_script_purchase, sk_script_campaign_heat, sk_script_campaign_info,
+    sk_script_sk_worker_lease, sk_script_transfer;
 
-static const unsigned char *const lua_src[SK__NLUA] = {
-    sk_lua_purchase, sk_lua_campaign_heat, sk_lua_campaign_info, sk_lua_sk_worker_lease, sk_lua_transfer};
+static const dlock__script *const lua[SK__NLUA] = {&sk_script_purchase, &sk_script_campaign_heat,
+                                                   &sk_script_campaign_info, &sk_script_sk_worker_lease,
+                                                   &sk_script_transfer};
 
 struct sk__call {
     sk_engine *e;
@@ -80,15 +79,6 @@ void sk_engine_opts_init(sk_engine_opts *o)
     o->replica_acks = -1;
     o->replica_ack_timeout_ms = 100;
     o->worker_lease_ms = 60000;
-}
-
-static void sha1_hex(const unsigned char *s, char out[41])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(s, strlen((const char *)s), md, &n, EVP_sha1(), NULL);
-    for (unsigned i = 0; i < n && i < 20; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
-    out[40] = '\0';
 }
 
 static bool ready(const sk_engine *e)
@@ -168,7 +158,7 @@ static int send_call(sk_engine *e, sk__call *c)
     if (!e->ac || !e->up) return SK_EUNAVAIL;
     if (c->script >= 0) {
         c->argv[0] = "EVALSHA";
-        c->argv[1] = e->sha[c->script];
+        c->argv[1] = lua[c->script]->sha;
         c->lens[0] = 7;
         c->lens[1] = 40;
     }
@@ -220,7 +210,7 @@ static char *resp_head(char *p, int argc, const char *name, const char *arg, siz
 static int send_resp(sk_engine *e, sk__call *c)
 {
     char head[RESP_HEAD_ROOM];
-    size_t hn = (size_t)(resp_head(head, c->argc, "EVALSHA", e->sha[c->script], 40) - head);
+    size_t hn = (size_t)(resp_head(head, c->argc, "EVALSHA", lua[c->script]->sha, 40) - head);
     char *start = c->resp - hn;
     memcpy(start, head, hn);
     int rc = dlock__aconn_cmd_resp(e->ac, on_call_reply, c, start, hn + c->resp_len);
@@ -233,8 +223,8 @@ static int send_resp(sk_engine *e, sk__call *c)
 static int resend_eval(sk_engine *e, sk__call *c)
 {
     c->evaled = true;
-    const char *src = (const char *)lua_src[c->script];
-    size_t sn = strlen(src);
+    const char *src = lua[c->script]->src;
+    size_t sn = lua[c->script]->len;
     if (c->argv) {
         c->argv[0] = "EVAL";
         c->argv[1] = src;
@@ -473,7 +463,7 @@ static void on_script_loaded(const dlock__reply *r, int err, void *priv)
 static void load_scripts(sk_engine *e)
 {
     for (int i = 0; i < SK__NLUA; i++) {
-        const char *argv[] = {"SCRIPT", "LOAD", (const char *)lua_src[i]};
+        const char *argv[] = {"SCRIPT", "LOAD", lua[i]->src};
         sk__call_cmd(e, 3, argv, NULL, on_script_loaded, NULL);
     }
 }
@@ -601,7 +591,6 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
         free(e);
         return SK_EINVAL;
     }
-    for (int i = 0; i < SK__NLUA; i++) sha1_hex(lua_src[i], e->sha[i]);
     dlock__random_hex(e->instance, 16);
     e->lease_n = (int)dlock__random_below(SK_ORDERID_MAX_WORKER + 1);
     sk_orderid_init(&e->gen, -1);

@@ -33,7 +33,6 @@ struct sk_engine {
     sk__call *head, *tail;  /* in flight, oldest first */
     int64_t last_reply_ms;  /* monotonic time of the last reply (reply deadline) */
     int64_t connect_ms;     /* monotonic time the current connect began (connect deadline) */
-    char sha[SK__NLUA][41];
     /* what the connected server said at connect (engine_server.c) */
     char runid[41];         /* INFO server run_id; "" unknown */
     int info_due;           /* connect-time replies still to come */

@@ -33,7 +33,7 @@ int sk_layout_read(dlock__conn *rc, const char *id, sk_buckets *out)
     snprintf(key, sizeof(key), "{c:%s}:meta", id);
     const char *argv[] = {"HMGET", key, "stock", "shards", "bucket_tags"};
     dlock__reply *r = NULL;
-    int rc_ = dlock__conn_cmd(rc, 5, argv, NULL, &r);
+    int rc_ = sk_err_from_common(dlock__conn_cmd(rc, 5, argv, NULL, &r));
     if (rc_) return rc_;
     int ret = 0;
     if (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 3) ret = DLOCK_ESERVER;

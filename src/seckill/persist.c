@@ -39,7 +39,7 @@
 
 #define MAX_FIELDS 16
 
-extern const unsigned char sk_lua_dead_letter[];
+extern const dlock__script sk_script_dead_letter; /* lua/dead_letter.lua */
 #define OWN_RETRY_MS 200 /* pause before an entry that failed is delivered again */
 #define BARRIER_EVERY_MS 250 /* how often the master's run id is compared with each campaign's */
 
@@ -113,12 +113,12 @@ int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__co
                           size_t errlen)
 {
     dlock__url u;
-    int rc = dlock__url_parse(url, &u, err, errlen);
+    int rc = sk_err_from_common(dlock__url_parse(url, &u, err, errlen));
     if (rc) return rc;
     dlock__conn_opts co = {.connect_timeout_ms = 2000, .command_timeout_ms = command_timeout_ms};
     /* A sentinel URL is kept as is: the connection asks the sentinels for
      * the master again at every reconnect, so a failover is followed. */
-    rc = dlock__conn_open(&u, &co, out, err, errlen);
+    rc = sk_err_from_common(dlock__conn_open(&u, &co, out, err, errlen));
     dlock__url_free(&u);
     return rc;
 }
@@ -133,12 +133,13 @@ bool sk_persist_is_cluster(dlock__conn *rc)
     return yes;
 }
 
-/* Runs one command; 0 with *r (caller frees) or a dlock code. A Redis
- * error reply is returned as ESERVER (and freed). */
+/* Runs one command; 0 with *r (caller frees) or the transport code mapped
+ * at the engine's edge (sk_err_from_common). A Redis error reply is
+ * returned as ESERVER (and freed). */
 static int cmd(worker *w, int argc, const char **argv, dlock__reply **r)
 {
     *r = NULL;
-    int err = dlock__conn_cmd(w->rc, argc, argv, NULL, r);
+    int err = sk_err_from_common(dlock__conn_cmd(w->rc, argc, argv, NULL, r));
     if (!err && dlock__reply_kind(*r) == DLOCK__R_ERROR) {
         if (dlock__reply_is_error(*r, "NOGROUP")) w->nogroup = true;
         wlog(w, "redis %s: %s", argv[0], dlock__reply_str(*r, NULL));
@@ -249,7 +250,7 @@ static int camp_stream(worker *w, camp *c, const char *id, sk_buckets *lay, int 
     sk_barrier_run_init(&c->bar, w->consumer);
     const char *argv[] = {"XGROUP", "CREATE", c->key, SK_PERSIST_GROUP, "0", "MKSTREAM"};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(w->rc, 6, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(w->rc, 6, argv, NULL, &r));
     bool ok = !err && (dlock__reply_kind(r) != DLOCK__R_ERROR || dlock__reply_is_error(r, "BUSYGROUP"));
     dlock__reply_free(r);
     return ok ? 0 : err ? err : DLOCK_ESERVER;
@@ -417,7 +418,7 @@ static int dead_letter(worker *w, const camp *c, const entry *e, const char *why
     }
     const char *keys[] = {c->dead, c->key, c->errs, c->stats};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(w->rc, (const char *)sk_lua_dead_letter, 4, keys, n, args, &r);
+    int err = sk__eval_script(w->rc, &sk_script_dead_letter, 4, keys, n, args, &r);
     if (!err && dlock__reply_kind(r) != DLOCK__R_STRING) err = DLOCK_ESERVER;
     if (err == DLOCK_ESERVER && r) wlog(w, "redis dead letter: %s", dlock__reply_str(r, NULL));
     dlock__reply_free(r);
@@ -692,7 +693,7 @@ static int read_each(worker *w, const int *argcs, const char *const **vv, size_t
     int failed = 0, err = 0;
     for (size_t i = 0; i < n && !err; i++) {
         dlock__reply *r = NULL;
-        int e = dlock__conn_cmd(w->rc, argcs[i], (const char **)vv[i], NULL, &r);
+        int e = sk_err_from_common(dlock__conn_cmd(w->rc, argcs[i], (const char **)vv[i], NULL, &r));
         if (e) {
             w->st.redis_errors++;
             failed++;
@@ -728,7 +729,7 @@ static int read_new_cluster(worker *w, bool block, int *n_out)
             argcs[i] = xread_argv(w, &w->camps[i], cnt, NULL, argvs + XREAD_ARGC * i);
             vv[i] = argvs + XREAD_ARGC * i;
         }
-        err = dlock__conn_pipeline(w->rc, n, argcs, (const char *const *const *)vv, NULL, rs);
+        err = sk_err_from_common(dlock__conn_pipeline(w->rc, n, argcs, (const char *const *const *)vv, NULL, rs));
         if (err) w->st.redis_errors++;
         if (err) err = read_each(w, argcs, vv, n, n_out); /* a node down: the others still */
         else err = take_replies(w, rs, n, n_out);
@@ -737,7 +738,7 @@ static int read_new_cluster(worker *w, bool block, int *n_out)
         const char *one[XREAD_ARGC];
         int argc = xread_argv(w, &w->camps[w->block_turn++ % n], cnt, blk, one);
         dlock__reply *r = NULL;
-        err = dlock__conn_cmd(w->rc, argc, one, NULL, &r);
+        err = sk_err_from_common(dlock__conn_cmd(w->rc, argc, one, NULL, &r));
         if (err) w->st.redis_errors++;
         else err = take_replies(w, &r, 1, n_out);
     }
@@ -787,7 +788,7 @@ int sk_persist_backlog_key(dlock__conn *rc, const char *key, int64_t *pending_ou
     *lag_out = 0;
     const char *argv[] = {"XINFO", "GROUPS", key};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 3, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 3, argv, NULL, &r));
     if (err) return err;
     if (dlock__reply_kind(r) == DLOCK__R_ERROR) { /* no stream yet */
         dlock__reply_free(r);
@@ -822,7 +823,7 @@ int sk_persist_backlog_key(dlock__conn *rc, const char *key, int64_t *pending_ou
     const char *xr[] = {"XRANGE", key, from, "+", "COUNT", "1000000"};
     const char *xl[] = {"XLEN", key};
     r = NULL;
-    err = found ? dlock__conn_cmd(rc, 6, xr, NULL, &r) : dlock__conn_cmd(rc, 2, xl, NULL, &r);
+    err = sk_err_from_common(found ? dlock__conn_cmd(rc, 6, xr, NULL, &r) : dlock__conn_cmd(rc, 2, xl, NULL, &r));
     if (err) return err;
     *lag_out = dlock__reply_kind(r) == DLOCK__R_ARRAY ? (int64_t)dlock__reply_count(r) : dlock__reply_int(r);
     dlock__reply_free(r);

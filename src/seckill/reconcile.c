@@ -36,7 +36,7 @@ static int redis_int(dlock__conn *rc, const char *c1, const char *key, const cha
 {
     const char *argv[3] = {c1, key, c3};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, c3 ? 3 : 2, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, c3 ? 3 : 2, argv, NULL, &r));
     if (err) return err;
     *out = 0;
     if (nil) *nil = dlock__reply_kind(r) == DLOCK__R_NIL;
@@ -97,7 +97,7 @@ static int read_buyers(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcile
     sk_bucket_key(b, j, "buyers", key, sizeof(key));
     const char *argv[] = {"HGETALL", key};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 2, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 2, argv, NULL, &r));
     if (err) return err;
     sk_reconcile_bucket *bk = &rep->bucket[j];
     for (size_t i = 0; dlock__reply_kind(r) == DLOCK__R_ARRAY && i + 1 < dlock__reply_count(r); i += 2) {
@@ -177,7 +177,7 @@ static int read_journal(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcil
     sk_bucket_key(b, j, "xfer", key, sizeof(key));
     const char *argv[] = {"HGETALL", key};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 2, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 2, argv, NULL, &r));
     sk_reconcile_bucket *bk = &rep->bucket[j];
     for (size_t i = 0; !err && dlock__reply_kind(r) == DLOCK__R_ARRAY && i + 1 < dlock__reply_count(r); i += 2) {
         const char *xid = dlock__reply_str(dlock__reply_at(r, i), NULL), *v = dlock__reply_str(dlock__reply_at(r, i + 1), NULL);
@@ -196,7 +196,7 @@ static int read_journal(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcil
         sk_bucket_key(b, dst, "xin", xin, sizeof(xin));
         const char *ism[] = {"SISMEMBER", xin, xid};
         dlock__reply *m = NULL;
-        if ((err = dlock__conn_cmd(rc, 3, ism, NULL, &m))) break;
+        if ((err = sk_err_from_common(dlock__conn_cmd(rc, 3, ism, NULL, &m)))) break;
         if (dlock__reply_kind(m) == DLOCK__R_INTEGER) applied = dlock__reply_int(m);
         dlock__reply_free(m);
         if (!applied) {
@@ -216,7 +216,7 @@ static int check_bucket_meta(dlock__conn *rc, const sk_buckets *b, int j, sk_rec
     sk_bucket_key(b, j, "meta", key, sizeof(key));
     const char *argv[] = {"HMGET", key, "shards", "bucket"};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 4, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 4, argv, NULL, &r));
     if (err) return err;
     const char *f[2] = {"", ""};
     for (size_t i = 0; i < 2 && dlock__reply_kind(r) == DLOCK__R_ARRAY && i < dlock__reply_count(r); i++)

@@ -11,48 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "dlock/dlock.h"
 #include "layout.h"
 #include "release.h"
 #include "sk_err.h"
 
-extern const unsigned char sk_lua_order_units[];
+extern const dlock__script sk_script_order_units; /* lua/order_units.lua */
 
-static void script_sha(const char *src, char hex_out[41])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(src, strlen(src), md, &n, EVP_sha1(), NULL);
-    for (unsigned int i = 0; i < n && i < 20; i++) snprintf(hex_out + 2 * i, 3, "%02x", md[i]);
-    hex_out[40] = '\0';
-}
-
-int sk__eval_script(dlock__conn *rc, const char *src, int nkeys, const char **keys, int nargs,
+int sk__eval_script(dlock__conn *rc, const dlock__script *s, int nkeys, const char **keys, int nargs,
                     const char **args, dlock__reply **reply_out)
 {
-    char sha[41], nk[16];
-    script_sha(src, sha);
-    snprintf(nk, sizeof(nk), "%d", nkeys);
-    const char **argv = calloc((size_t)(nkeys + nargs + 3), sizeof(*argv));
-    if (!argv) return DLOCK_ENOMEM;
-    int argc = 0;
-    argv[argc++] = "EVALSHA";
-    argv[argc++] = sha;
-    argv[argc++] = nk;
-    for (int i = 0; i < nkeys; i++) argv[argc++] = keys[i];
-    for (int i = 0; i < nargs; i++) argv[argc++] = args[i];
-    int err = dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
-    if (!err && dlock__reply_is_error(*reply_out, "NOSCRIPT")) {
-        dlock__reply_free(*reply_out);
-        *reply_out = NULL;
-        argv[0] = "EVAL";
-        argv[1] = src;
-        err = dlock__conn_cmd(rc, argc, argv, NULL, reply_out);
-    }
-    free(argv);
-    return err;
+    return sk_err_from_common(dlock__script_call(rc, s, nkeys, keys, nargs, args, reply_out, NULL));
 }
 
 /* The tag of row's bucket into tag (SK_BUCKET_TAG_MAX): its user's home
@@ -90,7 +59,7 @@ static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate
     const char *keys[5] = {k_gate, k_stock, k_buyers, k_order, k_events};
     const char *args[5] = {oid, row->user, qty, dir, status};
     dlock__reply *r = NULL;
-    err = sk__eval_script(rc, (const char *)sk_lua_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
+    err = sk__eval_script(rc, &sk_script_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);

@@ -13,6 +13,7 @@
 
 #include "db.h"
 #include "redis_io.h"
+#include "script.h"
 
 /* For a cancelled order: units back to {c:<id>}:stock and
  * the buyer's quota once (gate {c:<id>}:released), "restock" published.
@@ -30,9 +31,11 @@ int sk_mirror_order(dlock__conn *rc, const sk_order_row *row);
  * buyer in {c:<id>}:buyers once (gate {c:<id>}:dropped). 1, 0 or a code. */
 int sk_drop_order(dlock__conn *rc, const sk_order_row *row);
 
-/* EVALSHA of src (its SHA-1 computed here), EVAL on NOSCRIPT. 0 with *reply_out (caller frees; may be an error
- * reply) or a dlock code. For the pipeline's scripts. */
-int sk__eval_script(dlock__conn *rc, const char *src, int nkeys, const char **keys, int nargs,
+/* Runs s (dlock__script_call: EVALSHA, EVAL on NOSCRIPT; routed by its
+ * keys on a Cluster). 0 with *reply_out (caller frees; may be an error
+ * reply) or the transport code mapped by sk_err_from_common. For the
+ * pipeline's scripts. */
+int sk__eval_script(dlock__conn *rc, const dlock__script *s, int nkeys, const char **keys, int nargs,
                     const char **args, dlock__reply **reply_out);
 
 #endif

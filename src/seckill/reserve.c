@@ -23,7 +23,7 @@
 #include "release.h"
 #include "sk_err.h"
 
-extern const unsigned char sk_lua_reserve_handback[];
+extern const dlock__script sk_script_reserve_handback; /* lua/reserve_handback.lua */
 
 void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n)
 {
@@ -149,7 +149,7 @@ int sk_reserve_handback_apply(dlock__conn *rc, const char *campaign, const sk_db
     const char *keys[3] = {k_set, k_stock, k_events};
     const char *args[2] = {hb->id, units};
     dlock__reply *r = NULL;
-    int err = sk__eval_script(rc, (const char *)sk_lua_reserve_handback, 3, keys, 2, args, &r);
+    int err = sk__eval_script(rc, &sk_script_reserve_handback, 3, keys, 2, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);
@@ -163,7 +163,7 @@ static int one_sold_out(dlock__conn *rc, const char *campaign)
     snprintf(key, sizeof(key), "{c:%s}:stock", campaign);
     const char *argv[] = {"GET", key};
     dlock__reply *r = NULL;
-    int err = dlock__conn_cmd(rc, 2, argv, NULL, &r);
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 2, argv, NULL, &r));
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_STRING && strtoll(dlock__reply_str(r, NULL), NULL, 10) <= 0;
     dlock__reply_free(r);
@@ -191,7 +191,7 @@ static int probe_buckets(dlock__conn *rc, const sk_buckets *lay, int64_t *xin_ou
         vv[i] = argvs + 2 * i;
         argcs[i] = 2;
     }
-    if (!err) err = dlock__conn_pipeline(rc, (size_t)n, argcs, vv, NULL, rs);
+    if (!err) err = sk_err_from_common(dlock__conn_pipeline(rc, (size_t)n, argcs, vv, NULL, rs));
     for (int i = 0; !err && i < n; i++) {
         dlock__reply_type t = dlock__reply_kind(rs[i]);
         if (t == DLOCK__R_ERROR) err = DLOCK_ESERVER;

@@ -1,7 +1,28 @@
-/* sk_err.c: messages for sk_err; dlock_err codes are named by libdlock. */
+/* sk_err.c: messages for sk_err (dlock_err codes are named by libdlock)
+ * and the engine's edge to the common layer's codes. */
 #include "sk_err.h"
 
+#include "common_err.h"
 #include "dlock/dlock.h"
+
+int sk_err_from_common(int rc)
+{
+    switch ((dlock__err)rc) {
+    case DLOCK__OK: return SK_OK;
+    case DLOCK__EINVAL: return DLOCK_EINVAL;
+    case DLOCK__EURL: return DLOCK_EURL;
+    case DLOCK__ETLS: return DLOCK_ETLS;
+    case DLOCK__EAUTH: return DLOCK_EAUTH;
+    case DLOCK__ECONN: return DLOCK_ECONN;
+    case DLOCK__ETIMEOUT: return DLOCK_ETIMEOUT;
+    case DLOCK__EIO: return DLOCK_EIO;
+    case DLOCK__ESERVER: return DLOCK_ESERVER;
+    case DLOCK__EUNKNOWN: return DLOCK_EUNKNOWN;
+    case DLOCK__ENOMEM: return DLOCK_ENOMEM;
+    case DLOCK__ECROSSSLOT: return SK_EINVAL;
+    }
+    return DLOCK_EIO; /* not a common code: never produced by src/common */
+}
 
 const char *sk_strerror(int err)
 {
@@ -23,6 +44,7 @@ const char *sk_strerror(int err)
     case SK_EIDEMPOTENCY: return "Idempotency-Key used by another user";
     case SK_EQUEUEFULL: return "too many purchases waiting";
     case SK_EBARRIER: return "campaign recovering after a change of master";
+    case DLOCK__ECROSSSLOT: return dlock__strerror(err); /* internal: mapped at the edge, named anyway */
     default: return dlock_strerror(err);
     }
 }

@@ -1,6 +1,7 @@
 /* sk_err.h: error codes of the flash-sale engine (negative, 0 = ok), shared
  * by the decision side and the order pipeline; sk_strerror names them.
- * Transport codes are libdlock's (dlock_err) and pass through unchanged.
+ * Transport codes are libdlock's (dlock_err) and pass through unchanged;
+ * codes from src/common are mapped at the edge (sk_err_from_common).
  *
  * How errors are reported, everywhere in src/seckill and src/seckilld:
  * every function returns a code (0 or negative) and the code alone says
@@ -36,6 +37,15 @@ typedef enum sk_err {
     SK_EBARRIER = -116,  /* the campaign waits for the barrier after a change of master: retry */
 } sk_err;
 
+/* Names every code an engine function returns: sk_err, dlock_err, and
+ * the common layer's internal codes (src/common/common_err.h); never NULL. */
 const char *sk_strerror(int err);
+
+/* The engine's edge to the common layer: a dlock__err (what dlock__conn_*,
+ * dlock__aconn_* and dlock__script_* return) as the engine's code of the
+ * same meaning: transport codes as the dlock_err of the same name, a
+ * cross-slot refusal as SK_EINVAL (a key-layout error, nothing sent). The
+ * engine passes on what this returns, never a raw common code. */
+int sk_err_from_common(int rc);
 
 #endif

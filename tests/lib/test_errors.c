@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -44,12 +45,26 @@ static void test_a_code_common_never_returns_maps_to_eio(void **state)
     assert_int_equal(dlock__err_from_common(1), DLOCK_EIO);
 }
 
+/* Every internal code (the common layer's whole list) maps to a dlock_err
+ * that dlock_strerror names. */
+static void test_every_common_code_maps_to_a_named_dlock_code(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const int *codes = dlock__err_codes(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *msg = dlock_strerror(dlock__err_from_common(codes[i]));
+        assert_null(strstr(msg, "unknown error"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_common_code_maps_to_the_dlock_code_of_the_same_meaning),
         cmocka_unit_test(test_a_code_common_never_returns_maps_to_eio),
         cmocka_unit_test(test_crossslot_maps_to_einval),
+        cmocka_unit_test(test_every_common_code_maps_to_a_named_dlock_code),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

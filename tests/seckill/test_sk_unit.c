@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "dlock/dlock.h"
+#include "script.h"
 #include "engine.h"
 #include "common_err.h"
 #include "json.h"
@@ -228,14 +229,14 @@ static void test_identifier_validation(void **state)
     assert_int_equal(sk_campaign_check(&d, NULL, 0), SK_EINVAL);
 }
 
-extern const unsigned char sk_lua_purchase[];
+extern const dlock__script sk_script_purchase;
 
 /* One outcome table: row i is outcome i, each script code and each error
  * names one row, and purchase.lua names its codes by the same labels. */
 static void test_purchase_outcomes_are_one_table(void **state)
 {
     (void)state;
-    const char *lua = (const char *)sk_lua_purchase;
+    const char *lua = sk_script_purchase.src;
     for (int i = 0; i < SK_OUT_COUNT; i++) {
         const sk_outcome *o = sk_outcome_get(i);
         assert_non_null(o->label);
@@ -257,9 +258,32 @@ static void test_purchase_outcomes_are_one_table(void **state)
     assert_int_equal(sk_outcome_get(-1)->http_status, 503);
 }
 
+/* The engine's edge to the common layer: every internal code maps to an
+ * engine code of the same meaning, and every code an engine function can
+ * hand on has a message (the cross-slot refusal printed "unknown error
+ * code" before it was named). */
+static void test_every_common_code_is_mapped_and_named(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const int *codes = dlock__err_codes(&n);
+    assert_true(n >= 12);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_not_equal(dlock__strerror(codes[i]), "unknown error");
+        assert_null(strstr(sk_strerror(codes[i]), "unknown error"));
+        assert_null(strstr(sk_strerror(sk_err_from_common(codes[i])), "unknown error"));
+    }
+    assert_int_equal(sk_err_from_common(DLOCK__ECROSSSLOT), SK_EINVAL);
+    assert_int_equal(sk_err_from_common(DLOCK__EUNKNOWN), DLOCK_EUNKNOWN);
+    assert_int_equal(sk_err_from_common(DLOCK__ECONN), DLOCK_ECONN);
+    assert_int_equal(sk_err_from_common(DLOCK__OK), SK_OK);
+    assert_int_equal(sk_err_from_common(-99), DLOCK_EIO); /* not a common code */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_common_code_is_mapped_and_named),
         cmocka_unit_test(test_json_accepts_valid_documents),
         cmocka_unit_test(test_json_rejects_invalid_documents),
         cmocka_unit_test(test_json_survives_mutation_fuzzing),

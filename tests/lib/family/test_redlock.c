@@ -369,6 +369,61 @@ static void test_threads_exclude_each_other(void **state)
     dlock_redlock_free(rl);
 }
 
+/* Threads of this process now (entries of /proc/self/task). */
+static int thread_count(void)
+{
+    char line[64];
+    FILE *f = fopen("/proc/self/status", "r");
+    int n = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "Threads:", 8) == 0) n = (int)strtol(line + 8, NULL, 10);
+    if (f) fclose(f);
+    return n;
+}
+
+typedef struct sampler {
+    atomic_bool stop;
+    atomic_int max;
+} sampler;
+
+static void *sample_threads(void *p)
+{
+    sampler *s = p;
+    while (!atomic_load(&s->stop)) {
+        int n = thread_count();
+        if (n > atomic_load(&s->max)) atomic_store(&s->max, n);
+    }
+    return NULL;
+}
+
+/* The group's requests run on workers it keeps: however many operations,
+ * the process never has more threads than right after the group was made
+ * (one worker per node), and freeing the group ends them. */
+static void test_operations_start_no_thread(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N; i++) ensure_up(i);
+    int before = thread_count();
+    dlock_redlock *rl = group();
+    sampler s = {.max = 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, sample_threads, &s), 0);
+    int with_group = thread_count(); /* before + workers + the sampler */
+    for (int i = 0; i < 30; i++) {
+        dlock_redlock_hold *h = NULL;
+        assert_int_equal(dlock_redlock_lock(rl, "threads", 2000, 0, &h), 0);
+        assert_int_equal(dlock_redlock_extend(h, 2000), 0);
+        assert_int_equal(dlock_redlock_unlock(h), 0);
+    }
+    atomic_store(&s.stop, true);
+    pthread_join(th, NULL);
+    printf("threads: %d before, %d with the group and the sampler, at most %d during 30 lock cycles\n", before,
+           with_group, atomic_load(&s.max));
+    assert_true(atomic_load(&s.max) <= with_group);
+    dlock_redlock_free(rl);
+    assert_int_equal(thread_count(), before);
+}
+
 /* The hazard the delayed-restart rule exists for: holder 1 has nodes 0+1
  * (node 2 down); node 0 restarts empty and node 2 comes back; holder 2 now
  * gets nodes 0+2, a quorum, while holder 1 still believes it holds. */
@@ -438,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_killed_holder_lock_returns_within_its_lease),
         cmocka_unit_test(test_fencing_tokens_grow_across_holds_with_a_node_down),
         cmocka_unit_test(test_threads_exclude_each_other),
+        cmocka_unit_test(test_operations_start_no_thread),
         cmocka_unit_test(test_immediate_restart_without_persistence_breaks_exclusion),
         cmocka_unit_test(test_delayed_restart_rule_keeps_exclusion),
     };
