@@ -24,6 +24,7 @@ mkdir -p "$logdir"
 trap 'rm -f "$results"' EXIT
 export FAULT_RESULTS="$results"
 declare -A pass fail skip
+skip_code=$(. scripts/lib.sh && echo "$DL_SKIP_CODE") # a skipped scenario's exit code
 scenarios="kill_seckilld kill_persister failover failover_synced aof_restart redis_outage lease_pause redis_restart partition split_brain cluster_reshard cluster_failover shards shards_limit shards_transfer_crash shards_reshard"
 for s in $scenarios clock lock_nemesis etcd_nemesis; do pass[$s]=0; fail[$s]=0; skip[$s]=0; done
 for i in $(seq 1 "$RUNS"); do
@@ -42,7 +43,7 @@ for i in $(seq 1 "$RUNS"); do
         fi
         case $rc in
             0) pass[$s]=$(( ${pass[$s]} + 1 )); r=pass ;;
-            77) skip[$s]=$(( ${skip[$s]} + 1 )); r=skipped ;;
+            "$skip_code") skip[$s]=$(( ${skip[$s]} + 1 )); r=skipped ;;
             *) fail[$s]=$(( ${fail[$s]} + 1 )); r="FAILED (log $log)" ;;
         esac
         echo "run $i/$RUNS $s: $r"

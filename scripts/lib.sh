@@ -26,6 +26,23 @@ while True:
 
 dl_track() { DLOCK_PIDS="$DLOCK_PIDS $1"; }
 
+# Exit code of a skipped test (CTest's SKIP_RETURN_CODE in tests/, skipped in
+# scripts/fault.sh): 96, a code no dlock program exits with (dlock's 77 means
+# "credentials refused", so a failure must never read as a skip).
+DL_SKIP_CODE=96
+# dl_skip REASON...: this environment cannot run the test; says why, skips.
+dl_skip() { echo "SKIP: $*"; exit "$DL_SKIP_CODE"; }
+# dl_need_tool COMMAND PACKAGE: skips without COMMAND, except in CI (CI=true),
+# where scripts/setup.sh installed every package and a missing one fails.
+dl_need_tool() {
+    command -v "$1" >/dev/null && return 0
+    if [ "${CI:-}" = true ]; then
+        echo "FAIL: $1 (Debian package $2, scripts/debian-packages.txt) is missing in CI"
+        exit 1
+    fi
+    dl_skip "$1 (Debian package $2) not installed"
+}
+
 # dl_stop PID: SIGTERM, then SIGKILL after 5 s; waits for it.
 dl_stop() {
     pid=$1

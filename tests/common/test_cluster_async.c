@@ -142,6 +142,10 @@ static void key(char *buf, size_t len, int k, const char *name)
     snprintf(buf, len, "{%s}%sa%s", tag[k], test_prefix(), name);
 }
 
+/* A server counter from INFO section. Only the errorstats counters are
+ * read (errorstat_ASK/MOVED/TRYAGAIN), which Redis 7.0 and Valkey 8.0 keep
+ * alike (both run in CI: docs/compatibility.md); behaviour that servers
+ * count differently is observed by its effect instead. */
 static long info_field(int i, const char *section, const char *field)
 {
     char info[16384];
@@ -296,8 +300,6 @@ static void test_a_written_command_on_a_killed_connection_is_not_resent(void **s
     key(s, sizeof(s), 2, "stream");
     const char *create[6] = {"XGROUP", "CREATE", s, "g", "$", "MKSTREAM"};
     assert_int_equal(cmd(ac, 6, create).err, 0);
-    const char *reset[2] = {"CONFIG", "RESETSTAT"};
-    assert_int_equal(test_cluster_cmd(&cl, m[2], NULL, 0, 2, reset), 0);
     /* a command that is surely written and pending: a blocked XREADGROUP */
     const char *xrg[10] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", s, ">"};
     result r = {0};
@@ -310,8 +312,22 @@ static void test_a_written_command_on_a_killed_connection_is_not_resent(void **s
     run_until(&r.done, 3000);
     assert_true(r.done);
     assert_int_equal(r.err, DLOCK__EUNKNOWN);
-    run_until(&never, 300);
-    assert_int_equal(info_field(m[2], "commandstats", "cmdstat_xreadgroup:calls="), 1);
+    run_until(&never, 300); /* time for a resend, were there one */
+    /* Observed by its effect, the same on every server: a resent XREADGROUP
+     * would be blocked again and take the next entry as soon as it is
+     * added (the server serves a blocked reader within the XADD), leaving
+     * it pending for consumer c. Not resent: the entry waits undelivered. */
+    const char *xadd[5] = {"XADD", s, "*", "f", "v"};
+    assert_int_equal(test_cluster_cmd(&cl, m[2], NULL, 0, 5, xadd), 0);
+    const char *xpending[6] = {"XPENDING", s, "g", "-", "+", "10"};
+    result p = cmd(ac, 6, xpending);
+    assert_int_equal(p.kind, DLOCK__R_ARRAY);
+    assert_int_equal(p.count, 0);
+    assert_int_equal(r.err, DLOCK__EUNKNOWN); /* the callback ran once, with no reply */
+    const char *xrg2[10] = {"XREADGROUP", "GROUP", "g", "c2", "COUNT", "10", "STREAMS", s, ">"};
+    result got = cmd(ac, 9, xrg2); /* the entry is still there for a new reader */
+    assert_int_equal(got.kind, DLOCK__R_ARRAY);
+    assert_int_equal(got.count, 1);
     /* the routing connection reopens that node on next use */
     const char *xlen[2] = {"XLEN", s};
     assert_int_equal(cmd(ac, 2, xlen).err, 0);

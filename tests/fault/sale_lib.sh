@@ -176,7 +176,7 @@ start_sentinel_redis() {
 # 10.NET_B.x.0/30; host end $hc). Sets ns hv nv hc nc and the four
 # addresses, and extends the EXIT trap to remove them. Where the
 # environment cannot make them (no root, no CAP_NET_ADMIN, no veth) it says
-# so and exits 77: the scenario is skipped, never faked.
+# so and skips (dl_skip): the scenario is skipped, never faked.
 dl_netns_two_links() {
     local tag=$1 net=$((RANDOM % 250))
     ns="${tag}ns$$" hv="${tag}h$$" nv="${tag}n$$" hc="${tag}c$$" nc="${tag}k$$"
@@ -184,8 +184,7 @@ dl_netns_two_links() {
     host_cip="10.$3.$net.1" ns_cip="10.$3.$net.2"
     trap 'dl_cleanup; ip netns del "$ns" 2>/dev/null || true; ip link del "$hv" 2>/dev/null || true; ip link del "$hc" 2>/dev/null || true; [ -n "${DLOCK_TEST_KEEP:-}" ] || rm -rf "$work"' EXIT
     if ! dl_netns_make 2>"$work/netns.err"; then
-        echo "SKIP: this environment cannot create network namespaces with veth pairs: $(head -n 1 "$work/netns.err")"
-        exit 77
+        dl_skip "this environment cannot create network namespaces with veth pairs: $(head -n 1 "$work/netns.err")"
     fi
 }
 

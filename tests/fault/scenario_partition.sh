@@ -7,7 +7,7 @@
 # Buyers retry elsewhere with their Idempotency-Key. Pass: 0 oversold,
 # 0 duplicates, 0 lost, reconciliation clean. Needs root and `ip netns`;
 # where the environment forbids namespaces the scenario says so and is
-# skipped (exit 77), never faked.
+# skipped (dl_skip), never faked.
 SCENARIO=partition
 . "$(dirname "$0")/sale_lib.sh"
 # The namespace: link A (cut mid-sale) and link B (kept); see sale_lib.sh.

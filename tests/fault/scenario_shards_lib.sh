@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # scenario_shards_lib.sh: the flash sale of one campaign sharded over K
-# buckets (#15) on the 3-master + 3-replica Cluster, for the
+# buckets on the 3-master + 3-replica Cluster, for the
 # scenario_shards*.sh scenarios. Source after sale_lib.sh and
 # scenario_cluster_lib.sh. Reads every bucket through a Cluster client
 # (python3-redis), wherever its slot lives now:

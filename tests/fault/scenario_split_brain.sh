@@ -19,7 +19,7 @@
 # --replica-acks 0 (so "fsynced" counts as safe): A then promises on the
 # isolated master and the checker must count the broken promises (the run
 # fails). Needs root and `ip netns`; where namespaces cannot be made the
-# scenario says so and exits 77.
+# scenario says so and is skipped (dl_skip).
 SCENARIO=split_brain
 . "$(dirname "$0")/sale_lib.sh"
 UNSAFE=${SPLIT_BRAIN_UNSAFE:-0}

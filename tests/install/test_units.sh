@@ -145,10 +145,8 @@ if bad:
 print("units: %d services checked against the programs, the packaging and the sandbox" % len(services))
 PY
 
-if ! command -v systemd-analyze >/dev/null; then
-    echo "note: systemd-analyze not installed: units not verified by systemd"
-    exit 0
-fi
+# without systemd-analyze the test is skipped (failed in CI: the package is listed)
+dl_need_tool systemd-analyze systemd
 mkdir "$work/units"
 for f in "$src"/etc/systemd/*.service "$src"/etc/systemd/*.timer; do
     sed -e "s|/usr/local/bin/seckilld|$build/tools/seckilld/seckilld|" \

@@ -793,9 +793,41 @@ static void wait_persisted(const char *camp, int64_t want)
 
 /* Redis killed and restarted empty (no persistence): the worker keeps
  * running, re-creates the group and persists what is accepted after. */
+/* The Redis the tests share, set aside while one test runs on its own. */
+typedef struct shared_redis {
+    test_server srv;
+    char url[sizeof(redis_url)];
+    dlock__conn *conn;
+} shared_redis;
+
+/* Points the tests' Redis (redis_srv, redis_url, rc) at a private server. */
+static void use_private_redis(shared_redis *saved)
+{
+    saved->srv = redis_srv;
+    memcpy(saved->url, redis_url, sizeof(redis_url));
+    saved->conn = rc;
+    assert_int_equal(test_redis_start(&redis_srv, NULL), 0);
+    snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", redis_srv.port);
+    char err[512];
+    assert_int_equal(sk_persist_redis_open(redis_url, 5000, &rc, err, sizeof(err)), 0);
+}
+
+static void restore_shared_redis(const shared_redis *saved)
+{
+    dlock__conn_close(rc);
+    test_server_stop(&redis_srv);
+    redis_srv = saved->srv;
+    memcpy(redis_url, saved->url, sizeof(redis_url));
+    rc = saved->conn;
+}
+
+/* On a Redis of its own: the kill and the empty restart touch no other
+ * test's keys, so the test may run in any order. */
 static void test_worker_survives_a_redis_restart(void **state)
 {
     (void)state;
+    shared_redis saved;
+    use_private_redis(&saved);
     const char *camp = "rrestart";
     seed(camp, 100, 1);
     static bg_worker b;
@@ -821,6 +853,7 @@ static void test_worker_survives_a_redis_restart(void **state)
     int64_t rem = 0;
     assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
     assert_int_equal(rem, 60);
+    restore_shared_redis(&saved);
 }
 
 /* Two seckill-persist processes sweep the same campaign: every unpaid
@@ -968,10 +1001,10 @@ int main(void)
         cmocka_unit_test(test_concurrent_direct_purchases_never_oversell),
         cmocka_unit_test(test_two_persisters_at_once_persist_each_order_once),
         cmocka_unit_test(test_two_workers_cancel_unpaid_orders_once),
+        cmocka_unit_test(test_worker_survives_a_redis_restart), /* on its own Redis */
         cmocka_unit_test(test_worker_survives_a_database_restart),
         cmocka_unit_test(test_database_outage_dead_letters_nothing),
         cmocka_unit_test(test_tools_refuse_bad_arguments),
-        cmocka_unit_test(test_worker_survives_a_redis_restart), /* last: empties Redis */
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

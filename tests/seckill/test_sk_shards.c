@@ -1,7 +1,7 @@
 /* test_sk_shards.c: one campaign's stock over K buckets, through the real
  * engine (purchase.lua, transfer.lua) on a real server: with
  * DLOCK_TEST_CLUSTER=1 (test_sk_shards_cluster) on 3 masters + 3 replicas,
- * the buckets placed on the three masters. The properties of issue 15:
+ * the buckets placed on the three masters. The properties of sharding:
  * - no stranded units: buyers arriving one at a time, almost all homed in
  *   one bucket, are accepted exactly until the stock is gone and answered
  *   sold_out only after (the other buckets' units are moved to them);

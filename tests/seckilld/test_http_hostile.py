@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """test_http_hostile.py: seckilld's front door against hostile clients
-(issue 19, items 1-5), over raw sockets. Starts the server under test
+(malformed, slow, oversized and flooding requests), over raw sockets. Starts the server under test
 itself (each case's instance on a free loopback port, stopped by PID):
 
   test_http_hostile.py [--redis-url URL] -- BINARY [ARGS...]

@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_http_hostile.sh layer|seckilld [BINARY]: runs test_http_hostile.py
-# (issue 19's front-door cases over raw sockets) against the HTTP layer
+# (the front-door cases over raw sockets) against the HTTP layer
 # alone (tests/seckilld/hs_testserver) or against seckilld on a private
 # redis-server. BINARY overrides the build's (e.g. an older seckilld).
 set -euo pipefail

@@ -112,7 +112,11 @@ def buy(u):
 ts = [threading.Thread(target=buy, args=("lk-%d" % i,)) for i in range(6)]
 for t in ts:
     t.start()
-time.sleep(1.0)
+# handshake: the refusals have come back (4 answers while 2 purchases stay
+# admitted behind the lock), instead of a guessed delay
+deadline = time.time() + 10
+while len(res) < 4 and time.time() < deadline:
+    time.sleep(0.01)
 t0 = time.time()
 c = http.client.HTTPConnection(*host.split(":"), timeout=5)
 c.request("GET", "/ping")

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_seckilld_redis_auth.sh (issue 19, item 7): seckilld and credentials
+# test_seckilld_redis_auth.sh: seckilld and credentials
 # Redis refuses, with a real redis-server.
 # 1. At start-up a wrong password (or user) is a configuration error: exit
 #    77 (dlock(1)'s code) with one line on stderr naming the user and the

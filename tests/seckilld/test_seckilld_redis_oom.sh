@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_seckilld_redis_oom.sh (issue 19, item 6): a real redis-server with
+# test_seckilld_redis_oom.sh: a real redis-server with
 # maxmemory 1mb and noeviction, filled past it. Under a burst of purchases
 # seckilld answers every one 503, /healthz answers 503 with "redis refuses
 # writes" and the server's OOM text as the reason, and the log stays short

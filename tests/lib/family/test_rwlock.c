@@ -202,26 +202,42 @@ static void test_upgrade_is_refused_not_deadlocked(void **state)
 
 /* ---- writer starvation -------------------------------------------------- */
 
-typedef struct stream_arg {
+/* A relay of readers that never leaves the lock without one, whatever the
+ * scheduling: a reader lets go only once a newer reader holds the lock, or
+ * once a waiting writer's intent is on the server (from then on no new
+ * reader may enter, so the readers drain). No timing is assumed. */
+typedef struct relay {
     const char *name;
-    int64_t end_ms, offset_ms;
-    int rc;
-} stream_arg;
+    char intent_key[256]; /* {key}:rw:ww, the waiting writers */
+    atomic_int seq;       /* read acquisitions so far */
+    atomic_bool stop;
+} relay;
 
-/* Overlapping 300 ms reads, staggered by 75 ms, so the lock never has zero
- * readers (unless every reader stalls for over 200 ms). */
-static void *read_stream(void *p)
+typedef struct relay_arg {
+    relay *r;
+    int rc;
+} relay_arg;
+
+static bool writer_intent_on_server(const relay *r)
 {
-    stream_arg *a = p;
-    dlock_rwlock *rw = rwl(a->name, -1);
-    dlock__sleep_ms(a->offset_ms);
-    while (dlock__now_ms() < a->end_ms) {
+    const char *zcard[2] = {"ZCARD", r->intent_key};
+    return fam_int(&fam_srv, 2, zcard) > 0;
+}
+
+static void *read_relay(void *p)
+{
+    relay_arg *a = p;
+    relay *r = a->r;
+    dlock_rwlock *rw = rwl(r->name, -1);
+    while (!atomic_load(&r->stop)) {
         int rc = dlock_rwlock_read_lock(rw, 3000);
         if (rc) {
             a->rc = rc;
             break;
         }
-        dlock__sleep_ms(300);
+        int mine = atomic_fetch_add(&r->seq, 1) + 1;
+        while (atomic_load(&r->seq) == mine && !atomic_load(&r->stop) && !writer_intent_on_server(r))
+            dlock__sleep_ms(2);
         dlock_rwlock_read_unlock(rw);
     }
     dlock_rwlock_free(rw);
@@ -230,22 +246,23 @@ static void *read_stream(void *p)
 
 static int64_t writer_wait_behind_readers(const char *name, int64_t intent_ms, int *rc_out)
 {
-    stream_arg a[4];
+    relay r = {.name = name};
+    snprintf(r.intent_key, sizeof(r.intent_key), "{%s%s}:rw:ww", fam_prefix(), name);
+    relay_arg a[4];
     pthread_t th[4];
-    int64_t end = dlock__now_ms() + 1500;
     for (int i = 0; i < 4; i++) {
-        a[i] = (stream_arg){name, end, i * 75, 0};
-        pthread_create(&th[i], NULL, read_stream, &a[i]);
+        a[i] = (relay_arg){&r, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, read_relay, &a[i]), 0);
     }
-    dlock__sleep_ms(250);
+    int64_t t0 = dlock__now_ms(); /* the relay is running: readers have handed over */
+    while (atomic_load(&r.seq) < 8 && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(1);
+    assert_true(atomic_load(&r.seq) >= 8);
     dlock_rwlock *w = rwl(name, intent_ms);
-    int64_t t0 = dlock__now_ms();
+    t0 = dlock__now_ms();
     *rc_out = dlock_rwlock_write_lock(w, 900);
     int64_t took = dlock__now_ms() - t0;
-    if (*rc_out == 0) {
-        dlock__sleep_ms(20);
-        dlock_rwlock_write_unlock(w);
-    }
+    if (*rc_out == 0) dlock_rwlock_write_unlock(w);
+    atomic_store(&r.stop, true);
     dlock_rwlock_free(w);
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
@@ -262,7 +279,7 @@ static void test_writer_is_not_starved_by_a_stream_of_readers(void **state)
     print_message("writer behind a reader stream got the lock after %lld ms\n", (long long)took);
     assert_int_equal(rc, 0);
     assert_true(took < 300 + FAM_SLACK_MS); /* the readers holding drain, no new ones enter */
-    /* the same stream with the intent switched off starves the writer */
+    /* the same relay with the intent switched off: never a moment without a reader */
     took = writer_wait_behind_readers("rw:starve-off", 0, &rc);
     print_message("without writer intent: rc %d after %lld ms\n", rc, (long long)took);
     assert_int_equal(rc, DLOCK_ETIMEOUT);
@@ -290,7 +307,12 @@ static void test_cancel_wakes_a_waiting_writer_and_withdraws_its_intent(void **s
     wl_arg a = {w, 1};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, write_forever, &a), 0);
-    dlock__sleep_ms(150);
+    char intent_key[256];
+    snprintf(intent_key, sizeof(intent_key), "{%srw:cancel}:rw:ww", fam_prefix());
+    const char *zcard[2] = {"ZCARD", intent_key};
+    int64_t t_wait = dlock__now_ms(); /* the writer is waiting: its intent is on the server */
+    while (fam_int(&fam_srv, 2, zcard) != 1 && dlock__now_ms() - t_wait < 5000) dlock__sleep_ms(2);
+    assert_int_equal(fam_int(&fam_srv, 2, zcard), 1);
     assert_int_equal(dlock_rwlock_read_lock(r2, 0), DLOCK_EBUSY); /* intent holds readers */
     int64_t t0 = dlock__now_ms();
     dlock_rwlock_cancel(w);
