@@ -58,7 +58,7 @@ void cli_print_usage(void)
           "      --lease DUR           fixed lease, no renewal (default: watchdog mode)\n"
           "      --watchdog-lease DUR  lease renewed every third of it (default 30s)\n"
           "  -u, --url URL             Redis URL: redis://, unix://, redis-sentinel://,\n"
-          "                            redis-cluster://h:p[,h:p...], etcd:// (default\n"
+          "                            redis-cluster://h:p[,h:p...], etcd://, etcds:// (default\n"
           "                            $DLOCK_URL, else redis://127.0.0.1:6379)\n"
           "      --prefix P            prepend P to every key\n"
           "      --reentrant           Redisson hash layout instead of the simple one\n"
