@@ -85,6 +85,34 @@ endforeach()
 file(MAKE_DIRECTORY ${deb_gen}/man)
 add_custom_target(dlock_deb_manpages ALL DEPENDS ${deb_man_gz})
 
+# --- documentation: what the man pages send readers to ------------------------
+# PACKAGE:PATH installs docs/PATH as /usr/share/doc/PACKAGE/PATH (the layout
+# of docs/, so the documents' own "docs/X" references read the same). A man
+# page names these installed paths; tests/man/check_page.sh checks that each
+# one it names is listed here, and tests/install/test_deb.sh that each is
+# installed. README.md of the tree goes to every package's directory.
+set(deb_docs
+  libdlock-dev:locks.md libdlock-dev:locks-family.md libdlock-dev:ops/tls.md
+  dlock-tools:cli.md dlock-tools:locks.md
+  seckill:http-api.md seckill:seckill.md seckill:pipeline.md seckill:schema.md
+  seckill:design/promise.md seckill:design/seckill-contract.md seckill:BENCHMARKS.md
+  seckill:ops/README.md seckill:ops/tls.md seckill:ops/alerts.yml seckill:ops/grafana-dashboard.json)
+set(deb_doc_comp_libdlock-dev dev)
+set(deb_doc_comp_dlock-tools tools)
+set(deb_doc_comp_seckill seckill)
+foreach(spec ${deb_docs})
+  string(REPLACE ":" ";" spec "${spec}")
+  list(GET spec 0 pkg)
+  list(GET spec 1 rel)
+  get_filename_component(sub ${rel} DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/docs/${rel} DESTINATION share/doc/${pkg}/${sub}
+          COMPONENT ${deb_doc_comp_${pkg}} EXCLUDE_FROM_ALL)
+endforeach()
+foreach(pkg libdlock-dev dlock-tools seckill)
+  install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION share/doc/${pkg}
+          COMPONENT ${deb_doc_comp_${pkg}} EXCLUDE_FROM_ALL)
+endforeach()
+
 # --- systemd units and example configuration (seckill) -------------------------
 # The example units run /usr/local/bin/...; the packaged ones run /usr/bin/...
 file(GLOB units CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/etc/systemd/*.service
@@ -138,26 +166,29 @@ set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 # shlibs for every package holding a shared library (only libdlock0 does).
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
-set(CPACK_COMPONENT_LIB_DESCRIPTION "distributed locks over Redis (shared library)
+set(CPACK_COMPONENT_LIB_DESCRIPTION "distributed locks over Redis or etcd (shared library)
  libdlock: simple locks (interoperable with redis-py Lock and node redlock),
  reentrant locks (Redisson's layout), watchdog renewal, fencing tokens, fair
- and read-write locks, semaphores, a rate limiter, RedLock, metrics.")
+ and read-write locks, semaphores, a rate limiter, RedLock, metrics; on a
+ standalone Redis, Sentinel or a Redis Cluster, and the simple lock on etcd.")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libdlock-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libdlock0 (= ${DLOCK_DEB_VERSION}), libhiredis-dev, libevent-dev, libssl-dev, pkg-config")
-set(CPACK_COMPONENT_DEV_DESCRIPTION "distributed locks over Redis (development files)
- Headers (include/dlock), the static library, dlock.pc for pkg-config and a
- CMake package (find_package(dlock): dlock::dlock, dlock::dlock_static).")
+set(CPACK_COMPONENT_DEV_DESCRIPTION "distributed locks over Redis or etcd (development files)
+ Headers (include/dlock), the static library, dlock.pc for pkg-config, a
+ CMake package (find_package(dlock): dlock::dlock, dlock::dlock_static),
+ libdlock(3) and the design notes in /usr/share/doc/libdlock-dev.")
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME dlock-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SUGGESTS "redis-server")
-set(CPACK_COMPONENT_TOOLS_DESCRIPTION "distributed flock(1) over Redis
- dlock runs a command while holding a Redis lock, so only one of your hosts
- runs a cron job; the lock is renewed while the command runs and the command
- is stopped if the lock is lost.")
+set(CPACK_COMPONENT_TOOLS_DESCRIPTION "distributed flock(1) over Redis or etcd
+ dlock runs a command while holding a lock in Redis (standalone, Sentinel or
+ Cluster) or etcd, so only one of your hosts runs a cron job; the lock is
+ renewed while the command runs and the command is stopped if the lock is
+ lost. dlock torture checks a deployment's locks under paused holders.")
 
 set(CPACK_DEBIAN_SECKILL_PACKAGE_NAME seckill)
 set(CPACK_DEBIAN_SECKILL_PACKAGE_SECTION net)
@@ -167,11 +198,13 @@ set(CPACK_DEBIAN_SECKILL_PACKAGE_SUGGESTS "postgresql, stunnel4")
 set(CPACK_DEBIAN_SECKILL_PACKAGE_CONTROL_EXTRA
     "${deb_gen}/seckill/conffiles;${deb_gen}/seckill/postinst;${deb_gen}/seckill/postrm")
 set(CPACK_DEBIAN_SECKILL_PACKAGE_CONTROL_STRICT_PERMISSION ON)
-set(CPACK_COMPONENT_SECKILL_DESCRIPTION "oversell-proof flash-sale service over Redis
- seckilld decides each purchase in one atomic Redis script; seckill-persist
+set(CPACK_COMPONENT_SECKILL_DESCRIPTION "oversell-proof flash-sale service over Redis and a database
+ seckilld decides each purchase in one atomic Redis script (standalone,
+ Sentinel or Redis Cluster); seckill-persist
  moves the durable order stream into SQLite or PostgreSQL, where a database
  guard makes overselling impossible; seckill reconciles and exports metrics.
- systemd units and an example configuration (/etc/dlock) are included; no
- service is enabled until configured.")
+ systemd units, an example configuration (/etc/dlock) and the HTTP API and
+ operations documents (/usr/share/doc/seckill) are included; no service is
+ enabled until configured.")
 
 include(CPack)

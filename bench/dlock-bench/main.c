@@ -27,7 +27,7 @@ static int add_scenario(void *base, const char *v, char *err, size_t errlen)
 }
 
 static const opt_spec specs[] = {
-    {.name = "url", .type = OPT_STR, .off = offsetof(args, ctx.url), .arg = "URL", .help = "Redis (required)"},
+    {.name = "url", .type = OPT_STR, .off = offsetof(args, ctx.url), .arg = "URL", .help = "the server, a libdlock URL: redis://HOST:PORT or another form\nof libdlock(3), URLS (required)"},
     {.name = "csv", .type = OPT_FLAG, .off = offsetof(args, csv), .help = "CSV rows"},
     {.name = "scenario", .type = OPT_CALL, .call = add_scenario, .arg = "NAME",
      .help = "run only this scenario (repeat for more; default all)"},

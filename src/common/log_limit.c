@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -43,17 +44,19 @@ static bool same_kind(const char *a, const char *b)
 }
 
 static int64_t now_ms(const dlock__loglimit *l) { return l->clock_ms ? l->clock_ms() : dlock__now_ms(); }
+static int64_t wall_ms(const dlock__loglimit *l) { return l->wall_ms ? l->wall_ms() : dlock__wall_ms(); }
 
 /* Passes k's count on (if any) and frees k. */
-static void close_kind(dlock__loglimit *l, dlock__loglimit_kind *k, int64_t now)
+static void close_kind(dlock__loglimit *l, dlock__loglimit_kind *k)
 {
     if (k->repeats > 0) {
-        int64_t secs = (now - k->first_ms + 999) / 1000;
-        if (secs < 1) secs = 1;
+        time_t first = (time_t)(k->first_wall_ms / 1000);
+        struct tm tm;
+        char since[16] = "?";
+        if (gmtime_r(&first, &tm)) strftime(since, sizeof(since), "%H:%M:%S", &tm);
         char line[DLOCK__LOGLIMIT_LINE + 96];
-        snprintf(line, sizeof(line), "%s (repeated %llu time%s in the last %llds%s)", k->last,
-                 (unsigned long long)k->repeats, k->repeats == 1 ? "" : "s", (long long)secs,
-                 k->varied ? ", numbers varying" : "");
+        snprintf(line, sizeof(line), "%s (%llu more like this since %s%s)", k->last, (unsigned long long)k->repeats,
+                 since, k->varied ? ", numbers varying" : "");
         l->emit(k->level, line, l->ud);
     }
     k->used = false;
@@ -63,7 +66,7 @@ static void close_expired(dlock__loglimit *l, int64_t now)
 {
     for (int i = 0; i < DLOCK__LOGLIMIT_KINDS; i++) {
         dlock__loglimit_kind *k = &l->kind[i];
-        if (k->used && now - k->first_ms >= l->window_ms) close_kind(l, k, now);
+        if (k->used && now - k->first_ms >= l->window_ms) close_kind(l, k);
     }
 }
 
@@ -77,7 +80,7 @@ static dlock__loglimit_kind *find_kind(dlock__loglimit *l, int level, uint64_t h
 }
 
 /* A free kind, or the oldest one closed (its count passed on). */
-static dlock__loglimit_kind *free_kind(dlock__loglimit *l, int64_t now)
+static dlock__loglimit_kind *free_kind(dlock__loglimit *l)
 {
     dlock__loglimit_kind *oldest = &l->kind[0];
     for (int i = 0; i < DLOCK__LOGLIMIT_KINDS; i++) {
@@ -85,7 +88,7 @@ static dlock__loglimit_kind *free_kind(dlock__loglimit *l, int64_t now)
         if (!k->used) return k;
         if (k->first_ms < oldest->first_ms) oldest = k;
     }
-    close_kind(l, oldest, now);
+    close_kind(l, oldest);
     return oldest;
 }
 
@@ -104,12 +107,21 @@ void dlock__loglimit_line(dlock__loglimit *l, int level, const char *line)
         if (strcmp(k->first, t) != 0) k->varied = true;
         memcpy(k->last, t, sizeof(t));
     } else {
-        k = free_kind(l, now);
-        *k = (dlock__loglimit_kind){.used = true, .level = level, .hash = h, .first_ms = now};
+        k = free_kind(l);
+        *k = (dlock__loglimit_kind){
+            .used = true, .level = level, .hash = h, .first_ms = now, .first_wall_ms = wall_ms(l)};
         memcpy(k->first, t, sizeof(t));
         memcpy(k->last, t, sizeof(t));
         l->emit(level, line, l->ud);
     }
+    pthread_mutex_unlock(&l->mu);
+}
+
+void dlock__loglimit_event(dlock__loglimit *l, int level, const char *line)
+{
+    pthread_mutex_lock(&l->mu);
+    close_expired(l, now_ms(l)); /* counts that are due come first, in order */
+    l->emit(level, line, l->ud);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -123,8 +135,7 @@ void dlock__loglimit_tick(dlock__loglimit *l)
 void dlock__loglimit_flush(dlock__loglimit *l)
 {
     pthread_mutex_lock(&l->mu);
-    int64_t now = now_ms(l);
     for (int i = 0; i < DLOCK__LOGLIMIT_KINDS; i++)
-        if (l->kind[i].used) close_kind(l, &l->kind[i], now);
+        if (l->kind[i].used) close_kind(l, &l->kind[i]);
     pthread_mutex_unlock(&l->mu);
 }

@@ -10,13 +10,18 @@
  * lines of that kind within window_ms after it are counted instead; once
  * the window has passed (seen at the next line of any kind, at
  * dlock__loglimit_tick or at dlock__loglimit_flush), the count is passed on
- * as one line at the same level:
- *     <the last line counted> (repeated N times in the last Xs)
+ * as one line at the same level, a summary that says so and since when:
+ *     <the last line counted> (N more like this since HH:MM:SS)
+ * (the wall-clock UTC time of the kind's first line, which was passed on)
  * with ", numbers varying" before the ')' when the counted lines were not
  * all identical to the first. A kind that keeps coming therefore costs at
  * most two lines per window. At most DLOCK__LOGLIMIT_KINDS kinds are
  * tracked at once; a new kind beyond that evicts the oldest (its count is
  * passed on first).
+ *
+ * Events (a start-up line, a state change) are not noise: they go through
+ * dlock__loglimit_event, which passes every line on at once and counts
+ * nothing, so an event is never folded into a later summary.
  *
  * Thread-safety: every function may be called from any thread (one mutex
  * per limiter). The emit function is called with that mutex held, in the
@@ -39,6 +44,7 @@ typedef struct dlock__loglimit_kind {
     int level;
     uint64_t hash;                       /* of the text with digit runs as one '#' */
     int64_t first_ms;                    /* when its first line was passed on */
+    int64_t first_wall_ms;               /* the same instant on the wall clock */
     uint64_t repeats;                    /* lines counted since (not passed on) */
     bool varied;                         /* a counted line differed from the first */
     char first[DLOCK__LOGLIMIT_LINE];    /* truncated copies */
@@ -53,6 +59,7 @@ typedef struct dlock__loglimit {
     dlock__loglimit_emit emit;
     void *ud;
     int64_t (*clock_ms)(void); /* NULL: dlock__now_ms (tests set their own) */
+    int64_t (*wall_ms)(void);  /* NULL: dlock__wall_ms (for "since HH:MM:SS") */
     dlock__loglimit_kind kind[DLOCK__LOGLIMIT_KINDS];
 } dlock__loglimit;
 
@@ -64,6 +71,9 @@ typedef struct dlock__loglimit {
 
 /* Passes line on (emit) or counts it, as described above. */
 void dlock__loglimit_line(dlock__loglimit *l, int level, const char *line);
+/* Passes line on at once, whatever came before: for events (start-up,
+ * state changes), which must be seen when they happen, each one. */
+void dlock__loglimit_event(dlock__loglimit *l, int level, const char *line);
 /* Passes on the counts whose window has passed (for a periodic timer, so
  * a count shows up soon after a flood stops even when nothing else is
  * logged). */

@@ -1,9 +1,9 @@
 /* test_log_limit.c: the programs' repeated-log-line limiter (log_limit.h):
  * the first line of a kind passes, repeats within the window are counted
- * and passed on as one "(repeated N times in the last Xs)" line, kinds are
- * told apart by level and by text (numbers aside), flush passes on every
- * count, and threads logging at once lose no line. The clock is the
- * test's own. */
+ * and passed on as one "(N more like this since HH:MM:SS)" line that names
+ * the first one's time, kinds are told apart by level and by text (numbers
+ * aside), flush passes on every count, events are never counted, and
+ * threads logging at once lose no line. The clocks are the test's own. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +19,9 @@
 
 static int64_t fake_now;
 static int64_t fake_clock(void) { return fake_now; }
+/* The wall clock reads 20:54:19 UTC when the tests start (fake_now 1000000). */
+enum { WALL_AT_START_MS = (20 * 3600 + 54 * 60 + 19) * 1000 };
+static int64_t fake_wall(void) { return WALL_AT_START_MS + (fake_now - 1000000); }
 
 enum { MAX_OUT = 256 };
 typedef struct sink {
@@ -42,16 +45,19 @@ static dlock__loglimit *new_limiter(sink *s, int64_t window_ms)
     assert_non_null(l);
     *l = (dlock__loglimit)DLOCK__LOGLIMIT_INIT(window_ms, to_sink, s);
     l->clock_ms = fake_clock;
+    l->wall_ms = fake_wall;
     memset(s, 0, sizeof(*s));
     fake_now = 1000000;
     return l;
 }
 
-/* The count in "... (repeated N times ...)", or -1 when the line has none. */
+/* The count in "... (N more like this since ...)", or -1 when the line has none. */
 static long repeated(const char *line)
 {
-    const char *p = strstr(line, "(repeated ");
-    return p ? strtol(p + 10, NULL, 10) : -1;
+    const char *p = strstr(line, " more like this since ");
+    if (!p) return -1;
+    while (p > line && p[-1] != '(') p--;
+    return strtol(p, NULL, 10);
 }
 
 static void test_first_line_passes_and_repeats_are_one_count_line(void **state)
@@ -71,7 +77,7 @@ static void test_first_line_passes_and_repeats_are_one_count_line(void **state)
     dlock__loglimit_tick(l);
     assert_int_equal(s.n, 2);
     assert_int_equal(s.level[1], 2);
-    assert_string_equal(s.line[1], "redis error: OOM command not allowed (repeated 4999 times in the last 10s)");
+    assert_string_equal(s.line[1], "redis error: OOM command not allowed (4999 more like this since 20:54:19)");
     dlock__loglimit_tick(l); /* passed on once */
     assert_int_equal(s.n, 2);
     free(l);
@@ -90,7 +96,7 @@ static void test_after_the_window_the_next_line_passes_again(void **state)
     fake_now += 1;
     dlock__loglimit_line(l, 1, "a"); /* window over: count, then the line */
     assert_int_equal(s.n, 3);
-    assert_string_equal(s.line[1], "a (repeated 2 times in the last 1s)");
+    assert_string_equal(s.line[1], "a (2 more like this since 20:54:19)");
     assert_string_equal(s.line[2], "a");
     /* a line alone in its window leaves no count line behind */
     fake_now += 1000;
@@ -131,7 +137,7 @@ static void test_lines_differing_only_in_numbers_are_one_kind(void **state)
     dlock__loglimit_flush(l);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.line[1],
-                        "campaign c2: batch of 3 failed after 4501 ms (repeated 2 times in the last 1s, numbers varying)");
+                        "campaign c2: batch of 3 failed after 4501 ms (2 more like this since 20:54:19, numbers varying)");
     free(l);
 }
 
@@ -162,8 +168,8 @@ static void test_flush_passes_on_every_pending_count(void **state)
     fake_now += 1500;
     dlock__loglimit_flush(l); /* at exit: inside the window */
     assert_int_equal(s.n, 4);
-    assert_string_equal(s.line[2], "x (repeated 2 times in the last 2s)");
-    assert_string_equal(s.line[3], "y (repeated 1 time in the last 2s)");
+    assert_string_equal(s.line[2], "x (2 more like this since 20:54:19)");
+    assert_string_equal(s.line[3], "y (1 more like this since 20:54:19)");
     dlock__loglimit_flush(l);
     assert_int_equal(s.n, 4); /* counts are passed on once */
     dlock__loglimit_line(l, 1, "x"); /* forgotten: passes again */
@@ -206,6 +212,52 @@ static void test_long_lines_are_still_one_kind(void **state)
     dlock__loglimit_flush(l);
     assert_int_equal(s.n, 2);
     assert_int_equal(repeated(s.line[1]), 99);
+    free(l);
+}
+
+/* A summary printed 11 s after the lines it counts names when they began,
+ * so it does not read as something that happened at its own time stamp. */
+static void test_a_summary_names_the_time_of_the_first_line(void **state)
+{
+    (void)state;
+    sink s;
+    dlock__loglimit *l = new_limiter(&s, 10000);
+    fake_now += 60000; /* 20:55:19 */
+    dlock__loglimit_line(l, 2, "redis unreachable");
+    fake_now += 500;
+    dlock__loglimit_line(l, 2, "redis unreachable");
+    fake_now += 11000; /* 20:55:30 */
+    dlock__loglimit_tick(l);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.line[1], "redis unreachable (1 more like this since 20:55:19)");
+    free(l);
+}
+
+/* Start-up and state-change lines are events: two event loops saying the
+ * same thing at once are two lines, at once, and nothing is summed later. */
+static void test_events_pass_every_time_and_are_never_counted(void **state)
+{
+    (void)state;
+    sink s;
+    dlock__loglimit *l = new_limiter(&s, 10000);
+    dlock__loglimit_event(l, 1, "loop 1: redis run id 5507, 1 replica(s) connected");
+    dlock__loglimit_event(l, 1, "loop 2: redis run id 5507, 1 replica(s) connected");
+    dlock__loglimit_event(l, 1, "loop 2: redis run id 5507, 1 replica(s) connected");
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.line[1], "loop 2: redis run id 5507, 1 replica(s) connected");
+    fake_now += 11000;
+    dlock__loglimit_tick(l);
+    dlock__loglimit_flush(l);
+    assert_int_equal(s.n, 3); /* no summary of events, ever */
+    /* an event does not reset a kind of ordinary lines, and a count that is
+     * due is passed on before the event that comes after it */
+    dlock__loglimit_line(l, 2, "redis error: OOM");
+    dlock__loglimit_line(l, 2, "redis error: OOM");
+    fake_now += 10000;
+    dlock__loglimit_event(l, 1, "loop 1: redis connected");
+    assert_int_equal(s.n, 6);
+    assert_int_equal(repeated(s.line[4]), 1);
+    assert_string_equal(s.line[5], "loop 1: redis connected");
     free(l);
 }
 
@@ -260,6 +312,8 @@ int main(void)
         cmocka_unit_test(test_flush_passes_on_every_pending_count),
         cmocka_unit_test(test_a_full_table_evicts_the_oldest_kind_with_its_count),
         cmocka_unit_test(test_long_lines_are_still_one_kind),
+        cmocka_unit_test(test_a_summary_names_the_time_of_the_first_line),
+        cmocka_unit_test(test_events_pass_every_time_and_are_never_counted),
         cmocka_unit_test(test_threads_logging_at_once_lose_no_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

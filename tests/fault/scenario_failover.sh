@@ -1,7 +1,8 @@
 #!/bin/bash
 # Fault 4: the Redis master dies mid-sale and Sentinel promotes the replica;
 # seckilld instances, persisters and the admin tool follow through their
-# redis-sentinel:// URL. To make the seeds' worst story happen on demand,
+# redis-sentinel:// URL. To make the worst case of a failover (the
+# promoted replica lacks acknowledged writes) happen on demand,
 # the replica is paused (SIGSTOP) and its replication link cut on the
 # master (CLIENT KILL TYPE replica) 400 ms before the master is killed, so
 # the promoted replica misses the decisions the master acknowledged in that

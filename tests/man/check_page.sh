@@ -8,7 +8,19 @@
 #    each difference is one line naming the option, the page and what to do.
 #    A placeholder the help spells like an option (seckilld's "--name
 #    value") is declared in the page: .\" check_page: not an option: --name
-# 3. With --header-dir (the library's page): every dlock_err code of
+# 3. Every "--name" the page names anywhere (prose and examples included, but
+#    not what follows a lone "--" on a line: that is COMMAND's, as dlock
+#    passes it on) is one the page's program accepts (its --help lists it),
+#    a declared placeholder, or declared as another program's option:
+#      .\" check_page: options of PROGRAM: --a --b
+#    which holds only if `PROGRAM --help` lists each of them.
+#    And the URL forms: every scheme ("redis-cluster://") the --help output
+#    names is named in the page, and every server scheme the page names
+#    (Redis, Sentinel, Cluster, unix, etcd, SQLite, PostgreSQL) is in --help.
+# 4. The documents a page sends readers to are installed: it names no
+#    docs/X of the source tree, and every /usr/share/doc/PKG/X it names is
+#    one cmake/packaging.cmake installs (PKG:X in deb_docs, or README.md).
+# 5. With --header-dir (the library's page): every dlock_err code of
 #    dlock.h and every header of DIR is named in the page, and the page names
 #    no DLOCK_E* code the header lacks.
 # A section 1 or 8 page given no --help-cmd fails: register its program in
@@ -53,10 +65,13 @@ check_help() {
         # shellcheck disable=SC2086  # the command is a word list by design
         if ! out=$($cmd 2>&1); then fail "'$cmd' failed:"$'\n'"$out"; continue; fi
         listed+=$(grep -o -- '--[a-z][a-z0-9-]*' <<<"$out")$'\n'
+        help_text+=$out$'\n'
     done
     local placeholders
     placeholders=$(sed -n 's/^\.\\" check_page: not an option: //p' "$page" | tr ' ' '\n')
     listed=$(sort -u <<<"$listed" | sed '/^$/d' | grep -vxF -e "${placeholders:-//}")
+    listed_all=$listed
+    placeholders_all=$placeholders
     local shown
     shown=$(printf "'%s' " "${helps[@]##*/}")
     for opt in $listed; do
@@ -68,6 +83,81 @@ check_help() {
         grep -qx -- "$opt" <<<"$listed" ||
             fail "option $opt is documented in $page (line $where) but the output of ${shown}lacks it: remove the entry, or add the option to --help"
     done <<<"$documented"
+}
+
+# Every long option named anywhere in page $1, outside comments and after
+# roff's \- and font escapes are undone. Prints "option line" pairs.
+named_options() {
+    awk '
+        /^\.\\"/ { next }
+        { t = $0; gsub(/\\-/, "-", t); gsub(/\\f[BIRP]/, "", t); gsub(/\\f\(../, "", t)
+          sub(/(^| )--( .*)?$/, "", t)
+          while (match(t, /--[a-z][a-z0-9-]*/)) {
+              print substr(t, RSTART, RLENGTH), NR; t = substr(t, RSTART + RLENGTH) } }' "$1"
+}
+
+# Options the page declares as another program's; each must be in that
+# program's --help. Prints the accepted ones.
+foreign_options() {
+    local prog opts out opt
+    while IFS=: read -r prog opts; do
+        [ -n "$prog" ] || continue
+        if ! out=$($prog --help 2>&1); then
+            fail "'$prog --help' (declared in $page) failed"; continue
+        fi
+        for opt in $opts; do
+            if grep -qw -- "$opt" <<<"$out"; then echo "$opt"
+            else fail "$page declares $opt an option of $prog, but '$prog --help' lacks it"; fi
+        done
+    done < <(sed -n 's/^\.\\" check_page: options of \([^:]*\):/\1:/p' "$page")
+}
+
+# 3. above: an option the page names that nothing accepts is a lie.
+check_named() {
+    local accepted opt where
+    accepted=$(printf '%s\n' "$listed_all" "$(foreign_options)" "$placeholders_all")
+    while read -r opt where; do
+        [ -n "$opt" ] || continue
+        grep -qx -- "$opt" <<<"$accepted" ||
+            fail "$page names $opt (line $where), which its program does not accept (not in its --help): remove or correct it"
+    done < <(named_options "$page" | sort -u -k1,1)
+}
+
+# Every scheme ("xyz://") in text, once.
+schemes() { grep -oE '[a-z][a-z+-]*://' | sort -u; }
+server_scheme() { grep -qxE '(redis|rediss|unix|redis-sentinel|redis-cluster|etcd|etcds|sqlite|postgresql)://' <<<"$1"; }
+
+check_urls() {
+    local text in_help in_page sch
+    text=$(sed '/^\.\\"/d; s/\\-/-/g; s/\\f[BIRP]//g' "$page")
+    in_page=$(schemes <<<"$text")
+    in_help=$(schemes <<<"$help_text")
+    for sch in $in_help; do
+        grep -qxF -- "$sch" <<<"$in_page" ||
+            fail "the --help output names the URL form $sch, $page does not: add it where the URL option is described"
+    done
+    for sch in $in_page; do
+        server_scheme "$sch" || continue
+        grep -qxF -- "$sch" <<<"$in_help" ||
+            fail "$page names the URL form $sch, the --help output does not: add it to the URL option's help"
+    done
+}
+
+check_docs() {
+    local text ref pkg rel packaging
+    packaging=$(dirname "$0")/../../cmake/packaging.cmake
+    text=$(sed '/^\.\\"/d; s/\\-/-/g; s/\\f[BIRP]//g' "$page")
+    for ref in $(grep -oE '(^|[^a-z/])docs/[A-Za-z0-9._/-]*[A-Za-z0-9]' <<<"$text" | sed 's/^[^d]*//' | sort -u); do
+        fail "$page sends readers to $ref of the source tree, which a package does not have: name its installed /usr/share/doc/PACKAGE/ path"
+    done
+    for ref in $(grep -oE '/usr/share/doc/[A-Za-z0-9._/-]*[A-Za-z0-9/]' <<<"$text" | sort -u); do
+        pkg=${ref#/usr/share/doc/}
+        rel=${pkg#*/}
+        pkg=${pkg%%/*}
+        [ "$rel" = "$pkg" ] || [ -z "$rel" ] || [ "$rel" = README.md ] && continue
+        grep -qE "(^|[[:space:]])$pkg:$rel([[:space:]]|\)|$)" "$packaging" ||
+            fail "$page names $ref, which cmake/packaging.cmake does not install (add $pkg:$rel to deb_docs)"
+    done
 }
 
 check_header() {
@@ -86,7 +176,12 @@ check_header() {
 case $name in *.1 | *.8) [ ${#helps[@]} -gt 0 ] ||
     fail "no --help command is registered for this page: add it to tests/man/CMakeLists.txt" ;;
 esac
-[ ${#helps[@]} -eq 0 ] || check_help
+listed_all=""
+placeholders_all=""
+help_text=""
+[ ${#helps[@]} -eq 0 ] || { check_help; check_urls; }
+check_named
+check_docs
 [ -z "$header_dir" ] || check_header
 if [ $fails -gt 0 ]; then
     echo "$name: $fails problem(s)"

@@ -8,12 +8,15 @@
 #include <string.h>
 
 #include "cli.h"
+#include "etcd_url.h"
 #include "dlock/lock.h"
 #include "dlock/semaphore.h"
 #include "lockface.h"
 
-static const char *kind_name(const dlock_lock_status *st)
+/* On etcd a lock is a key bound to its holder's lease: no Redis layout. */
+static const char *kind_name(const cli_options *o, const dlock_lock_status *st)
 {
+    if (dlock__etcd_url_is(o->url)) return "etcd";
     return st->kind == DLOCK_LOCK_REENTRANT ? "reentrant" : "simple";
 }
 
@@ -40,7 +43,7 @@ static void print_text(const cli_options *o, const dlock_lock_status *st)
     printf("lock '%s': %s\n", o->name, st->locked ? "held" : "free");
     if (o->prefix[0]) printf("  key:        %s%s\n", o->prefix, o->name);
     if (st->locked) {
-        printf("  layout:     %s\n", kind_name(st));
+        printf("  layout:     %s\n", kind_name(o, st));
         printf("  holder:     %s\n", st->holder[0] ? st->holder : "(not a dlock lock value)");
         if (st->kind == DLOCK_LOCK_REENTRANT)
             printf("  hold count: %" PRId64 "\n", st->hold_count);
@@ -60,7 +63,7 @@ static void print_json(const cli_options *o, const dlock_lock_status *st)
     json_string(stdout, key);
     printf(",\"held\":%s", st->locked ? "true" : "false");
     if (st->locked) {
-        printf(",\"layout\":\"%s\",\"holder\":", kind_name(st));
+        printf(",\"layout\":\"%s\",\"holder\":", kind_name(o, st));
         json_string(stdout, st->holder);
         printf(",\"hold_count\":%" PRId64 ",\"ttl_ms\":%" PRId64, st->hold_count, st->ttl_ms);
     } else {
@@ -160,7 +163,7 @@ static int force_release(const cli_options *o, dlock_client *c, const dlock_lock
         return 0;
     }
     printf("removed lock '%s' (key '%s%s', %s layout, holder %s", o->name, o->prefix, o->name,
-           kind_name(st), st->holder);
+           kind_name(o, st), st->holder);
     if (st->kind == DLOCK_LOCK_REENTRANT) printf(", hold count %" PRId64, st->hold_count);
     if (st->ttl_ms >= 0) printf(", %.3f s left", (double)st->ttl_ms / 1000.0);
     printf(")\n");

@@ -79,7 +79,8 @@ int cli_exit_code(int rc)
 {
     switch (rc) {
     case DLOCK_OK: return 0;
-    case DLOCK_EINVAL: return CLI_EXIT_USAGE;
+    case DLOCK_EINVAL:
+    case DLOCK_ENOTSUP: return CLI_EXIT_USAGE; /* a kind the URL's backend lacks */
     case DLOCK_EURL:
     case DLOCK_ETLS: return CLI_EXIT_CONFIG;
     case DLOCK_EAUTH: return CLI_EXIT_NOPERM;

@@ -38,7 +38,7 @@ static const opt_spec specs[] = {
     {.name = "prefix", .type = OPT_STR, .off = OFF(prefix), .arg = "P",
      .help = "required: every key of the run starts with P"},
     {.name = "store-url", .type = OPT_STR, .off = OFF(store_url), .arg = "URL",
-     .help = "Redis holding the fenced counter (default: --url)"},
+     .help = "Redis holding the fenced counter (default: --url; required\nwhen --url is etcd)"},
     {.name = "workers", .type = OPT_INT, .off = OFF(workers), .lo = 2, .hi = TORTURE_MAX_WORKERS, .arg = "N",
      .def = "3", .help = "worker processes on the lock (default 3)"},
     DUR("duration", duration_ms, 1000, "DUR", "how long the nemesis runs (default 30s)"),
@@ -98,6 +98,9 @@ static int parse(int argc, char **argv, torture_opts *o)
     if (!o->prefix || !*o->prefix)
         return usage_error("--prefix is required: every key of the run starts with it (e.g. --prefix torture:)");
     if (!o->url || !*o->url) return usage_error("--url must not be empty");
+    if (!o->store_url && dlock__etcd_url_is(o->url))
+        return usage_error("--url is etcd: give --store-url redis://... for the fenced counter "
+                           "(a Redis script; etcd holds only the lock)");
     if (!o->store_url) o->store_url = o->url;
     if (dlock__etcd_url_is(o->store_url))
         return usage_error("--store-url must name a Redis (the fenced counter is a Redis script)");

@@ -688,7 +688,13 @@ static void usage(FILE *f)
 {
     fputs("usage: seckill-bench [options]\n", f);
     opt_print_help(f, specs, OPT_COUNT(specs));
-    fputs("Exit status: 0 when every invariant held, 1 when one failed, 2 on usage or setup errors.\n", f);
+    fputs("Exit status: 0 when every invariant held, 1 when one failed, 2 on usage or setup errors.\n"
+          "\n"
+          "usage: seckill-bench --mode compare --redis-url redis://HOST:PORT [options]\n"
+          "  engine-level strategy comparison, no HTTP; its options: --redis-url, --duration,\n"
+          "  --threads, --inflight, --stock, --users, --repeat, --strategies, --replica-acks,\n"
+          "  --replica-ack-timeout-ms, --csv, --smoke (seckill-bench --mode compare --help)\n",
+          f);
 }
 
 /* 0, 1 (--help printed) or -1 (usage error printed). */

@@ -17,19 +17,22 @@
 #include "log_limit.h"
 #include "options.h"
 #include "persist.h"
+#include "envfile.h"
 #include "seckill_urls.h"
 #include "sk_err.h"
 
 typedef struct args {
     sk_persist_opts o;
     bool help, version, quiet;
+    const char *env_file; /* read by opt_env_file_apply before the rest */
 } args;
 
 #define OFF(f) offsetof(args, f)
 
 static const opt_spec specs[] = {
+    OPT_ENV_FILE_SPEC(OFF(env_file)),
     {.name = "redis-url", .type = OPT_STR, .off = OFF(o.redis_url), .arg = "URL", .env = "REDIS_URL",
-     .def = "redis://127.0.0.1:6379", .check = skurl_check_redis, .help = "Redis (env REDIS_URL; default redis://127.0.0.1:6379)"},
+     .def = "redis://127.0.0.1:6379", .check = skurl_check_redis, .help = "Redis: redis://, unix://, redis-sentinel:// or redis-cluster://\n(env REDIS_URL; default redis://127.0.0.1:6379)"},
     {.name = "database-url", .type = OPT_STR, .off = OFF(o.database_url), .arg = "URL", .env = "DATABASE_URL",
      .check = skurl_check_database, .help = "sqlite:///abs/path.db, a file path, or postgresql://...\n(env DATABASE_URL; required)"},
     {.name = "campaign", .type = OPT_STR, .off = OFF(o.campaign), .arg = "ID",
@@ -91,19 +94,21 @@ static void usage(FILE *f)
           "Exit status: 0 ok, 1 runtime failure, 2 usage or configuration error.\n", f);
 }
 
-/* Defaults < environment < flags, then the checks across options.
+/* Defaults < environment (after --env-file) < flags, then the checks across options.
  * Returns 0, or 2 after printing one line. */
 static int parse(args *a, int argc, char **argv)
 {
     char err[256];
     sk_persist_opts_init(&a->o);
-    if (opt_load(specs, OPT_COUNT(specs), argc, argv, a, NULL, err, sizeof(err))) {
+    if (opt_env_file_apply(specs, OPT_COUNT(specs), argc, argv, err, sizeof(err)) ||
+        opt_load(specs, OPT_COUNT(specs), argc, argv, a, NULL, err, sizeof(err))) {
         fprintf(stderr, "seckill-persist: %s (see --help)\n", err);
         return 2;
     }
     if (a->help || a->version) return 0;
     if (!a->o.database_url || !*a->o.database_url) {
-        fprintf(stderr, "seckill-persist: no database: set --database-url or DATABASE_URL\n");
+        fprintf(stderr, "seckill-persist: no database: set --database-url or DATABASE_URL (the units' "
+                        "is in /etc/dlock/seckill.env: --env-file /etc/dlock/seckill.env)\n");
         return 2;
     }
     if (a->o.campaign && !sk_db_id_valid(a->o.campaign)) {

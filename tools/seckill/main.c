@@ -16,6 +16,7 @@
 #include "barrier.h"
 #include "buckets.h"
 #include "dlock/dlock.h"
+#include "envfile.h"
 #include "layout.h"
 #include "lifecycle.h"
 #include "options.h"
@@ -29,6 +30,7 @@
 
 typedef struct cli {
     const char *redis_url, *database_url, *campaign, *reason;
+    const char *env_file; /* read by opt_env_file_apply before the rest */
     int64_t wait_ms; /* reconcile: wait this long for the streams to drain first */
     const char *bucket_arg;
     int bucket; /* barrier: this bucket only (-1: every bucket) */
@@ -41,7 +43,7 @@ typedef struct cli {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: seckill [--redis-url URL] [--database-url URL] COMMAND [args]\n"
+    fprintf(f, "usage: seckill [--env-file FILE] [--redis-url URL] [--database-url URL] COMMAND [args]\n"
                "  reconcile [--campaign ID] [--json] [--wait DUR]\n"
                "                                       compare Redis with the database; exit 0 only if consistent,\n"
                "                                       4 when a Redis-path order was refused by the guard (a broken promise);\n"
@@ -62,14 +64,19 @@ static void usage(FILE *f)
                "  migrate                              create / migrate the schema, print its version\n"
                "  --help, --version\n"
                "Durations: 250ms, 1.5s, 30s, 2m (a bare number is milliseconds).\n"
-               "Environment: REDIS_URL (default redis://127.0.0.1:6379), DATABASE_URL (required).\n");
+               "--env-file FILE: first set the variables of FILE (NAME=VALUE lines, the units'\n"
+               "EnvironmentFile=, e.g. /etc/dlock/seckill.env), then read the environment.\n"
+               "URLs: --redis-url redis://, unix://, redis-sentinel:// or redis-cluster:// (env REDIS_URL,\n"
+               "default redis://127.0.0.1:6379); --database-url sqlite:///abs/path.db, a file path or\n"
+               "postgresql://... (env DATABASE_URL, required).\n");
 }
 
 static int open_db(cli *c)
 {
     char err[512];
     if (!c->database_url || !*c->database_url) {
-        fprintf(stderr, "seckill: no database: set --database-url or DATABASE_URL\n");
+        fprintf(stderr, "seckill: no database: set --database-url or DATABASE_URL (the units' is in "
+                        "/etc/dlock/seckill.env: --env-file /etc/dlock/seckill.env)\n");
         return 2;
     }
     int rc = sk_db_open(c->database_url, &c->db, err, sizeof(err));
@@ -667,6 +674,7 @@ static int add_operand(void *base, const char *arg, char *err, size_t errlen)
 #define OFF(f) offsetof(cli, f)
 
 static const opt_spec specs[] = {
+    OPT_ENV_FILE_SPEC(OFF(env_file)),
     {.name = "redis-url", .type = OPT_STR, .off = OFF(redis_url), .env = "REDIS_URL",
      .def = "redis://127.0.0.1:6379", .check = skurl_check_redis},
     {.name = "database-url", .type = OPT_STR, .off = OFF(database_url), .env = "DATABASE_URL",
@@ -685,7 +693,8 @@ static const opt_spec specs[] = {
 static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
 {
     char err[256];
-    if (opt_load(specs, OPT_COUNT(specs), argc, argv, c, add_operand, err, sizeof(err))) {
+    if (opt_env_file_apply(specs, OPT_COUNT(specs), argc, argv, err, sizeof(err)) ||
+        opt_load(specs, OPT_COUNT(specs), argc, argv, c, add_operand, err, sizeof(err))) {
         fprintf(stderr, "seckill: %s (see --help)\n", err);
         return 2;
     }

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "conffile.h"
+#include "envfile.h"
 #include "dlock/dlock.h"
 #include "options.h"
 #include "seckill_urls.h"
@@ -49,8 +50,10 @@ static int check_log_level(const char *v, char *err, size_t errlen)
 }
 
 /* A row with an environment variable is a setting (flag, file key, env);
- * the others (--config, --check-config, --help, --version) are flags only. */
+ * the others (--env-file, --config, --check-config, --help, --version) are
+ * flags only. */
 static const opt_spec opts[] = {
+    OPT_ENV_FILE_SPEC(OFF(env_file)),
     {.name = "config", .type = OPT_STR, .off = OFF(config_file), .arg = "FILE",
      .help = "read settings from FILE (env SECKILL_CONFIG)"},
     INT("port", "SECKILL_PORT", "8080", port, 0, 65535, "TCP port to listen on"),
@@ -62,7 +65,8 @@ static const opt_spec opts[] = {
     BOOL("reuseport", "SECKILL_REUSEPORT", "false", reuseport,
          "set SO_REUSEPORT so separately started instances can share one port"),
     CHK("redis-url", "REDIS_URL", "redis://127.0.0.1:6379", redis_url, skurl_check_redis,
-        "Redis: redis://[user:pass@]host:port[/db], unix:///path, redis-sentinel://h:p/master"),
+        "Redis: redis://[user:pass@]host:port[/db], unix:///path, redis-sentinel://h:p/master,\n"
+        "      or a Cluster: redis-cluster://h:p[,h:p...]"),
     CHK("database-url", "DATABASE_URL", "", database_url, skurl_check_database,
         "system of record: sqlite:///abs/path.db, a file path, or postgresql://...; empty = Redis only"),
     STR("admin-token", "SECKILL_ADMIN_TOKEN", "", admin_token,
@@ -128,11 +132,13 @@ static const opt_spec opts[] = {
 
 void seckilld_config_usage(FILE *f)
 {
-    fprintf(f, "usage: seckilld [--config FILE] [--name value ...]\n\n"
+    fprintf(f, "usage: seckilld [--env-file FILE] [--config FILE] [--name value ...]\n\n"
                "The flash-sale HTTP service (docs/http-api.md, docs/seckill.md).\n"
                "Settings come from defaults < config file (`name value` lines) <\n"
-               "environment < flags. Flags take `--name value` or `--name=value`;\n"
-               "boolean flags may be given alone (--reuseport). Settings ending in -ms\n"
+               "environment (with --env-file FILE: the environment once FILE's\n"
+               "variables are set, as the units' EnvironmentFile= sets them) < flags.\n"
+               "Flags take `--name value` or `--name=value`; boolean flags may be\n"
+               "given alone (--reuseport). Settings ending in -ms\n"
                "are durations: 250ms, 1.5s, 30s, 2m; a bare number is milliseconds.\n\n");
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_spec *o = &opts[i];
@@ -160,6 +166,10 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
         if (c->help) seckilld_config_usage(stdout);
         else printf("seckilld %s\n", DLOCK_VERSION);
         return 1;
+    }
+    if (c->env_file && opt_env_file_load(c->env_file, err, sizeof(err)) != 0) {
+        fprintf(stderr, "seckilld: %s\n", err);
+        return -1;
     }
     const char *cfile = c->config_file ? c->config_file : getenv("SECKILL_CONFIG");
     if ((cfile && *cfile && opt_load_file(opts, NOPTS, cfile, c, err, sizeof(err))) ||

@@ -42,6 +42,7 @@ typedef struct seckilld_config {
     bool check_only; /* --check-config */
     bool help, version;
     const char *config_file; /* --config (points into argv) */
+    const char *env_file;    /* --env-file (points into argv): read before the environment */
 } seckilld_config;
 
 /* Fills c. Returns 0, 1 when --help/--version was printed (exit 0), or -1

@@ -4,8 +4,10 @@
  * stop accepting, finish in-flight requests, exit 0. Exit codes: 0 ok, 1
  * runtime failure, 2 bad configuration, 77 Redis refused the credentials at
  * start-up (as dlock(1); later refusals are retried with backoff). Log
- * lines go through one limiter (log_limit.h): a line repeated within 10 s
- * is counted, not printed again. */
+ * lines go through one limiter (log_limit.h): a warning or error repeated
+ * within 10 s is counted, not printed again; info lines are events
+ * (start-up, state changes) and are each printed when they happen. With
+ * --threads every line of a loop starts "loop N: ". */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,14 +49,10 @@ static void print_line(int level, const char *msg, void *ud)
 
 static dlock__loglimit log_limit = DLOCK__LOGLIMIT_INIT(DLOCK__LOGLIMIT_WINDOW_MS, print_line, NULL);
 
-static void log_line(int level, const char *msg, void *ud)
-{
-    (void)ud;
-    if (level < min_level) return;
-    dlock__loglimit_line(&log_limit, level, msg);
-}
+typedef struct worker worker;
+static void log_line(int level, const char *msg, void *ud);
 
-typedef struct worker {
+struct worker {
     const seckilld_config *c;
     struct event_base *base;
     sk_engine *engine;
@@ -67,7 +65,24 @@ typedef struct worker {
     int64_t flush_deadline_ms; /* once nothing is in flight: wait for writes */
     bool draining;
     bool listen_fd_taken; /* sh->listen_fd handed to the server (which closes it) */
-} worker;
+};
+
+/* ud: the loop's worker, or NULL (the only loop, or the supervisor). Info
+ * lines (listening, redis connected, a lease taken, stock again) are
+ * events: never folded into a later summary, which would read as if they
+ * happened again at the summary's time. */
+static void log_line(int level, const char *msg, void *ud)
+{
+    const worker *w = ud;
+    if (level < min_level) return;
+    char line[DLOCK__LOGLIMIT_LINE + 16];
+    if (w && w->sh) {
+        snprintf(line, sizeof(line), "loop %d: %s", w->sh->loop, msg);
+        msg = line;
+    }
+    if (level == DLOCK_LOG_INFO) dlock__loglimit_event(&log_limit, level, msg);
+    else dlock__loglimit_line(&log_limit, level, msg);
+}
 
 static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -77,7 +92,7 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     int64_t now = dlock__now_ms();
     size_t busy = sk_http_inflight(w->http) + sk_engine_pending(w->engine);
     if (busy && now >= w->drain_deadline_ms) {
-        log_line(DLOCK_LOG_WARN, "shutdown timeout: answering the rest with errors", NULL);
+        log_line(DLOCK_LOG_WARN, "shutdown timeout: answering the rest with errors", w);
         event_base_loopexit(w->base, NULL);
         return;
     }
@@ -111,7 +126,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
                         sk_http_inflight(w->http));
     else snprintf(msg, sizeof(msg), "signal %d: stop accepting, finishing %zu in-flight requests", (int)sig,
                   sk_http_inflight(w->http));
-    log_line(DLOCK_LOG_INFO, msg, NULL);
+    log_line(DLOCK_LOG_INFO, msg, w);
     w->draining = true;
     sk_http_stop_accepting(w->http);
     w->drain_deadline_ms = dlock__now_ms() + w->c->shutdown_timeout_ms;
@@ -191,6 +206,7 @@ static int open_backends(worker *w)
     }
     sk_engine_opts eo;
     engine_opts_from(c, &eo);
+    eo.log_ud = w;
     if (sk_engine_new(w->base, c->redis_url, &eo, &w->engine, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckilld: redis-url: %s\n", err);
         return 2;
@@ -202,6 +218,7 @@ static int open_backends(worker *w)
     dopt.recover_ms = c->degraded_recover_ms;
     dopt.max_inflight = (int)c->degraded_max_inflight;
     dopt.log = log_line;
+    dopt.log_ud = w;
     if (sk_degraded_new(w->base, w->engine, c->database_url, &dopt, &w->dg, err, sizeof(err)) != 0) {
         fprintf(stderr, "seckilld: database path: %s\n", err);
         return 2;
@@ -209,7 +226,7 @@ static int open_backends(worker *w)
     return 0;
 }
 
-static void log_listening(const worker *w, int port)
+static void log_listening(worker *w, int port)
 {
     const seckilld_config *c = w->c;
     char where[160] = "?", msg[512];
@@ -220,7 +237,7 @@ static void log_listening(const worker *w, int port)
     }
     snprintf(msg, sizeof(msg), "listening on %s:%d (redis %s, database %s)", c->bind, port, where,
              w->db ? sk_db_kind(w->db) : "none");
-    log_line(DLOCK_LOG_INFO, msg, NULL);
+    log_line(DLOCK_LOG_INFO, msg, w);
 }
 
 /* --threads: a loop starts accepting once its engine is ready (Redis

@@ -90,6 +90,7 @@ static int start_loops(loop *loops, int n, const seckilld_config *c, seckilld_lo
             loops[i] = (loop){.c = c, .body = body, .sh = *sh, .stop_w = fd[1], .pool = p};
             loops[i].sh.stop_fd = fd[0];
             loops[i].sh.listen_fd = fds[i];
+            loops[i].sh.loop = i + 1;
             if (pthread_create(&loops[i].t, NULL, loop_main, &loops[i]) != 0) {
                 close(fd[0]);
                 close(fd[1]);

@@ -15,6 +15,7 @@ typedef struct seckilld_shared {
     int stop_fd;          /* readable: stop accepting and drain (the main thread got SIGTERM/SIGINT) */
     int listen_fd;        /* this loop's listener (SO_REUSEPORT, bound by the main thread); the loop owns it */
     int port;             /* the port they share (also when --port 0 chose one) */
+    int loop;             /* this loop's number, 1..n (its log lines say "loop N: ") */
 } seckilld_shared;
 
 /* A loop's body: serves until drained; 0, 1 (runtime) or 2 (configuration). */

@@ -3,7 +3,8 @@
 # key's revision and grows; exclusion, -n and -w; `dlock status` shows
 # holder, lease TTL and revision; `release --force` makes the holder's
 # watchdog notice the loss (exit 75); a bad etcd URL is exit 78 and an
-# unreachable one 69. Helpers from tests/tools/dlock/lib.sh (no Redis started).
+# unreachable one 69; --reentrant is 64; status says layout etcd; torture
+# asks for a Redis --store-url. Helpers from tests/tools/dlock/lib.sh (no Redis started).
 . "$(dirname "$0")/../../tools/dlock/lib.sh"
 case "${DLOCK_URL:-}" in etcd://*) ;; *) fail "run me with etcd_run 1 DLOCK_URL bash $0" ;; esac
 
@@ -55,4 +56,23 @@ expect_eq "$RC" 78 "malformed etcd URL -> 78"
 run_rc "$DLOCK_BIN" --url "etcd://127.0.0.1:$(dl_free_port)" job -c true
 expect_eq "$RC" 69 "unreachable etcd -> 69"
 run_rc "$DLOCK_BIN" --reentrant job -c true
-expect_eq "$RC" 70 "a kind etcd does not offer -> 70 (not supported)"
+expect_eq "$RC" 64 "a kind etcd does not offer -> 64 (docs/cli.md: a lock kind the backend lacks)"
+
+# 6. status names no Redis layout on etcd.
+bg "$DLOCK_BIN" layout -- sh -c "echo \$\$ > $T_DIR/lpid; exec sleep 30"
+p=$BG_PID
+wait_until 5 test -s "$T_DIR/lpid"
+out=$("$DLOCK_BIN" status layout)
+expect_match "$out" "layout: +etcd" "status on etcd says layout etcd"
+printf '%s' "$out" | grep -q simple && fail "status on etcd says simple: $out"
+json=$("$DLOCK_BIN" status --json layout)
+expect_match "$json" '"layout":"etcd"' "status --json on etcd says layout etcd"
+kill -TERM "$p"
+wait_rc "$p"
+
+# 7. torture on etcd: the fenced counter needs a Redis, so --store-url is
+#    required (a run with one is tests/fault/test_lock_nemesis.sh via the
+#    etcd_lock_nemesis test); without it a clear usage error, nothing runs.
+run_rc "$DLOCK_BIN" torture --prefix t: --duration 1 2>"$T_DIR/err"
+expect_eq "$RC" 64 "torture on etcd without --store-url -> 64"
+expect_match "$(cat "$T_DIR/err")" "--url is etcd: give --store-url" "the error names --store-url"

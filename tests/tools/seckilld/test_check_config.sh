@@ -4,8 +4,10 @@
 # naming FILE:LINE (or the variable, or the flag) and the setting, the same
 # line from --check-config and from a real start; every value the check
 # accepts lets the real start reach "listening". An unterminated quote is
-# an error; secrets are masked, not hidden. seckill-persist and seckill
-# refuse a bad URL the same way (exit 2) before opening anything.
+# an error; secrets are masked, not hidden. etc/seckilld.conf is exactly
+# the built-in defaults. --env-file reads the units' environment file.
+# seckill-persist and seckill refuse a bad URL the same way (exit 2) before
+# opening anything.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}
 build=${DLOCK_BUILD_DIR:?}
@@ -122,6 +124,55 @@ grep -Fxq 'database-url postgresql://app:****@db/sale?sslpassword=****&sslmode=r
 accepted "# the packaged example" "$(grep -v '^#' "$src/etc/seckilld.conf" | grep -v '^redis-url')" \
     'redis-url redis://127.0.0.1:1'
 section_ok "accepted values start (listening); secrets shown as ****, passwords masked, user-only URLs as is"
+
+# The packaged example holds every setting at its built-in default, and
+# nothing else: exactly what --check-config prints with no file and no
+# environment (a setting added to seckilld must be added there too).
+env -i "$sk" --check-config >"$work/defaults" || bad "--check-config with nothing set failed"
+grep -v '^#' "$src/etc/seckilld.conf" | sed '/^$/d' | sort >"$work/example"
+sort "$work/defaults" >"$work/defaults.sorted"
+diff "$work/defaults.sorted" "$work/example" >"$work/diff" ||
+    bad "etc/seckilld.conf is not the built-in defaults ('<' --check-config, '>' the file): $(cat "$work/diff")"
+section_ok "etc/seckilld.conf: every setting, each at the default --check-config prints"
+
+# --env-file: what the units' EnvironmentFile= gives them, for a command run
+# by hand. The shipped example reads as the unit gets it; the file's
+# variables replace the inherited ones; flags still win; quotes; a bad line
+# or a missing file is exit 2 naming it, before anything is opened.
+ex=$src/etc/systemd/seckill.env.example
+out=$(env -i "$sk" --env-file "$ex" --config "$src/etc/seckilld.conf" --check-config) ||
+    bad "--env-file with the shipped example refused"
+grep -Fxq "redis-url $(sed -n 's/^REDIS_URL=//p' "$ex")" <<<"$out" || bad "REDIS_URL of the env file not used: $(grep redis-url <<<"$out")"
+grep -Fxq "database-url $(sed -n 's/^DATABASE_URL=//p' "$ex")" <<<"$out" || bad "DATABASE_URL of the env file not used"
+grep -Fxq 'admin-token ****' <<<"$out" || bad "SECKILL_ADMIN_TOKEN of the env file not used (or not masked)"
+envf=$work/seckill.env
+printf '%s\n' '# comment' '; comment too' '' 'REDIS_URL="redis://127.0.0.1:7001"' \
+    "  SECKILL_MAX_BATCH = 8" "SECKILL_BIND='127.0.0.1'" >"$envf"
+out=$(REDIS_URL=redis://127.0.0.1:9 "$sk" --env-file "$envf" --check-config)
+grep -Fxq 'redis-url redis://127.0.0.1:7001' <<<"$out" || bad "the env file does not replace the inherited REDIS_URL"
+grep -Fxq 'max-batch 8' <<<"$out" || bad "a blank-padded line not read: $(grep max-batch <<<"$out")"
+grep -Fxq 'bind 127.0.0.1' <<<"$out" || bad "a single-quoted value not unquoted"
+out=$("$sk" --env-file="$envf" --max-batch 9 --check-config)
+grep -Fxq 'max-batch 9' <<<"$out" || bad "a flag does not beat the env file"
+printf '%s\n' 'REDIS_URL=redis://127.0.0.1:7001' 'export DATABASE_URL=/x.db' >"$envf"
+rc=0; out=$("$sk" --env-file "$envf" --check-config 2>&1) || rc=$?
+[ "$rc" = 2 ] && [ "$out" = "seckilld: $envf:2: expected NAME=VALUE" ] || bad "bad env line: exit $rc, '$out'"
+printf '%s\n' 'SECKILL_MAX_BATCH=0' >"$envf"
+rc=0; out=$("$sk" --env-file "$envf" --check-config 2>&1) || rc=$?
+[ "$rc" = 2 ] && [[ "$out" == *"invalid SECKILL_MAX_BATCH '0'"* ]] || bad "a bad value from the env file: exit $rc, '$out'"
+rc=0; out=$("$sk" --env-file "$work/none.env" --check-config 2>&1) || rc=$?
+[ "$rc" = 2 ] && [[ "$out" == "seckilld: cannot read env file $work/none.env: "* ]] || bad "missing env file: exit $rc, '$out'"
+printf '%s\n' "DATABASE_URL=sqlite://$work/envfile.db" >"$envf"
+adm=$build/tools/seckill/seckill
+out=$(env -i "$adm" --env-file "$envf" migrate 2>&1) || bad "seckill --env-file F migrate: $out"
+[ -s "$work/envfile.db" ] || bad "seckill did not take DATABASE_URL from --env-file"
+rc=0; out=$(env -i "$adm" reconcile --campaign c1 2>&1) || rc=$?
+[ "$rc" = 2 ] && [[ "$out" == *"--env-file /etc/dlock/seckill.env"* ]] ||
+    bad "seckill without a database does not point at --env-file: exit $rc, '$out'"
+printf '%s\n' 'REDIS_URL=http://x' >"$envf"
+rc=0; out=$("$build/tools/seckill-persist/seckill-persist" --database-url "$work/p2.db" --env-file "$envf" 2>&1) || rc=$?
+[ "$rc" = 2 ] && [[ "$out" == *"invalid REDIS_URL"* ]] || bad "seckill-persist --env-file not read: exit $rc, '$out'"
+section_ok "--env-file: the units' environment for a hand-run command (seckilld, seckill, seckill-persist)"
 
 # seckill-persist and seckill: a bad URL is exit 2 before anything is opened
 for prog in "$build/tools/seckill-persist/seckill-persist" "$build/tools/seckill/seckill reconcile"; do
