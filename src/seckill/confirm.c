@@ -13,7 +13,7 @@
 #include "release.h"
 #include "sk_err.h"
 
-extern const unsigned char sk_lua_idem_confirm[];
+extern const dlock__script sk_script_idem_confirm; /* lua/idem_confirm.lua */
 
 #define KEY_MAX 200
 
@@ -50,7 +50,7 @@ int sk_confirm_answers(dlock__conn *rc, sk_db *db, const sk_buckets *lay, int j,
     err = 0;
     if (m > 0) {
         dlock__reply *r = NULL;
-        err = sk__eval_script(rc, (const char *)sk_lua_idem_confirm, m, keys, m, args, &r);
+        err = sk__eval_script(rc, &sk_script_idem_confirm, m, keys, m, args, &r);
         if (!err && dlock__reply_kind(r) != DLOCK__R_INTEGER) err = DLOCK_ESERVER;
         dlock__reply_free(r);
     }
