@@ -2,8 +2,9 @@
 # test_deb.sh: the Debian packages (cmake/packaging.cmake) on this machine,
 # as root: build them, `dpkg -i` them, use what they installed (a consumer
 # compiled through pkg-config and find_package, `dlock --version`,
-# `seckilld --help`, seckilld started from its unit's ExecStart line against
-# a private redis-server), `systemd-analyze verify` the units, then
+# `seckilld --help`, the documents the man pages name, seckilld started
+# from its unit's ExecStart line against a private redis-server),
+# `systemd-analyze verify` the units, then
 # `dpkg -r` (conffiles stay), `dpkg -P` (they go) and compare the file
 # system with its state before: nothing of ours may be left. The packages
 # are purged on every exit, failed or not. Not in the default suite: label
@@ -95,6 +96,24 @@ for m in $(grep '/usr/share/man/.*\.gz$' "$work/owned.txt"); do
     zgrep -q '^\.TH ' "$m" || fail "$m is not a man page"
 done
 ok "dlock --version ($out), seckilld --help, man pages: $(grep -c '/usr/share/man/.*\.gz$' "$work/owned.txt")"
+# The documents the man pages send readers to are installed: every
+# /usr/share/doc/... path an installed page names exists, and each package
+# has its documents and README.md.
+docs=0
+for m in $(grep '/usr/share/man/.*\.gz$' "$work/owned.txt"); do
+    for d in $(zcat "$m" | sed 's/\\-/-/g; s/\\f[BIRP]//g' | grep -oE '/usr/share/doc/[A-Za-z0-9._/-]*[A-Za-z0-9/]' | sort -u); do
+        [ -e "$d" ] || fail "$m names $d, which no package installed"
+        docs=$((docs + 1))
+    done
+done
+[ "$docs" -ge 10 ] || fail "the man pages name only $docs installed documents"
+for f in seckill/http-api.md seckill/ops/README.md seckill/ops/alerts.yml seckill/design/promise.md \
+         dlock-tools/cli.md libdlock-dev/locks.md libdlock-dev/locks-family.md \
+         seckill/README.md dlock-tools/README.md libdlock-dev/README.md; do
+    grep -qx "/usr/share/doc/$f" "$work/owned.txt" || fail "/usr/share/doc/$f is not in a package"
+done
+dpkg-query -W -f='${Description}\n' dlock-tools | grep -q etcd || fail "dlock-tools' description does not name etcd"
+ok "documents: the $docs /usr/share/doc paths the man pages name are installed"
 
 # --- seckilld from its unit: its user, its environment example, its sandbox -------
 # No systemd runs here, so the unit's sandbox is rebuilt from its lines in a

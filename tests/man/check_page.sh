@@ -97,7 +97,8 @@ named_options() {
 }
 
 # Options the page declares as another program's; each must be in that
-# program's --help. Prints the accepted ones.
+# program's --help. The accepted ones go to $foreign (one a line).
+foreign=""
 foreign_options() {
     local prog opts out opt
     while IFS=: read -r prog opts; do
@@ -106,7 +107,7 @@ foreign_options() {
             fail "'$prog --help' (declared in $page) failed"; continue
         fi
         for opt in $opts; do
-            if grep -qw -- "$opt" <<<"$out"; then echo "$opt"
+            if grep -qw -- "$opt" <<<"$out"; then foreign+=$opt$'\n'
             else fail "$page declares $opt an option of $prog, but '$prog --help' lacks it"; fi
         done
     done < <(sed -n 's/^\.\\" check_page: options of \([^:]*\):/\1:/p' "$page")
@@ -115,7 +116,8 @@ foreign_options() {
 # 3. above: an option the page names that nothing accepts is a lie.
 check_named() {
     local accepted opt where
-    accepted=$(printf '%s\n' "$listed_all" "$(foreign_options)" "$placeholders_all")
+    foreign_options
+    accepted=$(printf '%s\n' "$listed_all" "$foreign" "$placeholders_all")
     while read -r opt where; do
         [ -n "$opt" ] || continue
         grep -qx -- "$opt" <<<"$accepted" ||
