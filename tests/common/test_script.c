@@ -27,7 +27,8 @@ extern const dlock__script dlock__script_lock_renew; /* generated from src/lib/l
 /* SHA-1s of the sources (printf '%s' SRC | sha1sum). */
 static const dlock__script incr = {"t_incr", "return redis.call('INCR', KEYS[1])", 34,
                                    "61636018f4e6b5817b89791bbed242f93fa089e3"};
-static const dlock__script nargs = {"t_nargs", "return #ARGV", 12, "2341fb02e46697ddb0c727ff293bd612557191a5"};
+static const dlock__script nargs = {"t_nargs", "return #ARGV", 12,
+                                    "2341fb02e46697ddb0c727ff293bd612557191a5"};
 
 static test_server srv;
 static test_cluster cl;
@@ -232,7 +233,8 @@ static void test_a_call_with_many_arguments_and_bad_counts(void **state)
     enum { N = 1000 };
     const char **args = calloc(N, sizeof(*args));
     assert_non_null(args);
-    for (int i = 0; i < N; i++) args[i] = "v";
+    for (int i = 0; i < N; i++)
+        args[i] = "v";
     dlock__reply *r = NULL;
     assert_int_equal(dlock__script_call(c, &nargs, 0, NULL, N, args, &r, NULL), 0);
     assert_int_equal(dlock__reply_int(r), N);
