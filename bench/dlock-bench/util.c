@@ -30,7 +30,8 @@ dlock_client *bench_client(const bench_ctx *ctx)
 }
 
 /* SHA1 of "return 1" (printf 'return 1' | sha1sum) */
-static const dlock__script trivial = {"bench_trivial", "return 1", 8, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"};
+static const dlock__script trivial = {"bench_trivial", "return 1", 8,
+                                      "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"};
 
 /* ---- etcd (issue 16): the limit through the same HTTP client ---------- */
 

@@ -44,8 +44,8 @@
 
 typedef struct anode {
     dlock__aconn *ac; /* plain; NULL until first used */
-    unsigned gen;    /* bumped at each (re)open */
-    unsigned gen_up; /* the gen that connected last */
+    unsigned gen;     /* bumped at each (re)open */
+    unsigned gen_up;  /* the gen that connected last */
 } anode;
 
 typedef struct fan fan;
@@ -177,7 +177,8 @@ static void on_map_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *p
     dlock__cmap m;
     const char *host = cl->rt.nodes[q->node].host;
     int rc = !reply ? DLOCK__EUNKNOWN
-                    : dlock__cmap_parse(q->second ? DLOCK__CMAP_SECOND : DLOCK__CMAP_FIRST, reply, host, &m, NULL, 0);
+                    : dlock__cmap_parse(q->second ? DLOCK__CMAP_SECOND : DLOCK__CMAP_FIRST, reply, host, &m,
+                                        NULL, 0);
     if (rc == DLOCK__ESERVER && !q->second) {
         const char *argv[2] = {"CLUSTER", DLOCK__CMAP_SECOND};
         map_req *q2 = malloc(sizeof(*q2));

@@ -215,7 +215,8 @@ static int node_exec(dlock__cluster *cl, int i, bool asking, int argc, const cha
         rc = dlock__plain_cmd(c, argc, argv, lens, reply_out);
     }
     if (rc) {
-        cl_err(cl, "cluster node %s:%d: %s", cl->rt.nodes[i].host, cl->rt.nodes[i].port, dlock__plain_errstr(c));
+        cl_err(cl, "cluster node %s:%d: %s", cl->rt.nodes[i].host, cl->rt.nodes[i].port,
+               dlock__plain_errstr(c));
         dlock__router_lost(&cl->rt, i);
     }
     return rc;
@@ -255,8 +256,10 @@ static int run_routed(dlock__cluster *cl, int slot, int argc, const char **argv,
     hop h = {.target = target_of(cl, slot)};
     for (;;) {
         if (h.target < 0) {
-            if (slot >= 0) cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", slot);
-            else cl_err(cl, "cluster: no master in the map (cluster down?)");
+            if (slot >= 0)
+                cl_err(cl, "cluster: slot %d has no master in the map (cluster down?)", slot);
+            else
+                cl_err(cl, "cluster: no master in the map (cluster down?)");
             return DLOCK__ECONN;
         }
         dlock__reply *r = NULL;
@@ -523,7 +526,8 @@ static int send_group(dlock__cluster *cl, pipe *p, int t, const size_t *ids, siz
     if (rc == 0) rc = node_conn(cl, t, &c);
     if (rc == 0) rc = dlock__plain_pipeline(c, m, ac, av, lv, rs);
     if (rc && c) {
-        cl_err(cl, "cluster node %s:%d: %s", cl->rt.nodes[t].host, cl->rt.nodes[t].port, dlock__plain_errstr(c));
+        cl_err(cl, "cluster node %s:%d: %s", cl->rt.nodes[t].host, cl->rt.nodes[t].port,
+               dlock__plain_errstr(c));
         dlock__router_lost(&cl->rt, t);
     }
     if (rc == 0) distribute(cl, p, t, ids, k, rs);
@@ -627,7 +631,8 @@ int dlock__cluster_pipeline(dlock__cluster *cl, size_t n, const int *argcs, cons
     if (rc == 0) rc = preopen(cl, &p);
     /* Each unit is resent at most MAX_REDIRECTS + BUSY_RETRIES times; the
      * round cap is a second fence. */
-    for (int round = 0; rc == 0 && round <= 2 * (DLOCK__CLUSTER_MAX_REDIRECTS + DLOCK__CLUSTER_BUSY_RETRIES); round++) {
+    for (int round = 0; rc == 0 && round <= 2 * (DLOCK__CLUSTER_MAX_REDIRECTS + DLOCK__CLUSTER_BUSY_RETRIES);
+         round++) {
         size_t pending = 0;
         rc = run_round(cl, &p, ids, &pending);
         if (rc || pending == 0) break;

@@ -288,8 +288,10 @@ static dlock__next retry_kind(const dlock__reply *r)
     static const struct {
         const char *code;
         dlock__next next;
-    } codes[] = {{"TRYAGAIN", DLOCK__NEXT_BUSY},  {"LOADING", DLOCK__NEXT_BUSY},
-                 {"MASTERDOWN", DLOCK__NEXT_BUSY}, {"CLUSTERDOWN", DLOCK__NEXT_DOWN},
+    } codes[] = {{"TRYAGAIN", DLOCK__NEXT_BUSY},
+                 {"LOADING", DLOCK__NEXT_BUSY},
+                 {"MASTERDOWN", DLOCK__NEXT_BUSY},
+                 {"CLUSTERDOWN", DLOCK__NEXT_DOWN},
                  {"READONLY", DLOCK__NEXT_DEMOTED}};
     if (!r || dlock__reply_kind(r) != DLOCK__R_ERROR) return DLOCK__NEXT_DONE;
     size_t n;

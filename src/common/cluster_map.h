@@ -60,17 +60,18 @@ typedef struct dlock__redirect {
 bool dlock__redirect_parse(const dlock__reply *r, dlock__redirect *out);
 
 /* The router's bounds (documented in redis_io.h and docs/locks.md). */
-#define DLOCK__CLUSTER_MAX_REDIRECTS  5 /* MOVED/ASK a command */
-#define DLOCK__CLUSTER_BUSY_RETRIES   8 /* TRYAGAIN/CLUSTERDOWN/READONLY/LOADING/MASTERDOWN retries: \
-                                           5,10,20,40,80,100,100,100 ms */
+#define DLOCK__CLUSTER_MAX_REDIRECTS 5 /* MOVED/ASK a command */
+#define DLOCK__CLUSTER_BUSY_RETRIES                                                                          \
+    8 /* TRYAGAIN/CLUSTERDOWN/READONLY/LOADING/MASTERDOWN retries:                                           \
+         5,10,20,40,80,100,100,100 ms */
 #define DLOCK__CLUSTER_REFRESH_GAP_MS 100
 
 typedef enum dlock__next {
-    DLOCK__NEXT_DONE = 0,  /* r is the answer */
-    DLOCK__NEXT_MOVED = 1, /* resend to *rd's node; the slot moved there */
-    DLOCK__NEXT_ASK = 2,   /* ASKING + resend once to *rd's node */
-    DLOCK__NEXT_BUSY = 3,  /* TRYAGAIN: resend to the same node after *wait_ms */
-    DLOCK__NEXT_DOWN = 4,  /* CLUSTERDOWN: refresh the map, resend after *wait_ms */
+    DLOCK__NEXT_DONE = 0,    /* r is the answer */
+    DLOCK__NEXT_MOVED = 1,   /* resend to *rd's node; the slot moved there */
+    DLOCK__NEXT_ASK = 2,     /* ASKING + resend once to *rd's node */
+    DLOCK__NEXT_BUSY = 3,    /* TRYAGAIN: resend to the same node after *wait_ms */
+    DLOCK__NEXT_DOWN = 4,    /* CLUSTERDOWN: refresh the map, resend after *wait_ms */
     DLOCK__NEXT_DEMOTED = 5, /* READONLY: the node is no longer the master (failover):
                               * refresh the map, resend to the slot's master after *wait_ms */
 } dlock__next;

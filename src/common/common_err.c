@@ -1,9 +1,9 @@
 /* common_err.c: names of the common layer's error codes (common_err.h). */
 #include "common_err.h"
 
-static const int codes[] = {DLOCK__OK,       DLOCK__EINVAL,   DLOCK__EURL,   DLOCK__ETLS,
-                            DLOCK__EAUTH,    DLOCK__ECONN,    DLOCK__ETIMEOUT, DLOCK__EIO,
-                            DLOCK__ESERVER,  DLOCK__EUNKNOWN, DLOCK__ENOMEM, DLOCK__ECROSSSLOT};
+static const int codes[] = {DLOCK__OK,      DLOCK__EINVAL,   DLOCK__EURL,     DLOCK__ETLS,
+                            DLOCK__EAUTH,   DLOCK__ECONN,    DLOCK__ETIMEOUT, DLOCK__EIO,
+                            DLOCK__ESERVER, DLOCK__EUNKNOWN, DLOCK__ENOMEM,   DLOCK__ECROSSSLOT};
 
 const int *dlock__err_codes(size_t *n_out)
 {

@@ -18,7 +18,6 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-
 struct dlock__aconn {
     dlock__acluster *cl;    /* a routing shell (dlock__aplain_routing): the router; ctx stays NULL */
     char addr[160];         /* plain: the endpoint, for dlock__aconn_node_of_slot */
@@ -30,7 +29,7 @@ struct dlock__aconn {
     bool closing;
     bool auth_refused;
     char refused[256]; /* "AUTH refused: <server error>" (or SELECT); "" none */
-    int in_cb; /* >0 while hiredis is calling us: freeing must wait */
+    int in_cb;         /* >0 while hiredis is calling us: freeing must wait */
 };
 
 typedef struct acmd {
@@ -85,8 +84,8 @@ static void on_disconnect(const redisAsyncContext *ctx, int status)
 
 static void queue_auth_select(dlock__aconn *ac, const dlock__url *u);
 
-int dlock__aplain_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
-                      void *priv, dlock__aconn **out, char *err, size_t errlen)
+int dlock__aplain_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state, void *priv,
+                       dlock__aconn **out, char *err, size_t errlen)
 {
     *out = NULL;
     dlock__aconn *ac = calloc(1, sizeof(*ac));
@@ -165,7 +164,7 @@ static void queue_auth_select(dlock__aconn *ac, const dlock__url *u)
 }
 
 int dlock__aplain_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
-                     const size_t *lens)
+                      const size_t *lens)
 {
     if (!ac->ctx || ac->closing) return DLOCK__ECONN;
     acmd *cmd = malloc(sizeof(*cmd));
@@ -221,8 +220,8 @@ const char *dlock__aplain_refusal(const dlock__aconn *ac, bool *auth_out)
 
 /* ---- routing shells ---------------------------------------------------- */
 
-int dlock__aplain_routing(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state, void *priv,
-                          dlock__aconn **out)
+int dlock__aplain_routing(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
+                          void *priv, dlock__aconn **out)
 {
     *out = NULL;
     dlock__aconn *ac = calloc(1, sizeof(*ac));

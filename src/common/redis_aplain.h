@@ -30,8 +30,8 @@ const char *dlock__aplain_addr(const dlock__aconn *ac);
 /* A connection object that carries a router instead of a socket (what
  * dlock__aconn_open returns for a redis-cluster:// URL); the router is set
  * once it is open. 0 or ENOMEM. */
-int dlock__aplain_routing(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state, void *priv,
-                          dlock__aconn **out);
+int dlock__aplain_routing(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
+                          void *priv, dlock__aconn **out);
 void dlock__aplain_set_router(dlock__aconn *ac, dlock__acluster *cl);
 /* The router, NULL for a plain connection or one being closed. */
 dlock__acluster *dlock__aplain_router(const dlock__aconn *ac);

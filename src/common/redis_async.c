@@ -15,7 +15,8 @@ int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__ast
                       dlock__aconn **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (url->kind != DLOCK__URL_CLUSTER) return dlock__aplain_open(base, url, on_state, priv, out, err, errlen);
+    if (url->kind != DLOCK__URL_CLUSTER)
+        return dlock__aplain_open(base, url, on_state, priv, out, err, errlen);
     dlock__aconn *ac = NULL;
     int rc = dlock__aplain_routing(base, url, on_state, priv, &ac);
     if (rc) return rc;
@@ -51,8 +52,10 @@ static int cluster_cmd_resp(dlock__acluster *cl, dlock__acb cb, void *priv, cons
     rc = n == 0 || n > INT_MAX ? DLOCK__EINVAL : (!argv || !lens) ? DLOCK__ENOMEM : 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const dlock__reply *a = dlock__reply_at(req, i);
-        if (dlock__reply_kind(a) != DLOCK__R_STRING) rc = DLOCK__EINVAL;
-        else argv[i] = dlock__reply_str(a, &lens[i]);
+        if (dlock__reply_kind(a) != DLOCK__R_STRING)
+            rc = DLOCK__EINVAL;
+        else
+            argv[i] = dlock__reply_str(a, &lens[i]);
     }
     if (rc == 0) rc = dlock__acluster_cmd(cl, -1, cb, priv, (int)n, argv, lens);
     free(argv);

@@ -105,8 +105,8 @@ static int check_master_role(dlock__conn *c)
         set_err(c, "ROLE", c->ctx->errstr);
         return DLOCK__ECONN;
     }
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-             r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
+             strcmp(r->element[0]->str, "master") == 0;
     freeReplyObject(r);
     if (!ok) set_err(c, "connect", "the node the sentinels named is not (yet) a master");
     return ok ? 0 : DLOCK__ECONN;
@@ -154,8 +154,8 @@ static int reopen(dlock__conn *c)
     return rc;
 }
 
-int dlock__plain_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out,
-                     char *err, size_t errlen)
+int dlock__plain_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out, char *err,
+                      size_t errlen)
 {
     *out = NULL;
     dlock__conn *c = calloc(1, sizeof(*c));
@@ -199,9 +199,12 @@ static char *resp_len(char *p, char tag, size_t n)
 {
     char digits[24];
     int d = 0;
-    do digits[d++] = (char)('0' + n % 10); while ((n /= 10) > 0);
+    do
+        digits[d++] = (char)('0' + n % 10);
+    while ((n /= 10) > 0);
     *p++ = tag;
-    while (d > 0) *p++ = digits[--d];
+    while (d > 0)
+        *p++ = digits[--d];
     *p++ = '\r';
     *p++ = '\n';
     return p;
@@ -214,7 +217,8 @@ static char *resp_len(char *p, char tag, size_t n)
 static int append_argv(redisContext *ctx, int argc, const char *const *argv, const size_t *lens)
 {
     size_t total = 24;
-    for (int i = 0; i < argc; i++) total += 24 + (lens ? lens[i] : strlen(argv[i]));
+    for (int i = 0; i < argc; i++)
+        total += 24 + (lens ? lens[i] : strlen(argv[i]));
     char stack[2048];
     char *buf = total <= sizeof(stack) ? stack : malloc(total);
     if (!buf) return REDIS_ERR;
@@ -240,7 +244,7 @@ static int transport_failed(dlock__conn *c)
 }
 
 int dlock__plain_cmd(dlock__conn *c, int argc, const char **argv, const size_t *lens,
-                    dlock__reply **reply_out)
+                     dlock__reply **reply_out)
 {
     *reply_out = NULL;
     int rc = ensure_open(c);
@@ -257,9 +261,10 @@ int dlock__plain_cmd(dlock__conn *c, int argc, const char **argv, const size_t *
 }
 
 int dlock__plain_pipeline(dlock__conn *c, size_t n, const int *argcs, const char *const *const *argvs,
-                         const size_t *const *lens, dlock__reply **replies_out)
+                          const size_t *const *lens, dlock__reply **replies_out)
 {
-    for (size_t i = 0; i < n; i++) replies_out[i] = NULL;
+    for (size_t i = 0; i < n; i++)
+        replies_out[i] = NULL;
     int rc = ensure_open(c);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++) {
@@ -362,14 +367,14 @@ bool dlock__plain_is_open(const dlock__conn *c)
     return c && (c->ctx || c->cl);
 }
 
-int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts,
-                            dlock__url *master_out, char *err, size_t errlen)
+int dlock__sentinel_resolve(const dlock__url *url, const dlock__conn_opts *opts, dlock__url *master_out,
+                            char *err, size_t errlen)
 {
     if (url->kind != DLOCK__URL_SENTINEL) return DLOCK__EINVAL;
     int last = DLOCK__ECONN;
     for (size_t i = 0; i < url->n_sentinels; i++) {
-        dlock__url s = {.kind = DLOCK__URL_TCP, .host = url->sentinels[i].host,
-                        .port = url->sentinels[i].port};
+        dlock__url s = {
+            .kind = DLOCK__URL_TCP, .host = url->sentinels[i].host, .port = url->sentinels[i].port};
         dlock__conn *c = NULL;
         last = dlock__plain_open(&s, opts, &c, err, errlen);
         if (last) continue;

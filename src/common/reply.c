@@ -61,7 +61,8 @@ int dlock__reply_parse(const char *resp, size_t n, dlock__reply **out)
     if (!rd) return DLOCK__ENOMEM;
     void *r = NULL;
     int rc = redisReaderFeed(rd, resp, n) == REDIS_OK && redisReaderGetReply(rd, &r) == REDIS_OK
-                 ? 0 : DLOCK__ESERVER;
+                 ? 0
+                 : DLOCK__ESERVER;
     if (rc == 0 && !r) rc = DLOCK__EINVAL; /* incomplete */
     if (rc == 0) *out = r;
     redisReaderFree(rd);

@@ -24,7 +24,7 @@ dlock__reply_type dlock__reply_kind(const dlock__reply *r);
 long long dlock__reply_int(const dlock__reply *r);
 /* STRING, STATUS and ERROR replies: bytes (NUL-terminated) and length. */
 const char *dlock__reply_str(const dlock__reply *r, size_t *len_out);
-size_t dlock__reply_count(const dlock__reply *r);               /* ARRAY: elements */
+size_t dlock__reply_count(const dlock__reply *r);                     /* ARRAY: elements */
 const dlock__reply *dlock__reply_at(const dlock__reply *r, size_t i); /* ARRAY element */
 void dlock__reply_free(dlock__reply *r);
 /* Parses one whole RESP reply from n bytes (for tests that feed the

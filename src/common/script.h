@@ -46,7 +46,7 @@ int dlock__script_call(dlock__conn *c, const dlock__script *s, int nkeys, const 
  * after NOSCRIPT, the EVAL one (reply NULL and err as dlock__aconn_cmd's
  * callbacks when the call failed). The arguments are copied. Returns 0
  * (cb will run) or ECONN/ENOMEM/EINVAL/ECROSSSLOT (cb will not). */
-int dlock__script_acall(dlock__aconn *ac, const dlock__script *s, int nkeys, const char *const *keys, int nargs,
-                        const char *const *args, dlock__acb cb, void *priv);
+int dlock__script_acall(dlock__aconn *ac, const dlock__script *s, int nkeys, const char *const *keys,
+                        int nargs, const char *const *args, dlock__acb cb, void *priv);
 
 #endif

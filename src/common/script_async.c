@@ -42,8 +42,10 @@ static acall *acall_new(const dlock__script *s, int nkeys, const char *const *ke
                         const char *const *args)
 {
     size_t n = (size_t)nkeys + (size_t)nargs + 3, bytes = 0;
-    for (int i = 0; i < nkeys; i++) bytes += strlen(keys[i]) + 1;
-    for (int i = 0; i < nargs; i++) bytes += strlen(args[i]) + 1;
+    for (int i = 0; i < nkeys; i++)
+        bytes += strlen(keys[i]) + 1;
+    for (int i = 0; i < nargs; i++)
+        bytes += strlen(args[i]) + 1;
     acall *a = calloc(1, sizeof(*a) + n * (sizeof(char *) + sizeof(size_t)) + bytes);
     if (!a) return NULL;
     a->argv = (const char **)(void *)(a + 1);
@@ -62,8 +64,8 @@ static acall *acall_new(const dlock__script *s, int nkeys, const char *const *ke
     return a;
 }
 
-int dlock__script_acall(dlock__aconn *ac, const dlock__script *s, int nkeys, const char *const *keys, int nargs,
-                        const char *const *args, dlock__acb cb, void *priv)
+int dlock__script_acall(dlock__aconn *ac, const dlock__script *s, int nkeys, const char *const *keys,
+                        int nargs, const char *const *args, dlock__acb cb, void *priv)
 {
     if (nkeys < 0 || nargs < 0 || nkeys > INT_MAX - 3 - nargs) return DLOCK__EINVAL;
     acall *a = acall_new(s, nkeys, keys, nargs, args);

@@ -7,8 +7,8 @@
  * - Every Redis call goes through dlock__client_cmd/eval: a pooled
  *   connection, reconnect + retry with backoff on ECONN (nothing sent);
  *   EUNKNOWN is returned as is, never retried blindly.
- * - Scripts are dlock__script values (name + embedded source); eval uses
- *   EVALSHA and falls back to loading the script on NOSCRIPT.
+ * - Scripts are dlock__script values (name, embedded source, SHA-1 from
+ *   the build); eval uses EVALSHA and falls back to EVAL on NOSCRIPT.
  * - Waiting uses the client's subscriber (one connection per master it
  *   needs): subscribe to a channel first, then try, then sleep on the
  *   waiter; never busy-poll. Scripts publish with the command they get in

@@ -25,7 +25,9 @@
 #include "util.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
-extern const dlock__script dlock__script_fair_acquire, dlock__script_fair_release, dlock__script_fair_leave;
+extern const dlock__script dlock__script_fair_acquire;
+extern const dlock__script dlock__script_fair_release;
+extern const dlock__script dlock__script_fair_leave;
 
 enum { K_LOCK, K_Q, K_QT, K_WAKE, K_N };
 

@@ -17,9 +17,9 @@
 #include "family.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
-extern const dlock__script dlock__script_latch_set,
-    dlock__script_latch_count_down,
-    dlock__script_latch_delete;
+extern const dlock__script dlock__script_latch_set;
+extern const dlock__script dlock__script_latch_count_down;
+extern const dlock__script dlock__script_latch_delete;
 
 enum { K_KEY, K_CHAN, K_N };
 

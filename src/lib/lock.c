@@ -63,9 +63,9 @@
 #define RECHECK_MAX_REENTRANT_MS 5000
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
-extern const dlock__script dlock__script_lock_status,
-    dlock__script_lock_force_unlock,
-    dlock__script_fence_guard;
+extern const dlock__script dlock__script_lock_status;
+extern const dlock__script dlock__script_lock_force_unlock;
+extern const dlock__script dlock__script_fence_guard;
 
 struct dlock_lock {
     dlock_client *c;

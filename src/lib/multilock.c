@@ -21,9 +21,9 @@
 #include "util.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
-extern const dlock__script dlock__script_multi_acquire,
-    dlock__script_multi_release,
-    dlock__script_multi_renew;
+extern const dlock__script dlock__script_multi_acquire;
+extern const dlock__script dlock__script_multi_release;
+extern const dlock__script dlock__script_multi_renew;
 
 struct dlock_multilock {
     dlock_client *c;
@@ -142,7 +142,8 @@ static int leave_or_renew(dlock_multilock *ml, const char *lease, size_t from, s
     args[0] = ml->owner;
     args[1] = lease;
     for (size_t i = 0; !lease && i < cnt; i++) args[1 + i] = dlock__pub_cmd(ml->sharded[from + i]);
-    return run_range(ml, lease ? &dlock__script_multi_renew : &dlock__script_multi_release, from, cnt, lease ? 2 : (int)(1 + cnt),
+    return run_range(ml, lease ? &dlock__script_multi_renew : &dlock__script_multi_release, from, cnt,
+                     lease ? 2 : (int)(1 + cnt),
                      args, missing_out, NULL, NULL);
 }
 

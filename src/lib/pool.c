@@ -256,7 +256,8 @@ static int eval_on(dlock__pool *p, dlock__conn *conn, eval_ctx *x)
         dlock__script_call(conn, x->s, x->nkeys, x->keys, x->nargs, x->args, x->out, &reloaded));
     /* Script cache emptied (restart, failover, SCRIPT FLUSH): EVAL ran it
      * and cached it again. */
-    if (reloaded) dlock__log_opts(p->opts, DLOCK_LOG_INFO, "script %s not cached on server: reloaded", x->s->name);
+    if (reloaded)
+        dlock__log_opts(p->opts, DLOCK_LOG_INFO, "script %s not cached on server: reloaded", x->s->name);
     if (rc) return rc;
     return check_readonly(p, x->out);
 }
@@ -368,7 +369,8 @@ static int run_pipeline(dlock__pool *p, dlock__conn *conn, void *ctx)
             const dlock__renew_cmd *m = &x->cmds[i];
             const char **a = flat + i * (3 + 2 * DLOCK__RENEW_MAXARGS);
             size_t *l = flens + i * (3 + 2 * DLOCK__RENEW_MAXARGS);
-            argcs[i] = dlock__script_argv(m->script, false, m->nkeys, m->keys, m->nargs, m->args, a, l, nks[i]);
+            argcs[i] =
+                dlock__script_argv(m->script, false, m->nkeys, m->keys, m->nargs, m->args, a, l, nks[i]);
             argvs[i] = a;
             lv[i] = l;
         }

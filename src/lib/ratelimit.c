@@ -17,7 +17,8 @@
 #include "family.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
-extern const dlock__script dlock__script_rl_acquire, dlock__script_rl_peek;
+extern const dlock__script dlock__script_rl_acquire;
+extern const dlock__script dlock__script_rl_peek;
 
 struct dlock_ratelimit {
     dlock_client *c;

@@ -300,7 +300,8 @@ static void run_all(dlock_redlock *rl, const dlock__script *script, int nkeys, c
                     int nargs, const char *const *args, node_job *jobs)
 {
     for (size_t i = 0; i < rl->n; i++) {
-        jobs[i] = (node_job){.rl = rl, .script = script, .nkeys = nkeys, .nargs = nargs, .keys = keys, .args = args};
+        jobs[i] = (node_job){
+            .rl = rl, .script = script, .nkeys = nkeys, .nargs = nargs, .keys = keys, .args = args};
         job_queue(&rl->nodes[i], &jobs[i]);
     }
     for (size_t i = 0; i < rl->n; i++)

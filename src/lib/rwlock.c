@@ -23,11 +23,11 @@
 #include "util.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
-extern const dlock__script dlock__script_rw_read_acquire,
-    dlock__script_rw_write_acquire,
-    dlock__script_rw_release,
-    dlock__script_rw_renew,
-    dlock__script_rw_withdraw;
+extern const dlock__script dlock__script_rw_read_acquire;
+extern const dlock__script dlock__script_rw_write_acquire;
+extern const dlock__script dlock__script_rw_release;
+extern const dlock__script dlock__script_rw_renew;
+extern const dlock__script dlock__script_rw_withdraw;
 
 enum { K_BASE, K_W, K_R, K_RN, K_WW, K_CHAN, K_N };
 
@@ -125,8 +125,8 @@ static int rw_attempt(void *ctx, int64_t *hint_ms)
     const char *keys[4] = {rw->keys[K_W], rw->keys[K_R], rw->keys[K_RN], rw->keys[K_WW]};
     const char *args[3] = {rw->owner, t->lease, t->intent};
     long long code = 0, val = 0;
-    int rc = dlock__fam_eval(rw->c, t->write ? &dlock__script_rw_write_acquire : &dlock__script_rw_read_acquire, 4, keys,
-                             t->write ? 3 : 2, args, &code, &val, NULL);
+    const dlock__script *s = t->write ? &dlock__script_rw_write_acquire : &dlock__script_rw_read_acquire;
+    int rc = dlock__fam_eval(rw->c, s, 4, keys, t->write ? 3 : 2, args, &code, &val, NULL);
     if (rc) return rc;
     if (code == -1) return DLOCK_EUPGRADE;
     *hint_ms = val;

@@ -23,10 +23,10 @@
 #include "util.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
-extern const dlock__script dlock__script_sem_acquire,
-    dlock__script_sem_release,
-    dlock__script_sem_extend,
-    dlock__script_sem_available;
+extern const dlock__script dlock__script_sem_acquire;
+extern const dlock__script dlock__script_sem_release;
+extern const dlock__script dlock__script_sem_extend;
+extern const dlock__script dlock__script_sem_available;
 
 enum { K_BASE, K_META, K_EXP, K_CNT, K_CHAN, K_N };
 

@@ -729,7 +729,8 @@ static int read_new_cluster(worker *w, bool block, int *n_out)
             argcs[i] = xread_argv(w, &w->camps[i], cnt, NULL, argvs + XREAD_ARGC * i);
             vv[i] = argvs + XREAD_ARGC * i;
         }
-        err = sk_err_from_common(dlock__conn_pipeline(w->rc, n, argcs, (const char *const *const *)vv, NULL, rs));
+        err = sk_err_from_common(
+            dlock__conn_pipeline(w->rc, n, argcs, (const char *const *const *)vv, NULL, rs));
         if (err) w->st.redis_errors++;
         if (err) err = read_each(w, argcs, vv, n, n_out); /* a node down: the others still */
         else err = take_replies(w, rs, n, n_out);
@@ -823,7 +824,8 @@ int sk_persist_backlog_key(dlock__conn *rc, const char *key, int64_t *pending_ou
     const char *xr[] = {"XRANGE", key, from, "+", "COUNT", "1000000"};
     const char *xl[] = {"XLEN", key};
     r = NULL;
-    err = sk_err_from_common(found ? dlock__conn_cmd(rc, 6, xr, NULL, &r) : dlock__conn_cmd(rc, 2, xl, NULL, &r));
+    err = sk_err_from_common(found ? dlock__conn_cmd(rc, 6, xr, NULL, &r)
+                                   : dlock__conn_cmd(rc, 2, xl, NULL, &r));
     if (err) return err;
     *lag_out = dlock__reply_kind(r) == DLOCK__R_ARRAY ? (int64_t)dlock__reply_count(r) : dlock__reply_int(r);
     dlock__reply_free(r);

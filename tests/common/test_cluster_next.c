@@ -70,9 +70,10 @@ static void test_redirects_stop_at_the_bound(void **state)
 static void test_busy_errors_retry_with_growing_waits_up_to_the_bound(void **state)
 {
     (void)state;
-    static const char *busy[] = {"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
-                                 "-LOADING Redis is loading the dataset in memory\r\n",
-                                 "-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"};
+    static const char *busy[] = {
+        "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+        "-LOADING Redis is loading the dataset in memory\r\n",
+        "-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"};
     static const int64_t waits[DLOCK__CLUSTER_BUSY_RETRIES] = {5, 10, 20, 40, 80, 100, 100, 100};
     dlock__redirect rd;
     for (size_t k = 0; k < sizeof(busy) / sizeof(busy[0]); k++) {
@@ -98,7 +99,8 @@ static void test_clusterdown_and_readonly_ask_for_a_new_map(void **state)
                      DLOCK__NEXT_DEMOTED);
     assert_int_equal(w, 10);
     assert_int_equal(next_of("-READONLY x\r\n", 0, DLOCK__CLUSTER_BUSY_RETRIES, &rd, &w), DLOCK__NEXT_DONE);
-    assert_int_equal(next_of("-CLUSTERDOWN x\r\n", 0, DLOCK__CLUSTER_BUSY_RETRIES, &rd, &w), DLOCK__NEXT_DONE);
+    assert_int_equal(next_of("-CLUSTERDOWN x\r\n", 0, DLOCK__CLUSTER_BUSY_RETRIES, &rd, &w),
+                     DLOCK__NEXT_DONE);
 }
 
 /* Anything that does not say "not run" is the answer: a success, the
@@ -198,8 +200,9 @@ static void test_readonly_on_a_write_refreshes_then_reroutes(void **state)
     dlock__hop h = {.target = 0};
     int64_t w;
     dlock__next n;
-    assert_int_equal(follow(&rt, &h, 100, "-READONLY You can't write against a read only replica.\r\n", &w, &n),
-                     DLOCK__HOP_RESEND);
+    assert_int_equal(
+        follow(&rt, &h, 100, "-READONLY You can't write against a read only replica.\r\n", &w, &n),
+        DLOCK__HOP_RESEND);
     assert_int_equal(n, DLOCK__NEXT_DEMOTED);
     assert_true(rt.refresh_due);
     assert_true(h.reroute);
@@ -262,7 +265,8 @@ static void test_refresh_order_is_masters_then_seeds_then_the_suspect(void **sta
     (void)state;
     dlock__router rt;
     router_with_two_masters(&rt);
-    dlock__hostport seeds[2] = {{.host = (char *)"10.0.0.2", .port = 7000}, {.host = (char *)"seed", .port = 1}};
+    dlock__hostport seeds[2] = {{.host = (char *)"10.0.0.2", .port = 7000},
+                                {.host = (char *)"seed", .port = 1}};
     dlock__url url = {.kind = DLOCK__URL_CLUSTER, .seeds = seeds, .n_seeds = 2};
     dlock__router_lost(&rt, 0);
     int order[DLOCK__ROUTER_MAX_NODES + 1];

@@ -4,7 +4,8 @@
  * (EVALSHA answered NOSCRIPT, then EVAL), on the sync and the async door;
  * on a Cluster a call goes to the master of its keys' slot and keys in two
  * slots are refused before anything is sent; calls larger than any stack
- * buffer work; bad counts are refused. */
+ * buffer work; bad counts are refused. Also where the routers read the
+ * slot map from (CLUSTER SLOTS first). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +28,8 @@ extern const dlock__script dlock__script_lock_renew; /* generated from src/lib/l
 /* SHA-1s of the sources (printf '%s' SRC | sha1sum). */
 static const dlock__script incr = {"t_incr", "return redis.call('INCR', KEYS[1])", 34,
                                    "61636018f4e6b5817b89791bbed242f93fa089e3"};
-static const dlock__script nargs = {"t_nargs", "return #ARGV", 12, "2341fb02e46697ddb0c727ff293bd612557191a5"};
+static const dlock__script nargs = {"t_nargs", "return #ARGV", 12,
+                                    "2341fb02e46697ddb0c727ff293bd612557191a5"};
 
 static test_server srv;
 static test_cluster cl;
@@ -232,7 +234,8 @@ static void test_a_call_with_many_arguments_and_bad_counts(void **state)
     enum { N = 1000 };
     const char **args = calloc(N, sizeof(*args));
     assert_non_null(args);
-    for (int i = 0; i < N; i++) args[i] = "v";
+    for (int i = 0; i < N; i++)
+        args[i] = "v";
     dlock__reply *r = NULL;
     assert_int_equal(dlock__script_call(c, &nargs, 0, NULL, N, args, &r, NULL), 0);
     assert_int_equal(dlock__reply_int(r), N);
@@ -248,6 +251,40 @@ static void test_a_call_with_many_arguments_and_bad_counts(void **state)
     dlock__conn_close(c);
 }
 
+/* Calls of "cluster|<sub>" every node has counted since CONFIG RESETSTAT. */
+static long long map_calls(const char *sub)
+{
+    long long total = 0;
+    char needle[64];
+    snprintf(needle, sizeof(needle), "cmdstat_cluster|%s:calls=", sub);
+    for (int i = 0; i < cl.n; i++) {
+        char out[8192] = "";
+        const char *argv[2] = {"INFO", "commandstats"};
+        assert_int_equal(test_cluster_cmd(&cl, i, out, sizeof(out), 2, argv), 0);
+        const char *p = strstr(out, needle);
+        if (p) total += strtoll(p + strlen(needle), NULL, 10);
+    }
+    return total;
+}
+
+/* Both routers read the slot map from CLUSTER SLOTS (on Redis 7.x CLUSTER
+ * SHARDS reports stale roles after failovers) and never need SHARDS on a
+ * server that answers SLOTS. */
+static void test_both_routers_read_the_map_from_cluster_slots(void **state)
+{
+    (void)state;
+    for (int i = 0; i < cl.n; i++) {
+        const char *argv[2] = {"CONFIG", "RESETSTAT"};
+        assert_int_equal(test_cluster_cmd(&cl, i, NULL, 0, 2, argv), 0);
+    }
+    dlock__conn *c = open_url(cl.url);
+    dlock__aconn *ac = aopen_url(cl.url);
+    assert_true(map_calls("slots") >= 2);
+    assert_int_equal(map_calls("shards"), 0);
+    dlock__aconn_close(ac);
+    dlock__conn_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_on_a_cluster_a_call_runs_on_its_keys_master),
         cmocka_unit_test(test_keys_in_two_slots_are_refused_before_sending),
         cmocka_unit_test(test_a_call_with_many_arguments_and_bad_counts),
+        cmocka_unit_test(test_both_routers_read_the_map_from_cluster_slots),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,5 +1,5 @@
 /* torture_store.c: the keys of a `dlock torture` run and its fenced counter
- * (fenced_store.lua, embedded), reached through src/common's connection.
+ * (fenced_store.lua, embedded with its SHA-1; run by EVALSHA), reached through src/common's connection.
  * Invariant: every key named here is built by torture_keys_make and starts
  * with the prefix; SCAN, DEL and the script touch no other key. The keys
  * share the "{torture}" tag (or the prefix's), so on a Cluster they live on
@@ -12,11 +12,12 @@
 
 #include "cli.h"
 #include "common_err.h"
+#include "script.h"
 #include "lockface.h"
 #include "torture.h"
 #include "url.h"
 
-extern const unsigned char torture_lua_fenced_store[];
+extern const dlock__script torture_script_fenced_store; /* fenced_store.lua, SHA-1 fixed at build time */
 
 /* The library's rule for a lock's companion keys (docs/locks.md): a key
  * with a non-empty hash tag gets "K:fence", any other "{K}:fence". */
@@ -106,10 +107,10 @@ int torture_store_op(dlock__conn *c, const torture_keys *k, bool write, uint64_t
     char tok[24], val[24];
     snprintf(tok, sizeof(tok), "%" PRIu64, token);
     snprintf(val, sizeof(val), "%lld", write ? *value : 0);
-    const char *argv[] = {"EVAL", (const char *)torture_lua_fenced_store, "3", k->counter, k->highest,
-                          k->accepted, write ? "write" : "read", tok, val, fenced ? "1" : "0"};
+    const char *keys[3] = {k->counter, k->highest, k->accepted};
+    const char *args[4] = {write ? "write" : "read", tok, val, fenced ? "1" : "0"};
     dlock__reply *r = NULL;
-    if (dlock__conn_cmd(c, 10, argv, NULL, &r) != 0) return -1;
+    if (dlock__script_call(c, &torture_script_fenced_store, 3, keys, 4, args, &r, NULL) != 0) return -1;
     int rc = -1;
     if (dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2) {
         rc = (int)dlock__reply_int(dlock__reply_at(r, 0));
