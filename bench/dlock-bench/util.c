@@ -32,7 +32,7 @@ dlock_client *bench_client(const bench_ctx *ctx)
 static const unsigned char trivial_src[] = "return 1";
 static const dlock__script trivial = {"bench_trivial", trivial_src};
 
-/* ---- etcd (issue 16): the limit through the same HTTP client ---------- */
+/* ---- etcd: the limit through the same HTTP client ---------------------- */
 
 /* One trivial write txn (a put of one small key), the unit of an etcd
  * lock cycle: lease grant, create txn and lease revoke each cost one. */
