@@ -1,5 +1,5 @@
 # Convenience targets; the real build is CMake (see README).
-.PHONY: all build test demo demo-failover demo-cluster fault clean deb
+.PHONY: all build test demo demo-failover demo-cluster fault bench clean deb
 all build:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build -j $$(nproc)
@@ -13,7 +13,9 @@ demo-cluster:
 	DEMO_CLUSTER=1 ./scripts/demo.sh
 fault:
 	./scripts/fault.sh
+bench:
+	./scripts/bench.sh
 deb: build
 	cmake --build build --target package
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-rel

@@ -33,7 +33,7 @@ dlock_client *bench_client(const bench_ctx *ctx)
 static const dlock__script trivial = {"bench_trivial", "return 1", 8,
                                       "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"};
 
-/* ---- etcd (issue 16): the limit through the same HTTP client ---------- */
+/* ---- etcd: the limit through the same HTTP client ---------------------- */
 
 /* One trivial write txn (a put of one small key), the unit of an etcd
  * lock cycle: lease grant, create txn and lease revoke each cost one. */

@@ -1,6 +1,6 @@
 #!/bin/bash
-# bench/seckill/acks.sh: what a 201 costs (docs/BENCHMARKS.md, "Acknowledged
-# answers"). A private master + one replica on loopback; engine level
+# bench/seckill/acks.sh: what a 201 costs (its section of
+# docs/BENCHMARKS.md). A private master + one replica on loopback; engine level
 # (seckill-bench --mode compare --strategies lua-coalesced, no HTTP), acks
 # on (--replica-acks 1: WAIT 1 behind every batch, answers 201) against
 # acks off (--replica-acks 0: no WAIT; this AOF-less master then answers

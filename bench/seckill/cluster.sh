@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/seckill/cluster.sh: what routing through a Redis Cluster costs the
-# engine (docs/BENCHMARKS.md, "Redis Cluster"). Engine level (seckill-bench
+# engine (its section of docs/BENCHMARKS.md). Engine level (seckill-bench
 # --mode compare --strategies lua-coalesced, no HTTP, no WAIT), one campaign,
 # against three targets in the same run, interleaved in every round so load
 # from elsewhere hits all alike:

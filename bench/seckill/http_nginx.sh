@@ -1,7 +1,7 @@
 #!/bin/bash
-# http_nginx.sh: seckilld's HTTP cost next to nginx's, in one run (issue 17
-# goal 1). Per round, each for DURATION under `wrk -t1 -c64`: seckilld
-# GET /ping, seckilld purchases (wrk_buy.lua: a new buyer per request,
+# http_nginx.sh: seckilld's HTTP cost next to nginx's, in one run. Per
+# round, each for DURATION under `wrk -t1 -c64`: seckilld GET /ping,
+# seckilld purchases (wrk_buy.lua: a new buyer per request,
 # stock 1e9) and nginx `return 200 "ok"` (own temp config, one process, a
 # free loopback port). Server CPU is `perf stat -e task-clock -p PID` over
 # the same seconds (or utime+stime from /proc/PID/stat when perf is

@@ -1,6 +1,6 @@
 #!/bin/bash
-# bench/seckill/run.sh: the flash-sale measurements of docs/BENCHMARKS.md
-# ("Flash sale"), every ratio against a limit measured in the same round on
+# bench/seckill/run.sh: the flash-sale measurements (its section of
+# docs/BENCHMARKS.md, written by make bench), every ratio against a limit measured in the same round on
 # the same private redis-server: redis-benchmark EVALSHA of purchase.lua
 # (-c 50, -c 50 -P 16), seckill-bench --mode compare (engine level), the
 # HTTP ceiling (GET /ping) vs purchases through seckilld, and seckilld's RSS

@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/seckill/shards.sh: one hot campaign over K buckets on a 3-master
-# Redis Cluster (docs/BENCHMARKS.md, "One hot campaign over K buckets").
+# Redis Cluster (its section of docs/BENCHMARKS.md).
 # A benchmark, not a test. Each round, for every K (KS, default 1 3 6):
 #   tp    seckill-bench --mode buy through one seckilld (HTTP, unique buyers,
 #         ample stock, DURATION s): decisions/s, and per master the Redis

@@ -6,7 +6,7 @@
 # true clock. Pass: exclusion holds across skewed holders, a skewed
 # holder's 1 s lease expires after about 1 s of real time, and fencing
 # tokens strictly increase across runs in acquisition order.
-set -euo pipefail
+set -Eeuo pipefail
 # under set -e a failing command ends the script with its own exit code;
 # make every such end a failure (never the skip code)
 trap 'echo "FAIL: line $LINENO exited $?"; exit 1' ERR
