@@ -24,7 +24,7 @@ mkdir -p "$logdir"
 trap 'rm -f "$results"' EXIT
 export FAULT_RESULTS="$results"
 declare -A pass fail skip
-scenarios="kill_seckilld kill_persister failover failover_synced aof_restart redis_outage lease_pause redis_restart partition split_brain cluster_reshard cluster_failover shards shards_limit shards_transfer_crash shards_reshard"
+scenarios="kill_seckilld kill_persister failover failover_synced failover_no_return aof_restart redis_outage lease_pause redis_restart partition split_brain cluster_reshard cluster_failover shards shards_limit shards_transfer_crash shards_reshard"
 for s in $scenarios clock lock_nemesis etcd_nemesis; do pass[$s]=0; fail[$s]=0; skip[$s]=0; done
 for i in $(seq 1 "$RUNS"); do
     for s in $scenarios clock lock_nemesis etcd_nemesis; do
