@@ -22,6 +22,10 @@
 # scenario says so and exits 77.
 SCENARIO=split_brain
 . "$(dirname "$0")/sale_lib.sh"
+# the sale stops from the cut until the old master rejoins (20-30 s, see
+# below): buyers retry long enough (backoff up to 2 s) to outlast it, so
+# the sale still sells its stock (the checker's liveness floor)
+FAULT_RETRIES=${FAULT_RETRIES:-40}
 UNSAFE=${SPLIT_BRAIN_UNSAFE:-0}
 MAX_LAG=${SPLIT_BRAIN_MAX_LAG:-2} # s; the cut lasts well beyond it
 CUT_MIN_S=${SPLIT_BRAIN_CUT_S:-6}
