@@ -194,9 +194,10 @@ def failover_rates(bench, events):
     if "kill" not in ev or "promoted" not in ev or not dec:
         return None
     last = max((i + 1 for i, v in enumerate(dec) if v), default=0) / 10.0
-    p = ev["promoted"]
+    p, o = ev["promoted"], ev.get("barrier", ev["promoted"])
     return {"before_kill": rate(dec, 0, ev["kill"]), "second_after_promotion": rate(dec, p, p + 1),
-            "after_that": rate(dec, p + 1, max(last, p + 1)), "kill_s": ev["kill"], "promoted_s": p}
+            "after_that": rate(dec, p + 1, max(last, p + 1)), "second_after_barrier": rate(dec, o, o + 1),
+            "kill_s": ev["kill"], "promoted_s": p, "barrier_s": o, "end_s": last}
 
 
 DOC = """<!DOCTYPE html>
