@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_demo.sh: the README's demo at reduced size (2 000 buyers, stock 100),
-# then checks that its HTML report is well-formed XML and holds the figures,
-# and runs the load generator's --smoke mode in its ping and buy modes.
+# then checks that its HTML report is well-formed XML, holds the figures
+# and renders in headless Chromium (tests/demo/check_report.py), and runs the load generator's --smoke mode in its ping and buy modes.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}
 build=${DLOCK_BUILD_DIR:?}
@@ -15,15 +15,12 @@ out = sys.argv[1]
 root = ET.parse(out + "/report.html").getroot()
 ids = {e.get("id"): "".join(e.itertext()) for e in root.iter() if e.get("id")}
 bench = json.load(open(out + "/bench.json"))
-assert ids["verdict"] == "all invariants held", ids["verdict"]
 assert ids["stock"] == "100", ids
 assert ids["accepted"] == str(bench["accepted_qty"]) == "100", (ids, bench["accepted_qty"])
+assert ids["orders"] == "100", ids  # each order once, the scalpers' replays not counted
 assert ids["persisted"] == "100", ids
-svgs = [e for e in root.iter() if e.tag.endswith("svg")]
-assert len(svgs) == 3, "want 3 inline charts, got %d" % len(svgs)
-assert not [e for e in root.iter() if e.tag in ("script", "link")], "report must be self-contained"
-print("report ok:", ids["latency"])
 PY
+/usr/bin/python3 "$src/tests/demo/check_report.py" "$out/report.html" "$out"
 
 # --- seckill-bench --smoke in its other modes, against one seckilld -----
 . "$src/scripts/lib.sh"

@@ -79,6 +79,10 @@ start_sale() { # background; sets BENCH_PID
 }
 
 # finish_sale [sale_check args...]: waits for the load, drains, checks.
+# The checker always gets the scenario's REDIS_URL (redis://, or the
+# Sentinels or the Cluster, which name the current master) for its
+# lost-orders check; a scenario may name the current master itself
+# (a later --redis-url wins).
 finish_sale() {
     set +e
     wait "$BENCH_PID"
@@ -105,7 +109,7 @@ sys.exit(0 if r["pending"] == 0 and r["lag"] == 0 else 1)' "$work/reconcile.json
     "$PY" "$src/scripts/sale_check.py" --bench "$work/bench.json" --orders "$work/orders.txt" \
         --reconcile "$work/reconcile.json" --reconcile-rc "$rec_rc" --database-url "$DATABASE_URL" \
         --campaign "$CAMPAIGN" --stock "$STOCK" --scenario "$SCENARIO" \
-        --recover-ms "${RECOVER_MS:-0}" ${FAULT_RESULTS:+--summary-json "$FAULT_RESULTS"} "$@"
+        --redis-url "$REDIS_URL" --recover-ms "${RECOVER_MS:-0}" ${FAULT_RESULTS:+--summary-json "$FAULT_RESULTS"} "$@"
 }
 
 # wait_healthy_ms URL budget_s: prints the ms it took until /healthz said

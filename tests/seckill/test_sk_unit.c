@@ -16,6 +16,7 @@
 #include "dlock/dlock.h"
 #include "script.h"
 #include "engine.h"
+#include "engine_internal.h"
 #include "common_err.h"
 #include "json.h"
 #include "orderid.h"
@@ -280,6 +281,23 @@ static void test_every_common_code_is_mapped_and_named(void **state)
     assert_int_equal(sk_err_from_common(-99), DLOCK_EIO); /* not a common code */
 }
 
+/* The replicas an INFO replication text shows online and in sync (lag of
+ * at most 2 s): the count that decides whether a batch's WAIT is sent. */
+static void test_replicas_in_sync_are_online_with_a_recent_ack(void **state)
+{
+    (void)state;
+    const char *info = "# Replication\r\nrole:master\r\nconnected_slaves:4\r\n"
+                       "slave0:ip=127.0.0.1,port=7001,state=online,offset=90,lag=0\r\n"
+                       "slave1:ip=127.0.0.1,port=7002,state=online,offset=80,lag=2\r\n"
+                       "slave2:ip=127.0.0.1,port=7003,state=online,offset=10,lag=3\r\n"
+                       "slave3:ip=127.0.0.1,port=7004,state=wait_bgsave,offset=0,lag=0\r\n"
+                       "master_failover_state:no-failover\r\nmaster_repl_offset:90\r\n";
+    assert_int_equal(sk__info_replicas_in_sync(info), 2);
+    assert_int_equal(sk__info_replicas_in_sync("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"), 0);
+    assert_int_equal(sk__info_replicas_in_sync("role:slave\r\nslave_read_only:1\r\nslave_repl_offset:5\r\n"), 0);
+    assert_int_equal(sk__info_replicas_in_sync(""), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_order_ids_are_unique_ordered_and_decodable),
         cmocka_unit_test(test_identifier_validation),
         cmocka_unit_test(test_purchase_outcomes_are_one_table),
+        cmocka_unit_test(test_replicas_in_sync_are_online_with_a_recent_ack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

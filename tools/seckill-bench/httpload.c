@@ -36,13 +36,14 @@ typedef struct hl_state {
     int64_t start_us, measure_from_us, stop_at_us;
     pending *q_head, *q_tail; /* open loop: started, waiting for a connection */
     size_t q_len;
-    pending *r_head, *r_tail; /* failed on a dead connection, to resend first */
-    size_t r_len;
+    pending **r_heap; /* to resend (after a failure, a 503, a 202), a min-heap by
+                         not_before_us: the first due is resent first */
+    size_t r_len, r_cap;
     uint64_t scheduled;
     int exhausted;   /* next() returned 0 or duration passed */
     int in_flight;
     int connected_once;
-    int64_t exhausted_at_us;
+    int64_t exhausted_at_us, last_answer_us;
     struct event *tick, *progress_ev, *guard, *retry_tick;
 } hl_state;
 
@@ -89,46 +90,84 @@ static void finish_request(hl_conn *c, int status, const char *body, size_t len)
     st->in_flight--;
 }
 
-static void push(pending **head, pending **tail, size_t *len, pending *p)
+static void heap_swap(pending **h, size_t i, size_t j)
 {
-    p->next = NULL;
-    if (*tail) (*tail)->next = p;
-    else *head = p;
-    *tail = p;
-    (*len)++;
+    pending *t = h[i];
+    h[i] = h[j];
+    h[j] = t;
 }
 
-static pending *pop(pending **head, pending **tail, size_t *len)
+/* Adds p to the resend heap; 0, or -1 out of memory (p not added). */
+static int heap_push(hl_state *st, pending *p)
 {
-    pending *p = *head;
-    if (!p) return NULL;
-    *head = p->next;
-    if (!*head) *tail = NULL;
-    (*len)--;
-    return p;
+    if (st->r_len == st->r_cap) {
+        size_t cap = st->r_cap ? st->r_cap * 2 : 1024;
+        pending **h = realloc(st->r_heap, cap * sizeof(*h));
+        if (!h) return -1;
+        st->r_heap = h;
+        st->r_cap = cap;
+    }
+    size_t i = st->r_len++;
+    st->r_heap[i] = p;
+    while (i > 0 && st->r_heap[(i - 1) / 2]->not_before_us > st->r_heap[i]->not_before_us) {
+        heap_swap(st->r_heap, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    return 0;
 }
 
-/* A request whose connection failed: resend it (same bytes, so the same
- * Idempotency-Key) unless its retries are used up. Returns 1 if queued. */
+/* Removes and returns the earliest resend if it is due, else NULL. */
+static pending *heap_pop_due(hl_state *st, int64_t now)
+{
+    if (st->r_len == 0 || st->r_heap[0]->not_before_us > now) return NULL;
+    pending **h = st->r_heap, *top = h[0];
+    h[0] = h[--st->r_len];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < st->r_len && h[l]->not_before_us < h[m]->not_before_us) m = l;
+        if (r < st->r_len && h[r]->not_before_us < h[m]->not_before_us) m = r;
+        if (m == i) break;
+        heap_swap(h, i, m);
+        i = m;
+    }
+    return top;
+}
+
+/* The wait before resend number `attempts` (1 = the first resend):
+ * 50 ms doubling to 2 s, drawn in [half, full] so that clients failed by
+ * one event do not all come back at the same instant; at least the
+ * answer's Retry-After plus up to a quarter of it. */
+static int64_t backoff_us(int attempts, int retry_after_ms)
+{
+    int shift = attempts < 7 ? attempts - 1 : 6;
+    int64_t full = 50000LL << (shift > 0 ? shift : 0);
+    if (full > 2000000) full = 2000000;
+    int64_t d = full / 2 + (int64_t)dlock__random_below((uint64_t)full / 2 + 1);
+    int64_t ra = (int64_t)retry_after_ms * 1000;
+    if (ra > 0 && d < ra) d = ra + (int64_t)dlock__random_below((uint64_t)ra / 4 + 1);
+    return d;
+}
+
+/* A request to resend (same bytes, so the same Idempotency-Key) unless its
+ * retries are used up. Returns 1 if queued. */
 static int requeue(hl_state *st, pending *cur, int retry_after_ms)
 {
     if (cur->attempts > st->o->retries) return 0;
     pending *p = malloc(sizeof(*p));
     if (!p) return 0;
     *p = *cur;
-    int64_t backoff = 20000LL << (cur->attempts < 5 ? cur->attempts - 1 : 4);
-    if (backoff > 500000) backoff = 500000;
-    if ((int64_t)retry_after_ms * 1000 > backoff) backoff = (int64_t)retry_after_ms * 1000;
-    p->not_before_us = now_us() + backoff;
-    push(&st->r_head, &st->r_tail, &st->r_len, p);
+    p->not_before_us = now_us() + backoff_us(cur->attempts, retry_after_ms);
+    if (heap_push(st, p) != 0) {
+        free(p);
+        return 0;
+    }
     st->res->retried++;
     return 1;
 }
 
 static int pull_request(hl_state *st, pending *out)
 {
-    pending *r = st->r_head && st->r_head->not_before_us <= now_us()
-                     ? pop(&st->r_head, &st->r_tail, &st->r_len) : NULL;
+    pending *r = heap_pop_due(st, now_us());
     if (r) {
         *out = *r;
         free(r);
@@ -203,8 +242,8 @@ static int parse_head(hl_conn *c, const char *h, size_t n)
 static void drop_conn(hl_conn *c, int delay_ms)
 {
     const hl_options *o = c->st->o;
-    bool may_resend = !o->resend || o->resend(o->ud, c->cur.req.tag, 0, "", 0);
-    if (c->busy && may_resend && requeue(c->st, &c->cur, 0)) {
+    bool may_resend = c->busy && (!o->resend || o->resend(o->ud, c->cur.req.tag, 0, "", 0));
+    if (may_resend && requeue(c->st, &c->cur, 0)) {
         memset(&c->cur, 0, sizeof(c->cur)); /* the bytes now belong to the retry queue */
         c->busy = 0;
         c->st->in_flight--;
@@ -250,6 +289,7 @@ static void on_read(struct bufferevent *bev, void *arg)
         if (evbuffer_get_length(in) < c->body_len) return;
         char *body = (char *)evbuffer_pullup(in, (ev_ssize_t)c->body_len);
         const hl_options *o = c->st->o;
+        c->st->last_answer_us = now_us();
         int again = o->resend ? o->resend(o->ud, c->cur.req.tag, c->status, body ? body : "", c->body_len)
                               : c->status == 503;
         if (again && requeue(c->st, &c->cur, c->retry_after_ms)) {
@@ -344,17 +384,24 @@ static void on_progress(evutil_socket_t fd, short what, void *arg)
     st->o->progress(st->o->ud, (double)(now_us() - st->start_us) / 1e6);
 }
 
-/* Hands due retries to idle connections (retries wait out their backoff). */
+/* Drops the connections whose request timed out (as a reset: resent or
+ * reported), then hands due retries to idle connections. */
 static void on_retry_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     hl_state *st = arg;
+    if (st->o->timeout_s > 0) {
+        int64_t limit = (int64_t)(st->o->timeout_s * 1e6), t = now_us();
+        for (int i = 0; i < st->o->connections; i++)
+            if (st->conns[i].busy && st->conns[i].bev && t - st->conns[i].sent_us > limit) drop_conn(&st->conns[i], 10);
+    }
     for (int i = 0; i < st->o->connections && st->r_len; i++) dispatch(&st->conns[i]);
 }
 
-/* Bounds every run: no target reachable for 5 s, or in-flight requests
- * still unanswered 15 s after the workload ended, stops the loop. */
+/* Bounds every run: no target reachable for 5 s, or, once the workload
+ * ended, no answer for 15 s (a server that stopped answering) or 5 min
+ * in all, stops the loop. */
 static void on_guard(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -363,7 +410,9 @@ static void on_guard(evutil_socket_t fd, short what, void *arg)
     int64_t t = now_us();
     if (!st->connected_once && t - st->start_us > 5000000) event_base_loopbreak(st->base);
     if (st->exhausted && !st->exhausted_at_us) st->exhausted_at_us = t;
-    if (st->exhausted_at_us && t - st->exhausted_at_us > 15000000) event_base_loopbreak(st->base);
+    if (!st->exhausted_at_us) return;
+    int64_t quiet_from = st->last_answer_us > st->exhausted_at_us ? st->last_answer_us : st->exhausted_at_us;
+    if (t - quiet_from > 15000000 || t - st->exhausted_at_us > 300000000) event_base_loopbreak(st->base);
 }
 
 static struct event *add_timer(hl_state *st, void (*cb)(evutil_socket_t, short, void *), double every_s)
@@ -396,7 +445,10 @@ static void teardown(hl_state *st)
         if (c->bev) bufferevent_free(c->bev);
         event_free(c->retry);
     }
-    fail_queued(st, &st->r_head);
+    for (size_t i = 0; i < st->r_len; i++) st->r_heap[i]->next = i + 1 < st->r_len ? st->r_heap[i + 1] : NULL;
+    pending *r_head = st->r_len ? st->r_heap[0] : NULL;
+    fail_queued(st, &r_head);
+    free(st->r_heap);
     fail_queued(st, &st->q_head);
     if (st->tick) event_free(st->tick);
     if (st->progress_ev) event_free(st->progress_ev);

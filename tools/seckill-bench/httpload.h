@@ -28,7 +28,9 @@ typedef struct hl_request {
 /* Next request into *req (bytes malloc'ed, freed by the engine). Returns 1
  * when a request was produced, 0 when the workload is finished. */
 typedef int (*hl_next_fn)(void *ud, hl_request *req);
-/* status = HTTP status, or 0 when the connection failed mid-request. */
+/* status = HTTP status, or 0 when the request got no complete answer: the
+ * connection failed (reset, closed) or the request timed out after it was
+ * written, or (at the end of a run) it was still queued, never written. */
 typedef void (*hl_done_fn)(void *ud, void *tag, int status, const char *body, size_t body_len,
                            uint64_t latency_us);
 
@@ -42,9 +44,14 @@ typedef struct hl_options {
     double progress_s;   /* progress callback interval; 0 = none */
     int retries;         /* resend a request whose connection failed or that was
                             answered 503 (or what resend() asks), up to this many times, on any
-                            connection (clients retrying on another instance,
-                            with backoff: 20 ms doubling to 500 ms);
-                            0 = report the failure at once */
+                            connection (clients retrying on another instance),
+                            after a backoff: 50 ms doubling to 2 s, each drawn
+                            at random in [half, full] (jitter), at least the
+                            answer's Retry-After (at most 1 s, plus up to a
+                            quarter more); 0 = report the failure at once */
+    double timeout_s;    /* a request with no complete answer this long after it
+                            was written: the connection is dropped, as on a
+                            reset (status 0 to resend(), then done()); 0 = none */
     void (*progress)(void *ud, double elapsed_s);
     /* Optional: called for every answer before done(); returning 1 resends
      * the request (while retries remain) instead of finishing it, so the
@@ -65,8 +72,10 @@ typedef struct hl_result {
     dlock__hist latency;              /* measured responses only */
 } hl_result;
 
-/* Runs the workload to completion. 0, or -1 when no target accepted a
- * connection (message on stderr). */
+/* Runs the workload to completion: after next() ends, until every request
+ * is answered or given up, or no answer came for 15 s (the rest are
+ * reported with status 0). 0, or -1 when no target accepted a connection
+ * (message on stderr). */
 int hl_run(const hl_options *opts, hl_result *out);
 
 #endif

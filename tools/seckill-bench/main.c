@@ -5,7 +5,9 @@
  * told 201 <= stock, no user above the limit, one order per idempotency key.
  * A 202 (decided, not yet acknowledged) is an order too; a keyed request
  * answered 202 is replayed (same Idempotency-Key) while retries remain, to
- * see it become 201 (docs/design/promise.md).
+ * see it become 201 (docs/design/promise.md). A purchase written that got
+ * no complete answer (reset, timeout) or a 503 outcome_unknown may have
+ * been decided: its outcome is unknown unless a later answer decides.
  * Modes: sale (finite crowd), buy (unique buyers for --duration), ping
  * (GET /ping: the HTTP ceiling), compare (engine level, no HTTP: the
  * stock-deduction strategies side by side, compare.c). Output: human
@@ -32,7 +34,8 @@ typedef struct plan_item {
     int key;        /* idempotency key index, -1 none */
     int bad_form;   /* for K_BAD */
     int expect;     /* expected status class for K_BAD (400, 404, 405, 413) */
-    int unknown;    /* answered 503 outcome_unknown once: may have been decided */
+    int unknown;    /* sent and got no answer (reset, timeout) or 503
+                       outcome_unknown once: may have been decided */
 } plan_item;
 
 typedef struct told {
@@ -43,6 +46,11 @@ typedef struct told {
 } told;
 
 #define MAX_CODES 32
+/* The timeline's series: every answer by kind (a replay's too), then the
+ * orders told for the first time and the decisions (new orders, and 4xx
+ * answers to well-formed purchases: sold out, limit reached). */
+enum { TS_201, TS_202, TS_4XX, TS_503, TS_UNKNOWN, TS_ORDERS, TS_DECIDED, TS_KINDS };
+static const char *const ts_names[TS_KINDS] = {"201", "202", "4xx", "503", "unknown", "orders", "decided"};
 typedef struct bench {
     /* options */
     hl_target targets[16];
@@ -52,7 +60,7 @@ typedef struct bench {
     int buyers, scalpers, burst, bad, quantity, stock, limit, connections, retries, keyless, db_reserve, shards;
     int hot_k, hot_pct; /* --hot K:P */
     bool create, smoke, csv, json, help, together;
-    double rate, duration, warmup;
+    double rate, duration, warmup, timeout;
     char run_id[9];
     /* plan */
     plan_item *plan;
@@ -72,8 +80,11 @@ typedef struct bench {
     uint64_t *key_order; /* latest order id per idempotency key slot */
     uint64_t *key_201;   /* the order id told 201 per key slot */
     uint64_t idem_violations, idem_redecided, over_limit_users;
-    uint64_t *accept_ts; /* accepted count per 100 ms bucket */
-    size_t accept_ts_len;
+    uint64_t orders_live;      /* distinct orders told so far (progress, timeline) */
+    uint64_t orders_unrecorded; /* 201/202 answers not recorded: no order id, or out of memory */
+    uint64_t *ts[TS_KINDS];    /* per 100 ms since t0: answers by kind, new orders, decisions */
+    size_t ts_len;
+    int64_t t0_wall_ms;
     int64_t t0_us;
     int tty;
 } bench;
@@ -205,6 +216,20 @@ static uint64_t order_id_of(const char *body)
     return p ? strtoull(p + 12, NULL, 10) : 0;
 }
 
+static void ts_add(bench *b, int kind)
+{
+    uint64_t bucket = (uint64_t)(dlock__now_us() - b->t0_us) / 100000;
+    if (b->ts[kind] && bucket < b->ts_len) b->ts[kind][bucket]++;
+}
+
+/* An answer that cannot be recorded is an error, counted and reported
+ * (seckill-bench exits 1; sale_check.py compares the counts). */
+static void unrecorded(bench *b, const char *why, const char *body)
+{
+    if (b->orders_unrecorded++ == 0)
+        fprintf(stderr, "seckill-bench: a 201/202 answer not recorded (%s): %.200s\n", why, body);
+}
+
 /* Notes a 201/202 answer of a planned request (merged by tally()). Two
  * order ids told 201 under one key are a violation. Another order id after
  * a 202 is a new decision (the first may have been lost with its master:
@@ -213,7 +238,15 @@ static uint64_t order_id_of(const char *body)
 static void note_order(bench *b, const plan_item *p, int status, const char *body)
 {
     uint64_t oid = order_id_of(body);
-    if (!oid) return;
+    if (!oid) {
+        unrecorded(b, "no order id in the body", body);
+        return;
+    }
+    if (p->key < 0 || b->key_order[p->key] != oid) { /* first told (a keyless answer is never replayed) */
+        b->orders_live++;
+        ts_add(b, TS_ORDERS);
+        ts_add(b, TS_DECIDED);
+    }
     if (p->key >= 0) {
         if (b->key_order[p->key] && b->key_order[p->key] != oid) b->idem_redecided++;
         b->key_order[p->key] = oid;
@@ -223,7 +256,10 @@ static void note_order(bench *b, const plan_item *p, int status, const char *bod
     if (b->n_told == b->cap_told) {
         size_t cap = b->cap_told ? b->cap_told * 2 : 1024;
         told *t = realloc(b->told, cap * sizeof(*t));
-        if (!t) return;
+        if (!t) {
+            unrecorded(b, "out of memory", body);
+            return;
+        }
         b->told = t;
         b->cap_told = cap;
     }
@@ -239,6 +275,17 @@ static size_t copy_body(char *copy, size_t cap, const char *body, size_t len)
     return n;
 }
 
+/* Every answer (final or not) into the timeline, by kind. */
+static void note_answer(bench *b, intptr_t i, int status, const char *body, size_t len)
+{
+    char head[256];
+    copy_body(head, sizeof(head), body, len);
+    int kind = status == 201 ? TS_201 : status == 202 ? TS_202 : status / 100 == 4 ? TS_4XX : TS_503;
+    if (status == 0 || (status == 503 && strstr(head, "\"outcome_unknown\""))) kind = TS_UNKNOWN;
+    ts_add(b, kind);
+    if (kind == TS_4XX && i >= 0 && b->plan[i].kind != K_BAD) ts_add(b, TS_DECIDED);
+}
+
 /* hl_options.resend: 503 (but see below); a keyed planned purchase answered 202 is
  * noted and replayed (a keyless one would be a second purchase). */
 static int resend(void *ud, void *tag, int status, const char *body, size_t len)
@@ -250,7 +297,11 @@ static int resend(void *ud, void *tag, int status, const char *body, size_t len)
      * again without one it would be a second purchase. Malformed requests
      * buy nothing and are always resent. */
     bool safe = i >= 0 && (b->plan[i].key >= 0 || b->plan[i].kind == K_BAD);
-    if (status == 0) return safe;
+    note_answer(b, i, status, body, len);
+    if (status == 0) {
+        if (i >= 0 && b->plan[i].kind != K_BAD) b->plan[i].unknown = 1; /* written, no answer */
+        return safe;
+    }
     if (status == 503) {
         char head[1024];
         copy_body(head, sizeof(head), body, len);
@@ -282,12 +333,13 @@ static void on_done(void *ud, void *tag, int status, const char *body, size_t le
         count_code(b, unknown_body, sizeof(unknown_body) - 1);
     else
         count_code(b, copy, n);
-    if (status == 201 || status == 202) { /* decisions told, acknowledged or not */
-        uint64_t bucket = (uint64_t)(dlock__now_us() - b->t0_us) / 100000;
-        if (bucket < b->accept_ts_len) b->accept_ts[bucket]++;
-    }
-    if (i < 0) {
-        if (status == 201 || status == 202) b->accepted++;
+    if (i < 0) { /* buy and ping modes: no resend(), so the timeline is fed here */
+        if (status) note_answer(b, i, status, copy, n);
+        if (status == 201 || status == 202) {
+            b->accepted++;
+            ts_add(b, TS_ORDERS);
+            ts_add(b, TS_DECIDED);
+        }
         b->told_201 += status == 201;
         b->told_202 += status == 202;
         return;
@@ -399,8 +451,9 @@ static void progress(void *ud, double elapsed)
     bench *b = ud;
     uint64_t done = 0;
     for (int s = 0; s < 600; s++) done += b->by_status[s];
+    uint64_t orders = strcmp(b->mode, "sale") == 0 ? b->orders_live : b->accepted;
     fprintf(stdout, "%s[%5.1fs] responses %llu  accepted %llu  conn-errors %llu  %.0f req/s%s",
-            b->tty ? "\r" : "", elapsed, (unsigned long long)done, (unsigned long long)b->accepted,
+            b->tty ? "\r" : "", elapsed, (unsigned long long)done, (unsigned long long)orders,
             (unsigned long long)b->conn_failed, elapsed > 0 ? (double)done / elapsed : 0.0,
             b->tty ? "   " : "\n");
     fflush(stdout);
@@ -483,6 +536,24 @@ static uint64_t oversold(const bench *b)
     return b->stock > 0 && b->told_201_qty > (uint64_t)b->stock ? b->told_201_qty - (uint64_t)b->stock : 0;
 }
 
+/* "timeline": the series per 100 ms from t0 (wall clock t0_wall_ms), each
+ * as long as the last bucket any of them used. */
+static void print_timeline(FILE *out, const bench *b)
+{
+    size_t last = 0;
+    for (int k = 0; k < TS_KINDS; k++)
+        for (size_t i = last; i < b->ts_len; i++)
+            if (b->ts[k] && b->ts[k][i]) last = i + 1;
+    fprintf(out, "\"timeline\":{\"step_ms\":100,\"t0_wall_ms\":%lld", (long long)b->t0_wall_ms);
+    for (int k = 0; k < TS_KINDS; k++) {
+        fprintf(out, ",\"%s\":[", ts_names[k]);
+        for (size_t i = 0; i < last; i++)
+            fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)(b->ts[k] ? b->ts[k][i] : 0));
+        fprintf(out, "]");
+    }
+    fprintf(out, "}");
+}
+
 static void print_json(FILE *out, const bench *b, const hl_result *r)
 {
     fprintf(out, "{\"mode\":\"%s\",\"requests\":%llu,\"responses\":%llu,\"connection_errors\":%llu,"
@@ -490,7 +561,8 @@ static void print_json(FILE *out, const bench *b, const hl_result *r)
            "\"stock\":%d,\"limit\":%d,\"oversold\":%llu,\"users_over_limit\":%llu,"
            "\"idempotency_violations\":%llu,\"bad_requests\":%d,\"bad_unexpected\":%llu,"
            "\"told_201\":%llu,\"told_202\":%llu,\"keyless_pct\":%d,\"order_id_collisions\":%llu,"
-           "\"idempotency_redecided\":%llu,",
+           "\"idempotency_redecided\":%llu,\"orders_unrecorded\":%llu,\"buyers\":%d,\"scalpers\":%d,"
+           "\"scalper_burst\":%d,\"quantity\":%d,",
            b->mode, (unsigned long long)r->sent, (unsigned long long)r->completed,
            (unsigned long long)r->failed, (unsigned long long)r->retried, r->elapsed_s,
            r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0, (unsigned long long)b->accepted, (unsigned long long)b->accepted_qty, b->stock, b->limit,
@@ -498,7 +570,9 @@ static void print_json(FILE *out, const bench *b, const hl_result *r)
            (unsigned long long)b->idem_violations, strcmp(b->mode, "sale") == 0 ? b->bad : 0,
            (unsigned long long)b->bad_unexpected, (unsigned long long)b->told_201,
            (unsigned long long)b->told_202, b->keyless, (unsigned long long)b->id_collisions,
-           (unsigned long long)b->idem_redecided);
+           (unsigned long long)b->idem_redecided, (unsigned long long)b->orders_unrecorded,
+           strcmp(b->mode, "sale") == 0 ? b->buyers : 0, strcmp(b->mode, "sale") == 0 ? b->scalpers : 0, b->burst,
+           b->quantity);
     fprintf(out, "\"latency_us\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p999\":%llu,\"max\":%llu},",
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.5),
            (unsigned long long)dlock__hist_quantile(&r->latency, 0.9),
@@ -523,12 +597,9 @@ static void print_json(FILE *out, const bench *b, const hl_result *r)
                (unsigned long long)(le - prev));
         prev = le;
     }
-    fprintf(out, "],\"accepted_per_100ms\":[");
-    size_t last = 0;
-    for (size_t i = 0; i < b->accept_ts_len; i++)
-        if (b->accept_ts[i]) last = i + 1;
-    for (size_t i = 0; i < last; i++) fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)b->accept_ts[i]);
-    fprintf(out, "]}\n");
+    fprintf(out, "],");
+    print_timeline(out, b);
+    fprintf(out, "}\n");
 }
 
 static void print_human(const bench *b, const hl_result *r)
@@ -550,12 +621,12 @@ static void print_human(const bench *b, const hl_result *r)
     if (strcmp(b->mode, "sale") == 0)
         printf("accepted %llu units (stock %d; told 201 %llu, 202 %llu orders): oversold %llu, users over limit %llu, "
                "idempotency violations %llu (new decisions after a 202 %llu), bad requests not answered 4xx %llu, "
-               "order ids told twice %llu\n",
+               "order ids told twice %llu, 201/202 answers not recorded %llu\n",
                (unsigned long long)b->accepted_qty, b->stock, (unsigned long long)b->told_201,
                (unsigned long long)b->told_202, (unsigned long long)oversold(b),
                (unsigned long long)b->over_limit_users, (unsigned long long)b->idem_violations,
                (unsigned long long)b->idem_redecided, (unsigned long long)b->bad_unexpected,
-               (unsigned long long)b->id_collisions);
+               (unsigned long long)b->id_collisions, (unsigned long long)b->orders_unrecorded);
     else if (strcmp(b->mode, "buy") == 0)
         printf("decisions/s %.0f (accepted %llu: told 201 %llu, 202 %llu)\n",
                r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0, (unsigned long long)b->accepted,
@@ -663,9 +734,12 @@ static const opt_spec specs[] = {
     {.name = "rate", .type = OPT_NUMBER, .off = OFF(rate), .lo = 0, .hi = 10000000, .arg = "R",
      .help = "open loop at R requests/s (default: closed loop)"},
     {.name = "retries", .type = OPT_INT, .off = OFF(retries), .lo = 0, .hi = 100, .arg = "N",
-     .help = "resend a request whose connection failed or that was answered 503 (same\nIdempotency-Key; "
-             "Retry-After respected up to 1 s), or a keyed purchase\nanswered 202 (to learn its current state), "
-             "up to N times"},
+     .help = "resend a request whose connection failed or timed out or that was answered\n503 (same "
+             "Idempotency-Key), or a keyed purchase answered 202 (to learn\nits current state), up to N times, "
+             "after a backoff: 50 ms doubling to 2 s,\nwith jitter, at least the Retry-After (up to 1 s)"},
+    {.name = "timeout", .type = OPT_SECONDS, .off = OFF(timeout), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
+     .arg = "DUR", .def = "10", .help = "a request with no complete answer this long after it was written\n"
+             "ends as a reset (its outcome unknown; resent under --retries);\ndefault 10s, 0 none"},
     {.name = "duration", .type = OPT_SECONDS, .off = OFF(duration), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
      .arg = "DUR", .def = "5", .help = "buy/ping modes: how long (default 5s; a bare number is seconds)"},
     {.name = "warmup", .type = OPT_SECONDS, .off = OFF(warmup), .lo = 0, .hi = OPT_MAX_MS, .unit = OPT_UNIT_S,
@@ -675,8 +749,8 @@ static const opt_spec specs[] = {
     {.name = "json-out", .type = OPT_STR, .off = OFF(json_out), .arg = "FILE",
      .help = "also write the JSON result to FILE (keeps the human output)"},
     {.name = "orders-out", .type = OPT_CALL, .call = open_orders_out, .arg = "FILE",
-     .help = "write each order told as 'order_id user quantity status' (status 201 or 202:\nthe best answer "
-             "its buyer got; 201 beats 202)"},
+     .help = "write each order told once as 'order_id user quantity status key' (status\n201 or 202: the best "
+             "answer its buyer got, 201 beats 202; key the\nIdempotency-Key slot, -1 none)"},
     {.name = "keyless", .type = OPT_INT, .off = OFF(keyless), .lo = 0, .hi = 100, .arg = "P", .def = "0",
      .help = "percent of buyers sending no Idempotency-Key (the degraded database path\nrefuses keyed "
              "purchases; default 0)"},
@@ -754,12 +828,15 @@ static int run_http(bench *b)
     if (b->create && create_campaign(b) != 0) return 2;
     bool sale = strcmp(b->mode, "sale") == 0;
     if (sale) build_plan(b);
-    b->accept_ts_len = 36000; /* one hour of 100 ms buckets */
-    b->accept_ts = calloc(b->accept_ts_len, sizeof(uint64_t));
-    if (!b->accept_ts) return 2;
+    b->ts_len = 36000; /* one hour of 100 ms buckets */
+    for (int k = 0; k < TS_KINDS; k++) {
+        b->ts[k] = calloc(b->ts_len, sizeof(uint64_t));
+        if (!b->ts[k]) return 2;
+    }
     b->t0_us = dlock__now_us();
+    b->t0_wall_ms = dlock__wall_ms();
     hl_options ho = {.targets = b->targets, .n_targets = b->n_targets, .connections = b->connections,
-                     .rate = b->rate, .retries = b->retries, .duration_s = sale ? 0 : b->duration,
+                     .rate = b->rate, .retries = b->retries, .timeout_s = b->timeout, .duration_s = sale ? 0 : b->duration,
                      .warmup_s = sale ? 0 : b->warmup,
                      .progress_s = strcmp(b->format, "human") == 0 ? (b->tty ? 0.25 : 1.0) : 0,
                      .progress = progress, .resend = sale ? resend : NULL, .next = next_request,
@@ -771,7 +848,7 @@ static int run_http(bench *b)
     check_users(b);
     if (report(b, &r) != 0) return 2;
     bool ok = oversold(b) == 0 && b->over_limit_users == 0 && b->idem_violations == 0 && b->bad_unexpected == 0 &&
-              b->id_collisions == 0;
+              b->id_collisions == 0 && b->orders_unrecorded == 0;
     return ok ? 0 : 1;
 }
 
@@ -787,7 +864,7 @@ int main(int argc, char **argv)
     free(b.user_qty);
     free(b.key_order);
     free(b.key_201);
-    free(b.accept_ts);
+    for (int k = 0; k < TS_KINDS; k++) free(b.ts[k]);
     free(b.told);
     return rc;
 }
