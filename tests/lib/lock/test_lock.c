@@ -5,6 +5,7 @@
  * and client destroy with held locks. Leases are short (300-1000 ms). */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -580,16 +581,8 @@ static void test_client_rejects_bad_options(void **state)
     assert_int_equal(strlen(dlock_client_id(ls_cl)), 32);
 }
 
-static void *debug_sleep(void *arg)
-{
-    const char *argv[3] = {"DEBUG", "SLEEP", arg};
-    lt_cmd_at(&ls_srv, ls_key("unknown1"), NULL, 0, 3, argv); /* the lock's server */
-    return NULL;
-}
-
-/* One PING to the lock's server with a command timeout of timeout_ms, on a
- * fresh connection: 0 if it answered in time. */
-static int ping_lock_server(int64_t timeout_ms)
+/* A connection to the lock's server (routed by its key on a Cluster). */
+static dlock__conn *lock_server_conn(int64_t timeout_ms)
 {
     dlock__url u;
     dlock__conn_opts o = {.connect_timeout_ms = 1000, .command_timeout_ms = timeout_ms};
@@ -598,24 +591,63 @@ static int ping_lock_server(int64_t timeout_ms)
     assert_int_equal(dlock__url_parse(ls_srv.url, &u, err, sizeof(err)), 0);
     int rc = dlock__conn_open(&u, &o, &c, err, sizeof(err));
     dlock__url_free(&u);
-    if (rc) return rc;
-    const char *key = ls_key("unknown1"), *ping[1] = {"PING"};
+    return rc ? NULL : c;
+}
+
+/* One command on c to the lock's server; 0, or the dlock__conn code. */
+static int lock_server_cmd(dlock__conn *c, int argc, const char **argv)
+{
+    const char *key = ls_key("unknown1");
     dlock__reply *r = NULL;
-    rc = dlock__conn_cmd_slot(c, dlock__key_slot(key, strlen(key)), 1, ping, NULL, &r);
+    int rc = dlock__conn_cmd_slot(c, dlock__key_slot(key, strlen(key)), argc, argv, NULL, &r);
     dlock__reply_free(r);
-    dlock__conn_close(c);
     return rc;
 }
 
-/* Handshake: returns once the lock's server is inside the stall (a PING
- * goes unanswered for 50 ms), instead of guessing a delay. */
-static void wait_until_stalled(void)
+static atomic_bool stall_sending;
+
+/* Stalls the lock's server for arg seconds: the connection is opened
+ * first, so stall_sending is set just before the DEBUG SLEEP goes out. */
+static void *debug_sleep(void *arg)
 {
+    dlock__conn *c = lock_server_conn(5000);
+    assert_non_null(c);
+    const char *argv[3] = {"DEBUG", "SLEEP", arg};
+    atomic_store(&stall_sending, true);
+    lock_server_cmd(c, 3, argv);
+    dlock__conn_close(c);
+    return NULL;
+}
+
+/* One PING to the lock's server: 0 answered within timeout_ms, 1 sent and
+ * not answered in time, -1 could not even be sent (try again). */
+static int ping_lock_server(int64_t timeout_ms)
+{
+    dlock__conn *c = lock_server_conn(timeout_ms);
+    if (!c) return -1;
+    const char *ping[1] = {"PING"};
+    int rc = lock_server_cmd(c, 1, ping);
+    dlock__conn_close(c);
+    return rc == 0 ? 0 : rc == DLOCK__EUNKNOWN ? 1 : -1;
+}
+
+/* Handshake, instead of guessing a delay: returns once the lock's server
+ * is inside the stall, i.e. after the DEBUG SLEEP went out a PING on a
+ * connection opened beforehand was left unanswered for 150 ms. */
+static void start_stall(pthread_t *t, const char *seconds)
+{
+    dlock__conn *probe = lock_server_conn(150);
+    assert_non_null(probe);
+    atomic_store(&stall_sending, false);
+    assert_int_equal(pthread_create(t, NULL, debug_sleep, (void *)seconds), 0);
     int64_t t0 = dlock__now_ms();
-    while (ping_lock_server(50) == 0) {
-        assert_true(dlock__now_ms() - t0 < 3000);
+    const char *ping[1] = {"PING"};
+    int rc = 0;
+    while (!atomic_load(&stall_sending) || (rc = lock_server_cmd(probe, 1, ping)) == 0) {
+        assert_true(dlock__now_ms() - t0 < 5000);
         dlock__sleep_ms(2);
     }
+    dlock__conn_close(probe); /* rc: EUNKNOWN, or ECONN from a Cluster router giving up */
 }
 
 /* Barrier: one answered round trip to the lock's server after the stall's
@@ -625,7 +657,10 @@ static void wait_until_stalled(void)
 static void after_the_stall(void)
 {
     int64_t t0 = dlock__now_ms();
-    while (ping_lock_server(1000) != 0) assert_true(dlock__now_ms() - t0 < 5000);
+    while (ping_lock_server(1000) != 0) {
+        assert_true(dlock__now_ms() - t0 < 5000);
+        dlock__sleep_ms(2);
+    }
 }
 
 static void test_outcome_unknown_is_resolved_or_reported(void **state)
@@ -638,11 +673,11 @@ static void test_outcome_unknown_is_resolved_or_reported(void **state)
     dlock_client *c = ls_client_opts(&ls_srv, &o);
     assert_non_null(c);
     dlock_lock *l = ls_lock(c, "unknown1", DLOCK_LOCK_SIMPLE);
-    /* server stalls 350 ms: the acquire's reply is late (EUNKNOWN), the
-     * follow-up question is answered: resolved as acquired */
+    /* server stalls 500 ms (150 of them to see the stall): the acquire's
+     * reply is late (EUNKNOWN), the follow-up question is answered:
+     * resolved as acquired */
     pthread_t t;
-    pthread_create(&t, NULL, debug_sleep, "0.35");
-    wait_until_stalled();
+    start_stall(&t, "0.5");
     uint64_t f = 0;
     assert_int_equal(dlock_lock_try_lock(l, 0, 3000, &f), 0);
     pthread_join(t, NULL);
@@ -652,8 +687,7 @@ static void test_outcome_unknown_is_resolved_or_reported(void **state)
     /* server stalls 2 s: the question (and its reconnects, whose handshake
      * PING also times out) fails too: EUNKNOWN, and the handle can still
      * find out and give the lock back */
-    pthread_create(&t, NULL, debug_sleep, "2");
-    wait_until_stalled();
+    start_stall(&t, "2");
     assert_int_equal(dlock_lock_try_lock(l, 0, 3000, NULL), DLOCK_EUNKNOWN);
     pthread_join(t, NULL);
     assert_false(dlock_lock_is_held(l));
