@@ -19,6 +19,7 @@
 #include "dlock/lock.h"
 #include "dlock/multilock.h"
 #include "dlock/ratelimit.h"
+#include "dlock/redlock.h"
 #include "dlock/rwlock.h"
 #include "dlock/semaphore.h"
 #include "fam_support.h"
@@ -213,6 +214,37 @@ static void test_destroy_reports_every_held_object(void **state)
     for (size_t i = 0; i < NKINDS; i++) kinds[i].release(h[i]);
 }
 
+/* Every destructor accepts NULL (dlock.h, "Contracts"). */
+static void test_every_destructor_accepts_null(void **state)
+{
+    (void)state;
+    dlock_free(NULL);
+    dlock_client_destroy(NULL);
+    dlock_lock_free(NULL);
+    dlock_rwlock_free(NULL);
+    dlock_fairlock_free(NULL);
+    dlock_semaphore_free(NULL);
+    dlock_multilock_free(NULL);
+    dlock_latch_free(NULL);
+    dlock_ratelimit_free(NULL);
+    dlock_redlock_free(NULL);
+    assert_int_equal(dlock_redlock_unlock(NULL), 0);
+}
+
+/* An option struct not made by its *_options_init (size 0) is refused. */
+static void test_options_not_from_their_init_are_refused(void **state)
+{
+    (void)state;
+    dlock_rwlock_options o = {0};
+    dlock_rwlock *rw = NULL;
+    assert_int_equal(dlock_rwlock_new(fam_cli, "handles.opts", &o, &rw), DLOCK_EINVAL);
+    assert_null(rw);
+    dlock_client_options co = {0};
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_create(&co, &c), DLOCK_EINVAL);
+    assert_null(c);
+}
+
 int main(int argc, char **argv)
 {
     fam_child_dispatch(argc, argv, (const fam_role[]){{NULL, NULL}});
@@ -220,6 +252,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_free_after_the_client_is_destroyed),
         cmocka_unit_test(test_free_before_the_client_is_destroyed),
         cmocka_unit_test(test_destroy_reports_every_held_object),
+        cmocka_unit_test(test_every_destructor_accepts_null),
+        cmocka_unit_test(test_options_not_from_their_init_are_refused),
     };
     return cmocka_run_group_tests(tests, fam_setup, fam_teardown);
 }
