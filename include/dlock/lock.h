@@ -180,6 +180,8 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 DLOCK_API int dlock_force_unlock(dlock_client *client, const char *name, dlock_lock_kind kind,
                                  bool *removed_out);
 
+/* Frozen for 1.x (dlock.h, "Contracts"): holder is sized by DLOCK_OWNER_MAX,
+ * which 1.x keeps at 256. */
 typedef struct dlock_lock_status {
     bool locked;            /* the key exists */
     dlock_lock_kind kind;   /* SIMPLE (string key) or REENTRANT (hash key) */
