@@ -1,6 +1,6 @@
 # Debian packages built by CPack (`cmake --build build --target package`,
 # `make deb`), split the way Debian splits a library and its programs:
-#   libdlock0     the shared library
+#   libdlock1     the shared library
 #   libdlock-dev  headers, libdlock.so, libdlock.a, dlock.pc, CMake package
 #   dlock-tools   the dlock command (and dlock-bench)
 #   seckill       seckilld, seckill-persist, seckill, seckill-bench, systemd
@@ -10,7 +10,7 @@
 # directories' own rules (prefix-relative), while a package always gets
 # Debian's (/usr, multiarch libdir, /etc, /lib/systemd/system), whatever
 # prefix the build was configured with. Programs link libdlock statically
-# (tools/*), so only libdlock-dev depends on libdlock0; the rest of the
+# (tools/*), so only libdlock-dev depends on libdlock1; the rest of the
 # Depends lines come from dpkg-shlibdeps when it is installed (dpkg-dev).
 
 set(DLOCK_DEB_RELEASE 1)
@@ -23,7 +23,7 @@ endif()
 set(deb_gen ${PROJECT_BINARY_DIR}/deb-files)
 set(deb_unitdir /lib/systemd/system)
 
-# --- libdlock0 / libdlock-dev ------------------------------------------------
+# --- libdlock1 / libdlock-dev ------------------------------------------------
 install(TARGETS dlock dlock_static EXPORT dlockDebTargets
         LIBRARY DESTINATION ${deb_libdir} COMPONENT lib NAMELINK_COMPONENT dev EXCLUDE_FROM_ALL
         ARCHIVE DESTINATION ${deb_libdir} COMPONENT dev EXCLUDE_FROM_ALL)
@@ -161,9 +161,9 @@ else()
                  "list only what is written below")
 endif()
 
-set(CPACK_DEBIAN_LIB_PACKAGE_NAME libdlock0)
+set(CPACK_DEBIAN_LIB_PACKAGE_NAME libdlock1)
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
-# shlibs for every package holding a shared library (only libdlock0 does).
+# shlibs for every package holding a shared library (only libdlock1 does).
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_COMPONENT_LIB_DESCRIPTION "distributed locks over Redis or etcd (shared library)
@@ -175,7 +175,7 @@ set(CPACK_COMPONENT_LIB_DESCRIPTION "distributed locks over Redis or etcd (share
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libdlock-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libdlock0 (= ${DLOCK_DEB_VERSION}), libhiredis-dev, libevent-dev, libssl-dev, pkg-config")
+    "libdlock1 (= ${DLOCK_DEB_VERSION}), libhiredis-dev, libevent-dev, libssl-dev, pkg-config")
 set(CPACK_COMPONENT_DEV_DESCRIPTION "distributed locks over Redis or etcd (development files)
  Headers (include/dlock), the static library, dlock.pc for pkg-config, a
  CMake package (find_package(dlock): dlock::dlock, dlock::dlock_static),

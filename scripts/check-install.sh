@@ -14,7 +14,14 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(find "$prefix" -name 'libdlock.so*' -printf '%h\n' | head -n 1)
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 so=$(find "$libdir" -name 'libdlock.so.*.*' | head -n 1)
-foreign=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^dlock_' || true)
+# (the version nodes of the version script, e.g. DLOCK_1.0, are listed too)
+foreign=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^dlock_' | grep -v '^DLOCK_[0-9]' || true)
+unversioned=$(nm -D --defined-only "$so" | awk '{print $3}' | grep '^dlock_' | grep -v '@@DLOCK_[0-9]' || true)
+if [ -n "$unversioned" ]; then
+    echo "install check: libdlock.so exports symbols without a version node (src/lib/libdlock.map):" >&2
+    echo "$unversioned" >&2
+    exit 1
+fi
 if [ -n "$foreign" ]; then
     echo "install check: libdlock.so exports symbols outside dlock_*:" >&2
     echo "$foreign" >&2

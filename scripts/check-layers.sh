@@ -1,11 +1,13 @@
 #!/bin/sh
 # Fails when the tree breaks its layering (docs/design/architecture.md):
-#   src/common  <- src/lib (libdlock)  <- src/seckill  <- src/seckilld  <- tools/
+#   src/common <- src/lib (libdlock);  src/common <- src/seckill <- src/seckilld <- tools/
+# and src/seckill, src/seckilld and tools/ use libdlock only through what
+# it exports (include/dlock/*.h), never its internal headers (src/lib/*.h).
 # A file may include headers of its own layer and of layers below, never
 # above; the common layer never sees the public API (dlock/dlock.h), so
 # libdlock maps its codes at its edge. Also fails on a function longer than
-# 60 lines in src/, tools/ or bench/ (STYLE.md: split past ~60), counted from
-# the opening to the closing brace at column 0 (the clang-format layout).
+# 60 lines in src/, tools/ or bench/ (CONTRIBUTING.md, "Style": split past
+# ~60), counted from the opening to the closing brace at column 0.
 set -eu
 cd "$(dirname "$0")/.."
 fail=0
@@ -26,7 +28,9 @@ seckill_h=$(headers_of src/seckill)
 front_h=$(headers_of src/seckilld)
 check src/common "dlock/dlock.h $lib_h $seckill_h $front_h" "layer 1 includes nothing above it"
 check src/lib "$seckill_h $front_h" "libdlock does not know the engine"
-check src/seckill "$front_h" "the engine is usable without HTTP"
+check src/seckill "$front_h $lib_h" "the engine is usable without HTTP and uses libdlock's public API only"
+check src/seckilld "$lib_h" "libdlock's public API only"
+check tools "$lib_h" "libdlock's public API only"
 long=$(for f in $(find src tools bench -name '*.c'); do
     awk -v F="$f" '/^\{$/ { s = NR; name = prev }
         /^\}/ { if (s) { n = NR - s - 1; if (n > 60) print F ": " n " lines: " name; s = 0 } }

@@ -3,10 +3,42 @@
  * Thread-safety: a dlock_client is safe to use from any number of threads at
  * once. Everything else states its own rule where it is declared.
  * Ownership: strings passed in are copied; buffers returned to the caller
- * are released with dlock_free(). Destructors accept NULL.
+ * are released with dlock_free().
  * Errors: every function returns 0 (DLOCK_OK) or a negative dlock_err code;
  * dlock_strerror() names it. The library never prints, exits or aborts: it
  * reports through the log hook installed in the client options.
+ *
+ * Contracts shared by every object (each header refers here):
+ * - Destructors accept NULL: every *_free, dlock_client_destroy, dlock_free
+ *   and dlock_redlock_unlock (which frees its hold) do nothing with NULL.
+ * - Handles and their client: a handle (lock, fair lock, read-write lock,
+ *   semaphore, multi-lock, latch, rate limiter) may be freed before or
+ *   after its client is destroyed, whatever it holds. dlock_client_destroy
+ *   reports (WARN) every object still held, of every kind, and leaves it
+ *   to expire on its lease; a handle freed afterwards only frees memory.
+ *   Every other call on a handle needs its client alive.
+ * - "You do not hold this" is DLOCK_ENOTHELD, for every object: unlocking
+ *   a lock, a side of a read-write lock, a fair lock or a multi-lock this
+ *   handle does not hold, releasing more semaphore permits than the handle
+ *   holds, releasing or extending a permit id that is not live. DLOCK_ELOST
+ *   means something else: this handle did hold it and lost it (expired or
+ *   taken) since.
+ * - Hold count (dlock_lock_hold_count, dlock_fairlock_hold_count,
+ *   dlock_multilock_hold_count): int f(handle, int64_t *count_out), asking
+ *   the server how many times this handle's owner holds the object now
+ *   (0: not held). The server's answer, not a local counter, because a
+ *   lease can end or an admin can delete the lock before the handle
+ *   notices; a count that can be wrong would not be worth having.
+ * - Option structs (dlock_*_options) begin with a size field that
+ *   dlock_*_options_init sets: always fill them with their *_options_init,
+ *   then override fields. A later 1.x release may append fields; the
+ *   library reads only the fields the caller's size covers (the rest keep
+ *   their defaults), so a program built against an older 1.x keeps working.
+ *   A size smaller than 1.0's, or bytes past the fields this library knows
+ *   that are not zero, are DLOCK_EINVAL.
+ * - Result structs the caller declares (dlock_lock_status,
+ *   dlock_ratelimit_result) are frozen for 1.x: a new field would come
+ *   with a new function, never by growing them.
  */
 #ifndef DLOCK_DLOCK_H
 #define DLOCK_DLOCK_H
@@ -25,7 +57,12 @@
 extern "C" {
 #endif
 
-#define DLOCK_VERSION "0.1.0"
+/* The library's version (semver; README "Versions"): 1.x keeps the API
+ * and ABI of 1.0 (soname libdlock.so.1, symbol version DLOCK_1.0). */
+#define DLOCK_VERSION "1.0.0"
+#define DLOCK_VERSION_MAJOR 1
+#define DLOCK_VERSION_MINOR 0
+#define DLOCK_VERSION_PATCH 0
 
 /* Error codes. "Not applied" and "outcome unknown" are kept apart: a call
  * that returns DLOCK_EUNKNOWN sent a command whose effect may or may not
@@ -35,8 +72,8 @@ extern "C" {
 typedef enum dlock_err {
     DLOCK_OK = 0,
     DLOCK_EINVAL = -1,    /* invalid argument (bad name, option, NULL) */
-    DLOCK_EURL = -2,      /* malformed Redis URL */
-    DLOCK_ETLS = -3,      /* rediss:// needs hiredis >= 1.0 (we link 0.14) */
+    DLOCK_EURL = -2,      /* malformed or unknown URL */
+    DLOCK_ETLS = -3,      /* TLS to Redis asked for (rediss://): not available in process; see the URL list */
     DLOCK_EAUTH = -4,     /* AUTH refused: wrong password or ACL user */
     DLOCK_ECONN = -5,     /* could not connect (refused, unreachable, connect timeout) */
     DLOCK_ETIMEOUT = -6,  /* a bounded wait ran out (e.g. lock wait_ms) */
@@ -50,7 +87,7 @@ typedef enum dlock_err {
     DLOCK_ENOTREPL = -14, /* acquired, but too few replicas acknowledged: released */
     DLOCK_ECANCELED = -15,/* a wait was cancelled from another thread */
     DLOCK_EALREADY = -16, /* this (non-reentrant) handle already holds the lock */
-    DLOCK_ENOTHELD = -17, /* operation needs a held lock and this handle holds none */
+    DLOCK_ENOTHELD = -17, /* you do not hold this: the handle holds no such lock, permits or permit */
     DLOCK_EUPGRADE = -18, /* read->write upgrade refused (would deadlock) */
     DLOCK_ENOQUORUM = -19,/* RedLock: fewer than a quorum of nodes agreed */
     DLOCK_ELIMIT = -20,   /* a bound would be exceeded (e.g. permits above N) */
@@ -96,9 +133,16 @@ typedef struct dlock_client dlock_client;
 
 /* Client options. Fill with dlock_client_options_init(), then override. */
 typedef struct dlock_client_options {
-    /* redis://[user[:password]@]host[:port][/db] (user and password may be
-     * percent-encoded), unix:///path/to.sock[?db=N], or
-     * redis-sentinel://[user:pass@]host:port[,host:port...]/master[?db=N].
+    size_t size; /* set by dlock_client_options_init (dlock.h, "Contracts"); do not change */
+    /* Every URL the library accepts:
+     * - redis://[user[:password]@]host[:port][/db] (user and password may
+     *   be percent-encoded): one Redis server;
+     * - unix:///path/to.sock[?db=N]: one Redis server on a Unix socket;
+     * - redis-sentinel://[user:pass@]host:port[,host:port...]/master[?db=N]:
+     *   the master that Sentinel names, followed across failovers;
+     * - redis-cluster://[user:pass@]host:port[,host:port...]: a Redis
+     *   Cluster, routed by slot (database 0 only);
+     * - etcd:// and etcds:// (below): etcd v3.
      * Credentials follow the Redis URI convention (as redis-py reads it):
      * ":pass@" is a password alone (AUTH pass), "user:pass@" an ACL user
      * (AUTH user pass), and a bare "user@" a user without a password
@@ -107,6 +151,11 @@ typedef struct dlock_client_options {
      * etcd://[user:password@]host:port[,host:port...][/prefix] (port
      * default 2379, prefix default /dlock; endpoints tried in order) and
      * etcds://...[?cacert=FILE&cert=FILE&key=FILE] (HTTPS).
+     * TLS: etcds:// talks HTTPS to etcd (server checked against cacert,
+     * client certificate optional). To Redis the library speaks plain text
+     * only: rediss:// is refused with DLOCK_ETLS, nothing is sent; reach a
+     * TLS-only Redis through a local TLS tunnel (docs/ops/tls.md).
+     * Any other scheme is DLOCK_EURL.
      * Default "redis://127.0.0.1:6379". */
     const char *url;
     int64_t connect_timeout_ms;  /* default 2000 */

@@ -20,6 +20,7 @@
 #ifndef DLOCK_FAIRLOCK_H
 #define DLOCK_FAIRLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlock/dlock.h"
@@ -31,6 +32,7 @@ extern "C" {
 typedef struct dlock_fairlock dlock_fairlock;
 
 typedef struct dlock_fairlock_options {
+    size_t size; /* set by dlock_fairlock_options_init (dlock.h, "Contracts"); do not change */
     /* A waiter not heard from for this long is purged from the queue.
      * Default 3000, at least 30. Shorter: crashed waiters cost less; longer:
      * a stalled (GC-paused, swapped) waiter keeps its place longer. */
@@ -60,8 +62,10 @@ DLOCK_API int dlock_fairlock_lock(dlock_fairlock *fl, int64_t wait_ms, int64_t l
  * sent), DLOCK_ELOST (it had expired or was taken), transport codes (dlock.h). */
 DLOCK_API int dlock_fairlock_unlock(dlock_fairlock *fl);
 
-/* Local re-entry count of this handle (0: not held). */
-DLOCK_API int64_t dlock_fairlock_hold_count(const dlock_fairlock *fl);
+/* *count_out = how many times this handle holds the lock, as the server
+ * says now (0: not held); one round trip. Hold count means this for every
+ * object (dlock.h, "Contracts"). Returns 0, DLOCK_EINVAL, transport codes. */
+DLOCK_API int dlock_fairlock_hold_count(dlock_fairlock *fl, int64_t *count_out);
 
 /* Waiters queued on the server now, including dead ones not purged yet
  * (one round trip). */
@@ -72,7 +76,8 @@ DLOCK_API int dlock_fairlock_queue_length(dlock_fairlock *fl, int64_t *len_out);
 DLOCK_API void dlock_fairlock_cancel(dlock_fairlock *fl);
 
 /* Frees the handle. A lock still held is NOT released: it is reported
- * (WARN), renewal stops and it expires on its lease. NULL: no-op. */
+ * (WARN), renewal stops and it expires on its lease. NULL: no-op. May be called before or after
+ * the client is destroyed (dlock.h, "Contracts"). */
 DLOCK_API void dlock_fairlock_free(dlock_fairlock *fl);
 
 #ifdef __cplusplus

@@ -59,7 +59,8 @@ DLOCK_API int dlock_latch_delete(dlock_latch *latch, bool *existed_out);
 DLOCK_API void dlock_latch_cancel(dlock_latch *latch);
 
 /* Frees the handle (the latch stays in Redis). NULL is a no-op. Not while
- * other threads use it. */
+ * other threads use it. May be called before or after
+ * the client is destroyed (dlock.h, "Contracts"). */
 DLOCK_API void dlock_latch_free(dlock_latch *latch);
 
 #ifdef __cplusplus

@@ -18,6 +18,7 @@
 #define DLOCK_LOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlock/dlock.h"
@@ -51,6 +52,7 @@ typedef enum dlock_lock_kind {
 typedef void (*dlock_lost_fn)(dlock_lock *lock, int reason, void *ud);
 
 typedef struct dlock_lock_options {
+    size_t size; /* set by dlock_lock_options_init (dlock.h, "Contracts"); do not change */
     dlock_lock_kind kind; /* default DLOCK_LOCK_SIMPLE */
     /* NULL (default): SIMPLE uses a fresh random 128-bit token per
      * acquisition; REENTRANT uses "<client id>:<thread id>" of the calling
@@ -138,7 +140,9 @@ DLOCK_API bool dlock_lock_is_held(dlock_lock *lock);
 DLOCK_API int dlock_lock_is_held_by_me(dlock_lock *lock, bool *held_out);
 /* *locked_out = the key exists (held by anyone). */
 DLOCK_API int dlock_lock_is_locked(dlock_lock *lock, bool *locked_out);
-/* *count_out = this owner's hold count (SIMPLE: 1 or 0). */
+/* *count_out = how many times this handle's owner holds the lock, as the
+ * server says now (SIMPLE: 1 or 0); one round trip. Hold count means this
+ * for every object (dlock.h, "Contracts"). */
 DLOCK_API int dlock_lock_hold_count(dlock_lock *lock, int64_t *count_out);
 /* *ttl_ms_out = remaining TTL in ms, -1 no expiry, -2 no such key. */
 DLOCK_API int dlock_lock_remaining_ttl(dlock_lock *lock, int64_t *ttl_ms_out);
@@ -176,6 +180,8 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 DLOCK_API int dlock_force_unlock(dlock_client *client, const char *name, dlock_lock_kind kind,
                                  bool *removed_out);
 
+/* Frozen for 1.x (dlock.h, "Contracts"): holder is sized by DLOCK_OWNER_MAX,
+ * which 1.x keeps at 256. */
 typedef struct dlock_lock_status {
     bool locked;            /* the key exists */
     dlock_lock_kind kind;   /* SIMPLE (string key) or REENTRANT (hash key) */

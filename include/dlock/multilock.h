@@ -61,15 +61,19 @@ DLOCK_API int dlock_multilock_lock(dlock_multilock *ml, int64_t wait_ms, int64_t
  * taken; the others were released), transport codes (dlock.h). */
 DLOCK_API int dlock_multilock_unlock(dlock_multilock *ml);
 
-/* Local re-entry count (0: not held). */
-DLOCK_API int64_t dlock_multilock_hold_count(const dlock_multilock *ml);
+/* *count_out = how many times this handle holds every one of its names, as
+ * the server says now (the least count over the names; 0 when any is not
+ * held by it); one round trip per name. Hold count means this for every
+ * object (dlock.h, "Contracts"). Returns 0, DLOCK_EINVAL, transport codes. */
+DLOCK_API int dlock_multilock_hold_count(dlock_multilock *ml, int64_t *count_out);
 
 /* Makes a wait on this handle (now, or the next one) return
  * DLOCK_ECANCELED. Any thread. */
 DLOCK_API void dlock_multilock_cancel(dlock_multilock *ml);
 
 /* Frees the handle; names still held are NOT released (WARN; they expire
- * on their lease). NULL is a no-op. */
+ * on their lease). NULL is a no-op. May be called before or after
+ * the client is destroyed (dlock.h, "Contracts"). */
 DLOCK_API void dlock_multilock_free(dlock_multilock *ml);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
 #define DLOCK_RATELIMIT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlock/dlock.h"
@@ -29,6 +30,7 @@ typedef struct dlock_ratelimit dlock_ratelimit;
  * was idle can spend burst tokens at once; sustained use is held to
  * rate/period_ms. */
 typedef struct dlock_ratelimit_options {
+    size_t size; /* set by dlock_ratelimit_options_init (dlock.h, "Contracts"); do not change */
     int64_t rate;      /* tokens per period, >= 1; default 10 */
     int64_t period_ms; /* >= 1; default 1000 */
     int64_t burst;     /* bucket size, >= 1; 0 (default) means burst = rate */
@@ -42,7 +44,7 @@ DLOCK_API void dlock_ratelimit_options_init(dlock_ratelimit_options *opts);
  * and disagree: keep the options of one name identical everywhere.
  * Returns 0 and *rl_out, or DLOCK_EINVAL (NULL client/out, bad name, rate,
  * period or burst out of range, or an emission interval below 1 us),
- * DLOCK_ENOMEM. Free with dlock_ratelimit_free() before the client. */
+ * DLOCK_ENOMEM. Free with dlock_ratelimit_free(). */
 DLOCK_API int dlock_ratelimit_new(dlock_client *client, const char *name,
                                   const dlock_ratelimit_options *opts, dlock_ratelimit **rl_out);
 
@@ -85,7 +87,8 @@ DLOCK_API int dlock_ratelimit_reset(dlock_ratelimit *rl, const char *subject);
 DLOCK_API void dlock_ratelimit_cancel(dlock_ratelimit *rl);
 
 /* Frees the limiter (buckets stay in Redis and expire once full again).
- * NULL is a no-op. Not while other threads use rl. */
+ * NULL is a no-op. Not while other threads use rl. May be called before or after
+ * the client is destroyed (dlock.h, "Contracts"). */
 DLOCK_API void dlock_ratelimit_free(dlock_ratelimit *rl);
 
 #ifdef __cplusplus

@@ -33,6 +33,7 @@ typedef struct dlock_redlock dlock_redlock;
 typedef struct dlock_redlock_hold dlock_redlock_hold;
 
 typedef struct dlock_redlock_options {
+    size_t size; /* set by dlock_redlock_options_init (dlock.h, "Contracts"); do not change */
     /* The N independent masters: redis://... or unix://... URLs (not
      * sentinel or cluster), 1..16 of them, copied. Required. */
     const char *const *urls;
@@ -105,7 +106,8 @@ DLOCK_API int dlock_redlock_extend(dlock_redlock_hold *h, int64_t lease_ms);
 /* Releases the hold on every node (compare-and-delete, in parallel) and
  * frees h. Returns 0, or DLOCK_ELOST when fewer than a quorum of nodes
  * still held our token (it had expired: someone else may have held the
- * lock meanwhile). NULL: DLOCK_EINVAL. h is freed in every case. */
+ * lock meanwhile). h is freed in every case; like every destructor, NULL
+ * is a no-op (returns 0). */
 DLOCK_API int dlock_redlock_unlock(dlock_redlock_hold *h);
 
 #ifdef __cplusplus

@@ -24,6 +24,7 @@
 #define DLOCK_RWLOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlock/dlock.h"
@@ -35,6 +36,7 @@ extern "C" {
 typedef struct dlock_rwlock dlock_rwlock;
 
 typedef struct dlock_rwlock_options {
+    size_t size; /* set by dlock_rwlock_options_init (dlock.h, "Contracts"); do not change */
     /* 0 (default): watchdog mode (client's watchdog_timeout_ms, renewed
      * while held); > 0: fixed lease of each acquisition, no renewal. */
     int64_t lease_ms;
@@ -81,7 +83,8 @@ DLOCK_API int64_t dlock_rwlock_write_count(const dlock_rwlock *rw);
 DLOCK_API void dlock_rwlock_cancel(dlock_rwlock *rw);
 
 /* Frees the handle. Sides still held are NOT released: they are reported
- * (WARN), renewal stops and they expire on their lease. NULL: no-op. */
+ * (WARN), renewal stops and they expire on their lease. NULL: no-op. May be called before or after
+ * the client is destroyed (dlock.h, "Contracts"). */
 DLOCK_API void dlock_rwlock_free(dlock_rwlock *rw);
 
 #ifdef __cplusplus

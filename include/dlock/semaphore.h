@@ -25,6 +25,7 @@
 #define DLOCK_SEMAPHORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlock/dlock.h"
@@ -36,6 +37,7 @@ extern "C" {
 typedef struct dlock_semaphore dlock_semaphore;
 
 typedef struct dlock_semaphore_options {
+    size_t size; /* set by dlock_semaphore_options_init (dlock.h, "Contracts"); do not change */
     /* N: total permits of this semaphore name, 1..1000000000; default 1.
      * The first handle to use the name records N in Redis; a handle with a
      * different N is refused (DLOCK_EINVAL) until the keys are deleted. */
@@ -65,7 +67,7 @@ DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
 DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *sem, int64_t k, int64_t wait_ms);
 
 /* Gives back k of the permits this handle holds and wakes waiters.
- * Returns 0, DLOCK_ELIMIT (k is more than the handle holds: refused,
+ * Returns 0, DLOCK_ENOTHELD (k is more than the handle holds: refused,
  * nothing sent, nothing changed), DLOCK_ELOST (the handle's permits had
  * expired: they already came back; the handle now holds none),
  * DLOCK_EINVAL (k < 1), DLOCK_EUNKNOWN, DLOCK_ECONN, DLOCK_ESERVER. */
@@ -86,7 +88,8 @@ DLOCK_API void dlock_semaphore_cancel(dlock_semaphore *sem);
 
 /* Frees the handle. Permits it still holds are NOT released: they are
  * reported through the log hook (WARN), their renewal stops and they come
- * back when their lease ends. NULL is a no-op. */
+ * back when their lease ends. NULL is a no-op. May be called before or after
+ * the client is destroyed (dlock.h, "Contracts"). */
 DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem);
 
 /* ---- expirable permits ------------------------------------------------- */
@@ -104,14 +107,15 @@ DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem);
 DLOCK_API int dlock_permits_acquire(dlock_semaphore *sem, int64_t lease_ms, int64_t wait_ms,
                                     char id_out[DLOCK_PERMIT_ID_LEN]);
 
-/* Releases the permit id. Returns 0, DLOCK_ELIMIT (no such live permit:
- * never issued, already released or expired - releasing it would raise the
- * count above N), DLOCK_EINVAL, transport codes (dlock.h). */
+/* Releases the permit id. Returns 0, DLOCK_ENOTHELD (no such live permit:
+ * never issued, already released or expired - nothing changes, so the
+ * count never rises above N), DLOCK_EINVAL, transport codes (dlock.h). */
 DLOCK_API int dlock_permits_release(dlock_semaphore *sem, const char *id);
 
 /* Sets the permit's remaining lease to lease_ms (> 0), measured on the
- * server's clock from now. Returns 0, DLOCK_ELOST (expired or unknown),
- * DLOCK_EINVAL, transport codes (dlock.h). */
+ * server's clock from now. Returns 0, DLOCK_ENOTHELD (no such live permit:
+ * expired, released or never issued), DLOCK_EINVAL, transport codes
+ * (dlock.h). */
 DLOCK_API int dlock_permits_extend(dlock_semaphore *sem, const char *id, int64_t lease_ms);
 
 #ifdef __cplusplus

@@ -2,7 +2,9 @@
  * the options, starts the connection pool (pool.c), the subscriber
  * (subscriber.c) and the watchdog (watchdog.c), and stops them in reverse.
  * It also owns keys, the thread owner string and the registry of held
- * objects. The parts never call back into this file.
+ * objects. The backend (backend.h: Redis, Redis Cluster or etcd) is chosen
+ * once here from the URL and attached/detached through its table; the
+ * parts use this file's registry and key helpers, nothing else of it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -11,8 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "client_priv.h"
-#include "etcd.h"
+#include "opts_read.h"
 #include "slot.h"
 #include "util.h"
 
@@ -20,6 +23,7 @@ DLOCK_API void dlock_client_options_init(dlock_client_options *o)
 {
     if (!o) return;
     memset(o, 0, sizeof(*o));
+    o->size = sizeof(*o);
     o->url = "redis://127.0.0.1:6379";
     o->connect_timeout_ms = 2000;
     o->command_timeout_ms = 2000;
@@ -196,9 +200,13 @@ const char *dlock__script_sha(dlock_client *c, const dlock__script *s)
 
 /* ---- create / destroy ------------------------------------------------- */
 
-static int copy_options(dlock_client *c, const dlock_client_options *o)
+static int copy_options(dlock_client *c, const dlock_client_options *given)
 {
-    c->opts = *o;
+    dlock_client_options_init(&c->opts);
+    if (dlock__opts_read(&c->opts, sizeof(c->opts),
+                         DLOCK__SIZE_TO(dlock_client_options, log_level), given) != 0)
+        return DLOCK_EINVAL;
+    const dlock_client_options *o = &c->opts;
     c->url_copy = strdup(o->url ? o->url : "redis://127.0.0.1:6379");
     c->prefix_copy = strdup(o->key_prefix ? o->key_prefix : "");
     if (!c->url_copy || !c->prefix_copy) return DLOCK_ENOMEM;
@@ -241,23 +249,9 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
     }
     dlock__metrics_init(c);
     rc = copy_options(c, opts);
-    /* ---- etcd backend hook (issue 16): etcd:// and etcds:// clients have
-     * no Redis connection and no subscriber; locks go to etcd_lock.c. */
-    if (rc == 0 && dlock__etcd_url_is(c->url_copy)) {
-        rc = dlock__random_hex(c->id, 16);
-        if (rc == 0) rc = dlock__etcd_attach(c);
-        if (rc == 0) rc = dlock__watchdog_start(c);
-        if (rc == 0) *client_out = c;
-        else dlock_client_destroy(c);
-        return rc;
-    }
-    /* ---- end of the etcd backend hook ---- */
-    char err[256] = "";
-    if (rc == 0) rc = dlock__err_from_common(dlock__url_parse(c->url_copy, &c->url, err, sizeof(err)));
-    if (rc == DLOCK_EURL) dlock__log(c, DLOCK_LOG_ERROR, "url: %s", err);
     if (rc == 0) rc = dlock__err_from_common(dlock__random_hex(c->id, 16));
-    if (rc == 0) rc = dlock__pool_start(&c->pool, &c->opts, &c->url);
-    if (rc == 0) rc = dlock__subscriber_start(c);
+    c->be = dlock__backend_for_url(c->url_copy);
+    if (rc == 0) rc = c->be->attach(c);
     if (rc == 0) rc = dlock__watchdog_start(c);
     if (rc) {
         dlock_client_destroy(c);
@@ -289,10 +283,10 @@ static void report_held(dlock_client *c)
 DLOCK_API void dlock_client_destroy(dlock_client *c)
 {
     if (!c) return;
-    dlock__subscriber_stop(c);
+    if (c->be && c->be->quiesce) c->be->quiesce(c);
     dlock__watchdog_stop(c);
     report_held(c);
-    dlock__etcd_detach(c); /* etcd backend hook */
+    if (c->be) c->be->detach(c);
     dlock__pool_destroy(&c->pool);
     dlock__url_free(&c->url);
     free(c->url_copy);

@@ -60,7 +60,9 @@ struct dlock_client {
     int64_t m_hold[DLOCK__HOLD_WINDOW]; /* ring of recent hold times (ms) */
     size_t m_hold_next;
 
-    struct dlock__etcd *etcd; /* etcd backend hook: set for etcd:// clients (etcd_client.c) */
+    /* ---- backend (backend.h), chosen once at create ---- */
+    const struct dlock__backend *be;
+    void *be_state;            /* the backend's own state (etcd: etcd_client.c) */
 };
 
 int dlock__subscriber_start(dlock_client *c);

@@ -1,7 +1,8 @@
 /* etcd.h: libdlock's etcd v3 backend, behind the same public lock API.
  * Internal only. A client created from an etcd:// or etcds:// URL carries
- * a dlock__etcd (the gateway client and the key prefix); lock_dispatch.c
- * sends the public dlock_lock_* calls made on it to the functions below.
+ * a dlock__etcd (the gateway client and the key prefix) attached by the
+ * etcd backend table (backend.h); lock_api.c sends the public dlock_lock_*
+ * calls made on it to etcd_lock.c through that table.
  *
  * Key layout (docs/locks.md, "Redis or etcd"): the lock called N is the
  * key range  P/lock/E/  where P is the URL's prefix (default /dlock) and E
@@ -68,24 +69,6 @@ int dlock__etcd_force_unlock(dlock_client *c, const char *name, dlock_lock_kind 
 int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st);
 int dlock__etcd_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out);
 
-/* ---- the mutex (etcd_lock.c): dlock_lock_* on an etcd client ------------ */
-
-/* True when l was made by dlock__etcd_lock_new (its first member says so). */
-bool dlock__etcd_is_lock(const dlock_lock *l);
-int dlock__etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts, dlock_lock **out);
-int dlock__etcd_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out);
-int dlock__etcd_lock_unlock(dlock_lock *l);
-void dlock__etcd_lock_cancel(dlock_lock *l);
-bool dlock__etcd_lock_is_held(dlock_lock *l);
-int dlock__etcd_lock_is_held_by_me(dlock_lock *l, bool *held_out);
-int dlock__etcd_lock_is_locked(dlock_lock *l, bool *locked_out);
-int dlock__etcd_lock_hold_count(dlock_lock *l, int64_t *count_out);
-int dlock__etcd_lock_remaining_ttl(dlock_lock *l, int64_t *ttl_ms_out);
-int dlock__etcd_lock_extend(dlock_lock *l, int64_t lease_ms);
-const char *dlock__etcd_lock_name(const dlock_lock *l);
-const char *dlock__etcd_lock_key(const dlock_lock *l);
-const char *dlock__etcd_lock_owner(const dlock_lock *l);
-uint64_t dlock__etcd_lock_fence(const dlock_lock *l);
-void dlock__etcd_lock_free(dlock_lock *l);
+/* The mutex (etcd_lock.c) is dlock__etcd_lock_ops of backend.h. */
 
 #endif

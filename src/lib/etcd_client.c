@@ -1,14 +1,15 @@
 /* etcd_client.c: the client side of the etcd backend: attaching a gateway
  * client to a dlock_client made from an etcd URL, the key layout of
  * etcd.h, lease helpers, and the admin calls (status, force unlock, fence
- * guard). Invariant: a Redis client's etcd pointer is NULL and nothing
- * here touches such a client beyond reading it.
+ * guard), attached through the etcd backend table (backend.c). Only etcd
+ * clients reach this file, so their be_state is always a dlock__etcd.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "client_priv.h"
 #include "etcd.h"
 #include "util.h"
@@ -17,6 +18,11 @@ struct dlock__etcd {
     dlock__gw *gw;
     char *prefix; /* the URL's, e.g. "/dlock" */
 };
+
+static dlock__etcd *state_of(const dlock_client *c)
+{
+    return c->be_state;
+}
 
 static void gw_log(void *ud, int level, const char *msg)
 {
@@ -51,22 +57,23 @@ int dlock__etcd_attach(dlock_client *c)
         free(e);
         return rc;
     }
-    c->etcd = e;
+    c->be_state = e;
     return 0;
 }
 
 void dlock__etcd_detach(dlock_client *c)
 {
-    if (!c || !c->etcd) return;
-    dlock__gw_close(c->etcd->gw);
-    free(c->etcd->prefix);
-    free(c->etcd);
-    c->etcd = NULL;
+    dlock__etcd *e = c ? c->be_state : NULL;
+    if (!e) return;
+    dlock__gw_close(e->gw);
+    free(e->prefix);
+    free(e);
+    c->be_state = NULL;
 }
 
 dlock__gw *dlock__etcd_gw(const dlock_client *c)
 {
-    return c && c->etcd ? c->etcd->gw : NULL;
+    return c && c->be == &dlock__backend_etcd && c->be_state ? ((dlock__etcd *)c->be_state)->gw : NULL;
 }
 
 /* ---- keys ------------------------------------------------------------------- */
@@ -86,7 +93,7 @@ static char *make_key(const dlock_client *c, const char *kind, const char *name,
     *rc_out = dlock__check_name(name);
     if (*rc_out) return NULL;
     dlock__buf b = {0};
-    dlock__buf_printf(&b, "%s/%s/", c->etcd->prefix, kind);
+    dlock__buf_printf(&b, "%s/%s/", state_of(c)->prefix, kind);
     put_escaped(&b, c->prefix_copy);
     put_escaped(&b, name);
     if (dir) DLOCK__BUF_LIT(&b, "/");
@@ -178,7 +185,7 @@ int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status 
     char *dir = dlock__etcd_lock_dir(c, name, &rc);
     if (!dir) return rc;
     dlock__etcd_holder h;
-    rc = dlock__etcd_holder_get(c->etcd->gw, dir, &h);
+    rc = dlock__etcd_holder_get(state_of(c)->gw, dir, &h);
     free(dir);
     if (rc || !h.found) return rc;
     const char *slash = strrchr(h.key, '/');
@@ -188,7 +195,7 @@ int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status 
     st->hold_count = 1;
     st->last_fence = (uint64_t)h.create_rev; /* the holder's token */
     st->ttl_ms = -1;
-    if (h.lease) rc = dlock__etcd_lease_ttl(c->etcd->gw, h.lease, &st->ttl_ms);
+    if (h.lease) rc = dlock__etcd_lease_ttl(state_of(c)->gw, h.lease, &st->ttl_ms);
     return rc;
 }
 
@@ -212,12 +219,12 @@ int dlock__etcd_force_unlock(dlock_client *c, const char *name, dlock_lock_kind 
     char *dir = dlock__etcd_lock_dir(c, name, &rc);
     if (!dir) return rc;
     dlock__etcd_holder h;
-    rc = dlock__etcd_holder_get(c->etcd->gw, dir, &h);
+    rc = dlock__etcd_holder_get(state_of(c)->gw, dir, &h);
     free(dir);
     /* Revoking the holder's lease deletes its key, the next contender's
      * watch fires, and the holder's next keepalive finds the lease gone
      * (so it is told: lost). */
-    if (rc == 0 && h.found) rc = h.lease ? dlock__etcd_revoke(c->etcd->gw, h.lease) : delete_key(c->etcd->gw, h.key);
+    if (rc == 0 && h.found) rc = h.lease ? dlock__etcd_revoke(state_of(c)->gw, h.lease) : delete_key(state_of(c)->gw, h.key);
     if (rc == DLOCK_ELOST) rc = 0; /* it expired in between */
     bool removed = rc == 0 && h.found;
     if (removed_out) *removed_out = removed;
@@ -250,7 +257,7 @@ int dlock__etcd_fence_guard(dlock_client *c, const char *resource, uint64_t toke
     DLOCK__BUF_LIT(&b, "}}]}");
     free(key);
     dlock__gw_reply r;
-    rc = dlock__gw_call_buf(c->etcd->gw, "/v3/kv/txn", &b, DLOCK__GW_RETRY, &r);
+    rc = dlock__gw_call_buf(state_of(c)->gw, "/v3/kv/txn", &b, DLOCK__GW_RETRY, &r);
     uint64_t highest = token;
     bool stale = rc == 0 && dlock__gw_bool(&r.doc, r.root, "succeeded");
     const dlock__json_val *r0 = rc == 0 ? dlock__gw_at(&r.doc, r.root, "responses", 0) : NULL;

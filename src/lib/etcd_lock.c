@@ -1,6 +1,6 @@
 /* etcd_lock.c: the mutex on etcd, the way etcd's own concurrency.Mutex
- * works, behind the public dlock_lock_* API (reached through
- * lock_dispatch.c when the client was made from an etcd URL).
+ * works: the etcd backend's lock operations (dlock__etcd_lock_ops,
+ * backend.h), which lock_api.c calls for a client made from an etcd URL.
  *
  * Design note. Every acquisition has its own lease (TTL = the lease, or
  * the client's watchdog_timeout_ms, rounded up to whole seconds: etcd's
@@ -17,9 +17,10 @@
  * mode the client's watchdog thread sends one keepalive per lease every
  * timeout/3; a keepalive finding the lease gone, or none succeeding for a
  * whole timeout, marks the lock lost exactly as on Redis.
- * States: free -> held -> free, or held -> lost (is_held false, the next
- * unlock says ELOST); unknown (the acquire's last answer was lost and the
- * clean-up failed too): the lease is kept so queries and unlock resolve it.
+ * States: the one hold state machine of hold.h: free -> held -> free, or
+ * held -> lost (is_held false, the next unlock says ELOST); unknown (the
+ * acquire's last answer was lost and the clean-up failed too): the lease is
+ * kept so queries and unlock resolve it.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -28,27 +29,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "etcd.h"
+#include "hold.h"
 #include "util.h"
 
 #define KEY_MAX DLOCK__ETCD_KEY_MAX
 #define TICK_MS 100 /* how often a waiter checks whether a keepalive is due */
 
-static const char lock_magic = 'E';
-
 typedef struct etcd_lock {
-    const void *magic; /* must stay first: &lock_magic (see dlock__etcd_is_lock) */
     dlock_client *c;
+    dlock_lock *pub; /* the public handle (for on_lost) */
     dlock__gw *gw;
     char *name, *dir, *key; /* key: dir without its trailing '/' */
     dlock_lost_fn on_lost;
     void *on_lost_ud;
-    dlock__renewable rn;
-    dlock__held hd;
+    dlock__hold hold; /* held / lost / unknown / watched / orphaned (hold.h) */
     dlock__gw_wait *wait;
 
     pthread_mutex_t mu; /* guards everything below */
-    bool held, lost, canceled, watched, orphaned, unknown;
+    bool canceled;
     int64_t lease;      /* lease of the current / last acquisition, 0 none */
     char owner[17];     /* the lease as 16 hex digits ("" if never) */
     char mykey[KEY_MAX];
@@ -68,18 +68,11 @@ typedef struct session {
     bool waited;        /* we were not first: the lease ran while we waited */
 } session;
 
-#define ETCD_OF(p, field) ((etcd_lock *)(void *)((char *)(p)-offsetof(etcd_lock, field)))
+#define ETCD_OF(p) ((etcd_lock *)(void *)((char *)(p)-offsetof(etcd_lock, hold)))
 
-static etcd_lock *of(const dlock_lock *l)
+static etcd_lock *of(const void *impl)
 {
-    return (etcd_lock *)(void *)l;
-}
-
-bool dlock__etcd_is_lock(const dlock_lock *l)
-{
-    const void *first = NULL;
-    if (l) memcpy(&first, l, sizeof(first)); /* both lock structs start with a pointer */
-    return first == &lock_magic;
+    return (etcd_lock *)impl;
 }
 
 /* ---- lease calls -------------------------------------------------------- */
@@ -312,30 +305,23 @@ static int acquire(etcd_lock *l, int64_t wait_ms, session *s)
 
 /* ---- watchdog hooks (watchdog thread) ------------------------------------------- */
 
-static int lock_renew(dlock__renewable *r, int64_t lease_ms)
+static int lock_renew(dlock__hold *h, int64_t lease_ms)
 {
     (void)lease_ms; /* the lease's TTL was fixed when it was granted */
-    etcd_lock *l = ETCD_OF(r, rn);
+    etcd_lock *l = ETCD_OF(h);
     pthread_mutex_lock(&l->mu);
     int64_t lease = l->lease;
     pthread_mutex_unlock(&l->mu);
     /* last_ok_ms is the watchdog's, and this runs on its thread */
-    return keepalive(l->gw, lease, r->last_ok_ms + dlock__client_watchdog_ms(l->c));
+    return keepalive(l->gw, lease, h->wd.last_ok_ms + dlock__client_watchdog_ms(l->c));
 }
 
-static void lock_lost(dlock__renewable *r, int reason)
+/* The hold went HELD -> LOST (hold.c; the watchdog logged and counted it). */
+static void lock_lost(dlock__hold *h, int reason)
 {
-    etcd_lock *l = ETCD_OF(r, rn);
-    pthread_mutex_lock(&l->mu);
-    bool was = l->held;
-    if (was) {
-        l->held = l->watched = false;
-        l->lost = true;
-    }
-    pthread_mutex_unlock(&l->mu);
-    if (!was) return;
+    etcd_lock *l = ETCD_OF(h);
     dlock__log(l->c, DLOCK_LOG_ERROR, "lock %s (etcd) was lost while held: %s", l->name, dlock_strerror(reason));
-    if (l->on_lost) l->on_lost((dlock_lock *)(void *)l, reason, l->on_lost_ud);
+    if (l->on_lost) l->on_lost(l->pub, reason, l->on_lost_ud);
 }
 
 /* ---- try_lock ------------------------------------------------------------------------ */
@@ -343,36 +329,31 @@ static void lock_lost(dlock__renewable *r, int reason)
 static void became_holder(etcd_lock *l, const session *s, int64_t lease_ms, int64_t sent_ms)
 {
     pthread_mutex_lock(&l->mu);
-    l->held = true;
-    l->lost = l->unknown = l->canceled = false;
+    l->canceled = false;
     l->lease = s->lease;
     snprintf(l->owner, sizeof(l->owner), "%016" PRIx64, (uint64_t)s->lease);
     snprintf(l->mykey, sizeof(l->mykey), "%s", s->key);
     l->fence = (uint64_t)s->rev;
-    l->acquired_ms = sent_ms;
     l->lease_ms = lease_ms;
     l->expires_ms = s->ka_sent_ms + lease_ms;
-    l->watched = lease_ms == 0;
     pthread_mutex_unlock(&l->mu);
-    if (lease_ms == 0) {
-        l->rn.last_ok_ms = s->ka_sent_ms;
-        dlock__watchdog_add(l->c, &l->rn);
-    }
+    (void)sent_ms;
+    dlock__hold_begin(&l->hold, lease_ms == 0, s->ka_sent_ms);
 }
 
-int dlock__etcd_lock_try_lock(dlock_lock *ll, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out)
+/* Arguments checked by lock_api.c; *fence_out (if any) is 0. */
+static int etcd_try_lock(void *ll, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out)
 {
     etcd_lock *l = of(ll);
-    if (fence_out) *fence_out = 0;
-    if (lease_ms < 0 || wait_ms < DLOCK_WAIT_FOREVER) return DLOCK_EINVAL;
+    bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
     pthread_mutex_lock(&l->mu);
-    bool was_canceled = l->canceled, held = l->held;
+    bool was_canceled = l->canceled;
     bool lapsed = held && l->lease_ms > 0 && dlock__now_ms() >= l->expires_ms;
     l->canceled = false;
-    if (lapsed) l->held = false; /* the explicit lease ran out while "held" */
     pthread_mutex_unlock(&l->mu);
     if (was_canceled) return DLOCK_ECANCELED;
-    if (lapsed) {
+    if (lapsed) { /* the explicit lease ran out while "held" */
+        dlock__hold_end(&l->hold, false);
         dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: lease ran out before unlock", l->name);
         dlock__metrics_lost(l->c);
     } else if (held) {
@@ -394,8 +375,8 @@ int dlock__etcd_lock_try_lock(dlock_lock *ll, int64_t wait_ms, int64_t lease_ms,
         pthread_mutex_unlock(&l->mu);
     }
     if (rc == DLOCK_EUNKNOWN) {
+        dlock__hold_set_unknown(&l->hold, true);
         pthread_mutex_lock(&l->mu);
-        l->unknown = true;
         l->lease = s.lease;
         snprintf(l->owner, sizeof(l->owner), "%016" PRIx64, (uint64_t)s.lease);
         snprintf(l->mykey, sizeof(l->mykey), "%s", s.key);
@@ -409,68 +390,47 @@ int dlock__etcd_lock_try_lock(dlock_lock *ll, int64_t wait_ms, int64_t lease_ms,
 
 /* ---- unlock, cancel, is_held ------------------------------------------------------ */
 
-/* Ends a hold (released, or found lost by us). */
-static void end_hold(etcd_lock *l, bool released)
-{
-    pthread_mutex_lock(&l->mu);
-    bool watched = l->watched;
-    pthread_mutex_unlock(&l->mu);
-    if (watched) dlock__watchdog_remove(l->c, &l->rn);
-    pthread_mutex_lock(&l->mu);
-    int64_t held_ms = dlock__now_ms() - l->acquired_ms;
-    l->held = l->lost = l->watched = false;
-    pthread_mutex_unlock(&l->mu);
-    if (released) dlock__metrics_hold(l->c, held_ms);
-}
-
 /* Unlock of a handle holding nothing: a lost hold (its lease is revoked,
  * in case it still lives) or an acquire whose outcome was unknown. */
 static int unlock_unheld(etcd_lock *l)
 {
+    bool was_lost = dlock__hold_take_lost(&l->hold);
+    bool unknown = dlock__hold_get(&l->hold) == DLOCK__HOLD_UNKNOWN;
     pthread_mutex_lock(&l->mu);
-    bool was_lost = l->lost, unknown = l->unknown;
     int64_t lease = l->lease;
-    l->lost = false;
     pthread_mutex_unlock(&l->mu);
     if (!was_lost && !unknown) return DLOCK_ENOTHELD;
     int rc = revoke_resolved(l->gw, lease);
     if (was_lost) return DLOCK_ELOST;
-    if (rc == 0 || rc == DLOCK_ELOST) {
-        pthread_mutex_lock(&l->mu);
-        l->unknown = false;
-        pthread_mutex_unlock(&l->mu);
-    }
+    if (rc == 0 || rc == DLOCK_ELOST) dlock__hold_set_unknown(&l->hold, false);
     return rc == DLOCK_ELOST ? DLOCK_ENOTHELD : rc;
 }
 
-int dlock__etcd_lock_unlock(dlock_lock *ll)
+static int etcd_unlock(void *ll)
 {
     etcd_lock *l = of(ll);
+    if (dlock__hold_get(&l->hold) != DLOCK__HOLD_HELD) return unlock_unheld(l);
     pthread_mutex_lock(&l->mu);
-    bool held = l->held, watched = l->watched;
     int64_t lease = l->lease;
     pthread_mutex_unlock(&l->mu);
-    if (!held) return unlock_unheld(l);
     /* Out of the watchdog first, so no keepalive finds the revoked lease
      * and reports a loss after a good unlock. */
-    if (watched) dlock__watchdog_remove(l->c, &l->rn);
+    bool watched = dlock__hold_unwatch(&l->hold);
     int rc = revoke_resolved(l->gw, lease);
     if (rc != 0 && rc != DLOCK_ELOST) { /* EUNKNOWN: still held; see is_held_by_me */
-        if (watched) dlock__watchdog_add(l->c, &l->rn);
+        if (watched) dlock__hold_rewatch(&l->hold);
         return rc;
     }
     if (rc == DLOCK_ELOST) {
-        pthread_mutex_lock(&l->mu);
-        bool counted = l->lost; /* the watchdog got there first */
-        pthread_mutex_unlock(&l->mu);
+        bool counted = dlock__hold_get(&l->hold) == DLOCK__HOLD_LOST; /* the watchdog got there first */
         if (!counted) dlock__metrics_lost(l->c);
         dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: release found its lease gone: it was lost while held", l->name);
     }
-    end_hold(l, rc == 0);
+    dlock__hold_end(&l->hold, rc == 0);
     return rc;
 }
 
-void dlock__etcd_lock_cancel(dlock_lock *ll)
+static void etcd_cancel(void *ll)
 {
     etcd_lock *l = of(ll);
     pthread_mutex_lock(&l->mu);
@@ -479,16 +439,17 @@ void dlock__etcd_lock_cancel(dlock_lock *ll)
     dlock__gw_wait_cancel(l->wait);
 }
 
-bool dlock__etcd_lock_is_held(dlock_lock *ll)
+static bool etcd_is_held(void *ll)
 {
     etcd_lock *l = of(ll);
+    bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
     pthread_mutex_lock(&l->mu);
-    bool h = l->held && (l->lease_ms == 0 || dlock__now_ms() < l->expires_ms);
+    bool h = held && (l->lease_ms == 0 || dlock__now_ms() < l->expires_ms);
     pthread_mutex_unlock(&l->mu);
     return h;
 }
 
-int dlock__etcd_lock_extend(dlock_lock *ll, int64_t lease_ms)
+static int etcd_extend(void *ll, int64_t lease_ms)
 {
     (void)ll;
     (void)lease_ms;
@@ -497,13 +458,12 @@ int dlock__etcd_lock_extend(dlock_lock *ll, int64_t lease_ms)
 
 /* ---- queries ------------------------------------------------------------------------ */
 
-int dlock__etcd_lock_hold_count(dlock_lock *ll, int64_t *count_out)
+static int etcd_hold_count(void *ll, int64_t *count_out)
 {
     etcd_lock *l = of(ll);
-    if (!count_out) return DLOCK_EINVAL;
-    *count_out = 0;
+    dlock__hold_state st = dlock__hold_get(&l->hold);
+    bool known = st == DLOCK__HOLD_HELD || st == DLOCK__HOLD_UNKNOWN;
     pthread_mutex_lock(&l->mu);
-    bool known = l->held || l->unknown;
     char mine[KEY_MAX];
     snprintf(mine, sizeof(mine), "%s", l->mykey);
     pthread_mutex_unlock(&l->mu);
@@ -514,28 +474,16 @@ int dlock__etcd_lock_hold_count(dlock_lock *ll, int64_t *count_out)
     return rc;
 }
 
-int dlock__etcd_lock_is_held_by_me(dlock_lock *ll, bool *held_out)
+static int etcd_is_locked(void *ll, bool *locked_out)
 {
-    if (!held_out) return DLOCK_EINVAL;
-    int64_t n = 0;
-    int rc = dlock__etcd_lock_hold_count(ll, &n);
-    *held_out = rc == 0 && n > 0;
-    return rc;
-}
-
-int dlock__etcd_lock_is_locked(dlock_lock *ll, bool *locked_out)
-{
-    if (!locked_out) return DLOCK_EINVAL;
     dlock__etcd_holder h;
     int rc = dlock__etcd_holder_get(of(ll)->gw, of(ll)->dir, &h);
     *locked_out = rc == 0 && h.found;
     return rc;
 }
 
-int dlock__etcd_lock_remaining_ttl(dlock_lock *ll, int64_t *ttl_ms_out)
+static int etcd_remaining_ttl(void *ll, int64_t *ttl_ms_out)
 {
-    if (!ttl_ms_out) return DLOCK_EINVAL;
-    *ttl_ms_out = -2;
     dlock__etcd_holder h;
     int rc = dlock__etcd_holder_get(of(ll)->gw, of(ll)->dir, &h);
     if (rc == 0 && h.found) {
@@ -545,46 +493,35 @@ int dlock__etcd_lock_remaining_ttl(dlock_lock *ll, int64_t *ttl_ms_out)
     return rc;
 }
 
-const char *dlock__etcd_lock_name(const dlock_lock *l)
+static const char *etcd_name(const void *l)
 {
     return of(l)->name;
 }
 
-const char *dlock__etcd_lock_key(const dlock_lock *l)
+static const char *etcd_key(const void *l)
 {
     return of(l)->key;
 }
 
-const char *dlock__etcd_lock_owner(const dlock_lock *l)
+static const char *etcd_owner(const void *l)
 {
     return of(l)->owner;
 }
 
-uint64_t dlock__etcd_lock_fence(const dlock_lock *l)
+static uint64_t etcd_fence(const void *l)
 {
     return of(l)->fence;
 }
 
 /* ---- construction --------------------------------------------------------------------- */
 
-static void describe_held(const dlock__held *h, char *buf, size_t len)
+static void etcd_describe(const dlock__hold *h, char *buf, size_t len)
 {
-    etcd_lock *l = ETCD_OF(h, hd);
-    pthread_mutex_lock(&l->mu);
-    bool held = l->held;
-    pthread_mutex_unlock(&l->mu);
-    if (held) snprintf(buf, len, "lock %s (etcd)", l->name);
-    else if (len) buf[0] = '\0';
+    snprintf(buf, len, "lock %s (etcd)", ETCD_OF(h)->name);
 }
 
-static void orphan_held(dlock__held *h)
-{
-    etcd_lock *l = ETCD_OF(h, hd);
-    pthread_mutex_lock(&l->mu);
-    l->held = l->watched = false;
-    l->orphaned = true;
-    pthread_mutex_unlock(&l->mu);
-}
+static const dlock__hold_ops hold_ops = {.renew = lock_renew, .lost = lock_lost,
+                                         .describe = etcd_describe};
 
 static void free_fields(etcd_lock *l)
 {
@@ -595,14 +532,16 @@ static void free_fields(etcd_lock *l)
     free(l);
 }
 
-int dlock__etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts, dlock_lock **out)
+/* Arguments checked by lock_api.c (client, name, kind). */
+static int etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts,
+                         dlock_lock *pub, void **out)
 {
     if (opts->kind == DLOCK_LOCK_REENTRANT || opts->owner_id) return DLOCK_ENOTSUP;
     if (opts->kind != DLOCK_LOCK_SIMPLE) return DLOCK_EINVAL;
     etcd_lock *l = calloc(1, sizeof(*l));
     if (!l) return DLOCK_ENOMEM;
-    l->magic = &lock_magic;
     l->c = c;
+    l->pub = pub;
     l->gw = dlock__etcd_gw(c);
     l->on_lost = opts->on_lost;
     l->on_lost_ud = opts->on_lost_ud;
@@ -612,32 +551,30 @@ int dlock__etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_opt
     l->key = l->dir ? strndup(l->dir, strlen(l->dir) - 1) : NULL;
     if (!rc && (!l->name || !l->key || dlock__gw_wait_new(&l->wait) != 0)) rc = DLOCK_ENOMEM;
     if (!rc && pthread_mutex_init(&l->mu, NULL) != 0) rc = DLOCK_ENOMEM;
+    if (!rc && dlock__hold_init(&l->hold, c, &hold_ops) != 0) {
+        pthread_mutex_destroy(&l->mu);
+        rc = DLOCK_ENOMEM;
+    }
     if (rc) {
         free_fields(l);
         return rc;
     }
-    l->rn.renew = lock_renew;
-    l->rn.lost = lock_lost;
-    l->hd.describe = describe_held;
-    l->hd.orphan = orphan_held;
-    dlock__held_add(c, &l->hd);
-    *out = (dlock_lock *)(void *)l;
+    *out = l;
     return 0;
 }
 
-void dlock__etcd_lock_free(dlock_lock *ll)
+static void etcd_free(void *ll)
 {
     etcd_lock *l = of(ll);
-    pthread_mutex_lock(&l->mu);
-    bool held = l->held, orphaned = l->orphaned;
-    pthread_mutex_unlock(&l->mu);
-    if (!orphaned) {
-        dlock__watchdog_remove(l->c, &l->rn); /* a lost-lock callback may still run */
-        dlock__held_remove(l->c, &l->hd);
-    }
-    if (held && !orphaned)
-        dlock__log(l->c, DLOCK_LOG_WARN, "lock %s (etcd) freed while held: not released, it expires on its lease",
-                   l->name);
+    dlock__hold_free(&l->hold, "lock (etcd)"); /* safe after the client is gone */
     pthread_mutex_destroy(&l->mu);
     free_fields(l);
 }
+
+const dlock__lock_ops dlock__etcd_lock_ops = {
+    .lock_new = etcd_lock_new, .try_lock = etcd_try_lock, .unlock = etcd_unlock,
+    .cancel = etcd_cancel, .is_held = etcd_is_held, .hold_count = etcd_hold_count,
+    .is_locked = etcd_is_locked, .remaining_ttl = etcd_remaining_ttl, .extend = etcd_extend,
+    .name = etcd_name, .key = etcd_key, .owner = etcd_owner, .fence = etcd_fence,
+    .free = etcd_free, .force_unlock = dlock__etcd_force_unlock,
+    .status_get = dlock__etcd_status_get, .fence_guard = dlock__etcd_fence_guard};

@@ -19,7 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "family.h"
+#include "hold.h"
+#include "opts_read.h"
 #include "scripts.h"
 #include "slot.h"
 #include "util.h"
@@ -40,7 +43,7 @@ struct dlock_fairlock {
     int64_t waiter_ttl_ms;
     int64_t lease_ms; /* of the first acquisition (handle thread only) */
     _Atomic int64_t count;
-    dlock__famhold hold;
+    dlock__hold hold;
     dlock__waitctl ctl;
 };
 
@@ -50,12 +53,13 @@ DLOCK_API void dlock_fairlock_options_init(dlock_fairlock_options *opts)
 {
     if (!opts) return;
     memset(opts, 0, sizeof(*opts));
+    opts->size = sizeof(*opts);
     opts->waiter_ttl_ms = 3000;
 }
 
-static int fl_renew(dlock__renewable *r, int64_t lease_ms)
+static int fl_renew(dlock__hold *r, int64_t lease_ms)
 {
-    dlock_fairlock *fl = FL_OF_HOLD(dlock__famhold_of(r));
+    dlock_fairlock *fl = FL_OF_HOLD(r);
     const char *keys[1] = {fl->keys[K_LOCK]};
     long long ok = 0;
     int rc = dlock__fam_renew(fl->c, &dlock__script_rlock_renew, 1, keys, fl->owner, lease_ms, &ok);
@@ -63,9 +67,9 @@ static int fl_renew(dlock__renewable *r, int64_t lease_ms)
     return ok == 1 ? 0 : DLOCK_ELOST;
 }
 
-static void fl_describe(const dlock__held *h, char *buf, size_t len)
+static void fl_describe(const dlock__hold *h, char *buf, size_t len)
 {
-    const dlock_fairlock *fl = FL_OF_HOLD(dlock__famhold_of_reg(h));
+    const dlock_fairlock *fl = FL_OF_HOLD(h);
     snprintf(buf, len, "fair lock %s (count %lld)", fl->keys[K_LOCK],
              (long long)atomic_load(&((dlock_fairlock *)fl)->count));
 }
@@ -87,9 +91,11 @@ DLOCK_API int dlock_fairlock_new(dlock_client *client, const char *name,
 {
     if (!client || !fl_out) return DLOCK_EINVAL;
     *fl_out = NULL;
+    int offered = dlock__client_offers(client, DLOCK__OBJ_FAIRLOCK, "fair lock");
+    if (offered) return offered;
     dlock_fairlock_options o;
     dlock_fairlock_options_init(&o);
-    if (opts) o = *opts;
+    if (opts && dlock__opts_read(&o, sizeof(o), DLOCK__SIZE_TO(dlock_fairlock_options, waiter_ttl_ms), opts)) return DLOCK_EINVAL;
     if (o.waiter_ttl_ms < 30) return DLOCK_EINVAL;
     dlock_fairlock *fl = calloc(1, sizeof(*fl));
     if (!fl) return DLOCK_ENOMEM;
@@ -109,16 +115,20 @@ DLOCK_API int dlock_fairlock_new(dlock_client *client, const char *name,
     fl->sharded = fl_sharded(client, fl->keys[K_LOCK], fl->keys[K_WAKE]);
     fl->waiter_ttl_ms = o.waiter_ttl_ms;
     atomic_init(&fl->count, 0);
-    dlock__famhold_init(&fl->hold, client, fl_renew, fl_describe);
+    static const dlock__hold_ops ops = {.renew = fl_renew, .describe = fl_describe};
+    if (dlock__hold_init(&fl->hold, client, &ops) != 0) {
+        dlock__waitctl_destroy(&fl->ctl);
+        free(fl);
+        return DLOCK_ENOMEM;
+    }
     *fl_out = fl;
     return 0;
 }
 
 static bool sync_lost(dlock_fairlock *fl)
 {
-    if (!fl->hold.active || !atomic_load(&fl->hold.lost)) return false;
+    if (!dlock__hold_take_lost(&fl->hold)) return false;
     atomic_store(&fl->count, 0);
-    dlock__famhold_stop(&fl->hold);
     return true;
 }
 
@@ -180,7 +190,7 @@ DLOCK_API int dlock_fairlock_lock(dlock_fairlock *fl, int64_t wait_ms, int64_t l
     atomic_fetch_add(&fl->count, 1);
     if (first) {
         fl->lease_ms = lease_ms;
-        dlock__famhold_start(&fl->hold, lease_ms == 0);
+        dlock__hold_begin(&fl->hold, lease_ms == 0, dlock__now_ms());
     }
     return 0;
 }
@@ -201,13 +211,17 @@ DLOCK_API int dlock_fairlock_unlock(dlock_fairlock *fl)
     } else {
         atomic_fetch_sub(&fl->count, 1);
     }
-    if (atomic_load(&fl->count) == 0) dlock__famhold_stop(&fl->hold);
+    if (atomic_load(&fl->count) == 0) dlock__hold_end(&fl->hold, true);
     return left < 0 ? DLOCK_ELOST : 0;
 }
 
-DLOCK_API int64_t dlock_fairlock_hold_count(const dlock_fairlock *fl)
+/* The server's count for this handle's owner: the lock hash {owner:
+ * count} (any other type of value, or none: 0). */
+DLOCK_API int dlock_fairlock_hold_count(dlock_fairlock *fl, int64_t *count_out)
 {
-    return fl ? atomic_load(&((dlock_fairlock *)fl)->count) : 0;
+    if (count_out) *count_out = 0;
+    if (!fl || !count_out) return DLOCK_EINVAL;
+    return dlock__fam_hcount(fl->c, fl->keys[K_LOCK], fl->owner, count_out);
 }
 
 DLOCK_API int dlock_fairlock_queue_length(dlock_fairlock *fl, int64_t *len_out)
@@ -230,10 +244,7 @@ DLOCK_API void dlock_fairlock_cancel(dlock_fairlock *fl)
 DLOCK_API void dlock_fairlock_free(dlock_fairlock *fl)
 {
     if (!fl) return;
-    if (dlock__famhold_unreleased(&fl->hold))
-        dlock__log(fl->c, DLOCK_LOG_WARN, "fair lock %s: handle freed while held; it expires on its lease",
-                   fl->keys[K_LOCK]);
-    dlock__famhold_discard(&fl->hold);
+    dlock__hold_free(&fl->hold, "fair lock");
     dlock__waitctl_destroy(&fl->ctl);
     free(fl);
 }

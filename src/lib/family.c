@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -91,6 +92,19 @@ int dlock__fam_fmt_i64(char *buf, size_t len, int64_t v)
 {
     int n = snprintf(buf, len, "%lld", (long long)v);
     return n > 0 && (size_t)n < len ? 0 : DLOCK_EINVAL;
+}
+
+int dlock__fam_hcount(dlock_client *c, const char *key, const char *owner, int64_t *count_out)
+{
+    *count_out = 0;
+    const char *argv[3] = {"HGET", key, owner};
+    dlock__reply *r = NULL;
+    int rc = dlock__client_cmd(c, 3, argv, NULL, &r);
+    if (rc) return rc;
+    if (dlock__reply_kind(r) == DLOCK__R_STRING) *count_out = strtoll(dlock__reply_str(r, NULL), NULL, 10);
+    else if (dlock__reply_kind(r) == DLOCK__R_ERROR && !dlock__reply_is_error(r, "WRONGTYPE")) rc = DLOCK_ESERVER;
+    dlock__reply_free(r);
+    return rc;
 }
 
 /* ---- cancellation ------------------------------------------------------ */
@@ -300,72 +314,3 @@ int dlock__fam_wait(const dlock__wait_spec *sp)
     return rc;
 }
 
-/* ---- holding ------------------------------------------------------------ */
-
-dlock__famhold *dlock__famhold_of(dlock__renewable *wd)
-{
-    return (dlock__famhold *)(void *)((char *)wd - offsetof(dlock__famhold, wd));
-}
-
-const dlock__famhold *dlock__famhold_of_reg(const dlock__held *reg)
-{
-    return (const dlock__famhold *)(const void *)((const char *)reg -
-                                                  offsetof(dlock__famhold, reg));
-}
-
-static void famhold_lost(dlock__renewable *wd, int reason)
-{
-    (void)reason;
-    atomic_store(&dlock__famhold_of(wd)->lost, true);
-}
-
-void dlock__famhold_init(dlock__famhold *h, dlock_client *c,
-                         int (*renew)(dlock__renewable *, int64_t),
-                         void (*describe)(const dlock__held *, char *, size_t))
-{
-    memset(&h->wd, 0, sizeof(h->wd));
-    memset(&h->reg, 0, sizeof(h->reg));
-    h->c = c;
-    h->wd.renew = renew;
-    h->wd.lost = famhold_lost;
-    h->reg.describe = describe;
-    h->active = false;
-    h->wd_on = false;
-    h->since_ms = 0;
-    atomic_init(&h->lost, false);
-}
-
-void dlock__famhold_start(dlock__famhold *h, bool watchdog)
-{
-    if (h->active) return;
-    /* a watchdog that dropped us after a loss must be done with us first */
-    if (atomic_exchange(&h->lost, false)) dlock__watchdog_remove(h->c, &h->wd);
-    h->active = true;
-    h->since_ms = dlock__now_ms();
-    dlock__held_add(h->c, &h->reg);
-    if (watchdog) {
-        h->wd.last_ok_ms = dlock__now_ms();
-        h->wd_on = dlock__watchdog_add(h->c, &h->wd) == 0;
-    }
-}
-
-void dlock__famhold_stop(dlock__famhold *h)
-{
-    if (!h->active) return;
-    if (h->wd_on) dlock__watchdog_remove(h->c, &h->wd);
-    h->wd_on = false;
-    dlock__held_remove(h->c, &h->reg);
-    dlock__metrics_hold(h->c, dlock__now_ms() - h->since_ms);
-    h->active = false;
-}
-
-bool dlock__famhold_unreleased(dlock__famhold *h)
-{
-    return h->active && !atomic_load(&h->lost);
-}
-
-void dlock__famhold_discard(dlock__famhold *h)
-{
-    dlock__famhold_stop(h);
-    if (atomic_load(&h->lost)) dlock__watchdog_remove(h->c, &h->wd);
-}

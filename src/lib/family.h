@@ -42,6 +42,11 @@ int dlock__fam_eval(dlock_client *c, const dlock__script *s, int nkeys, const ch
 int dlock__fam_renew(dlock_client *c, const dlock__script *s, int nkeys, const char *const *keys,
                      const char *owner, int64_t lease_ms, long long *code_out);
 
+/* *count_out = the count field owner has in the {owner: count} hash at
+ * key, as the server says now (0 when there is no such field, or key is
+ * not a hash). 0, or a transport code / DLOCK_ESERVER. */
+int dlock__fam_hcount(dlock_client *c, const char *key, const char *owner, int64_t *count_out);
+
 /* ---- cancellation ------------------------------------------------------ */
 
 typedef struct dlock__wnode {
@@ -111,39 +116,8 @@ typedef struct dlock__wait_spec {
  * DLOCK_ECLOSED, or the attempt's error. */
 int dlock__fam_wait(const dlock__wait_spec *spec);
 
-/* ---- holding: watchdog + held registry ----------------------------------- */
-
-/* The state every lock-like handle keeps while it holds something. The
- * object fills wd.renew and reg.describe; lost() is provided here and only
- * sets the lost flag (the watchdog has already logged and counted it).
- * active/wd_on/since_ms belong to the handle's thread; lost is atomic. */
-typedef struct dlock__famhold {
-    dlock_client *c;
-    dlock__renewable wd;
-    dlock__held reg;
-    bool active;
-    bool wd_on;
-    int64_t since_ms;
-    _Atomic bool lost;
-} dlock__famhold;
-
-void dlock__famhold_init(dlock__famhold *h, dlock_client *c,
-                         int (*renew)(dlock__renewable *, int64_t),
-                         void (*describe)(const dlock__held *, char *, size_t));
-/* Nothing held -> something held: registers; starts renewals if watchdog. */
-void dlock__famhold_start(dlock__famhold *h, bool watchdog);
-/* Something held -> nothing held: stops renewals, unregisters, records the
- * hold time. Safe when not active. */
-void dlock__famhold_stop(dlock__famhold *h);
-/* For a handle being freed: true when it still holds something (then the
- * caller warns: it is not released, it expires on its lease). */
-bool dlock__famhold_unreleased(dlock__famhold *h);
-/* For a handle being freed: stops the hold, and after a loss waits until
- * the watchdog that dropped it is done with it, so h can be freed. */
-void dlock__famhold_discard(dlock__famhold *h);
-/* The famhold that contains wd (for renew callbacks). */
-dlock__famhold *dlock__famhold_of(dlock__renewable *wd);
-const dlock__famhold *dlock__famhold_of_reg(const dlock__held *reg);
+/* Holding (watchdog + held registry) is the one hold state machine of
+ * hold.h. */
 
 /* Writes v in decimal into buf (NUL-terminated); returns buf-ready 0. */
 int dlock__fam_fmt_i64(char *buf, size_t len, int64_t v);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "family.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
@@ -34,6 +35,8 @@ DLOCK_API int dlock_latch_new(dlock_client *client, const char *name, dlock_latc
 {
     if (!client || !latch_out) return DLOCK_EINVAL;
     *latch_out = NULL;
+    int offered = dlock__client_offers(client, DLOCK__OBJ_LATCH, "latch");
+    if (offered) return offered;
     dlock_latch *l = calloc(1, sizeof(*l));
     if (!l) return DLOCK_ENOMEM;
     static const char *const sfx[K_N - 1] = {":latch:ch"};

@@ -11,8 +11,11 @@
  * "redisson_lock__channel:{K}" (message "0", as Redisson publishes); both
  * drop the braces when K has a '{' (dlock__lock_channel). On a Cluster a
  * channel in K's slot is sharded (SSUBSCRIBE/SPUBLISH).
- * States of a handle: free -> held (count >= 1) -> free, or held -> lost
- * (watchdog found it gone: is_held false, the next unlock returns ELOST).
+ * States of a handle: the one hold state machine of hold.h: free -> held
+ * (count >= 1) -> free, or held -> lost (watchdog found it gone: is_held
+ * false, the next unlock returns ELOST), unknown after a lost answer.
+ * The public functions are lock_api.c's; this file is the Redis backend's
+ * lock operations (dlock__redis_lock_ops, backend.h).
  * Waiting: the family's one mechanism (dlock__fam_wait, family.c): try,
  * subscribe (wake-one), try again, then sleep until a message, the holder's
  * TTL or a growing recheck interval, whichever is first; cancellation is
@@ -25,39 +28,19 @@
 #include <string.h>
 
 #include "dlock/lock.h"
+#include "backend.h"
 #include "family.h"
+#include "hold.h"
 #include "scripts.h"
 #include "util.h"
 
-/* ---- etcd backend hook (issue 16) ------------------------------------------
- * The public lock functions are defined in lock_dispatch.c, which sends
- * each call here or to the etcd mutex (etcd_lock.c). So this file compiles
- * them under internal names (lock_backend.h), not exported. Invariant that
- * lock_dispatch.c relies on: struct dlock_lock begins with a pointer. */
-#include "lock_backend.h"
-#undef DLOCK_API
-#define DLOCK_API
-#define dlock_lock_new dlock__redis_lock_new
-#define dlock_lock_try_lock dlock__redis_lock_try_lock
-#define dlock_lock_unlock dlock__redis_lock_unlock
-#define dlock_lock_cancel dlock__redis_lock_cancel
-#define dlock_lock_is_held dlock__redis_lock_is_held
-#define dlock_lock_is_held_by_me dlock__redis_lock_is_held_by_me
-#define dlock_lock_is_locked dlock__redis_lock_is_locked
-#define dlock_lock_hold_count dlock__redis_lock_hold_count
-#define dlock_lock_remaining_ttl dlock__redis_lock_remaining_ttl
-#define dlock_lock_extend dlock__redis_lock_extend
-#define dlock_lock_name dlock__redis_lock_name
-#define dlock_lock_key dlock__redis_lock_key
-#define dlock_lock_owner dlock__redis_lock_owner
-#define dlock_lock_fence dlock__redis_lock_fence
-#define dlock_lock_free dlock__redis_lock_free
-#define dlock_force_unlock dlock__redis_force_unlock
-#define dlock_lock_status_get dlock__redis_lock_status_get
-#define dlock_fence_guard dlock__redis_fence_guard
-/* ---- end of the etcd backend hook ----------------------------------------- */
 
-#define FENCE_TTL_MS "3600000" /* fence key lives 1 h after last use */
+/* PX of the fence counter, set only when the acquire script seeds it
+ * (its first use, or after it expired): later INCRs keep that expiry, so a
+ * counter lives 1 h from its seeding, not from its last use. A re-seeded
+ * counter starts from the server clock in microseconds, above any token
+ * the old one gave (lua/lock_acquire.lua, lua/rlock_acquire.lua). */
+#define FENCE_TTL_MS "3600000"
 #define RECHECK_MIN_MS 50
 #define RECHECK_MAX_SIMPLE_MS 1000   /* foreign holders may not publish */
 #define RECHECK_MAX_REENTRANT_MS 5000
@@ -67,33 +50,29 @@ extern const dlock__script dlock__script_lock_status;
 extern const dlock__script dlock__script_lock_force_unlock;
 extern const dlock__script dlock__script_fence_guard;
 
-struct dlock_lock {
+typedef struct rlock {
     dlock_client *c;
+    dlock_lock *pub; /* the public handle (for on_lost) */
     dlock_lock_kind kind;
     char *name, *key, *fence_key, *channel;
     bool sharded; /* channel (dlock__client_sharded) */
     char *explicit_owner; /* NULL: default owner rule */
     dlock_lost_fn on_lost;
     void *on_lost_ud;
-    dlock__renewable rn;
-    dlock__held hd;
+    dlock__hold hold; /* held / lost / unknown / watched / orphaned (hold.h) */
     char lease_arg[24]; /* lease as text, for renewals */
 
     pthread_mutex_t mu; /* guards everything below */
-    bool held, lost, watched;
-    bool orphaned; /* the client was destroyed: never touch it again */
-    bool unknown;  /* last acquire ended EUNKNOWN: owner holds its value */
     int64_t count;
     char owner[DLOCK_OWNER_MAX + 1];
     uint64_t fence;
-    int64_t acquired_ms;
     int64_t lease_ms;   /* 0: watchdog mode */
     int64_t expires_ms; /* lease mode: local deadline (from the send time) */
 
     dlock__waitctl ctl; /* waits and their cancellation (family.h); own lock */
-};
+} rlock;
 
-#define LOCK_OF(p, field) ((dlock_lock *)(void *)((char *)(p)-offsetof(dlock_lock, field)))
+#define LOCK_OF(p) ((rlock *)(void *)((char *)(p)-offsetof(rlock, hold)))
 
 static const char *kind_name(dlock_lock_kind k)
 {
@@ -130,41 +109,24 @@ static char *make_fence_key(const char *key)
     return f;
 }
 
-DLOCK_API void dlock_lock_options_init(dlock_lock_options *o)
+static int lock_renew(dlock__hold *h, int64_t lease_ms);
+static int lock_prepare(dlock__hold *h, int64_t lease_ms, dlock__renew_cmd *cmd);
+static int lock_finish(dlock__hold *h, const dlock__reply *reply);
+static void lock_lost(dlock__hold *h, int reason);
+
+/* Only held handles describe themselves (hold.c asks only those). */
+static void lock_describe(const dlock__hold *h, char *buf, size_t len)
 {
-    if (o) memset(o, 0, sizeof(*o));
+    const rlock *l = LOCK_OF(h);
+    snprintf(buf, len, "lock %s (%s)", l->name, kind_name(l->kind));
 }
 
-/* Every handle is registered for its whole life; only held ones describe
- * themselves (the client reports those at destroy). */
-static void describe_held(const dlock__held *h, char *buf, size_t len)
-{
-    dlock_lock *l = LOCK_OF(h, hd);
-    pthread_mutex_lock(&l->mu);
-    bool held = l->held;
-    pthread_mutex_unlock(&l->mu);
-    if (held) snprintf(buf, len, "lock %s (%s)", l->name, kind_name(l->kind));
-    else if (len) buf[0] = '\0';
-}
-
-/* The client is being destroyed: forget the hold (it expires on its lease). */
-static void orphan_held(dlock__held *h)
-{
-    dlock_lock *l = LOCK_OF(h, hd);
-    pthread_mutex_lock(&l->mu);
-    l->held = l->watched = false;
-    l->orphaned = true;
-    l->count = 0;
-    pthread_mutex_unlock(&l->mu);
-}
-
-static int lock_renew(dlock__renewable *r, int64_t lease_ms);
-static void lock_lost(dlock__renewable *r, int reason);
-static int lock_prepare(dlock__renewable *r, int64_t lease_ms, dlock__renew_cmd *cmd);
-static int lock_finish(dlock__renewable *r, const dlock__reply *reply);
+static const dlock__hold_ops hold_ops = {.renew = lock_renew, .prepare = lock_prepare,
+                                         .finish = lock_finish, .lost = lock_lost,
+                                         .describe = lock_describe};
 
 /* Frees the handle and the strings it owns (not its locks). */
-static void free_strings(dlock_lock *l)
+static void free_strings(rlock *l)
 {
     free(l->name);
     free(l->key);
@@ -174,21 +136,16 @@ static void free_strings(dlock_lock *l)
     free(l);
 }
 
-DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts,
-                             dlock_lock **lock_out)
+/* Arguments checked by lock_api.c (client, name, kind). */
+static int redis_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts,
+                          dlock_lock *pub, void **impl_out)
 {
-    if (!lock_out) return DLOCK_EINVAL;
-    *lock_out = NULL;
-    dlock_lock_options defaults;
-    dlock_lock_options_init(&defaults);
-    if (!opts) opts = &defaults;
-    if (!c || dlock__client_check_name(c, "lock", name) != 0) return DLOCK_EINVAL;
-    if (opts->kind != DLOCK_LOCK_SIMPLE && opts->kind != DLOCK_LOCK_REENTRANT) return DLOCK_EINVAL;
     if (opts->owner_id && (!*opts->owner_id || strnlen(opts->owner_id, DLOCK_OWNER_MAX + 1) > DLOCK_OWNER_MAX))
         return DLOCK_EINVAL;
-    dlock_lock *l = calloc(1, sizeof(*l));
+    rlock *l = calloc(1, sizeof(*l));
     if (!l) return DLOCK_ENOMEM;
     l->c = c;
+    l->pub = pub;
     l->kind = opts->kind;
     l->on_lost = opts->on_lost;
     l->on_lost_ud = opts->on_lost_ud;
@@ -203,26 +160,24 @@ DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock
         pthread_mutex_destroy(&l->mu);
         mu_ok = false;
     }
+    if (mu_ok && dlock__hold_init(&l->hold, c, &hold_ops) != 0) {
+        dlock__waitctl_destroy(&l->ctl);
+        pthread_mutex_destroy(&l->mu);
+        mu_ok = false;
+    }
     if (!mu_ok) {
         free_strings(l);
         return DLOCK_ENOMEM;
     }
     l->sharded = dlock__client_sharded(c, l->key, l->channel);
-    l->rn.renew = lock_renew;
-    l->rn.lost = lock_lost;
-    l->rn.prepare = lock_prepare;
-    l->rn.finish = lock_finish;
-    l->hd.describe = describe_held;
-    l->hd.orphan = orphan_held;
-    dlock__held_add(c, &l->hd);
-    *lock_out = l;
+    *impl_out = l;
     return 0;
 }
 
 /* ---- owners and script calls ------------------------------------------ */
 
 /* The owner value a call from this thread would use for a new hold. */
-static int call_owner(const dlock_lock *l, char *out, size_t len)
+static int call_owner(const rlock *l, char *out, size_t len)
 {
     if (l->explicit_owner) {
         snprintf(out, len, "%s", l->explicit_owner);
@@ -242,7 +197,7 @@ static long long elem_int(const dlock__reply *r, size_t i)
 }
 
 /* A script reply that is an ERROR: log it, ESERVER. */
-static int server_error(const dlock_lock *l, const char *what, const dlock__reply *r)
+static int server_error(const rlock *l, const char *what, const dlock__reply *r)
 {
     dlock__log(l->c, DLOCK_LOG_ERROR, "%s %s: %s", what, l->name, dlock__reply_str(r, NULL));
     return DLOCK_ESERVER;
@@ -263,7 +218,7 @@ typedef struct attempt_result {
  * (an explicit owner id needs the script's "already mine" rule), no
  * fencing token asked for, no replica wait (WAIT pipelining is the
  * script path's). Such a hold has no fencing token (dlock_lock_fence 0). */
-static bool plain_ok(const dlock_lock *l, const uint64_t *fence_out)
+static bool plain_ok(const rlock *l, const uint64_t *fence_out)
 {
     return l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner && !fence_out &&
            dlock__client_options(l->c)->wait_replicas == 0;
@@ -271,7 +226,7 @@ static bool plain_ok(const dlock_lock *l, const uint64_t *fence_out)
 
 /* The plain acquire, with PTTL pipelined for the waiting hint (none when
  * not waiting): one round trip, no script. */
-static int attempt_plain(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_result *res)
+static int attempt_plain(rlock *l, const char *owner, int64_t lease_ms, attempt_result *res)
 {
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
@@ -294,7 +249,7 @@ static int attempt_plain(dlock_lock *l, const char *owner, int64_t lease_ms, att
     return rc;
 }
 
-static int attempt(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_result *res)
+static int attempt(rlock *l, const char *owner, int64_t lease_ms, attempt_result *res)
 {
     if (res->plain) return attempt_plain(l, owner, lease_ms, res);
     char lease[24];
@@ -319,7 +274,7 @@ static int attempt(dlock_lock *l, const char *owner, int64_t lease_ms, attempt_r
 
 /* Runs the release script for owner. *res_out: SIMPLE 1 released; REENTRANT
  * holds left (0 released); both -1 no key, -2 another owner. */
-static int release_script(dlock_lock *l, const char *owner, int64_t lease_ms, long long *res_out)
+static int release_script(rlock *l, const char *owner, int64_t lease_ms, long long *res_out)
 {
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
@@ -339,7 +294,7 @@ static int release_script(dlock_lock *l, const char *owner, int64_t lease_ms, lo
     return rc;
 }
 
-static int renew_script(dlock_lock *l, const char *owner, int64_t lease_ms)
+static int renew_script(rlock *l, const char *owner, int64_t lease_ms)
 {
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
@@ -347,16 +302,16 @@ static int renew_script(dlock_lock *l, const char *owner, int64_t lease_ms)
     const char *args[2] = {owner, lease};
     dlock__reply *r = NULL;
     int rc = dlock__client_eval(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew, 1, keys, 2, args, &r);
-    if (rc == 0) rc = lock_finish(&l->rn, r);
+    if (rc == 0) rc = lock_finish(&l->hold, r);
     dlock__reply_free(r);
     return rc;
 }
 
 /* ---- watchdog hooks (watchdog thread) ---------------------------------- */
 
-static int lock_prepare(dlock__renewable *r, int64_t lease_ms, dlock__renew_cmd *cmd)
+static int lock_prepare(dlock__hold *h, int64_t lease_ms, dlock__renew_cmd *cmd)
 {
-    dlock_lock *l = LOCK_OF(r, rn);
+    rlock *l = LOCK_OF(h);
     snprintf(cmd->num, sizeof(cmd->num), "%lld", (long long)lease_ms);
     cmd->script = l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew;
     cmd->nkeys = 1;
@@ -367,84 +322,64 @@ static int lock_prepare(dlock__renewable *r, int64_t lease_ms, dlock__renew_cmd 
     return 0;
 }
 
-static int lock_finish(dlock__renewable *r, const dlock__reply *reply)
+static int lock_finish(dlock__hold *h, const dlock__reply *reply)
 {
-    dlock_lock *l = LOCK_OF(r, rn);
+    rlock *l = LOCK_OF(h);
     if (dlock__reply_kind(reply) != DLOCK__R_INTEGER) return server_error(l, "renew", reply);
     return dlock__reply_int(reply) == 1 ? 0 : DLOCK_ELOST;
 }
 
-static int lock_renew(dlock__renewable *r, int64_t lease_ms)
+static int lock_renew(dlock__hold *h, int64_t lease_ms)
 {
-    dlock_lock *l = LOCK_OF(r, rn);
+    rlock *l = LOCK_OF(h);
     return renew_script(l, l->owner, lease_ms);
 }
 
-static void lock_lost(dlock__renewable *r, int reason)
+/* The hold went HELD -> LOST (hold.c; the watchdog logged and counted it). */
+static void lock_lost(dlock__hold *h, int reason)
 {
-    dlock_lock *l = LOCK_OF(r, rn);
+    rlock *l = LOCK_OF(h);
     pthread_mutex_lock(&l->mu);
-    bool was = l->held;
-    if (was) {
-        l->held = false;
-        l->lost = true;
-        l->watched = false;
-        l->count = 0;
-    }
+    l->count = 0;
     pthread_mutex_unlock(&l->mu);
-    if (!was) return;
     dlock__log(l->c, DLOCK_LOG_ERROR, "lock %s (%s) was lost while held: %s", l->name,
                kind_name(l->kind), dlock_strerror(reason));
-    if (l->on_lost) l->on_lost(l, reason, l->on_lost_ud);
+    if (l->on_lost) l->on_lost(l->pub, reason, l->on_lost_ud);
 }
 
 /* ---- acquire --------------------------------------------------------- */
 
 /* Records a first acquisition; starts the watchdog in watchdog mode. */
-static void became_holder(dlock_lock *l, const char *owner, const attempt_result *res, int64_t lease_ms,
+static void became_holder(rlock *l, const char *owner, const attempt_result *res, int64_t lease_ms,
                           int64_t sent_ms)
 {
     pthread_mutex_lock(&l->mu);
-    l->held = true;
-    l->lost = false;
-    l->unknown = false;
     l->count = res->count > 0 ? res->count : 1;
     snprintf(l->owner, sizeof(l->owner), "%s", owner);
     l->fence = res->fence;
-    l->acquired_ms = sent_ms;
     l->lease_ms = lease_ms;
     l->expires_ms = sent_ms + lease_ms;
-    l->watched = lease_ms == 0;
     pthread_mutex_unlock(&l->mu);
-    if (lease_ms == 0) {
-        l->rn.last_ok_ms = sent_ms;
-        dlock__watchdog_add(l->c, &l->rn);
-    }
+    dlock__hold_begin(&l->hold, lease_ms == 0, sent_ms);
 }
 
 /* Ends a hold (released or found lost by us). */
-static void end_hold(dlock_lock *l, bool released)
+static void end_hold(rlock *l, bool released)
 {
+    dlock__hold_end(&l->hold, released);
     pthread_mutex_lock(&l->mu);
-    bool watched = l->watched;
-    pthread_mutex_unlock(&l->mu);
-    if (watched) dlock__watchdog_remove(l->c, &l->rn);
-    pthread_mutex_lock(&l->mu);
-    int64_t held_ms = dlock__now_ms() - l->acquired_ms;
-    l->held = l->lost = l->watched = false;
     l->count = 0;
     pthread_mutex_unlock(&l->mu);
-    if (released) dlock__metrics_hold(l->c, held_ms);
 }
 
-static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, attempt_result *res);
+static int resolve_unknown(rlock *l, const char *owner, int64_t lease, attempt_result *res);
 
 /* One acquisition attempt inside dlock__fam_wait. While an earlier
  * attempt's outcome is unknown, it asks before trying again. Connection
  * trouble (ECONN, EUNKNOWN) keeps the wait going like a busy lock; the last
  * such code is what the caller reports if the wait then runs out. */
 typedef struct acquire_try {
-    dlock_lock *l;
+    rlock *l;
     const char *owner;
     int64_t lease;
     bool unknown;     /* the last attempt's outcome is not known yet */
@@ -480,7 +415,7 @@ static const char *acquire_channel(void *ctx, bool *sharded_out)
  * (foreign holders may not publish). */
 static int acquire_wait(acquire_try *t, int64_t wait_ms)
 {
-    dlock_lock *l = t->l;
+    rlock *l = t->l;
     dlock__wait_spec sp = {.c = l->c, .ctl = &l->ctl, .attempt = acquire_attempt,
                            .channel = acquire_channel, .ctx = t, .wait_ms = wait_ms,
                            .min_nap_ms = RECHECK_MIN_MS, .wake_one = true,
@@ -491,10 +426,10 @@ static int acquire_wait(acquire_try *t, int64_t wait_ms)
     return rc;
 }
 
-static int undo_unreplicated(dlock_lock *l, const char *owner, int acked, int64_t lease);
+static int undo_unreplicated(rlock *l, const char *owner, int acked, int64_t lease);
 
 /* Re-entry of a held REENTRANT lock by its owner. */
-static int reenter(dlock_lock *l, uint64_t *fence_out)
+static int reenter(rlock *l, uint64_t *fence_out)
 {
     pthread_mutex_lock(&l->mu);
     int64_t lease = l->lease_ms ? l->lease_ms : dlock__client_watchdog_ms(l->c);
@@ -531,7 +466,7 @@ static int reenter(dlock_lock *l, uint64_t *fence_out)
  * says nothing about that write. So renew the hold (an owner-checked
  * write) with WAIT pipelined: replication is one ordered stream, so a
  * replica that has the renewal has the acquisition before it. */
-static int confirm_replicas(dlock_lock *l, const char *owner, int64_t lease, int *acked_out)
+static int confirm_replicas(rlock *l, const char *owner, int64_t lease, int *acked_out)
 {
     const dlock_client_options *o = dlock__client_options(l->c);
     *acked_out = o->wait_replicas;
@@ -543,7 +478,7 @@ static int confirm_replicas(dlock_lock *l, const char *owner, int64_t lease, int
     dlock__reply *r = NULL;
     int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew,
                                      1, keys, 2, args, o->wait_replicas, o->wait_replicas_timeout_ms, &r, acked_out);
-    if (rc == 0 && lock_finish(&l->rn, r) != 0) *acked_out = 0; /* gone again: not safe */
+    if (rc == 0 && lock_finish(&l->hold, r) != 0) *acked_out = 0; /* gone again: not safe */
     dlock__reply_free(r);
     return rc ? DLOCK_EUNKNOWN : 0;
 }
@@ -551,7 +486,7 @@ static int confirm_replicas(dlock_lock *l, const char *owner, int64_t lease, int
 /* An acquire attempt ended EUNKNOWN (sent, no reply): ask whether owner
  * holds the lock now. 0 with res->state 1 (it does; fence read back) or 0
  * (it does not: keep waiting), or EUNKNOWN when the question failed too. */
-static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, attempt_result *res)
+static int resolve_unknown(rlock *l, const char *owner, int64_t lease, attempt_result *res)
 {
     bool simple = l->kind == DLOCK_LOCK_SIMPLE;
     const char *q[3] = {simple ? "GET" : "HGET", l->key, owner};
@@ -577,7 +512,7 @@ static int resolve_unknown(dlock_lock *l, const char *owner, int64_t lease, atte
 }
 
 /* Replica safety: too few replicas acknowledged a fresh acquisition. */
-static int undo_unreplicated(dlock_lock *l, const char *owner, int acked, int64_t lease)
+static int undo_unreplicated(rlock *l, const char *owner, int acked, int64_t lease)
 {
     long long res = 0;
     int rc = release_script(l, owner, lease, &res);
@@ -587,16 +522,16 @@ static int undo_unreplicated(dlock_lock *l, const char *owner, int acked, int64_
     return DLOCK_ENOTREPL;
 }
 
-DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out)
+/* Arguments checked by lock_api.c; *fence_out (if any) is 0. */
+static int redis_try_lock(void *impl, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out)
 {
-    if (fence_out) *fence_out = 0;
-    if (!l || lease_ms < 0 || wait_ms < DLOCK_WAIT_FOREVER) return DLOCK_EINVAL;
+    rlock *l = impl;
     char owner[DLOCK_OWNER_MAX + 1];
     int rc = call_owner(l, owner, sizeof(owner));
     if (rc) return rc;
     if (dlock__waitctl_take_pending(&l->ctl)) return DLOCK_ECANCELED; /* cancelled before this call */
+    bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
     pthread_mutex_lock(&l->mu);
-    bool held = l->held;
     bool same_owner = strcmp(owner, l->owner) == 0;
     bool lapsed = held && l->lease_ms > 0 && dlock__now_ms() >= l->expires_ms;
     pthread_mutex_unlock(&l->mu);
@@ -624,8 +559,8 @@ DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_
     if (rc == DLOCK_EUNKNOWN) { /* keep the owner so is_held_by_me/unlock can resolve it */
         pthread_mutex_lock(&l->mu);
         snprintf(l->owner, sizeof(l->owner), "%s", owner);
-        l->unknown = true;
         pthread_mutex_unlock(&l->mu);
+        dlock__hold_set_unknown(&l->hold, true);
     }
     if (rc) return rc;
     became_holder(l, owner, &res, lease_ms, sent);
@@ -637,11 +572,11 @@ DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_
 
 /* Unlock through a handle that holds nothing: only meaningful with an
  * owner the server may know (explicit id, or this thread's REENTRANT id). */
-static int unlock_unheld(dlock_lock *l)
+static int unlock_unheld(rlock *l)
 {
     char owner[DLOCK_OWNER_MAX + 1];
+    bool unknown = dlock__hold_get(&l->hold) == DLOCK__HOLD_UNKNOWN;
     pthread_mutex_lock(&l->mu);
-    bool unknown = l->unknown;
     if (unknown) snprintf(owner, sizeof(owner), "%s", l->owner);
     pthread_mutex_unlock(&l->mu);
     if (!unknown && l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner) return DLOCK_ENOTHELD;
@@ -650,25 +585,23 @@ static int unlock_unheld(dlock_lock *l)
     if (rc == 0) rc = release_script(l, owner, dlock__client_watchdog_ms(l->c), &res);
     if (rc) return rc;
     if (unknown && res >= 0 && (l->kind == DLOCK_LOCK_SIMPLE || res == 0)) {
-        pthread_mutex_lock(&l->mu);
-        l->unknown = false;
-        pthread_mutex_unlock(&l->mu);
+        dlock__hold_set_unknown(&l->hold, false);
     }
     return res == -1 ? DLOCK_ENOTHELD : res == -2 ? DLOCK_ENOTOWNER : 0;
 }
 
-DLOCK_API int dlock_lock_unlock(dlock_lock *l)
+static int redis_unlock(void *impl)
 {
-    if (!l) return DLOCK_EINVAL;
+    rlock *l = impl;
     char me[DLOCK_OWNER_MAX + 1] = "";
     if (l->kind == DLOCK_LOCK_REENTRANT && !l->explicit_owner) dlock__thread_owner(l->c, me, sizeof(me));
+    if (dlock__hold_take_lost(&l->hold)) return DLOCK_ELOST;
+    bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
     pthread_mutex_lock(&l->mu);
-    bool held = l->held, was_lost = l->lost;
     bool other_thread = held && me[0] && strcmp(me, l->owner) != 0;
     int64_t lease = l->lease_ms ? l->lease_ms : dlock__client_watchdog_ms(l->c);
-    if (!held) l->lost = false;
     pthread_mutex_unlock(&l->mu);
-    if (!held) return was_lost ? DLOCK_ELOST : unlock_unheld(l);
+    if (!held) return unlock_unheld(l);
     if (other_thread) return DLOCK_ENOTOWNER;
 
     long long res = 0;
@@ -683,9 +616,7 @@ DLOCK_API int dlock_lock_unlock(dlock_lock *l)
     bool released = l->kind == DLOCK_LOCK_SIMPLE ? res == 1 : res == 0;
     if (released) dlock__wait_notify_local(l->c, l->channel);
     if (!released) {
-        pthread_mutex_lock(&l->mu);
-        bool counted = l->lost; /* the watchdog got there first */
-        pthread_mutex_unlock(&l->mu);
+        bool counted = dlock__hold_get(&l->hold) == DLOCK__HOLD_LOST; /* the watchdog got there first */
         if (!counted) dlock__metrics_lost(l->c);
         dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: release found it %s: it was lost while held",
                    l->name, res == -1 ? "gone" : "held by another owner");
@@ -694,47 +625,42 @@ DLOCK_API int dlock_lock_unlock(dlock_lock *l)
     return released ? 0 : DLOCK_ELOST;
 }
 
-DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
+/* lease_ms > 0 (lock_api.c). */
+static int redis_extend(void *impl, int64_t lease_ms)
 {
-    if (!l || lease_ms <= 0) return DLOCK_EINVAL;
-    pthread_mutex_lock(&l->mu);
-    bool held = l->held, was_lost = l->lost, watched = l->watched;
-    pthread_mutex_unlock(&l->mu);
-    if (!held) return was_lost ? DLOCK_ELOST : DLOCK_ENOTHELD;
+    rlock *l = impl;
+    dlock__hold_state st = dlock__hold_get(&l->hold);
+    if (st != DLOCK__HOLD_HELD) return st == DLOCK__HOLD_LOST ? DLOCK_ELOST : DLOCK_ENOTHELD;
     int64_t sent = dlock__now_ms();
-    if (watched) dlock__watchdog_remove(l->c, &l->rn); /* owner stays stable below */
+    bool watched = dlock__hold_unwatch(&l->hold); /* owner stays stable below */
     int rc = renew_script(l, l->owner, lease_ms);
     if (rc == DLOCK_ELOST) {
         dlock__metrics_lost(l->c);
-        pthread_mutex_lock(&l->mu);
-        l->watched = false;
-        pthread_mutex_unlock(&l->mu);
         end_hold(l, false);
         return rc;
     }
-    pthread_mutex_lock(&l->mu);
     if (rc == 0) {
+        pthread_mutex_lock(&l->mu);
         l->lease_ms = lease_ms;
         l->expires_ms = sent + lease_ms;
-        l->watched = false;
+        pthread_mutex_unlock(&l->mu);
+    } else if (watched) {
+        dlock__hold_rewatch(&l->hold); /* failed: keep renewing as before */
     }
-    bool rewatch = rc != 0 && watched;
-    pthread_mutex_unlock(&l->mu);
-    if (rewatch) dlock__watchdog_add(l->c, &l->rn); /* failed: keep renewing as before */
     return rc;
 }
 
-DLOCK_API void dlock_lock_cancel(dlock_lock *l)
+static void redis_cancel(void *impl)
 {
-    if (!l) return;
-    dlock__waitctl_cancel(&l->ctl);
+    dlock__waitctl_cancel(&((rlock *)impl)->ctl);
 }
 
-DLOCK_API bool dlock_lock_is_held(dlock_lock *l)
+static bool redis_is_held(void *impl)
 {
-    if (!l) return false;
+    rlock *l = impl;
+    bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
     pthread_mutex_lock(&l->mu);
-    bool h = l->held && (l->lease_ms == 0 || dlock__now_ms() < l->expires_ms);
+    bool h = held && (l->lease_ms == 0 || dlock__now_ms() < l->expires_ms);
     pthread_mutex_unlock(&l->mu);
     return h;
 }
@@ -742,10 +668,11 @@ DLOCK_API bool dlock_lock_is_held(dlock_lock *l)
 /* ---- queries ------------------------------------------------------------ */
 
 /* The owner value to ask the server about; false if there is none. */
-static bool query_owner(dlock_lock *l, char *out, size_t len)
+static bool query_owner(rlock *l, char *out, size_t len)
 {
+    dlock__hold_state st = dlock__hold_get(&l->hold);
+    bool known = st == DLOCK__HOLD_HELD || st == DLOCK__HOLD_UNKNOWN; /* unknown: the value sent */
     pthread_mutex_lock(&l->mu);
-    bool known = l->held || l->unknown; /* unknown: the value the acquire sent */
     if (known) snprintf(out, len, "%s", l->owner);
     pthread_mutex_unlock(&l->mu);
     if (known) return true;
@@ -753,7 +680,7 @@ static bool query_owner(dlock_lock *l, char *out, size_t len)
     return call_owner(l, out, len) == 0;
 }
 
-static int simple_cmd(dlock_lock *l, int argc, const char **argv, dlock__reply **r)
+static int simple_cmd(rlock *l, int argc, const char **argv, dlock__reply **r)
 {
     int rc = dlock__client_cmd(l->c, argc, argv, NULL, r);
     if (rc == 0 && dlock__reply_kind(*r) == DLOCK__R_ERROR && !dlock__reply_is_error(*r, "WRONGTYPE")) {
@@ -764,10 +691,9 @@ static int simple_cmd(dlock_lock *l, int argc, const char **argv, dlock__reply *
     return rc;
 }
 
-DLOCK_API int dlock_lock_hold_count(dlock_lock *l, int64_t *count_out)
+static int redis_hold_count(void *impl, int64_t *count_out)
 {
-    if (!l || !count_out) return DLOCK_EINVAL;
-    *count_out = 0;
+    rlock *l = impl;
     char owner[DLOCK_OWNER_MAX + 1];
     if (!query_owner(l, owner, sizeof(owner))) return 0;
     const char *argv[3] = {l->kind == DLOCK_LOCK_SIMPLE ? "GET" : "HGET", l->key, owner};
@@ -782,19 +708,8 @@ DLOCK_API int dlock_lock_hold_count(dlock_lock *l, int64_t *count_out)
     return 0;
 }
 
-DLOCK_API int dlock_lock_is_held_by_me(dlock_lock *l, bool *held_out)
+static int int_query(rlock *l, const char *cmd, long long *out)
 {
-    if (!held_out) return DLOCK_EINVAL;
-    *held_out = false;
-    int64_t n = 0;
-    int rc = dlock_lock_hold_count(l, &n);
-    *held_out = rc == 0 && n > 0;
-    return rc;
-}
-
-static int int_query(dlock_lock *l, const char *cmd, long long *out)
-{
-    if (!l || !out) return DLOCK_EINVAL;
     const char *argv[2] = {cmd, l->key};
     dlock__reply *r = NULL;
     int rc = simple_cmd(l, 2, argv, &r);
@@ -803,57 +718,46 @@ static int int_query(dlock_lock *l, const char *cmd, long long *out)
     return rc;
 }
 
-DLOCK_API int dlock_lock_is_locked(dlock_lock *l, bool *locked_out)
+static int redis_is_locked(void *impl, bool *locked_out)
 {
     long long n = 0;
-    int rc = int_query(l, "EXISTS", &n);
-    if (locked_out) *locked_out = n > 0;
-    return locked_out ? rc : DLOCK_EINVAL;
+    int rc = int_query(impl, "EXISTS", &n);
+    *locked_out = n > 0;
+    return rc;
 }
 
-DLOCK_API int dlock_lock_remaining_ttl(dlock_lock *l, int64_t *ttl_ms_out)
+static int redis_remaining_ttl(void *impl, int64_t *ttl_ms_out)
 {
     long long n = -2;
-    int rc = int_query(l, "PTTL", &n);
-    if (ttl_ms_out) *ttl_ms_out = n;
-    return ttl_ms_out ? rc : DLOCK_EINVAL;
+    int rc = int_query(impl, "PTTL", &n);
+    *ttl_ms_out = n;
+    return rc;
 }
 
-DLOCK_API const char *dlock_lock_name(const dlock_lock *l)
+static const char *redis_name(const void *impl)
 {
-    return l ? l->name : "";
+    return ((const rlock *)impl)->name;
 }
 
-DLOCK_API const char *dlock_lock_key(const dlock_lock *l)
+static const char *redis_key(const void *impl)
 {
-    return l ? l->key : "";
+    return ((const rlock *)impl)->key;
 }
 
-DLOCK_API const char *dlock_lock_owner(const dlock_lock *l)
+static const char *redis_owner(const void *impl)
 {
-    return l ? l->owner : "";
+    return ((const rlock *)impl)->owner;
 }
 
-DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *l)
+static uint64_t redis_fence(const void *impl)
 {
-    return l ? l->fence : 0;
+    return ((const rlock *)impl)->fence;
 }
 
-DLOCK_API void dlock_lock_free(dlock_lock *l)
+static void redis_free(void *impl)
 {
-    if (!l) return;
-    pthread_mutex_lock(&l->mu);
-    bool held = l->held, orphaned = l->orphaned;
-    pthread_mutex_unlock(&l->mu);
-    if (!orphaned) {
-        /* Also when not watched: a lost-lock callback may still be running. */
-        dlock__watchdog_remove(l->c, &l->rn);
-        dlock__held_remove(l->c, &l->hd);
-    }
-    if (held && !orphaned) {
-        dlock__log(l->c, DLOCK_LOG_WARN, "lock %s (%s) freed while held: not released, it expires on its lease",
-                   l->name, kind_name(l->kind));
-    }
+    rlock *l = impl;
+    dlock__hold_free(&l->hold, "lock"); /* safe after the client is gone */
     dlock__waitctl_destroy(&l->ctl);
     pthread_mutex_destroy(&l->mu);
     free_strings(l);
@@ -861,11 +765,9 @@ DLOCK_API void dlock_lock_free(dlock_lock *l)
 
 /* ---- admin and fencing ---------------------------------------------------- */
 
-DLOCK_API int dlock_force_unlock(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out)
+/* Arguments checked by lock_api.c, as for the two below. */
+static int redis_force_unlock(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out)
 {
-    if (removed_out) *removed_out = false;
-    if (!c || dlock__client_check_name(c, "lock", name) || (kind != DLOCK_LOCK_SIMPLE && kind != DLOCK_LOCK_REENTRANT))
-        return DLOCK_EINVAL;
     char *key = make_key(c, name);
     char *chan = key ? make_channel(kind, key) : NULL;
     int rc = DLOCK_ENOMEM;
@@ -887,12 +789,8 @@ DLOCK_API int dlock_force_unlock(dlock_client *c, const char *name, dlock_lock_k
     return rc;
 }
 
-DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_lock_status *st)
+static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status *st)
 {
-    if (!st) return DLOCK_EINVAL;
-    memset(st, 0, sizeof(*st));
-    st->ttl_ms = -2;
-    if (!c || dlock__client_check_name(c, "lock", name)) return DLOCK_EINVAL;
     char *key = make_key(c, name);
     char *fence = key ? make_fence_key(key) : NULL;
     int rc = DLOCK_ENOMEM;
@@ -917,10 +815,8 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
     return rc;
 }
 
-DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out)
+static int redis_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out)
 {
-    if (highest_out) *highest_out = 0;
-    if (!c || dlock__client_check_name(c, "fence-guard resource", resource) || token == 0) return DLOCK_EINVAL;
     char *key = make_key(c, resource);
     if (!key) return DLOCK_ENOMEM;
     char tok[24];
@@ -939,7 +835,10 @@ DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t 
     return rc;
 }
 
-DLOCK_API int dlock_fence_compare(uint64_t a, uint64_t b)
-{
-    return (a > b) - (a < b);
-}
+const dlock__lock_ops dlock__redis_lock_ops = {
+    .lock_new = redis_lock_new, .try_lock = redis_try_lock, .unlock = redis_unlock,
+    .cancel = redis_cancel, .is_held = redis_is_held, .hold_count = redis_hold_count,
+    .is_locked = redis_is_locked, .remaining_ttl = redis_remaining_ttl, .extend = redis_extend,
+    .name = redis_name, .key = redis_key, .owner = redis_owner, .fence = redis_fence,
+    .free = redis_free, .force_unlock = redis_force_unlock, .status_get = redis_status_get,
+    .fence_guard = redis_fence_guard};

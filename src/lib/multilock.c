@@ -12,11 +12,14 @@
  */
 #include "dlock/multilock.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "family.h"
+#include "hold.h"
 #include "slot.h"
 #include "util.h"
 
@@ -36,7 +39,7 @@ struct dlock_multilock {
     _Atomic int64_t count;
     size_t busy; /* index of the key the last attempt found busy */
     int64_t lease_ms; /* of the first acquisition (handle thread only) */
-    dlock__famhold hold;
+    dlock__hold hold;
     dlock__waitctl ctl;
 };
 
@@ -49,10 +52,10 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int ml_renew(dlock__renewable *r, int64_t lease_ms);
-static void ml_describe(const dlock__held *h, char *buf, size_t len)
+static int ml_renew(dlock__hold *r, int64_t lease_ms);
+static void ml_describe(const dlock__hold *h, char *buf, size_t len)
 {
-    const dlock_multilock *ml = ML_OF_HOLD(dlock__famhold_of_reg(h));
+    const dlock_multilock *ml = ML_OF_HOLD(h);
     snprintf(buf, len, "multi-lock %s (+%zu more)", ml->keys[0], ml->n - 1);
 }
 
@@ -95,6 +98,8 @@ DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names
 {
     if (!client || !names || !ml_out || n < 1 || n > DLOCK_MULTILOCK_MAX) return DLOCK_EINVAL;
     *ml_out = NULL;
+    int offered = dlock__client_offers(client, DLOCK__OBJ_MULTILOCK, "multi-lock");
+    if (offered) return offered;
     for (size_t i = 0; i < n; i++)
         if (dlock__client_check_name(client, "lock", names[i]) != 0) return DLOCK_EINVAL;
     dlock_multilock *ml = calloc(1, sizeof(*ml));
@@ -112,7 +117,12 @@ DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names
         return rc;
     }
     atomic_init(&ml->count, 0);
-    dlock__famhold_init(&ml->hold, client, ml_renew, ml_describe);
+    static const dlock__hold_ops ops = {.renew = ml_renew, .describe = ml_describe};
+    if (dlock__hold_init(&ml->hold, client, &ops) != 0) {
+        dlock__waitctl_destroy(&ml->ctl);
+        ml_destroy(ml);
+        return DLOCK_ENOMEM;
+    }
     *ml_out = ml;
     return 0;
 }
@@ -164,9 +174,9 @@ static int run_all(dlock_multilock *ml, const char *lease, long long *missing_ou
     return first_rc;
 }
 
-static int ml_renew(dlock__renewable *r, int64_t lease_ms)
+static int ml_renew(dlock__hold *r, int64_t lease_ms)
 {
-    dlock_multilock *ml = ML_OF_HOLD(dlock__famhold_of(r));
+    dlock_multilock *ml = ML_OF_HOLD(r);
     char lease[24];
     dlock__fam_fmt_i64(lease, sizeof(lease), lease_ms);
     long long missing = 0;
@@ -229,9 +239,8 @@ static const char *ml_channel(void *ctx, bool *sharded_out)
 
 static bool sync_lost(dlock_multilock *ml)
 {
-    if (!ml->hold.active || !atomic_load(&ml->hold.lost)) return false;
+    if (!dlock__hold_take_lost(&ml->hold)) return false;
     atomic_store(&ml->count, 0);
-    dlock__famhold_stop(&ml->hold);
     return true;
 }
 
@@ -253,7 +262,7 @@ DLOCK_API int dlock_multilock_lock(dlock_multilock *ml, int64_t wait_ms, int64_t
     atomic_fetch_add(&ml->count, 1);
     if (first) {
         ml->lease_ms = lease_ms;
-        dlock__famhold_start(&ml->hold, lease_ms == 0);
+        dlock__hold_begin(&ml->hold, lease_ms == 0, dlock__now_ms());
     }
     return 0;
 }
@@ -272,13 +281,25 @@ DLOCK_API int dlock_multilock_unlock(dlock_multilock *ml)
     } else {
         atomic_fetch_sub(&ml->count, 1);
     }
-    if (atomic_load(&ml->count) == 0) dlock__famhold_stop(&ml->hold);
+    if (atomic_load(&ml->count) == 0) dlock__hold_end(&ml->hold, true);
     return missing > 0 ? DLOCK_ELOST : 0;
 }
 
-DLOCK_API int64_t dlock_multilock_hold_count(const dlock_multilock *ml)
+/* The least of the server's counts for this handle's owner over every name
+ * (0 when any name is not held by it): one round trip per name. */
+DLOCK_API int dlock_multilock_hold_count(dlock_multilock *ml, int64_t *count_out)
 {
-    return ml ? atomic_load(&((dlock_multilock *)ml)->count) : 0;
+    if (count_out) *count_out = 0;
+    if (!ml || !count_out) return DLOCK_EINVAL;
+    int64_t least = INT64_MAX;
+    for (size_t i = 0; i < ml->n && least > 0; i++) {
+        int64_t n = 0;
+        int rc = dlock__fam_hcount(ml->c, ml->keys[i], ml->owner, &n);
+        if (rc) return rc;
+        if (n < least) least = n;
+    }
+    *count_out = least == INT64_MAX ? 0 : least;
+    return 0;
 }
 
 DLOCK_API void dlock_multilock_cancel(dlock_multilock *ml)
@@ -289,10 +310,7 @@ DLOCK_API void dlock_multilock_cancel(dlock_multilock *ml)
 DLOCK_API void dlock_multilock_free(dlock_multilock *ml)
 {
     if (!ml) return;
-    if (dlock__famhold_unreleased(&ml->hold))
-        dlock__log(ml->c, DLOCK_LOG_WARN, "multi-lock %s: handle freed while held; it expires on its lease",
-                   ml->keys[0]);
-    dlock__famhold_discard(&ml->hold);
+    dlock__hold_free(&ml->hold, "multi-lock");
     dlock__waitctl_destroy(&ml->ctl);
     ml_destroy(ml);
 }

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "family.h"
+#include "opts_read.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
 extern const dlock__script dlock__script_rl_acquire;
@@ -33,6 +35,7 @@ DLOCK_API void dlock_ratelimit_options_init(dlock_ratelimit_options *opts)
 {
     if (!opts) return;
     memset(opts, 0, sizeof(*opts));
+    opts->size = sizeof(*opts);
     opts->rate = 10;
     opts->period_ms = 1000;
 }
@@ -42,9 +45,11 @@ DLOCK_API int dlock_ratelimit_new(dlock_client *client, const char *name,
 {
     if (!client || !rl_out) return DLOCK_EINVAL;
     *rl_out = NULL;
+    int offered = dlock__client_offers(client, DLOCK__OBJ_RATELIMIT, "rate limiter");
+    if (offered) return offered;
     dlock_ratelimit_options o;
     dlock_ratelimit_options_init(&o);
-    if (opts) o = *opts;
+    if (opts && dlock__opts_read(&o, sizeof(o), DLOCK__SIZE_TO(dlock_ratelimit_options, burst), opts)) return DLOCK_EINVAL;
     if (o.burst == 0) o.burst = o.rate;
     if (o.rate < 1 || o.period_ms < 1 || o.burst < 1 || o.burst > 1000000000 ||
         o.period_ms > 86400000LL * 366)

@@ -24,6 +24,7 @@
 
 #include "client_internal.h"
 #include "family.h"
+#include "opts_read.h"
 #include "redis_io.h"
 #include "url.h"
 #include "util.h"
@@ -93,6 +94,7 @@ DLOCK_API void dlock_redlock_options_init(dlock_redlock_options *opts)
 {
     if (!opts) return;
     memset(opts, 0, sizeof(*opts));
+    opts->size = sizeof(*opts);
     opts->connect_timeout_ms = 100;
     opts->command_timeout_ms = 100;
     opts->retry_delay_ms = 100;
@@ -122,9 +124,14 @@ static bool not_one_master(const dlock_redlock *rl, size_t i, const dlock__url *
     return true;
 }
 
-DLOCK_API int dlock_redlock_new(const dlock_redlock_options *opts, dlock_redlock **rl_out)
+DLOCK_API int dlock_redlock_new(const dlock_redlock_options *given, dlock_redlock **rl_out)
 {
-    if (!opts || !rl_out) return DLOCK_EINVAL;
+    if (!given || !rl_out) return DLOCK_EINVAL;
+    dlock_redlock_options read;
+    dlock_redlock_options_init(&read);
+    if (dlock__opts_read(&read, sizeof(read), DLOCK__SIZE_TO(dlock_redlock_options, log_ud), given))
+        return DLOCK_EINVAL;
+    const dlock_redlock_options *opts = &read;
     *rl_out = NULL;
     int rc = check_opts(opts);
     if (rc) return rc;
@@ -468,7 +475,7 @@ DLOCK_API int dlock_redlock_extend(dlock_redlock_hold *h, int64_t lease_ms)
 
 DLOCK_API int dlock_redlock_unlock(dlock_redlock_hold *h)
 {
-    if (!h) return DLOCK_EINVAL;
+    if (!h) return 0; /* it frees h: a destructor, so NULL is a no-op */
     int released = 0;
     release_all(h->rl, h->key, h->token, &released);
     int rc = released >= h->rl->quorum ? 0 : DLOCK_ELOST;

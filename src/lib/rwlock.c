@@ -19,7 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "family.h"
+#include "hold.h"
+#include "opts_read.h"
 #include "util.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
@@ -40,7 +43,7 @@ struct dlock_rwlock {
     int64_t intent_ms;
     _Atomic int64_t rcount;
     _Atomic int64_t wcount;
-    dlock__famhold hold;
+    dlock__hold hold;
     dlock__waitctl ctl;
 };
 
@@ -50,12 +53,13 @@ DLOCK_API void dlock_rwlock_options_init(dlock_rwlock_options *opts)
 {
     if (!opts) return;
     memset(opts, 0, sizeof(*opts));
+    opts->size = sizeof(*opts);
     opts->writer_intent_ms = 1000;
 }
 
-static int rw_renew_cb(dlock__renewable *r, int64_t lease_ms)
+static int rw_renew_cb(dlock__hold *r, int64_t lease_ms)
 {
-    dlock_rwlock *rw = RW_OF_HOLD(dlock__famhold_of(r));
+    dlock_rwlock *rw = RW_OF_HOLD(r);
     const char *keys[2] = {rw->keys[K_W], rw->keys[K_R]};
     long long mask = 0;
     int rc = dlock__fam_renew(rw->c, &dlock__script_rw_renew, 2, keys, rw->owner, lease_ms, &mask);
@@ -64,9 +68,9 @@ static int rw_renew_cb(dlock__renewable *r, int64_t lease_ms)
     return (mask & want) == want ? 0 : DLOCK_ELOST;
 }
 
-static void rw_describe(const dlock__held *h, char *buf, size_t len)
+static void rw_describe(const dlock__hold *h, char *buf, size_t len)
 {
-    const dlock_rwlock *rw = RW_OF_HOLD(dlock__famhold_of_reg(h));
+    const dlock_rwlock *rw = RW_OF_HOLD(h);
     snprintf(buf, len, "rwlock %s (read %lld, write %lld)", rw->keys[K_BASE],
              (long long)atomic_load(&rw->rcount), (long long)atomic_load(&rw->wcount));
 }
@@ -76,9 +80,11 @@ DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
 {
     if (!client || !rw_out) return DLOCK_EINVAL;
     *rw_out = NULL;
+    int offered = dlock__client_offers(client, DLOCK__OBJ_RWLOCK, "read-write lock");
+    if (offered) return offered;
     dlock_rwlock_options o;
     dlock_rwlock_options_init(&o);
-    if (opts) o = *opts;
+    if (opts && dlock__opts_read(&o, sizeof(o), DLOCK__SIZE_TO(dlock_rwlock_options, writer_intent_ms), opts)) return DLOCK_EINVAL;
     if (o.lease_ms < 0 || o.writer_intent_ms < 0) return DLOCK_EINVAL;
     dlock_rwlock *rw = calloc(1, sizeof(*rw));
     if (!rw) return DLOCK_ENOMEM;
@@ -96,7 +102,12 @@ DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
     rw->intent_ms = o.writer_intent_ms;
     atomic_init(&rw->rcount, 0);
     atomic_init(&rw->wcount, 0);
-    dlock__famhold_init(&rw->hold, client, rw_renew_cb, rw_describe);
+    static const dlock__hold_ops ops = {.renew = rw_renew_cb, .describe = rw_describe};
+    if (dlock__hold_init(&rw->hold, client, &ops) != 0) {
+        dlock__waitctl_destroy(&rw->ctl);
+        free(rw);
+        return DLOCK_ENOMEM;
+    }
     *rw_out = rw;
     return 0;
 }
@@ -104,10 +115,9 @@ DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
 /* A loss seen by the watchdog drops both sides locally. */
 static bool sync_lost(dlock_rwlock *rw)
 {
-    if (!rw->hold.active || !atomic_load(&rw->hold.lost)) return false;
+    if (!dlock__hold_take_lost(&rw->hold)) return false;
     atomic_store(&rw->rcount, 0);
     atomic_store(&rw->wcount, 0);
-    dlock__famhold_stop(&rw->hold);
     return true;
 }
 
@@ -168,7 +178,7 @@ static int acquire(dlock_rwlock *rw, bool write, int64_t wait_ms)
         withdraw_intent(rw);
     if (rc) return rc;
     atomic_fetch_add(write ? &rw->wcount : &rw->rcount, 1);
-    dlock__famhold_start(&rw->hold, rw->lease_ms == 0);
+    dlock__hold_begin(&rw->hold, rw->lease_ms == 0, dlock__now_ms());
     return 0;
 }
 
@@ -200,7 +210,7 @@ static int release(dlock_rwlock *rw, bool write)
         atomic_fetch_sub(cnt, 1);
     }
     if (atomic_load(&rw->rcount) == 0 && atomic_load(&rw->wcount) == 0)
-        dlock__famhold_stop(&rw->hold);
+        dlock__hold_end(&rw->hold, true);
     return left < 0 ? DLOCK_ELOST : 0;
 }
 
@@ -232,10 +242,7 @@ DLOCK_API void dlock_rwlock_cancel(dlock_rwlock *rw)
 DLOCK_API void dlock_rwlock_free(dlock_rwlock *rw)
 {
     if (!rw) return;
-    if (dlock__famhold_unreleased(&rw->hold))
-        dlock__log(rw->c, DLOCK_LOG_WARN, "rwlock %s: handle freed while held; it expires on its lease",
-                   rw->keys[K_BASE]);
-    dlock__famhold_discard(&rw->hold);
+    dlock__hold_free(&rw->hold, "rwlock");
     dlock__waitctl_destroy(&rw->ctl);
     free(rw);
 }

@@ -19,7 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "family.h"
+#include "hold.h"
+#include "opts_read.h"
 #include "util.h"
 
 /* lua/<name>.lua, embedded with its SHA1 at build time (script.h) */
@@ -39,7 +42,7 @@ struct dlock_semaphore {
     int64_t limit;
     int64_t lease_ms;      /* 0: watchdog */
     _Atomic int64_t held;  /* permits of this handle (read by the watchdog) */
-    dlock__famhold hold;
+    dlock__hold hold;
     dlock__waitctl ctl;
 };
 
@@ -49,12 +52,13 @@ DLOCK_API void dlock_semaphore_options_init(dlock_semaphore_options *opts)
 {
     if (!opts) return;
     memset(opts, 0, sizeof(*opts));
+    opts->size = sizeof(*opts);
     opts->permits = 1;
 }
 
-static int sem_renew(dlock__renewable *r, int64_t lease_ms)
+static int sem_renew(dlock__hold *r, int64_t lease_ms)
 {
-    dlock_semaphore *s = SEM_OF_HOLD(dlock__famhold_of(r));
+    dlock_semaphore *s = SEM_OF_HOLD(r);
     const char *keys[1] = {s->keys[K_EXP]};
     long long code = 0;
     int rc = dlock__fam_renew(s->c, &dlock__script_sem_extend, 1, keys, s->owner, lease_ms, &code);
@@ -62,9 +66,9 @@ static int sem_renew(dlock__renewable *r, int64_t lease_ms)
     return code == 1 ? 0 : DLOCK_ELOST;
 }
 
-static void sem_describe(const dlock__held *h, char *buf, size_t len)
+static void sem_describe(const dlock__hold *h, char *buf, size_t len)
 {
-    const dlock_semaphore *s = SEM_OF_HOLD(dlock__famhold_of_reg(h));
+    const dlock_semaphore *s = SEM_OF_HOLD(h);
     snprintf(buf, len, "semaphore %s (%lld permits)", s->keys[K_BASE],
              (long long)atomic_load(&((dlock_semaphore *)s)->held));
 }
@@ -74,9 +78,11 @@ DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
 {
     if (!client || !sem_out) return DLOCK_EINVAL;
     *sem_out = NULL;
+    int offered = dlock__client_offers(client, DLOCK__OBJ_SEMAPHORE, "semaphore");
+    if (offered) return offered;
     dlock_semaphore_options o;
     dlock_semaphore_options_init(&o);
-    if (opts) o = *opts;
+    if (opts && dlock__opts_read(&o, sizeof(o), DLOCK__SIZE_TO(dlock_semaphore_options, lease_ms), opts)) return DLOCK_EINVAL;
     if (o.permits < 1 || o.permits > 1000000000 || o.lease_ms < 0) return DLOCK_EINVAL;
     dlock_semaphore *s = calloc(1, sizeof(*s));
     if (!s) return DLOCK_ENOMEM;
@@ -94,7 +100,12 @@ DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
     s->lease_ms = o.lease_ms;
     dlock__fam_fmt_i64(s->limit_s, sizeof(s->limit_s), o.permits);
     atomic_init(&s->held, 0);
-    dlock__famhold_init(&s->hold, client, sem_renew, sem_describe);
+    static const dlock__hold_ops ops = {.renew = sem_renew, .describe = sem_describe};
+    if (dlock__hold_init(&s->hold, client, &ops) != 0) {
+        dlock__waitctl_destroy(&s->ctl);
+        free(s);
+        return DLOCK_ENOMEM;
+    }
     *sem_out = s;
     return 0;
 }
@@ -149,9 +160,8 @@ static int take(dlock_semaphore *s, const char *id, int64_t k, int64_t lease_ms,
 /* A loss found by the watchdog drops the handle's permits locally. */
 static bool sync_lost(dlock_semaphore *s)
 {
-    if (!s->hold.active || !atomic_load(&s->hold.lost)) return false;
+    if (!dlock__hold_take_lost(&s->hold)) return false;
     atomic_store(&s->held, 0);
-    dlock__famhold_stop(&s->hold);
     return true;
 }
 
@@ -164,7 +174,7 @@ DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *sem, int64_t k, int64_t w
     int rc = take(sem, sem->owner, k, lease, wait_ms);
     if (rc) return rc;
     atomic_fetch_add(&sem->held, k);
-    dlock__famhold_start(&sem->hold, sem->lease_ms == 0); /* no-op while holding */
+    dlock__hold_begin(&sem->hold, sem->lease_ms == 0, dlock__now_ms()); /* no-op while holding */
     return 0;
 }
 
@@ -172,7 +182,7 @@ DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t k)
 {
     if (!sem || k < 1) return DLOCK_EINVAL;
     if (sync_lost(sem)) return DLOCK_ELOST;
-    if (k > atomic_load(&sem->held)) return DLOCK_ELIMIT;
+    if (k > atomic_load(&sem->held)) return DLOCK_ENOTHELD;
     char ks[24];
     dlock__fam_fmt_i64(ks, sizeof(ks), k);
     const char *keys[3] = {sem->keys[K_META], sem->keys[K_EXP], sem->keys[K_CNT]};
@@ -180,12 +190,12 @@ DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t k)
     long long code = 0;
     int rc = dlock__fam_eval(sem->c, &dlock__script_sem_release, 3, keys, 4, args, &code, NULL, NULL);
     if (rc) return rc;
-    if (code == -1) return DLOCK_ELIMIT;
+    if (code == -1) return DLOCK_ENOTHELD;
     if (code == 1)
         atomic_fetch_sub(&sem->held, k);
     else
         atomic_store(&sem->held, 0);
-    if (atomic_load(&sem->held) == 0) dlock__famhold_stop(&sem->hold);
+    if (atomic_load(&sem->held) == 0) dlock__hold_end(&sem->hold, true);
     if (code == 0) {
         dlock__metrics_lost(sem->c);
         return DLOCK_ELOST;
@@ -197,7 +207,7 @@ DLOCK_API int64_t dlock_semaphore_held(const dlock_semaphore *sem)
 {
     if (!sem) return 0;
     dlock_semaphore *s = (dlock_semaphore *)sem;
-    return atomic_load(&s->hold.lost) ? 0 : atomic_load(&s->held);
+    return dlock__hold_get(&s->hold) == DLOCK__HOLD_LOST ? 0 : atomic_load(&s->held);
 }
 
 DLOCK_API int dlock_semaphore_available(dlock_semaphore *sem, int64_t *available_out)
@@ -219,11 +229,7 @@ DLOCK_API void dlock_semaphore_cancel(dlock_semaphore *sem)
 DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem)
 {
     if (!sem) return;
-    if (dlock__famhold_unreleased(&sem->hold))
-        dlock__log(sem->c, DLOCK_LOG_WARN,
-                   "semaphore %s: handle freed holding %lld permits; they expire on their lease",
-                   sem->keys[K_BASE], (long long)atomic_load(&sem->held));
-    dlock__famhold_discard(&sem->hold);
+    dlock__hold_free(&sem->hold, "semaphore");
     dlock__waitctl_destroy(&sem->ctl);
     free(sem);
 }
@@ -261,7 +267,7 @@ DLOCK_API int dlock_permits_release(dlock_semaphore *sem, const char *id)
     long long code = 0;
     int rc = dlock__fam_eval(sem->c, &dlock__script_sem_release, 3, keys, 4, args, &code, NULL, NULL);
     if (rc) return rc;
-    return code == 1 ? 0 : DLOCK_ELIMIT;
+    return code == 1 ? 0 : DLOCK_ENOTHELD;
 }
 
 DLOCK_API int dlock_permits_extend(dlock_semaphore *sem, const char *id, int64_t lease_ms)
@@ -274,5 +280,5 @@ DLOCK_API int dlock_permits_extend(dlock_semaphore *sem, const char *id, int64_t
     long long code = 0;
     int rc = dlock__fam_eval(sem->c, &dlock__script_sem_extend, 1, keys, 2, args, &code, NULL, NULL);
     if (rc) return rc;
-    return code == 1 ? 0 : DLOCK_ELOST;
+    return code == 1 ? 0 : DLOCK_ENOTHELD;
 }

@@ -13,7 +13,7 @@ set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}
 build=${DLOCK_BUILD_DIR:?}
 . "$src/scripts/lib.sh"
-pkgs=(seckill dlock-tools libdlock-dev libdlock0)   # removal order
+pkgs=(seckill dlock-tools libdlock-dev libdlock1)   # removal order
 fail() { echo "FAIL [deb]: $*" >&2; exit 1; }
 ok() { echo "ok   [deb] $*"; }
 [ "$(id -u)" = 0 ] || fail "needs root (dpkg -i / dpkg -P)"
@@ -57,7 +57,7 @@ cp /etc/passwd "$work/passwd.before"
 # --- build and install -----------------------------------------------------------
 cmake --build "$build" --target package >"$work/cpack.log" 2>&1 || { cat "$work/cpack.log" >&2; fail "cpack"; }
 debs=()
-for p in libdlock0 libdlock-dev dlock-tools seckill; do
+for p in libdlock1 libdlock-dev dlock-tools seckill; do
     f=$(ls "$build"/deb/"${p}"_*.deb 2>/dev/null | head -n 1)
     [ -n "$f" ] || fail "no package $p in $build/deb"
     debs+=("$f")
@@ -77,7 +77,7 @@ for p in "${pkgs[@]}"; do dpkg -L "$p"; done | sort -u >"$work/owned.txt"
 cc -std=c11 -Wall -Werror -o "$work/consumer_pc" "$src/tests/install/consumer.c" \
     $(pkg-config --cflags --libs dlock) || fail "consumer does not build with pkg-config"
 deps=$(ldd "$work/consumer_pc")   # whole, then matched: grep -q closing the pipe fails it under pipefail
-grep -Eq "libdlock.so.0 => (/usr)?/lib/[^ ]*libdlock.so.0 " <<<"$deps" ||
+grep -Eq "libdlock.so.1 => (/usr)?/lib/[^ ]*libdlock.so.1 " <<<"$deps" ||
     fail "consumer does not load the packaged libdlock: $(grep dlock <<<"$deps")"
 "$work/consumer_pc" >/dev/null || fail "pkg-config consumer failed"
 cmake -S "$src/tests/install/cmake-consumer" -B "$work/cm" >/dev/null &&

@@ -382,6 +382,26 @@ static void test_client_destroy_reports_held_locks(void **state)
     dlock_lock_free(a); /* after the client: only frees memory */
 }
 
+/* A held etcd lock's handle may be freed after its client is destroyed
+ * (the destroy reported it), or before (then nothing is left to report);
+ * under ASan either order must not touch freed memory. */
+static void test_handle_freed_before_or_after_its_client(void **state)
+{
+    (void)state;
+    dlock_client *c = es_client(etcd.url, 3000);
+    assert_non_null(c);
+    dlock_lock *l = es_lock(c, "order-after", NULL, NULL);
+    assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
+    dlock_client_destroy(c);
+    dlock_lock_free(l);
+    c = es_client(etcd.url, 3000);
+    assert_non_null(c);
+    l = es_lock(c, "order-before", NULL, NULL);
+    assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
+    dlock_lock_free(l);
+    dlock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_redis_only_features_say_not_supported),
         cmocka_unit_test(test_metrics_use_the_alert_rule_names),
         cmocka_unit_test(test_client_destroy_reports_held_locks),
+        cmocka_unit_test(test_handle_freed_before_or_after_its_client),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -47,13 +47,38 @@ static void wait_queue_len(const char *name, long long n)
     assert_int_equal(queue_len(name), n);
 }
 
+/* The hold count of a handle, which must be answered. */
+static int64_t fl_count(dlock_fairlock *fl)
+{
+    int64_t n = -1;
+    assert_int_equal(dlock_fairlock_hold_count(fl, &n), 0);
+    return n;
+}
+
+/* Hold count is the server's answer, as for every object: a lock deleted
+ * behind the handle's back counts 0 at once, before any watchdog round. */
+static void test_hold_count_is_the_servers(void **state)
+{
+    (void)state;
+    dlock_fairlock *fl = fair(fam_cli, "fl:count", 0);
+    assert_int_equal(dlock_fairlock_lock(fl, 0, 60000), 0);
+    assert_int_equal(fl_count(fl), 1);
+    char key[256];
+    const char *del[2] = {"DEL", fam_key("fl:count", key, sizeof(key))};
+    assert_int_equal(fam_int(&fam_srv, 2, del), 1);
+    assert_int_equal(fl_count(fl), 0);
+    assert_int_equal(dlock_fairlock_hold_count(NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_fairlock_unlock(fl), DLOCK_ELOST);
+    dlock_fairlock_free(fl);
+}
+
 static void test_reentrant_and_exclusive(void **state)
 {
     (void)state;
     dlock_fairlock *a = fair(fam_cli, "fl:basic", 0), *b = fair(fam_cli, "fl:basic", 0);
     assert_int_equal(dlock_fairlock_lock(a, 0, 0), 0);
     assert_int_equal(dlock_fairlock_lock(a, 0, 0), 0);
-    assert_int_equal(dlock_fairlock_hold_count(a), 2);
+    assert_int_equal(fl_count(a), 2);
     assert_int_equal(dlock_fairlock_lock(b, 0, 0), DLOCK_EBUSY);
     assert_int_equal(queue_len("fl:basic"), 0); /* a one-shot try never queues */
     assert_int_equal(dlock_fairlock_unlock(a), 0);
@@ -305,7 +330,7 @@ static void test_watchdog_detects_a_deleted_lock_and_the_handle_recovers(void **
     assert_int_equal(fam_int(&fam_srv, 2, del), 1);
     dlock__sleep_ms(700);
     assert_int_equal(dlock_fairlock_unlock(fl), DLOCK_ELOST);
-    assert_int_equal(dlock_fairlock_hold_count(fl), 0);
+    assert_int_equal(fl_count(fl), 0);
     assert_int_equal(dlock_fairlock_lock(fl, 0, 0), 0);
     dlock__sleep_ms(1200);
     assert_int_equal(dlock_fairlock_unlock(fl), 0);
@@ -339,6 +364,7 @@ int main(int argc, char **argv)
     fam_child_dispatch(argc, argv, roles);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reentrant_and_exclusive),
+        cmocka_unit_test(test_hold_count_is_the_servers),
         cmocka_unit_test(test_eight_waiters_acquire_in_queue_order),
         cmocka_unit_test(test_release_wakes_only_the_head_waiter),
         cmocka_unit_test(test_killed_waiter_is_purged_and_the_next_proceeds),

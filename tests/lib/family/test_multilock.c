@@ -37,6 +37,32 @@ static long long exists(const char *name)
     return fam_int(&fam_srv, 2, ex);
 }
 
+/* The hold count of a handle, which must be answered. */
+static int64_t ml_count(dlock_multilock *ml)
+{
+    int64_t n = -1;
+    assert_int_equal(dlock_multilock_hold_count(ml, &n), 0);
+    return n;
+}
+
+/* Hold count is the server's answer, as for every object: one name deleted
+ * behind the handle's back makes it 0 at once. */
+static void test_hold_count_is_the_servers(void **state)
+{
+    (void)state;
+    const char *xy[2] = {"{cnt}:x", "{cnt}:y"};
+    dlock_multilock *m = multi(fam_cli, xy, 2);
+    assert_int_equal(dlock_multilock_lock(m, 0, 60000), 0);
+    assert_int_equal(ml_count(m), 1);
+    char key[256];
+    const char *del[2] = {"DEL", fam_key("{cnt}:y", key, sizeof(key))};
+    assert_int_equal(fam_int(&fam_srv, 2, del), 1);
+    assert_int_equal(ml_count(m), 0);
+    assert_int_equal(dlock_multilock_hold_count(NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_unlock(m), DLOCK_ELOST);
+    dlock_multilock_free(m);
+}
+
 static void test_same_slot_names_are_taken_atomically(void **state)
 {
     (void)state;
@@ -45,7 +71,7 @@ static void test_same_slot_names_are_taken_atomically(void **state)
     assert_true(dlock_multilock_is_atomic(m1));
     assert_int_equal(dlock_multilock_lock(m1, 0, 0), 0);
     assert_int_equal(dlock_multilock_lock(m1, 0, 0), 0); /* re-entry */
-    assert_int_equal(dlock_multilock_hold_count(m1), 2);
+    assert_int_equal(ml_count(m1), 2);
     assert_int_equal(dlock_multilock_lock(m2, 0, 0), DLOCK_EBUSY);
     assert_int_equal(exists("{order:1}:c"), 0); /* nothing taken */
     assert_int_equal(dlock_multilock_unlock(m1), 0);
@@ -253,6 +279,7 @@ int main(int argc, char **argv)
     fam_child_dispatch(argc, argv, roles);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_slot_names_are_taken_atomically),
+        cmocka_unit_test(test_hold_count_is_the_servers),
         cmocka_unit_test(test_cross_slot_names_roll_back_and_wait_for_a_reentrant_lock),
         cmocka_unit_test(test_opposite_name_orders_do_not_deadlock),
         cmocka_unit_test(test_watchdog_keeps_all_names),

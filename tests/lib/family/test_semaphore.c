@@ -1,6 +1,6 @@
 /* test_semaphore.c: the bounded owner-tracked semaphore and expirable
  * permits against a real redis-server: the N bound, release above what is
- * held refused with DLOCK_ELIMIT, waits woken by pub/sub, timeout, cancel,
+ * held refused with DLOCK_ENOTHELD, waits woken by pub/sub, timeout, cancel,
  * watchdog renewal past several leases, a kill -9'd holder's permits coming
  * back within its lease, permit expiry/extension, and never more than N
  * holders across 2 processes x 8 threads (counted in Redis). */
@@ -62,15 +62,15 @@ static void test_release_above_what_is_held_is_refused(void **state)
 {
     (void)state;
     dlock_semaphore *a = sem(fam_cli, "sem:limit", 2, 0);
-    assert_int_equal(dlock_semaphore_release(a, 1), DLOCK_ELIMIT); /* holds none */
+    assert_int_equal(dlock_semaphore_release(a, 1), DLOCK_ENOTHELD); /* holds none */
     assert_int_equal(dlock_semaphore_acquire(a, 1, 0), 0);
-    assert_int_equal(dlock_semaphore_release(a, 2), DLOCK_ELIMIT);
+    assert_int_equal(dlock_semaphore_release(a, 2), DLOCK_ENOTHELD);
     assert_int_equal(available(a), 1);
     /* a permit id nobody holds cannot be "released" into the pool */
-    assert_int_equal(dlock_permits_release(a, "0123456789abcdef0123456789abcdef"), DLOCK_ELIMIT);
+    assert_int_equal(dlock_permits_release(a, "0123456789abcdef0123456789abcdef"), DLOCK_ENOTHELD);
     assert_int_equal(available(a), 1);
     assert_int_equal(dlock_semaphore_release(a, 1), 0);
-    assert_int_equal(dlock_semaphore_release(a, 1), DLOCK_ELIMIT);
+    assert_int_equal(dlock_semaphore_release(a, 1), DLOCK_ENOTHELD);
     assert_int_equal(available(a), 2);
     char key[128];
     const char *used[3] = {"HGET", key, "used"};
@@ -213,7 +213,7 @@ static void test_watchdog_detects_lost_permits_and_the_handle_recovers(void **st
     dlock__sleep_ms(700);
     assert_int_equal(dlock_semaphore_held(s), 0); /* the watchdog noticed */
     assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_ELOST);
-    assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_ELIMIT);
+    assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_ENOTHELD);
     /* the record was deleted behind the library's back, so the pool's
      * "used" count is stale: an admin resets the semaphore */
     char k1[256], k2[256];
@@ -278,15 +278,15 @@ static void test_expirable_permits_expire_unless_extended(void **state)
     assert_int_equal(dlock_permits_extend(s, p1, 1500), 0);
     dlock__sleep_ms(450); /* p2 expired, p1 extended */
     assert_int_equal(available(s), 1);
-    assert_int_equal(dlock_permits_extend(s, p2, 1000), DLOCK_ELOST);
-    assert_int_equal(dlock_permits_release(s, p2), DLOCK_ELIMIT);
+    assert_int_equal(dlock_permits_extend(s, p2, 1000), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_permits_release(s, p2), DLOCK_ENOTHELD);
     /* a waiter is woken by p2's expiry (hint), not only by releases */
     int64_t t0 = dlock__now_ms();
     assert_int_equal(dlock_permits_acquire(s, 1000, 2000, p3), 0);
     assert_true(dlock__now_ms() - t0 < FAM_SLACK_MS);
     assert_int_equal(available(s), 0);
     assert_int_equal(dlock_permits_release(s, p1), 0);
-    assert_int_equal(dlock_permits_release(s, p1), DLOCK_ELIMIT);
+    assert_int_equal(dlock_permits_release(s, p1), DLOCK_ENOTHELD);
     /* any handle knowing the id may release it */
     dlock_semaphore *other = sem(fam_cli, "sem:permits", 2, 0);
     assert_int_equal(dlock_permits_release(other, p3), 0);

@@ -1,0 +1,38 @@
+#!/bin/sh
+# abi.sh: libdlock's ABI check against the baseline committed in abi/.
+#   scripts/abi.sh check  [BUILD_DIR]  abidiff of BUILD_DIR's libdlock.so.1
+#                                      against abi/libdlock.abi; fails on any
+#                                      change to the public ABI
+#   scripts/abi.sh update [BUILD_DIR]  regenerates abi/libdlock.abi from that
+#                                      library (a deliberate ABI change: bump
+#                                      the version and say it in CHANGELOG.md)
+# The library must be built with debug info (RelWithDebInfo or Debug).
+# Only the public headers (include/dlock) count: internal types are not ABI.
+set -eu
+cd "$(dirname "$0")/.."
+mode=${1:-check}
+build=${2:-build}
+lib=$(ls "$build"/src/lib/libdlock.so.1.* 2>/dev/null | head -n 1)
+[ -n "$lib" ] || { echo "abi.sh: no $build/src/lib/libdlock.so.1.*: build first" >&2; exit 2; }
+base=abi/libdlock.abi
+case $mode in
+update)
+    abidw --headers-dir include/dlock --no-corpus-path --out-file "$base" "$lib"
+    echo "abi.sh: wrote $base from $lib"
+    ;;
+check)
+    [ -f "$base" ] || { echo "abi.sh: no $base (scripts/abi.sh update)" >&2; exit 2; }
+    set +e
+    abidiff --headers-dir2 include/dlock --no-added-syms "$base" "$lib"
+    rc=$?
+    set -e
+    if [ $rc -ne 0 ]; then
+        echo "abi.sh: libdlock's ABI differs from $base (abidiff exit $rc)." >&2
+        echo "  A change 1.x may not make fails the build. If the change is meant," >&2
+        echo "  bump the version, note it in CHANGELOG.md and run: scripts/abi.sh update" >&2
+        exit 1
+    fi
+    echo "abi.sh: ABI matches $base"
+    ;;
+*) echo "usage: scripts/abi.sh check|update [BUILD_DIR]" >&2; exit 2 ;;
+esac
