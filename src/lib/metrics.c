@@ -2,8 +2,8 @@
  * Counters only grow. lock_hold_seconds is a summary whose quantiles are
  * computed over the most recent DLOCK__HOLD_WINDOW (1024) hold times (a
  * bounded window, so it follows the current behaviour), while _sum and
- * _count cover the client's whole life. Names match the alert rules of the
- * seed post-mortem (lock_acquire_fail_total / lock_acquire_total,
+ * _count cover the client's whole life. Names match the three lock alerts
+ * of docs/ops/alerts.yml (lock_acquire_fail_total / lock_acquire_total,
  * lock_hold_seconds{quantile="0.99"}, lock_watchdog_renew_fail_total).
  */
 #include <stdlib.h>
