@@ -21,6 +21,9 @@ OUT=${OUT:-out/bench/failover.md}
 export RUNS
 sb_setup seckill-failover tools/seckill-bench/seckill-bench tools/seckilld/seckilld
 mkdir -p "$(dirname "$OUT")"
+# the tree the runs test (read before them: a commit made meanwhile is not theirs)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- src tools scripts bench 2>/dev/null || commit="$commit + uncommitted changes"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 passed=""
 failed=0
@@ -38,8 +41,6 @@ for i in $(seq 1 "$RUNS"); do
     fi
 done
 [ -n "$passed" ] || { echo "failover: no run passed" >&2; exit 1; }
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD -- src tools scripts 2>/dev/null || commit="$commit + uncommitted changes"
 "$PY" - "$work" "$passed" "$commit" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" >"$OUT" <<'PY'
 import json, os, statistics, sys
 sys.path.insert(0, "scripts")
