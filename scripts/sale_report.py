@@ -197,7 +197,8 @@ def failover_rates(bench, events):
     p, o = ev["promoted"], ev.get("barrier", ev["promoted"])
     return {"before_kill": rate(dec, 0, ev["kill"]), "second_after_promotion": rate(dec, p, p + 1),
             "after_that": rate(dec, p + 1, max(last, p + 1)), "second_after_barrier": rate(dec, o, o + 1),
-            "kill_s": ev["kill"], "promoted_s": p, "barrier_s": o, "end_s": last}
+            "kill_s": ev["kill"], "promoted_s": p, "barrier_s": o, "end_s": last,
+            "first_decision_after_barrier_s": next((i / 10.0 - o for i, v in enumerate(dec) if v and i / 10.0 >= o), None)}
 
 
 DOC = """<!DOCTYPE html>

@@ -46,6 +46,7 @@ typedef struct sk__batch {
     int acks;               /* WAIT's replicas */
     int replies_due;        /* the script's and WAIT's replies still to come */
     bool acked;             /* WAIT reported >= acks */
+    bool alone;             /* its master lists no replica: confirmed replays are 201 */
     bool wait_later;        /* WAIT follows the script's reply (Cluster) */
     sk__coalescer *co;
     sk__preq *reqs[];
@@ -433,8 +434,9 @@ static void deliver_decided(sk__coalescer *co, sk__batch *b)
     for (int i = 0; i < b->n; i++) {
         sk__preq *q = b->reqs[i];
         if (q->res.err == 0) {
-            q->res.pending = !b->acked && !q->confirmed;
-            if (q->confirmed && !b->acked) co->answered_confirmed++;
+            bool confirmed = q->confirmed && b->alone;
+            q->res.pending = !b->acked && !confirmed;
+            if (confirmed && !b->acked) co->answered_confirmed++;
             if (q->res.pending) co->answered_pending++;
             else co->answered_acked++;
         }
@@ -462,6 +464,13 @@ static void on_wait_reply(const dlock__reply *r, int err, void *priv)
 
 static void load_layout(sk__camp *c);
 
+static bool master_alone(sk__coalescer *co, const sk__lane *l)
+{
+    char route[96];
+    snprintf(route, sizeof(route), "%smeta", l->prefix);
+    return co->h.master_alone(co->h.ud, route);
+}
+
 static void on_batch_reply(const dlock__reply *r, int err, void *priv)
 {
     sk__batch *b = priv;
@@ -479,13 +488,16 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     } else {
         bool decided = false; /* an acceptance or replay: something to acknowledge */
         int kept = 0; /* the batch keeps only what it answers */
+        bool confirmed = false;
         for (int i = 0; i < b->n; i++) {
             sk__preq *q = b->reqs[i];
             if (!decide_one(l, r, i, q)) continue;
             b->reqs[kept++] = q;
             decided = decided || q->res.err == 0;
+            confirmed = confirmed || q->confirmed;
         }
         b->n = kept;
+        if (confirmed) b->alone = master_alone(co, l);
         /* no WAIT for a batch of refusals (a barrier, sold out): nothing to
          * acknowledge, and a promoted master without replicas would make
          * each such batch wait the whole timeout */

@@ -49,6 +49,10 @@ typedef struct sk__coalesce_hooks {
      * possibly on another node after a redirect; the WAIT must go where it
      * ran). */
     bool (*wait_after_reply)(void *ud);
+    /* The master serving route_key's slot lists no replica at all (so it
+     * cannot be one cut off from its replica and Sentinel): a replay the
+     * database confirmed may then be 201 without an acknowledgement. */
+    bool (*master_alone)(void *ud, const char *route_key);
     /* Connected and holding an order-id lease. */
     bool (*ready)(void *ud);
     /* The next order id; 0 or SK_EUNAVAIL. */

@@ -549,6 +549,8 @@ static int co_send_wait(void *ud, const char *route_key, int argc, const char **
     return sk__acks_send_wait(ud, route_key, argc, argv, fn, priv);
 }
 
+static bool co_master_alone(void *ud, const char *route_key) { return sk__acks_alone(ud, route_key); }
+
 static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv_cluster; }
 
 static bool co_ready(void *ud) { return ready(ud); }
@@ -597,7 +599,8 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
     sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send_xfer = co_send_xfer, .send = co_send, .send_wait = co_send_wait,
-                                 .wait_after_reply = co_wait_after_reply, .ready = co_ready,
+                                 .wait_after_reply = co_wait_after_reply, .master_alone = co_master_alone,
+                                 .ready = co_ready,
                                  .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
                                  .server_runid = co_server_runid, .log = co_log};
     int rc = sk__coalescer_new(base, &e->o, &hooks, &e->co);

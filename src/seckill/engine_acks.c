@@ -53,6 +53,7 @@ void sk__acks_reset(sk_engine *e)
     memset(e->acks, 0, sizeof(e->acks));
     for (int i = 0; i < SK_STAT_NODES; i++) {
         e->acks[i].known = -1;
+        e->acks[i].listed = -1;
         e->acks[i].slot = -1;
     }
 }
@@ -95,6 +96,7 @@ static int cluster_entry(sk_engine *e, const char *node, int slot, bool add)
     snprintf(a->node, sizeof(a->node), "%s", node);
     a->slot = slot;
     a->known = -1;
+    a->listed = -1;
     return oldest;
 }
 
@@ -124,6 +126,13 @@ int sk__acks_send_wait(sk_engine *e, const char *route_key, int argc, const char
     long long asked = strtoll(argv[1], NULL, 10);
     if (i >= 0 && e->acks[i].known >= 0 && e->acks[i].known < asked) return 1; /* 202 now, no WAIT */
     return sk__call_cmd_slot(e, slot, argc, argv, NULL, fn, priv);
+}
+
+bool sk__acks_alone(sk_engine *e, const char *route_key)
+{
+    int slot = e->srv_cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
+    int i = entry_of(e, slot, false);
+    return i >= 0 && e->acks[i].listed == 0;
 }
 
 int sk__acks_known(const sk_engine *e)

@@ -43,8 +43,9 @@ struct sk_engine {
      * (engine_acks.c): entry 0 is the connected server (one server, or
      * Sentinel's master); on a Cluster one entry per master whose WAIT came
      * back short, by "host:port". known: replicas online and in sync, -1
-     * unknown (WAIT is sent). */
-    struct sk__acks { char node[64]; int slot; int known; int64_t seen_ms; } acks[SK_STAT_NODES];
+     * unknown (WAIT is sent); listed: replicas the master lists in any
+     * state, -1 unknown. */
+    struct sk__acks { char node[64]; int slot; int known; int listed; int64_t seen_ms; } acks[SK_STAT_NODES];
     int64_t acks_probe_ms;  /* when the last periodic probe was sent */
     int acks_probe_due;     /* its replies still to come */
     bool reprobe_off;       /* a probe was refused (ACL, renamed command): not sent again on this connection */
@@ -107,8 +108,8 @@ const char *sk__script_runid(const sk_engine *e);
  * Cluster INFO replication of each master known short. */
 void sk__server_reprobe(sk_engine *e, int64_t now_ms);
 /* Replicas online (state=online) and in sync (lag <= a bound) in an INFO
- * replication text. */
-int sk__info_replicas_in_sync(const char *info);
+ * replication text; *listed_out (may be NULL) gets every replica it lists. */
+int sk__info_replicas_in_sync(const char *info, int *listed_out);
 
 /* engine_acks.c: the acknowledgement plan. */
 /* How a purchase batch is acknowledged now: SK__ACK_* (coalesce.h) and,
@@ -127,6 +128,12 @@ void sk__acks_note_wait(sk_engine *e, int slot, long long asked, long long got);
  * 1 skipped (no WAIT: the batch is pending), or an error. */
 int sk__acks_send_wait(sk_engine *e, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
                        void *priv);
+/* The master serving route_key lists no replica at all (its last INFO
+ * replication): a promoted master whose replica is gone, or a server
+ * without replicas. False when unknown, and for a master that still lists
+ * a replica that does not acknowledge (cut off from it, as a master cut
+ * off from Sentinel is): there a confirmed replay stays 202. */
+bool sk__acks_alone(sk_engine *e, const char *route_key);
 /* Replicas known in sync on the connected server (Cluster: the fewest of
  * the masters known), -1 unknown: the seckill_ack_replicas_in_sync gauge. */
 int sk__acks_known(const sk_engine *e);

@@ -77,7 +77,7 @@ static void on_info_repl(const dlock__reply *r, int err, void *priv)
     if (!err && dlock__reply_kind(r) == DLOCK__R_STRING) {
         const char *text = dlock__reply_str(r, NULL);
         if (info_field(text, "connected_slaves", v, sizeof(v))) e->srv_replicas = (int)strtol(v, NULL, 10);
-        e->acks[0].known = sk__info_replicas_in_sync(text);
+        e->acks[0].known = sk__info_replicas_in_sync(text, &e->acks[0].listed);
     }
     probe_done(e);
 }
@@ -148,12 +148,13 @@ void sk__server_probe(sk_engine *e)
 #define ACK_PROBE_MS 250
 #define IN_SYNC_LAG_S 2 /* a replica acknowledges every second: older is not in sync */
 
-int sk__info_replicas_in_sync(const char *info)
+int sk__info_replicas_in_sync(const char *info, int *listed_out)
 {
-    int n = 0;
+    int n = 0, listed = 0;
     for (const char *p = info; p && *p; p = strchr(p, '\n')) {
         if (*p == '\n') p++;
         if (strncmp(p, "slave", 5) != 0 || p[5] < '0' || p[5] > '9') continue;
+        listed++;
         char line[256];
         size_t len = strcspn(p, "\r\n");
         if (len >= sizeof(line)) len = sizeof(line) - 1;
@@ -162,6 +163,7 @@ int sk__info_replicas_in_sync(const char *info)
         const char *lag = strstr(line, ",lag=");
         if (strstr(line, ",state=online,") && lag && strtol(lag + 5, NULL, 10) <= IN_SYNC_LAG_S) n++;
     }
+    if (listed_out) *listed_out = listed;
     return n;
 }
 
@@ -177,8 +179,11 @@ static void on_reprobe_repl(const dlock__reply *r, int err, void *priv)
     sk_engine *e = p->e;
     e->acks_probe_due--;
     if (err == DLOCK_ESERVER) e->reprobe_off = true;
-    if (!err && dlock__reply_kind(r) == DLOCK__R_STRING && strcmp(e->acks[p->entry].node, p->node) == 0)
-        sk__acks_set(e, p->entry, sk__info_replicas_in_sync(dlock__reply_str(r, NULL)), "INFO replication");
+    if (!err && dlock__reply_kind(r) == DLOCK__R_STRING && strcmp(e->acks[p->entry].node, p->node) == 0) {
+        int listed = 0, known = sk__info_replicas_in_sync(dlock__reply_str(r, NULL), &listed);
+        e->acks[p->entry].listed = listed;
+        sk__acks_set(e, p->entry, known, "INFO replication");
+    }
     free(p);
 }
 

@@ -292,10 +292,13 @@ static void test_replicas_in_sync_are_online_with_a_recent_ack(void **state)
                        "slave2:ip=127.0.0.1,port=7003,state=online,offset=10,lag=3\r\n"
                        "slave3:ip=127.0.0.1,port=7004,state=wait_bgsave,offset=0,lag=0\r\n"
                        "master_failover_state:no-failover\r\nmaster_repl_offset:90\r\n";
-    assert_int_equal(sk__info_replicas_in_sync(info), 2);
-    assert_int_equal(sk__info_replicas_in_sync("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"), 0);
-    assert_int_equal(sk__info_replicas_in_sync("role:slave\r\nslave_read_only:1\r\nslave_repl_offset:5\r\n"), 0);
-    assert_int_equal(sk__info_replicas_in_sync(""), 0);
+    int listed = -1;
+    assert_int_equal(sk__info_replicas_in_sync(info, &listed), 2);
+    assert_int_equal(listed, 4);
+    assert_int_equal(sk__info_replicas_in_sync("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", &listed), 0);
+    assert_int_equal(listed, 0);
+    assert_int_equal(sk__info_replicas_in_sync("role:slave\r\nslave_read_only:1\r\nslave_repl_offset:5\r\n", NULL), 0);
+    assert_int_equal(sk__info_replicas_in_sync("", NULL), 0);
 }
 
 int main(void)

@@ -43,7 +43,7 @@ typedef struct hl_state {
     int exhausted;   /* next() returned 0 or duration passed */
     int in_flight;
     int connected_once;
-    int64_t exhausted_at_us, last_answer_us;
+    int64_t exhausted_at_us, last_answer_us, any_up_us;
     struct event *tick, *progress_ev, *guard, *retry_tick;
 } hl_state;
 
@@ -399,7 +399,8 @@ static void on_retry_tick(evutil_socket_t fd, short what, void *arg)
     for (int i = 0; i < st->o->connections && st->r_len; i++) dispatch(&st->conns[i]);
 }
 
-/* Bounds every run: no target reachable for 5 s, or, once the workload
+/* Bounds every run: no target reachable for 5 s (at the start, or every
+ * connection down that long later), or, once the workload
  * ended, no answer for 15 s (a server that stopped answering) or 5 min
  * in all, stops the loop. */
 static void on_guard(evutil_socket_t fd, short what, void *arg)
@@ -409,6 +410,9 @@ static void on_guard(evutil_socket_t fd, short what, void *arg)
     hl_state *st = arg;
     int64_t t = now_us();
     if (!st->connected_once && t - st->start_us > 5000000) event_base_loopbreak(st->base);
+    for (int i = 0; i < st->o->connections; i++)
+        if (st->conns[i].up) st->any_up_us = t;
+    if (st->connected_once && t - st->any_up_us > 5000000) event_base_loopbreak(st->base); /* every target gone */
     if (st->exhausted && !st->exhausted_at_us) st->exhausted_at_us = t;
     if (!st->exhausted_at_us) return;
     int64_t quiet_from = st->last_answer_us > st->exhausted_at_us ? st->last_answer_us : st->exhausted_at_us;
@@ -467,6 +471,7 @@ int hl_run(const hl_options *o, hl_result *out)
     st.conns = calloc((size_t)o->connections, sizeof(*st.conns));
     if (!st.base || !st.conns) return -1;
     st.start_us = now_us();
+    st.any_up_us = st.start_us;
     st.measure_from_us = st.start_us + (int64_t)(o->warmup_s * 1e6);
     st.stop_at_us = o->duration_s > 0 ? st.start_us + (int64_t)(o->duration_s * 1e6) : 0;
     for (int i = 0; i < o->connections; i++) {

@@ -73,8 +73,8 @@ typedef struct hl_result {
 } hl_result;
 
 /* Runs the workload to completion: after next() ends, until every request
- * is answered or given up, or no answer came for 15 s (the rest are
- * reported with status 0). 0, or -1 when no target accepted a connection
+ * is answered or given up, or no answer came for 15 s; or until no target
+ * has been reachable for 5 s (the rest are reported with status 0). 0, or -1 when no target accepted a connection
  * (message on stderr). */
 int hl_run(const hl_options *opts, hl_result *out);
 
