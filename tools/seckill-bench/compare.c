@@ -66,7 +66,7 @@ typedef struct cmp_stats {
 /* The buyers of one phase; shared by all workers of a strategy. */
 typedef struct cmp_work {
     char campaign[65];
-    char stock_key[96], bought_key[96]; /* seed strategies' keys */
+    char stock_key[96], bought_key[96]; /* the hand-written strategies' keys */
     bool throughput;
     int64_t deadline_us;
     int n_users, repeat;
@@ -128,7 +128,7 @@ static int cmd2(dlock__conn *c, const char *a, const char *b)
     return cmd_int(c, &v, 2, argv);
 }
 
-/* ---- the seed strategies: threads, one connection each ------------------ */
+/* ---- the hand-written strategies: threads, one connection each --------- */
 
 typedef struct cmp_thread {
     pthread_t tid;
@@ -540,7 +540,7 @@ static void print_human(const cmp_opts *o, const cmp_stats tp[], const cmp_stats
                tp[s].mean_batch, (unsigned long long)(tp[s].pending + ok[s].pending));
     }
     if (o->run[S_OPTIMISTIC] && (ok[S_OPTIMISTIC].oversold || ok[S_OPTIMISTIC].duplicates))
-        printf("optimistic is unsafe as the seed describes it: the bought-set check and the SADD "
+        printf("optimistic is unsafe as commonly written: the bought-set check and the SADD "
                "are separate commands\n");
 }
 

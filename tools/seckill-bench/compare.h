@@ -1,6 +1,6 @@
-/* compare.h: seckill-bench --mode compare: the seeds' three stock-deduction
- * strategies (pessimistic lock, optimistic DECR + compensation, the Lua
- * script one call per purchase) beside ours (the Lua script with
+/* compare.h: seckill-bench --mode compare: the three stock-deduction
+ * strategies commonly written by hand (pessimistic lock, optimistic DECR +
+ * compensation, the Lua script one call per purchase) beside ours (the Lua script with
  * coalescing), engine level (no HTTP), on one Redis, in one run. Every
  * strategy gets a fresh campaign and the same buyers. */
 #ifndef SECKILL_BENCH_COMPARE_H
