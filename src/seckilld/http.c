@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "db.h"
 #include "degraded.h"
@@ -135,16 +136,6 @@ static void sb_int(sbuf *b, int64_t v)
     sb_put(b, d, (size_t)(e - d));
 }
 
-static void sb_u64(sbuf *b, uint64_t u)
-{
-    char num[24], *e = num + sizeof(num), *d = e;
-    do {
-        *--d = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    sb_put(b, d, (size_t)(e - d));
-}
-
 /* A JSON string of s when it needs no escaping; else over (rare: the
  * caller takes the escaping path). */
 static void sb_json_plain(sbuf *b, const char *s)
@@ -230,6 +221,13 @@ static bool token_equal(const char *given, const char *expected)
     size_t a = strlen(given), b = strlen(expected);
     if (a != b) return false;
     return CRYPTO_memcmp(given, expected, a) == 0;
+}
+
+bool sk__http_is_admin(hreq *q)
+{
+    const char *tok = q->h->admin_token;
+    const char *auth = header(q, "Authorization");
+    return tok && *tok && auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(auth + 7, tok);
 }
 
 static bool admin_ok(hreq *q)
@@ -491,20 +489,22 @@ static void handle_campaign_get(hreq *q)
 static void answer_accepted(hreq *q, const sk_purchase_result *r)
 {
     sbuf b = {.n = 0};
+    char ref[SK_ORDER_REF_MAX];
+    sk_order_ref_format(q->h->order_key, r->order_id, ref);
     if (r->pending) {
         sbuf loc = {.n = 0};
         sb_str(&loc, "/v1/orders/");
-        sb_u64(&loc, r->order_id);
+        sb_str(&loc, ref);
         sb_put(&loc, "", 1);
         sk_hs_reply_header(q->req, "Location", loc.d);
         sb_str(&b, "{\"order_id\":\"");
-        sb_u64(&b, r->order_id);
+        sb_str(&b, ref);
         sb_str(&b, "\",\"status\":\"pending\"}\n");
         reply_bytes(q, 202, "application/json", b.d, b.n);
         return;
     }
     sb_str(&b, "{\"order_id\":\"");
-    sb_u64(&b, r->order_id);
+    sb_str(&b, ref);
     sb_str(&b, "\",\"campaign\":\"");
     sb_str(&b, q->id); /* a valid campaign id: [A-Za-z0-9_-], at most 64 */
     sb_str(&b, "\",\"quantity\":");
@@ -627,21 +627,6 @@ static void handle_purchase(hreq *q)
 
 /* ---- orders (the handlers are in http_orders.c) ---------------------------- */
 
-static bool parse_order_id(const char *s, uint64_t *out)
-{
-    size_t n = strlen(s);
-    if (n < 1 || n > 20) return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
-
 /* ---- health, metrics, ping -------------------------------------------------- */
 
 /* 200 while purchases can be decided (by Redis, or by the database path
@@ -664,7 +649,8 @@ static void on_health(int err, void *arg)
     dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\",\"mode\":\"%s\"",
                       degraded ? "degraded" : ok ? "ok" : "unavailable", redis, ready ? "ready" : "no worker lease",
                       degraded ? "degraded" : "redis");
-    if (*why && !(redis_ok && ready)) {
+    /* the reason may name a Redis node: for the admin token only */
+    if (*why && !(redis_ok && ready) && sk__http_is_admin(q)) {
         dlock__buf_append(&b, ",\"reason\":", 10);
         dlock__json_put_str(&b, why, strlen(why));
     }
@@ -687,7 +673,7 @@ static void handle_metrics(hreq *q)
     sk__http_gather(q->h, s); /* every loop of the process */
     dlock__buf b = {0};
     /* this request counts as in flight until answered; report the others */
-    sk_metrics_render(&s->m, &s->st, s->inflight - 1, s->ready, &b);
+    sk_metrics_render(&s->m, &s->st, s->inflight - 1, s->ready, sk__http_is_admin(q), &b);
     sk_metrics_render_degraded(&s->ds, &b);
     free(s);
     reply(q, 200, "text/plain; version=0.0.4", &b);
@@ -751,19 +737,24 @@ static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const c
     }
 }
 
-/* /v1/orders/{id}[/pay] */
+/* /v1/orders/{id}[/pay|/cancel]: id is the public "<id>-<tag>"
+ * (order_ref.h), or a bare id that only the admin token may use. */
 static void route_orders(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const char *query, bool get, bool post)
 {
-    if (!parse_order_id(seg[2], &q->order_id)) {
+    if (strlen(seg[2]) >= sizeof(q->ref) || !sk_order_ref_parse(q->h->order_key, seg[2], &q->order_id, &q->ref_ok)) {
         sk__http_reply_error(q, 404, "not_found", "no such order");
         return;
     }
+    memcpy(q->ref, seg[2], strlen(seg[2]) + 1);
     if (n == 3) {
         q->route = SK_ROUTE_ORDER_GET;
         get ? sk__http_order_get(q, query) : method_not_allowed(q, "GET");
     } else if (strcmp(seg[3], "pay") == 0) {
         q->route = SK_ROUTE_ORDER_PAY;
         post ? sk__http_order_pay(q) : method_not_allowed(q, "POST");
+    } else if (strcmp(seg[3], "cancel") == 0) {
+        q->route = SK_ROUTE_ORDER_CANCEL;
+        post ? sk__http_order_cancel(q) : method_not_allowed(q, "POST");
     } else {
         sk__http_reply_error(q, 404, "not_found", "no such path");
     }
@@ -809,6 +800,28 @@ static void on_request(sk_hs_req *req, void *arg)
 
 /* ---- server ------------------------------------------------------------------- */
 
+/* The key of public order ids: the order secret, else the admin token's,
+ * else the user secret's (what every instance of a deployment shares),
+ * else random: then only this process reads its ids (seckilld warns). */
+static void order_key_init(sk_http *h)
+{
+    const char *o = h->o.order_secret;
+    const char *secret = o && *o                                   ? o
+                         : h->admin_token && *h->admin_token       ? h->admin_token
+                         : h->user_secret && *h->user_secret       ? h->user_secret
+                                                                   : NULL;
+    if (secret) {
+        sk_order_key_derive(secret, h->order_key);
+        return;
+    }
+    if (RAND_bytes(h->order_key, SK_ORDER_KEY_LEN) != 1) {
+        /* no entropy source (never seen on Linux): the clock, through the KDF */
+        char clock_text[64];
+        snprintf(clock_text, sizeof(clock_text), "%lld %p", (long long)dlock__now_us(), (void *)h);
+        sk_order_key_derive(clock_text, h->order_key);
+    }
+}
+
 int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *opts,
                 sk_http **out)
 {
@@ -821,7 +834,8 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     if (opts) h->o = *opts;
     h->admin_token = strdup(h->o.admin_token ? h->o.admin_token : "");
     h->user_secret = strdup(h->o.user_secret ? h->o.user_secret : "");
-    h->o.admin_token = h->o.user_secret = NULL;
+    order_key_init(h);
+    h->o.admin_token = h->o.user_secret = h->o.order_secret = NULL;
     sk_hs_opts ho;
     sk_hs_opts_init(&ho);
     ho.max_head = h->o.max_headers;

@@ -30,6 +30,8 @@ void sk_http_group_free(sk_http_group *g);  /* NULL ok */
 typedef struct sk_http_opts {
     const char *admin_token;     /* NULL/"": the admin API answers 401 */
     const char *user_secret;     /* NULL/"": X-User-Signature not required */
+    const char *order_secret;    /* key of public order ids (order_ref.h); NULL/"": the admin
+                                  * token's, else the user secret's, else random (this process) */
     int64_t idle_timeout_ms;     /* read/write inactivity before closing (default 10000) */
     size_t max_body;             /* JSON 413 above this (default 8192) */
     size_t max_headers;          /* request line + header bytes (default 8192): 431 above */

@@ -69,6 +69,9 @@ static const opt_spec opts[] = {
         "bearer token of the admin API (empty: admin API refused)"),
     STR("user-secret", "SECKILL_USER_SECRET", "", user_secret,
         "HMAC-SHA256 key: when set, purchases need X-User-Signature = hex HMAC(secret, user id)"),
+    STR("order-secret", "SECKILL_ORDER_SECRET", "", order_secret,
+        "key of the order ids buyers see (<id>-<tag>); the same on every instance (empty: the\n"
+        "      admin token's, else the user secret's, else a random one valid on this process only)"),
     INT("max-batch", "SECKILL_MAX_BATCH", "64", max_batch, 1, 512,
         "purchases coalesced into one script call (1 = one by one; at most 512)"),
     I64("linger-us", "SECKILL_LINGER_US", "1000", linger_us, 0, BIG,
@@ -175,7 +178,8 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
 static const char *shown(const opt_spec *o, const char *v, char *buf, size_t len)
 {
     if (!v || !*v) return "\"\"";
-    if (!strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret")) return "****";
+    if (!strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret") || !strcmp(o->name, "order-secret"))
+        return "****";
     if (o->check == skurl_check_redis || o->check == skurl_check_database) {
         opt_mask_url(v, buf, len);
         return buf;

@@ -20,6 +20,7 @@ typedef struct seckilld_config {
     char *database_url;
     char *admin_token;
     char *user_secret;
+    char *order_secret;
     int max_batch;
     int64_t linger_us;
     int64_t user_rate_limit, user_rate_window_ms;
