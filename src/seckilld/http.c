@@ -279,25 +279,33 @@ bool sk__http_user_ok(hreq *q, int missing_status)
     return true;
 }
 
-static void client_ip(hreq *q, char *ip, size_t iplen)
+/* The client address (client_addr.h); false when a forwarded entry is
+ * not an address (answered 400). */
+static bool client_ip(hreq *q, char ip[SK_ADDR_MAX])
 {
-    ip[0] = '\0';
-    if (q->h->o.trust_forwarded) {
-        const char *xff = header(q, "X-Forwarded-For");
-        if (xff) {
-            size_t n = strcspn(xff, ", ");
-            if (n > 0 && n < iplen) {
-                memcpy(ip, xff, n);
-                ip[n] = '\0';
-                return;
-            }
+    const char *xff[16], *fwd[16];
+    size_t n = sk_hs_req_headers(q->req, "X-Forwarded-For", xff, 16);
+    size_t m = sk_hs_req_headers(q->req, "Forwarded", fwd, 16);
+    if (n <= 16 && m <= 16 && sk_client_addr(&q->h->trusted, sk_hs_req_peer(q->req), xff, n, fwd, m, ip) == 0)
+        return true;
+    sk__http_reply_error(q, 400, "bad_request", "X-Forwarded-For / Forwarded: not a list of IP addresses");
+    return false;
+}
+
+/* One identity per request: a repeated identity header is refused (a
+ * gateway that adds instead of replacing must not lose to the client). */
+static bool identity_headers_unique(hreq *q)
+{
+    static const char *const names[] = {"X-User-Id", "X-User-Signature", "Authorization"};
+    const char *v[2];
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (sk_hs_req_headers(q->req, names[i], v, 2) > 1) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "more than one %s header", names[i]);
+            sk__http_reply_error(q, 400, "bad_request", msg);
+            return false;
         }
-    }
-    const char *peer = sk_hs_req_peer(q->req);
-    size_t n = strlen(peer);
-    if (n >= iplen) n = iplen - 1;
-    memcpy(ip, peer, n);
-    ip[n] = '\0';
+    return true;
 }
 
 /* ---- campaigns ------------------------------------------------------------ */
@@ -606,8 +614,8 @@ static void handle_purchase(hreq *q)
             return;
         }
     }
-    char ip[64];
-    client_ip(q, ip, sizeof(ip));
+    char ip[SK_ADDR_MAX];
+    if (!client_ip(q, ip)) return;
     bool degraded = sk_degraded_active(q->h->o.degraded);
     if (degraded && idem) {
         /* the database keeps no Idempotency-Keys: never risk a second order */
@@ -795,7 +803,7 @@ static void on_request(sk_hs_req *req, void *arg)
     q->route = SK_ROUTE_OTHER;
     q->t0_us = dlock__now_us();
     h->inflight++;
-    dispatch(q, sk_hs_req_path(req), sk_hs_req_query(req));
+    if (identity_headers_unique(q)) dispatch(q, sk_hs_req_path(req), sk_hs_req_query(req));
 }
 
 /* ---- server ------------------------------------------------------------------- */
@@ -835,6 +843,14 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     h->admin_token = strdup(h->o.admin_token ? h->o.admin_token : "");
     h->user_secret = strdup(h->o.user_secret ? h->o.user_secret : "");
     order_key_init(h);
+    char terr[128];
+    if (sk_trusted_parse(h->o.trusted_proxies, &h->trusted, terr, sizeof(terr)) != 0) {
+        free(h->admin_token);
+        free(h->user_secret);
+        free(h);
+        return SK_EINVAL;
+    }
+    h->o.trusted_proxies = NULL;
     h->o.admin_token = h->o.user_secret = h->o.order_secret = NULL;
     sk_hs_opts ho;
     sk_hs_opts_init(&ho);

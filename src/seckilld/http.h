@@ -40,7 +40,8 @@ typedef struct sk_http_opts {
     size_t max_connections;      /* open connections; at the cap the one waiting longest for a
                                   * head (>= 500 ms) makes room (default 10000) */
     size_t max_conns_per_addr;   /* from one client address (default 1024; 0 = no cap) */
-    bool trust_forwarded;        /* take the client ip from X-Forwarded-For */
+    const char *trusted_proxies; /* "CIDR[,CIDR...]": peers whose X-Forwarded-For / Forwarded
+                                  * is believed (client_addr.h); NULL/"": none */
     struct sk_db *db;            /* NULL: Redis only */
     struct sk_degraded *degraded;/* NULL: no database path when Redis is down (503) */
     sk_http_group *group;        /* NULL: a process with one loop */

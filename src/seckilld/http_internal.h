@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "client_addr.h"
 #include "degraded.h"
 #include "hserver.h"
 #include "http.h"
@@ -21,6 +22,7 @@ struct sk_http {
     sk_http_opts o;
     char *admin_token;
     char *user_secret;
+    sk_trusted trusted; /* proxies (client_addr.h) */
     unsigned char order_key[SK_ORDER_KEY_LEN]; /* public order ids (order_ref.h) */
     size_t inflight;
     sk_http_metrics m;

@@ -4,6 +4,7 @@
  * source gives it, so --check-config refuses exactly what the start
  * refuses before opening anything. A test loads etc/seckilld.conf with
  * --check-config so the example stays valid. */
+#include "client_addr.h"
 #include "config.h"
 
 #include "conffile.h"
@@ -37,6 +38,12 @@ static int check_bind(const char *v, char *err, size_t errlen)
     if (rc == 0) return 0;
     snprintf(err, errlen, "not an address to listen on ('%s': %s)", v, gai_strerror(rc));
     return -1;
+}
+
+static int check_proxies(const char *v, char *err, size_t errlen)
+{
+    sk_trusted t;
+    return sk_trusted_parse(v, &t, err, errlen);
 }
 
 static int check_log_level(const char *v, char *err, size_t errlen)
@@ -83,8 +90,11 @@ static const opt_spec opts[] = {
     I64("ip-rate-limit", "SECKILL_IP_RATE_LIMIT", "0", ip_rate_limit, 0, BIG,
         "purchase attempts per client address per window per campaign (0 = off)"),
     MS("ip-rate-window-ms", "SECKILL_IP_RATE_WINDOW_MS", "1000", ip_rate_window_ms, "window of the ip rate limit"),
+    CHK("trusted-proxies", "SECKILL_TRUSTED_PROXIES", "", trusted_proxies, check_proxies,
+        "CIDR[,CIDR...] of your proxies: from such a peer the client address is the rightmost\n"
+        "      X-Forwarded-For (or Forwarded: for=) entry outside these ranges; not an address: 400"),
     BOOL("trust-forwarded", "SECKILL_TRUST_FORWARDED", "false", trust_forwarded,
-         "take the client address from X-Forwarded-For (only behind a proxy you run)"),
+         "deprecated (a warning at start): trusted-proxies of the loopback and private ranges"),
     I64("max-connections", "SECKILL_MAX_CONNECTIONS", "10000", max_connections, 1, BIG,
         "open client connections per process (at the limit the one waiting longest for a request makes room, else accepting pauses)"),
     MS("idle-timeout-ms", "SECKILL_IDLE_TIMEOUT_MS", "10000", idle_timeout_ms,

@@ -20,6 +20,7 @@
 
 #include <openssl/rand.h>
 
+#include "client_addr.h"
 #include "config.h"
 #include "db.h"
 #include "degraded.h"
@@ -177,7 +178,7 @@ static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, 
     ho->max_conns_per_addr = (size_t)c->max_conns_per_addr;
     ho->max_body = (size_t)c->max_body;
     ho->max_headers = (size_t)c->max_headers;
-    ho->trust_forwarded = c->trust_forwarded;
+    ho->trusted_proxies = c->trusted_proxies;
     ho->db = db;
     ho->degraded = dg;
 }
@@ -465,6 +466,15 @@ int main(int argc, char **argv)
     else if (!strcmp(c.log_level, "warn")) min_level = DLOCK_LOG_WARN;
     else if (!strcmp(c.log_level, "error")) min_level = DLOCK_LOG_ERROR;
     int rc = check_credentials(&c);
+    if (rc == 0 && c.trust_forwarded && (!c.trusted_proxies || !*c.trusted_proxies)) {
+        log_line(DLOCK_LOG_WARN,
+                 "trust-forwarded is deprecated: it now means trusted-proxies " SK_TRUSTED_PRIVATE
+                 " (the rightmost untrusted X-Forwarded-For entry); set trusted-proxies instead",
+                 NULL);
+        free(c.trusted_proxies);
+        c.trusted_proxies = strdup(SK_TRUSTED_PRIVATE);
+        if (!c.trusted_proxies) rc = 1;
+    }
     if (rc == 0 && order_secret_default(&c) != 0) {
         fprintf(stderr, "seckilld: no random bytes for the order-id key\n");
         rc = 1;
