@@ -462,11 +462,27 @@ static void on_preheat_def(int err, const sk_campaign_info *ci, void *arg)
     if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
 }
 
+/* The pre-heat query, read as a whole: at most one parameter, force,
+ * exactly 1/true or 0/false. false: answered 400. */
+static bool preheat_query(hreq *q, const char *query, bool *force)
+{
+    *force = false;
+    if (!query || !*query) return true;
+    static const char *const yes[] = {"force=1", "force=true"}, *const no[] = {"force=0", "force=false"};
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(query, yes[i]) == 0) *force = true;
+        if (*force || strcmp(query, no[i]) == 0) return true;
+    }
+    sk__http_reply_error(q, 400, "bad_request", "the only pre-heat parameter is force=1|true|0|false, once");
+    return false;
+}
+
 static void handle_campaign_preheat(hreq *q, const char *query)
 {
     if (!admin_ok(q)) return;
-    q->mode = (query && (strstr(query, "force=1") || strstr(query, "force=true"))) ? SK_HEAT_FORCE
-                                                                                  : SK_HEAT_REHEAT;
+    bool force;
+    if (!preheat_query(q, query, &force)) return;
+    q->mode = force ? SK_HEAT_FORCE : SK_HEAT_REHEAT;
     if (q->h->o.db) {
         sk_campaign c;
         int rc = sk_db_campaign_get(q->h->o.db, q->id, &c, NULL);
