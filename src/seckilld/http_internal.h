@@ -60,6 +60,7 @@ typedef struct hreq {
     bool ref_ok;                /* its tag is ours (a bare id: false) */
     bool admin;                 /* the request carries the admin token */
     bool deny;                  /* answer this order's 404 whatever the look-up finds */
+    bool in_campaign;           /* ?campaign= narrowed the look-up: a miss is not "lost" */
     sk_heat_mode mode;
 } hreq;
 

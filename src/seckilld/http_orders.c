@@ -71,9 +71,12 @@ static void put_order(const hreq *q, dlock__buf *b, uint64_t id, const char *cam
 /* The one answer for an order that is not there or not the caller's. */
 static void order_not_found(hreq *q)
 {
-    static const char body[] = "{\"error\":\"not_found\",\"message\":\"no such order\",\"state\":\"lost\"}\n";
+    static const char lost[] = "{\"error\":\"not_found\",\"message\":\"no such order\",\"state\":\"lost\"}\n";
+    /* a look-up narrowed to one campaign saw only that campaign */
+    static const char other[] = "{\"error\":\"not_found\",\"message\":\"no such order in this campaign\"}\n";
     dlock__buf b = {0};
-    dlock__buf_append(&b, body, sizeof(body) - 1);
+    if (q->in_campaign) dlock__buf_append(&b, other, sizeof(other) - 1);
+    else dlock__buf_append(&b, lost, sizeof(lost) - 1);
     sk__http_reply_json(q, 404, &b);
 }
 
@@ -107,9 +110,30 @@ static bool order_caller(hreq *q)
     return true;
 }
 
+/* The order query as a whole: nothing, or campaign=<id> once, into cbuf
+ * (65 bytes; "" for none). false: answered 400. */
+static bool order_query(hreq *q, const char *query, char *cbuf)
+{
+    cbuf[0] = '\0';
+    if (!query || !*query) return true;
+    size_t n = strlen(query);
+    if (strncmp(query, "campaign=", 9) != 0 || n - 9 >= 65) {
+        sk__http_reply_error(q, 400, "bad_request", "the only order parameter is campaign=<id>, once");
+        return false;
+    }
+    memcpy(cbuf, query + 9, n - 8);
+    if (!sk_valid_campaign_id(cbuf)) {
+        sk__http_reply_error(q, 400, "bad_request", "bad campaign parameter");
+        return false;
+    }
+    q->in_campaign = true;
+    return true;
+}
+
 void sk__http_order_get(hreq *q, const char *query)
 {
-    if (!order_caller(q)) return;
+    char cbuf[65];
+    if (!order_caller(q) || !order_query(q, query, cbuf)) return;
     if (q->h->o.db) {
         sk_order_row row;
         int rc = sk_db_order_get(q->h->o.db, q->order_id, &row);
@@ -125,17 +149,7 @@ void sk__http_order_get(hreq *q, const char *query)
         if (rc == 0) q->deny = true;
         /* not persisted yet (or a database hiccup): Redis knows accepted orders */
     }
-    const char *campaign = NULL;
-    char cbuf[65];
-    if (query && strncmp(query, "campaign=", 9) == 0) {
-        snprintf(cbuf, sizeof(cbuf), "%.*s", (int)strcspn(query + 9, "&"), query + 9);
-        if (!sk_valid_campaign_id(cbuf)) {
-            sk__http_reply_error(q, 400, "bad_request", "bad campaign parameter");
-            return;
-        }
-        campaign = cbuf;
-    }
-    int rc = sk_engine_order_get(q->h->engine, q->order_id, campaign, on_order, q);
+    int rc = sk_engine_order_get(q->h->engine, q->order_id, cbuf[0] ? cbuf : NULL, on_order, q);
     if (rc) sk__http_reply_err_code(q, rc, "order");
 }
 

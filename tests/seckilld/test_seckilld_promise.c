@@ -132,6 +132,20 @@ static void test_standalone_without_fsync_answers_202_and_get_says_pending(void 
     field(resp, "state", "pending");
     field(resp, "status", "accepted");
     field(resp, "user", "ann");
+    /* the query as a whole: the right campaign, a wrong one (not a false "lost"), junk */
+    char qpath[160];
+    snprintf(qpath, sizeof(qpath), "%s?campaign=nf", path);
+    assert_int_equal(skt_http(d.port, "GET", qpath, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 200);
+    field(resp, "state", "pending");
+    snprintf(qpath, sizeof(qpath), "%s?campaign=zz", path);
+    assert_int_equal(skt_http(d.port, "GET", qpath, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 404);
+    field(resp, "error", "not_found");
+    assert_null(strstr(resp, "lost"));
+    static const char *const junk[] = {"?x=1&campaign=nf", "?campaign=nf&campaign=nf", "?campaign=", "?campaign=a.b"};
+    for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+        snprintf(qpath, sizeof(qpath), "%s%s", path, junk[i]);
+        assert_int_equal(skt_http(d.port, "GET", qpath, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 400);
+    }
     assert_int_equal(skt_http(d.port, "GET", "/v1/orders/12345", "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 404);
     field(resp, "state", "lost");
     field(resp, "error", "not_found");
