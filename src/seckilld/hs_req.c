@@ -26,6 +26,17 @@ const char *sk_hs_req_header(const sk_hs_req *r, const char *name)
     return NULL;
 }
 
+size_t sk_hs_req_headers(const sk_hs_req *r, const char *name, const char **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->nhdrs; i++)
+        if (r->hdrs[i].value && strcasecmp(r->head + r->hdrs[i].name, name) == 0) {
+            if (n < max) out[n] = r->head + r->hdrs[i].value;
+            n++;
+        }
+    return n;
+}
+
 const char *sk_hs_req_body(const sk_hs_req *r, size_t *len_out)
 {
     *len_out = r->body_len;

@@ -103,6 +103,9 @@ const char *sk_hs_req_query(const sk_hs_req *r);      /* after '?', NULL when ab
 /* The first header of that name (case-insensitive), trimmed; NULL if absent.
  * Values never hold control bytes other than HTAB (refused with 400). */
 const char *sk_hs_req_header(const sk_hs_req *r, const char *name);
+/* Every header of that name, in order: the first max into out; returns
+ * how many there are (also beyond max). */
+size_t sk_hs_req_headers(const sk_hs_req *r, const char *name, const char **out, size_t max);
 /* Body (NUL-terminated, may hold NULs itself); "" and 0 when empty. */
 const char *sk_hs_req_body(const sk_hs_req *r, size_t *len_out);
 const char *sk_hs_req_peer(const sk_hs_req *r);       /* client address ("127.0.0.1") */

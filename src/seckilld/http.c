@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "db.h"
 #include "degraded.h"
@@ -135,16 +136,6 @@ static void sb_int(sbuf *b, int64_t v)
     sb_put(b, d, (size_t)(e - d));
 }
 
-static void sb_u64(sbuf *b, uint64_t u)
-{
-    char num[24], *e = num + sizeof(num), *d = e;
-    do {
-        *--d = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    sb_put(b, d, (size_t)(e - d));
-}
-
 /* A JSON string of s when it needs no escaping; else over (rare: the
  * caller takes the escaping path). */
 static void sb_json_plain(sbuf *b, const char *s)
@@ -232,6 +223,13 @@ static bool token_equal(const char *given, const char *expected)
     return CRYPTO_memcmp(given, expected, a) == 0;
 }
 
+bool sk__http_is_admin(hreq *q)
+{
+    const char *tok = q->h->admin_token;
+    const char *auth = header(q, "Authorization");
+    return tok && *tok && auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(auth + 7, tok);
+}
+
 static bool admin_ok(hreq *q)
 {
     const char *tok = q->h->admin_token;
@@ -281,25 +279,33 @@ bool sk__http_user_ok(hreq *q, int missing_status)
     return true;
 }
 
-static void client_ip(hreq *q, char *ip, size_t iplen)
+/* The client address (client_addr.h); false when a forwarded entry is
+ * not an address (answered 400). */
+static bool client_ip(hreq *q, char ip[SK_ADDR_MAX])
 {
-    ip[0] = '\0';
-    if (q->h->o.trust_forwarded) {
-        const char *xff = header(q, "X-Forwarded-For");
-        if (xff) {
-            size_t n = strcspn(xff, ", ");
-            if (n > 0 && n < iplen) {
-                memcpy(ip, xff, n);
-                ip[n] = '\0';
-                return;
-            }
+    const char *xff[16], *fwd[16];
+    size_t n = sk_hs_req_headers(q->req, "X-Forwarded-For", xff, 16);
+    size_t m = sk_hs_req_headers(q->req, "Forwarded", fwd, 16);
+    if (n <= 16 && m <= 16 && sk_client_addr(&q->h->trusted, sk_hs_req_peer(q->req), xff, n, fwd, m, ip) == 0)
+        return true;
+    sk__http_reply_error(q, 400, "bad_request", "X-Forwarded-For / Forwarded: not a list of IP addresses");
+    return false;
+}
+
+/* One identity per request: a repeated identity header is refused (a
+ * gateway that adds instead of replacing must not lose to the client). */
+static bool identity_headers_unique(hreq *q)
+{
+    static const char *const names[] = {"X-User-Id", "X-User-Signature", "Authorization"};
+    const char *v[2];
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (sk_hs_req_headers(q->req, names[i], v, 2) > 1) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "more than one %s header", names[i]);
+            sk__http_reply_error(q, 400, "bad_request", msg);
+            return false;
         }
-    }
-    const char *peer = sk_hs_req_peer(q->req);
-    size_t n = strlen(peer);
-    if (n >= iplen) n = iplen - 1;
-    memcpy(ip, peer, n);
-    ip[n] = '\0';
+    return true;
 }
 
 /* ---- campaigns ------------------------------------------------------------ */
@@ -456,11 +462,27 @@ static void on_preheat_def(int err, const sk_campaign_info *ci, void *arg)
     if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
 }
 
+/* The pre-heat query, read as a whole: at most one parameter, force,
+ * exactly 1/true or 0/false. false: answered 400. */
+static bool preheat_query(hreq *q, const char *query, bool *force)
+{
+    *force = false;
+    if (!query || !*query) return true;
+    static const char *const yes[] = {"force=1", "force=true"}, *const no[] = {"force=0", "force=false"};
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(query, yes[i]) == 0) *force = true;
+        if (*force || strcmp(query, no[i]) == 0) return true;
+    }
+    sk__http_reply_error(q, 400, "bad_request", "the only pre-heat parameter is force=1|true|0|false, once");
+    return false;
+}
+
 static void handle_campaign_preheat(hreq *q, const char *query)
 {
     if (!admin_ok(q)) return;
-    q->mode = (query && (strstr(query, "force=1") || strstr(query, "force=true"))) ? SK_HEAT_FORCE
-                                                                                  : SK_HEAT_REHEAT;
+    bool force;
+    if (!preheat_query(q, query, &force)) return;
+    q->mode = force ? SK_HEAT_FORCE : SK_HEAT_REHEAT;
     if (q->h->o.db) {
         sk_campaign c;
         int rc = sk_db_campaign_get(q->h->o.db, q->id, &c, NULL);
@@ -491,20 +513,22 @@ static void handle_campaign_get(hreq *q)
 static void answer_accepted(hreq *q, const sk_purchase_result *r)
 {
     sbuf b = {.n = 0};
+    char ref[SK_ORDER_REF_MAX];
+    sk_order_ref_format(q->h->order_key, r->order_id, ref);
     if (r->pending) {
         sbuf loc = {.n = 0};
         sb_str(&loc, "/v1/orders/");
-        sb_u64(&loc, r->order_id);
+        sb_str(&loc, ref);
         sb_put(&loc, "", 1);
         sk_hs_reply_header(q->req, "Location", loc.d);
         sb_str(&b, "{\"order_id\":\"");
-        sb_u64(&b, r->order_id);
+        sb_str(&b, ref);
         sb_str(&b, "\",\"status\":\"pending\"}\n");
         reply_bytes(q, 202, "application/json", b.d, b.n);
         return;
     }
     sb_str(&b, "{\"order_id\":\"");
-    sb_u64(&b, r->order_id);
+    sb_str(&b, ref);
     sb_str(&b, "\",\"campaign\":\"");
     sb_str(&b, q->id); /* a valid campaign id: [A-Za-z0-9_-], at most 64 */
     sb_str(&b, "\",\"quantity\":");
@@ -606,8 +630,8 @@ static void handle_purchase(hreq *q)
             return;
         }
     }
-    char ip[64];
-    client_ip(q, ip, sizeof(ip));
+    char ip[SK_ADDR_MAX];
+    if (!client_ip(q, ip)) return;
     bool degraded = sk_degraded_active(q->h->o.degraded);
     if (degraded && idem) {
         /* the database keeps no Idempotency-Keys: never risk a second order */
@@ -626,21 +650,6 @@ static void handle_purchase(hreq *q)
 }
 
 /* ---- orders (the handlers are in http_orders.c) ---------------------------- */
-
-static bool parse_order_id(const char *s, uint64_t *out)
-{
-    size_t n = strlen(s);
-    if (n < 1 || n > 20) return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
 
 /* ---- health, metrics, ping -------------------------------------------------- */
 
@@ -664,7 +673,8 @@ static void on_health(int err, void *arg)
     dlock__buf_printf(&b, "{\"status\":\"%s\",\"redis\":\"%s\",\"order_ids\":\"%s\",\"mode\":\"%s\"",
                       degraded ? "degraded" : ok ? "ok" : "unavailable", redis, ready ? "ready" : "no worker lease",
                       degraded ? "degraded" : "redis");
-    if (*why && !(redis_ok && ready)) {
+    /* the reason may name a Redis node: for the admin token only */
+    if (*why && !(redis_ok && ready) && sk__http_is_admin(q)) {
         dlock__buf_append(&b, ",\"reason\":", 10);
         dlock__json_put_str(&b, why, strlen(why));
     }
@@ -687,7 +697,7 @@ static void handle_metrics(hreq *q)
     sk__http_gather(q->h, s); /* every loop of the process */
     dlock__buf b = {0};
     /* this request counts as in flight until answered; report the others */
-    sk_metrics_render(&s->m, &s->st, s->inflight - 1, s->ready, &b);
+    sk_metrics_render(&s->m, &s->st, s->inflight - 1, s->ready, sk__http_is_admin(q), &b);
     sk_metrics_render_degraded(&s->ds, &b);
     free(s);
     reply(q, 200, "text/plain; version=0.0.4", &b);
@@ -751,19 +761,24 @@ static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const c
     }
 }
 
-/* /v1/orders/{id}[/pay] */
+/* /v1/orders/{id}[/pay|/cancel]: id is the public "<id>-<tag>"
+ * (order_ref.h), or a bare id that only the admin token may use. */
 static void route_orders(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const char *query, bool get, bool post)
 {
-    if (!parse_order_id(seg[2], &q->order_id)) {
+    if (strlen(seg[2]) >= sizeof(q->ref) || !sk_order_ref_parse(q->h->order_key, seg[2], &q->order_id, &q->ref_ok)) {
         sk__http_reply_error(q, 404, "not_found", "no such order");
         return;
     }
+    memcpy(q->ref, seg[2], strlen(seg[2]) + 1);
     if (n == 3) {
         q->route = SK_ROUTE_ORDER_GET;
         get ? sk__http_order_get(q, query) : method_not_allowed(q, "GET");
     } else if (strcmp(seg[3], "pay") == 0) {
         q->route = SK_ROUTE_ORDER_PAY;
         post ? sk__http_order_pay(q) : method_not_allowed(q, "POST");
+    } else if (strcmp(seg[3], "cancel") == 0) {
+        q->route = SK_ROUTE_ORDER_CANCEL;
+        post ? sk__http_order_cancel(q) : method_not_allowed(q, "POST");
     } else {
         sk__http_reply_error(q, 404, "not_found", "no such path");
     }
@@ -804,10 +819,32 @@ static void on_request(sk_hs_req *req, void *arg)
     q->route = SK_ROUTE_OTHER;
     q->t0_us = dlock__now_us();
     h->inflight++;
-    dispatch(q, sk_hs_req_path(req), sk_hs_req_query(req));
+    if (identity_headers_unique(q)) dispatch(q, sk_hs_req_path(req), sk_hs_req_query(req));
 }
 
 /* ---- server ------------------------------------------------------------------- */
+
+/* The key of public order ids: the order secret, else the admin token's,
+ * else the user secret's (what every instance of a deployment shares),
+ * else random: then only this process reads its ids (seckilld warns). */
+static void order_key_init(sk_http *h)
+{
+    const char *o = h->o.order_secret;
+    const char *secret = o && *o                                   ? o
+                         : h->admin_token && *h->admin_token       ? h->admin_token
+                         : h->user_secret && *h->user_secret       ? h->user_secret
+                                                                   : NULL;
+    if (secret) {
+        sk_order_key_derive(secret, h->order_key);
+        return;
+    }
+    if (RAND_bytes(h->order_key, SK_ORDER_KEY_LEN) != 1) {
+        /* no entropy source (never seen on Linux): the clock, through the KDF */
+        char clock_text[64];
+        snprintf(clock_text, sizeof(clock_text), "%lld %p", (long long)dlock__now_us(), (void *)h);
+        sk_order_key_derive(clock_text, h->order_key);
+    }
+}
 
 int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *opts,
                 sk_http **out)
@@ -821,7 +858,16 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     if (opts) h->o = *opts;
     h->admin_token = strdup(h->o.admin_token ? h->o.admin_token : "");
     h->user_secret = strdup(h->o.user_secret ? h->o.user_secret : "");
-    h->o.admin_token = h->o.user_secret = NULL;
+    order_key_init(h);
+    char terr[128];
+    if (sk_trusted_parse(h->o.trusted_proxies, &h->trusted, terr, sizeof(terr)) != 0) {
+        free(h->admin_token);
+        free(h->user_secret);
+        free(h);
+        return SK_EINVAL;
+    }
+    h->o.trusted_proxies = NULL;
+    h->o.admin_token = h->o.user_secret = h->o.order_secret = NULL;
     sk_hs_opts ho;
     sk_hs_opts_init(&ho);
     ho.max_head = h->o.max_headers;

@@ -30,6 +30,8 @@ void sk_http_group_free(sk_http_group *g);  /* NULL ok */
 typedef struct sk_http_opts {
     const char *admin_token;     /* NULL/"": the admin API answers 401 */
     const char *user_secret;     /* NULL/"": X-User-Signature not required */
+    const char *order_secret;    /* key of public order ids (order_ref.h); NULL/"": the admin
+                                  * token's, else the user secret's, else random (this process) */
     int64_t idle_timeout_ms;     /* read/write inactivity before closing (default 10000) */
     size_t max_body;             /* JSON 413 above this (default 8192) */
     size_t max_headers;          /* request line + header bytes (default 8192): 431 above */
@@ -38,7 +40,8 @@ typedef struct sk_http_opts {
     size_t max_connections;      /* open connections; at the cap the one waiting longest for a
                                   * head (>= 500 ms) makes room (default 10000) */
     size_t max_conns_per_addr;   /* from one client address (default 1024; 0 = no cap) */
-    bool trust_forwarded;        /* take the client ip from X-Forwarded-For */
+    const char *trusted_proxies; /* "CIDR[,CIDR...]": peers whose X-Forwarded-For / Forwarded
+                                  * is believed (client_addr.h); NULL/"": none */
     struct sk_db *db;            /* NULL: Redis only */
     struct sk_degraded *degraded;/* NULL: no database path when Redis is down (503) */
     sk_http_group *group;        /* NULL: a process with one loop */

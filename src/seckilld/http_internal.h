@@ -7,10 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "client_addr.h"
 #include "degraded.h"
 #include "hserver.h"
 #include "http.h"
 #include "http_metrics.h"
+#include "order_ref.h"
 #include "util.h"
 
 struct sk_http {
@@ -20,6 +22,8 @@ struct sk_http {
     sk_http_opts o;
     char *admin_token;
     char *user_secret;
+    sk_trusted trusted; /* proxies (client_addr.h) */
+    unsigned char order_key[SK_ORDER_KEY_LEN]; /* public order ids (order_ref.h) */
     size_t inflight;
     sk_http_metrics m;
     struct hreq *free_q; /* recycled request records */
@@ -52,6 +56,11 @@ typedef struct hreq {
     char id[65];
     char user[65];
     uint64_t order_id;
+    char ref[SK_ORDER_REF_MAX]; /* the order id as the client gave it (syntax checked) */
+    bool ref_ok;                /* its tag is ours (a bare id: false) */
+    bool admin;                 /* the request carries the admin token */
+    bool deny;                  /* answer this order's 404 whatever the look-up finds */
+    bool in_campaign;           /* ?campaign= narrowed the look-up: a miss is not "lost" */
     sk_heat_mode mode;
 } hreq;
 
@@ -64,6 +73,11 @@ void sk__http_reply_err_code(hreq *q, int err, const char *what);
 /* X-User-Id (and X-User-Signature when a secret is set) into q->user;
  * false when it has answered already. */
 bool sk__http_user_ok(hreq *q, int missing_status);
+/* Whether the request carries the right admin token (answers nothing). */
+bool sk__http_is_admin(hreq *q);
+
+/* http_orders.c: POST /v1/orders/{id}/cancel too. */
+void sk__http_order_cancel(hreq *q);
 
 /* http_orders.c: GET /v1/orders/{id}, POST /v1/orders/{id}/pay. */
 void sk__http_order_get(hreq *q, const char *query);

@@ -8,7 +8,7 @@
 
 static const char *const route_names[SK_ROUTE_COUNT] = {
     "campaign_create", "campaign_preheat", "campaign_get", "purchase", "order_get",
-    "order_pay", "healthz", "metrics", "ping", "other"};
+    "order_pay", "order_cancel", "healthz", "metrics", "ping", "other"};
 static const int statuses[SK_METRIC_STATUSES - 1] = {200, 201, 202, 400, 401, 403, 404, 405,
                                                      408, 409, 413, 429, 500, 503};
 static const double lat_le[SK_METRIC_LAT_BUCKETS - 1] = {
@@ -132,7 +132,7 @@ static void put_transfers(const sk_engine_xfer_stats *x, dlock__buf *o)
 }
 
 /* What buyers were told about acceptances, and what acknowledged them. */
-static void put_promises(const sk_engine_stats *st, dlock__buf *o)
+static void put_promises(const sk_engine_stats *st, bool internal, dlock__buf *o)
 {
     dlock__buf_printf(o, "# HELP seckill_answers_total Accepted purchases (and replays) by answer: 201 "
                          "acknowledged, 202 pending.\n# TYPE seckill_answers_total counter\n"
@@ -159,8 +159,9 @@ static void put_promises(const sk_engine_stats *st, dlock__buf *o)
     put_scalar(o, "gauge", "seckill_ack_replicas", "The replicas WAIT waits for.", (unsigned long long)st->ack_replicas);
     put_scalar(o, "gauge", "seckill_worker_lease_held", "1 while order ids may be issued (lease fresh).",
                (unsigned long long)st->lease_held);
-    dlock__buf_printf(o, "# HELP seckill_worker_id The leased order-id worker id (-1 none).\n"
-                         "# TYPE seckill_worker_id gauge\nseckill_worker_id %d\n", st->worker_id);
+    if (internal)
+        dlock__buf_printf(o, "# HELP seckill_worker_id The leased order-id worker id (-1 none).\n"
+                             "# TYPE seckill_worker_id gauge\nseckill_worker_id %d\n", st->worker_id);
     put_scalar(o, "counter", "seckill_worker_lease_lost_total",
                "Leases given up (not renewed in time) or found taken by another instance.", st->lease_lost);
 }
@@ -176,15 +177,15 @@ static void put_nodes(const sk_engine_stats *st, dlock__buf *o)
 }
 
 void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size_t inflight,
-                       int ready, dlock__buf *o)
+                       int ready, bool internal, dlock__buf *o)
 {
     put_requests(m, o);
     put_latency(m, o);
     put_outcomes(o, "seckill_purchases_total", "Purchase decisions by outcome.", st->outcomes);
     put_batches(st, o);
-    put_promises(st, o);
+    put_promises(st, internal, o);
     put_transfers(&st->xfer, o);
-    put_nodes(st, o);
+    if (internal) put_nodes(st, o);
     put_scalar(o, "counter", "seckill_soldout_local_total", "Purchases answered sold-out from the local flag.",
                st->soldout_local);
     put_scalar(o, "counter", "seckill_redis_errors_total", "Redis commands that failed or timed out.",

@@ -6,6 +6,7 @@
 #ifndef SK_HTTP_METRICS_H
 #define SK_HTTP_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,7 @@ typedef enum sk_route {
     SK_ROUTE_PURCHASE,
     SK_ROUTE_ORDER_GET,
     SK_ROUTE_ORDER_PAY,
+    SK_ROUTE_ORDER_CANCEL,
     SK_ROUTE_HEALTHZ,
     SK_ROUTE_METRICS,
     SK_ROUTE_PING,
@@ -37,9 +39,11 @@ typedef struct sk_http_metrics {
 } sk_http_metrics;
 
 void sk_metrics_observe(sk_http_metrics *m, sk_route r, int status, int64_t us);
-/* Appends the Prometheus text exposition of m, st and the gauges. */
+/* Appends the Prometheus text exposition of m, st and the gauges; the
+ * figures that name the deployment's insides (the order-id worker id,
+ * the Redis node addresses) only when internal (an admin-token scrape). */
 void sk_metrics_render(const sk_http_metrics *m, const sk_engine_stats *st, size_t inflight,
-                       int ready, dlock__buf *out);
+                       int ready, bool internal, dlock__buf *out);
 /* Appends the degraded-mode figures (mode gauge, database-path outcomes);
  * all zero when seckilld runs without a database. */
 void sk_metrics_render_degraded(const sk_degraded_stats *ds, dlock__buf *out);

@@ -62,7 +62,7 @@ WORK=$work SECKILL=$build/tools/seckill/seckill bash "$work/session.sh"
 "$PY" - "$work" <<'PY'
 import glob, json, os, re, sys
 work = sys.argv[1]
-VARYING = {"order_id": r"[1-9][0-9]*", "starts_at": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+VARYING = {"order_id": r"[1-9][0-9]*-[0-9a-f]{16}", "starts_at": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
            "ends_at": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"}
 VARYING_INT = {"starts_at_ms", "ends_at_ms"}
 bad = []

@@ -19,7 +19,7 @@ start_services
 late_port=$(dl_free_port)
 SECKILLD_URLS+=("http://127.0.0.1:$late_port")
 paused=${SECKILLD_URLS[0]}
-wid=$(curl -s "$paused/metrics" | awk '$1 == "seckill_worker_id" {print $2}')
+wid=$(curl -s -H "Authorization: Bearer $TOKEN" "$paused/metrics" | awk '$1 == "seckill_worker_id" {print $2}')
 [ -n "$wid" ] && [ "$wid" -ge 0 ] || fail "no worker id on $paused"
 start_sale
 sleep 1
@@ -30,7 +30,7 @@ kill -STOP "${SECKILLD_PIDS[0]}"
 "$bin/seckilld/seckilld" --port "$late_port" --bind 127.0.0.1 --admin-token "$TOKEN" $SECKILLD_EXTRA \
     >"$work/seckilld-late.log" 2>&1 &
 dl_track $!
-worker_of() { curl -s "$1/metrics" | awk '$1 == "seckill_worker_id" {print $2}' || true; }
+worker_of() { curl -s -H "Authorization: Bearer $TOKEN" "$1/metrics" | awk '$1 == "seckill_worker_id" {print $2}' || true; }
 lwid=-1
 for _ in $(seq 1 100); do # the paused lease expires within 2 s
     lwid=$(worker_of "http://127.0.0.1:$late_port")

@@ -73,7 +73,7 @@ done
 echo "admin: campaigns, metrics and barrier work"
 
 # every master decided for its own campaign (the engine's per-node counters)
-m=$(curl -s "${urls[0]}/metrics")$(curl -s "${urls[1]}/metrics")
+m=$(curl -s -H "Authorization: Bearer $TOKEN" "${urls[0]}/metrics")$(curl -s -H "Authorization: Bearer $TOKEN" "${urls[1]}/metrics") # node addresses: admin scrapes only
 for p in $CL_MASTERS; do
     line=$(printf '%s\n' "$m" | grep "^seckill_redis_node_calls_total{node=\"127.0.0.1:$p\"}" | head -1 || true)
     [ -n "$line" ] || fail "no calls counted for node 127.0.0.1:$p"

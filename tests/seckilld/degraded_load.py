@@ -56,7 +56,8 @@ def run(seed):
             # 202: decided but not acknowledged (the database path's
             # tentative orders, docs/design/promise.md): an order all the same
             if key in ("201 accepted", "202 pending"):
-                accepted.append(body["order_id"])
+                # buyers see <id>-<tag>; the database keeps <id>
+                accepted.append(body["order_id"].split("-")[0])
             if key == "409 sold_out":
                 soldout_seen.add(h)
         if key.startswith("503") or key.startswith("exception"):

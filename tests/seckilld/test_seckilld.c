@@ -153,8 +153,9 @@ static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
     char **ids = calloc(N, sizeof(char *));
     for (int i = 0; i < N; i++) {
         if (r[i].status == 201) {
-            char oid[32];
+            char oid[48];
             assert_true(skt_json_str(r[i].resp, "order_id", oid, sizeof(oid)));
+            oid[strcspn(oid, "-")] = '\0'; /* buyers see <id>-<tag>; the stream keeps <id> */
             ids[accepted++] = strdup(oid);
         } else {
             if (r[i].status != 409) fail_msg("buyer %d: status %d %s", i, r[i].status, r[i].resp);
@@ -271,10 +272,10 @@ static void test_idempotency_key_replay_returns_the_same_order(void **state)
     assert_int_equal(buy(d[1].port, "idem", "bob", 1, "key-1", other, sizeof(other)), 400);
     expect_error(other, "bad_request");
     /* the order is readable */
-    char oid[32], path[64], resp[512], v[64];
+    char oid[48], path[80], resp[512], v[64];
     assert_true(skt_json_str(first, "order_id", oid, sizeof(oid)));
     snprintf(path, sizeof(path), "/v1/orders/%s", oid);
-    assert_int_equal(skt_http(d[1].port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_int_equal(skt_http(d[1].port, "GET", path, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 200);
     assert_true(skt_json_str(resp, "user", v, sizeof(v)));
     assert_string_equal(v, "ann");
     assert_true(skt_json_str(resp, "status", v, sizeof(v)));
@@ -379,8 +380,14 @@ static void test_bad_input_matrix(void **state)
         {"GET", "/v1/campaigns/m/x", "", NULL, 404, "not_found"},
         {"GET", "/v1/campaigns/bad.id", "", NULL, 404, "not_found"},
         {"GET", "/v1/orders/abc", "", NULL, 404, "not_found"},
-        {"GET", "/v1/orders/99999999999999999999", "", NULL, 404, "not_found"},
-        {"GET", "/v1/orders/12345", "", NULL, 404, "not_found"},
+        {"POST", "/v1/campaigns/m/preheat?xforce=1", ADMIN, "", 400, "bad_request"},
+        {"POST", "/v1/campaigns/m/preheat?mode=noforce=1", ADMIN, "", 400, "bad_request"},
+        {"POST", "/v1/campaigns/m/preheat?force=1&force=1", ADMIN, "", 400, "bad_request"},
+        {"POST", "/v1/campaigns/m/preheat?force=yes", ADMIN, "", 400, "bad_request"},
+        {"POST", "/v1/orders/1/cancel", "X-User-Id: a\r\nX-User-Id: b\r\n", "", 400, "bad_request"},
+        {"GET", "/v1/orders/99999999999999999999", "X-User-Id: ann\r\n", NULL, 404, "not_found"},
+        {"GET", "/v1/orders/12345", "X-User-Id: ann\r\n", NULL, 404, "not_found"},
+        {"GET", "/v1/orders/12345", "", NULL, 401, "unauthorized"},
         {"POST", "/v1/campaigns", ADMIN, "{", 400, "bad_request"},
         {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\"}", 400, "bad_request"},
         {"POST", "/v1/campaigns", ADMIN, "{\"id\":\"z1\",\"stock\":1,\"starts_at\":5,\"ends_at\":4}", 400, "bad_request"},

@@ -101,7 +101,7 @@ static void expect_pending(const char *resp, char *oid, size_t cap)
 static long metric(int port, const char *series)
 {
     static char m[65536];
-    assert_int_equal(skt_http(port, "GET", "/metrics", NULL, NULL, 0, m, sizeof(m)), 200);
+    assert_int_equal(skt_http(port, "GET", "/metrics", ADMIN, NULL, 0, m, sizeof(m)), 200); /* all of it */
     char pat[160];
     snprintf(pat, sizeof(pat), "\n%s ", series);
     const char *p = strstr(m, pat);
@@ -127,7 +127,7 @@ static void test_standalone_without_fsync_answers_202_and_get_says_pending(void 
 {
     (void)state;
     start(NULL, NULL); /* appendonly no: nothing acknowledges a decision */
-    char resp[1024], oid[32], again[32];
+    char resp[1024], oid[48], again[48];
     assert_int_equal(create_on(d.port, "nf", 10, NULL), 201);
     assert_int_equal(buy(d.port, "nf", "ann", "k-ann", resp, sizeof(resp)), 202);
     expect_pending(resp, oid, sizeof(oid));
@@ -135,13 +135,27 @@ static void test_standalone_without_fsync_answers_202_and_get_says_pending(void 
     assert_int_equal(buy(d.port, "nf", "ann", "k-ann", resp, sizeof(resp)), 202);
     expect_pending(resp, again, sizeof(again));
     assert_string_equal(oid, again);
-    char path[64];
+    char path[80];
     snprintf(path, sizeof(path), "/v1/orders/%s", oid);
-    assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_int_equal(skt_http(d.port, "GET", path, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 200);
     field(resp, "state", "pending");
     field(resp, "status", "accepted");
     field(resp, "user", "ann");
-    assert_int_equal(skt_http(d.port, "GET", "/v1/orders/12345", NULL, NULL, 0, resp, sizeof(resp)), 404);
+    /* the query as a whole: the right campaign, a wrong one (not a false "lost"), junk */
+    char qpath[160];
+    snprintf(qpath, sizeof(qpath), "%s?campaign=nf", path);
+    assert_int_equal(skt_http(d.port, "GET", qpath, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 200);
+    field(resp, "state", "pending");
+    snprintf(qpath, sizeof(qpath), "%s?campaign=zz", path);
+    assert_int_equal(skt_http(d.port, "GET", qpath, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 404);
+    field(resp, "error", "not_found");
+    assert_null(strstr(resp, "lost"));
+    static const char *const junk[] = {"?x=1&campaign=nf", "?campaign=nf&campaign=nf", "?campaign=", "?campaign=a.b"};
+    for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+        snprintf(qpath, sizeof(qpath), "%s%s", path, junk[i]);
+        assert_int_equal(skt_http(d.port, "GET", qpath, "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 400);
+    }
+    assert_int_equal(skt_http(d.port, "GET", "/v1/orders/12345", "X-User-Id: ann\r\n", NULL, 0, resp, sizeof(resp)), 404);
     field(resp, "state", "lost");
     field(resp, "error", "not_found");
     assert_int_equal(metric(d.port, "seckill_answers_total{answer=\"202\"}"), 2);
@@ -154,7 +168,7 @@ static void test_refused_config_counts_as_not_durable(void **state)
     (void)state;
     const char *conf[] = {"appendonly yes", "appendfsync always", "rename-command CONFIG \"\"", NULL};
     start(conf, NULL);
-    char resp[1024], oid[32];
+    char resp[1024], oid[48];
     assert_int_equal(create_on(d.port, "rc", 10, NULL), 201);
     assert_int_equal(buy(d.port, "rc", "bob", NULL, resp, sizeof(resp)), 202);
     expect_pending(resp, oid, sizeof(oid));
@@ -170,7 +184,7 @@ static void test_fsync_always_answers_201_and_every_call_writes(void **state)
     (void)state;
     const char *conf[] = {"appendonly yes", "appendfsync always", NULL};
     start(conf, NULL);
-    char resp[1024], oid[32], out[256];
+    char resp[1024], oid[48], out[256];
     assert_int_equal(create_on(d.port, "fs", 10, NULL), 201);
     assert_int_equal(buy(d.port, "fs", "dan", "k-dan", resp, sizeof(resp)), 201);
     field(resp, "status", "accepted");
@@ -301,7 +315,7 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
     assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
-    char resp[1024], oid[32], again[32];
+    char resp[1024], oid[48], again[48];
     assert_int_equal(create_on(d.port, "rp", 10, NULL), 201);
     assert_int_equal(buy(d.port, "rp", "fay", NULL, resp, sizeof(resp)), 201);
     test_server_pause(&replica, true);
@@ -364,7 +378,7 @@ static int buy_ids(const skt_daemon *x, const char *tag, int n, uint64_t *ids, i
 {
     int ok = 0;
     for (int i = 0; i < n; i++) {
-        char user[32], resp[512], oid[32];
+        char user[32], resp[512], oid[48];
         snprintf(user, sizeof(user), "%s-%d", tag, i);
         if (buy(x->port, "ls", user, NULL, resp, sizeof(resp)) != 201) continue;
         assert_true(skt_json_str(resp, "order_id", oid, sizeof(oid)));
@@ -418,7 +432,7 @@ static void test_instance_paused_past_its_lease_stops_issuing_ids(void **state)
     assert_int_equal(buy_ids(&d, "a1", 20, ids, &nids), 20);
     occupy_all_but(wa); /* B can only take A's worker id, once A's lease expired */
     kill(d.pid, SIGSTOP);
-    const char *extra[] = {"--worker-lease-ms", "2000", NULL};
+    const char *extra[] = {"--admin-token", "adm-token", "--worker-lease-ms", "2000", NULL};
     assert_int_equal(skt_daemon_start(&d2, master.url, extra), 0);
     assert_int_equal(worker_of(&d2), wa);
     assert_int_equal(buy_ids(&d2, "b1", 20, ids, &nids), 20);
@@ -475,7 +489,7 @@ static void test_sentinel_master_without_replica_answers_202_not_201_on_fsync(vo
     assert_int_equal(skt_daemon_start(&d, url, extra), 0);
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
     assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
-    char resp[1024], oid[32], again[32];
+    char resp[1024], oid[48], again[48];
     assert_int_equal(create_on(d.port, "sn", 10, NULL), 201);
     assert_int_equal(buy(d.port, "sn", "hal", "k-hal", resp, sizeof(resp)), 202);
     expect_pending(resp, oid, sizeof(oid));

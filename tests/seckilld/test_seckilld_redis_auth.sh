@@ -10,7 +10,7 @@
 #    the old one (WRONGPASS), then the server drops its password under a URL
 #    that has one (AUTH refused with ERR). Each time the reconnects follow
 #    the backoff (50 ms doubling to 2 s, jittered: at most 12 connections in
-#    5 s, where a 50 ms loop makes about 100), /healthz answers 503 with the reason
+#    5 s, where a 50 ms loop makes about 100), /healthz answers 503 with the reason (to the admin token)
 #    "redis auth refused ...", the reason is logged once, and once the
 #    server takes the credentials again seckilld is healthy and sells.
 set -euo pipefail
@@ -52,7 +52,7 @@ startup_refused "redis://:Wrong-Pw@127.0.0.1:$REDIS_PORT" " for user 'default': 
 
 # --- 2. running: refusals are retried with backoff ---------------------------
 conns() { rc INFO stats | awk -F: '/^total_connections_received:/ {print $2 + 0}'; }
-health() { curl -s -m 2 -w ' %{http_code}' "$base/healthz"; }
+health() { curl -s -m 2 -H "Authorization: Bearer t0k" -w ' %{http_code}' "$base/healthz"; }
 start() { # name url
     port=$(dl_free_port)
     base=http://127.0.0.1:$port

@@ -56,7 +56,7 @@ print("4000 purchases while Redis is out of memory:", codes)
 assert codes == {503: 4000}, codes
 PY
 
-health=$(curl -s -w ' %{http_code}' "$base/healthz")
+health=$(curl -s -H "Authorization: Bearer t0k" -w ' %{http_code}' "$base/healthz")
 echo "/healthz: $health"
 case "$health" in
 *'"redis":"refusing writes"'*'"reason":"redis refuses writes: OOM command not allowed'*' 503') ;;

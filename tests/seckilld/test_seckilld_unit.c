@@ -1,5 +1,6 @@
 /* test_seckilld_unit.c: the front end's pieces that need no server: RFC 3339
- * times as the HTTP API reads and writes them. */
+ * times as the HTTP API reads and writes them, the client address behind
+ * trusted proxies (hostile header values) and public order ids. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +9,9 @@
 
 #include <cmocka.h>
 
+#include "client_addr.h"
 #include "http.h"
+#include "order_ref.h"
 #include "sk_err.h"
 
 static void test_rfc3339_times_parse_and_format(void **state)
@@ -37,10 +40,98 @@ static void test_rfc3339_times_parse_and_format(void **state)
         assert_int_equal(sk_http_parse_time(bad[i], strlen(bad[i]), &ms), SK_EINVAL);
 }
 
+typedef struct addr_case {
+    const char *peer, *xff, *fwd;
+    int rc;
+    const char *want;
+} addr_case;
+
+static void test_client_address_behind_trusted_proxies(void **state)
+{
+    (void)state;
+    sk_trusted t;
+    char err[128], out[SK_ADDR_MAX];
+    assert_int_equal(sk_trusted_parse("10.0.0.0/8, 192.0.2.1,2001:db8::/32", &t, err, sizeof(err)), 0);
+    assert_int_equal(t.n, 3);
+    static const char *const bad_lists[] = {"10.0.0.0/33", "10.0.0.0/", "x", "1.2.3.4/8x", "::/129", "10.0.0.0/-1"};
+    for (size_t i = 0; i < sizeof(bad_lists) / sizeof(bad_lists[0]); i++)
+        assert_int_equal(sk_trusted_parse(bad_lists[i], &(sk_trusted){0}, err, sizeof(err)), -1);
+    static const addr_case cases[] = {
+        {"203.0.113.9", "1.1.1.1", NULL, 0, "203.0.113.9"},           /* untrusted peer: itself */
+        {"203.0.113.9", "not-an-ip", NULL, 0, "203.0.113.9"},         /* ...not even read */
+        {"10.1.1.1", NULL, NULL, 0, "10.1.1.1"},                      /* trusted, no header */
+        {"10.1.1.1", "6.6.6.6, 198.51.100.7", NULL, 0, "198.51.100.7"}, /* rightmost untrusted */
+        {"10.1.1.1", "198.51.100.7, 10.2.2.2, 192.0.2.1", NULL, 0, "198.51.100.7"},
+        {"10.1.1.1", "10.3.3.3, 10.2.2.2", NULL, 0, "10.3.3.3"},     /* all trusted: leftmost */
+        {"10.1.1.1", " 2001:DB9::1 ", NULL, 0, "2001:db9::1"},       /* canonical text */
+        {"10.1.1.1", NULL, "for=198.51.100.8;proto=https", 0, "198.51.100.8"},
+        {"10.1.1.1", NULL, "for=\"[2001:db9::2]:443\", for=10.9.9.9", 0, "2001:db9::2"},
+        {"10.1.1.1", NULL, "For=198.51.100.8:8080", 0, "198.51.100.8"},
+        {"10.1.1.1", "not-an-ip", NULL, -1, NULL},
+        {"10.1.1.1", "{c:xf1}", NULL, -1, NULL},
+        {"10.1.1.1", "a:b:c", NULL, -1, NULL},
+        {"10.1.1.1", "1.2.3.4, ", NULL, -1, NULL},
+        {"10.1.1.1", ",", NULL, -1, NULL},
+        {"10.1.1.1", "", NULL, -1, NULL},
+        {"10.1.1.1", "1.2.3.4:80", NULL, -1, NULL},
+        {"10.1.1.1", "1.2.3.4 5.6.7.8", NULL, -1, NULL},
+        {"10.1.1.1", "01.2.3.4", NULL, -1, NULL},
+        {"10.1.1.1", "1.2.3.4\t", NULL, 0, "1.2.3.4"},
+        {"10.1.1.1", "999.1.1.1", NULL, -1, NULL},
+        {"10.1.1.1", "[::1]", NULL, -1, NULL},
+        {"10.1.1.1", "::ffff:1.2.3.4", NULL, 0, "::ffff:1.2.3.4"},
+        {"10.1.1.1", NULL, "for=unknown", -1, NULL},
+        {"10.1.1.1", NULL, "for=_hidden", -1, NULL},
+        {"10.1.1.1", NULL, "proto=http", -1, NULL},
+        {"10.1.1.1", NULL, "for=1.2.3.4;for=5.6.7.8", -1, NULL},
+        {"10.1.1.1", NULL, "for=\"[::1\"", -1, NULL},
+        {"10.1.1.1", NULL, "for=[::1]x", -1, NULL},
+        {"10.1.1.1", NULL, "for=\"\"", -1, NULL},
+        {"10.1.1.1", NULL, "for=::1", -1, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const addr_case *c = &cases[i];
+        const char *x[1] = {c->xff}, *f[1] = {c->fwd};
+        int rc = sk_client_addr(&t, c->peer, x, c->xff ? 1 : 0, f, c->fwd ? 1 : 0, out);
+        if (rc != c->rc || (c->want && strcmp(out, c->want) != 0))
+            fail_msg("case %zu (%s | %s): rc %d out %s, want %d %s", i, c->xff ? c->xff : "-",
+                     c->fwd ? c->fwd : "-", rc, out, c->rc, c->want ? c->want : "-");
+    }
+    /* several header lines are one list, read from the right */
+    const char *two[2] = {"6.6.6.6", "198.51.100.7, 10.2.2.2"};
+    assert_int_equal(sk_client_addr(&t, "10.1.1.1", two, 2, NULL, 0, out), 0);
+    assert_string_equal(out, "198.51.100.7");
+}
+
+static void test_public_order_ids_carry_a_tag_only_the_key_makes(void **state)
+{
+    (void)state;
+    unsigned char k1[SK_ORDER_KEY_LEN], k2[SK_ORDER_KEY_LEN];
+    sk_order_key_derive("one", k1);
+    sk_order_key_derive("two", k2);
+    char ref[SK_ORDER_REF_MAX];
+    uint64_t id = 0;
+    bool ok = false;
+    sk_order_ref_format(k1, 121380752888725504ull, ref);
+    assert_true(sk_order_ref_parse(k1, ref, &id, &ok));
+    assert_true(ok);
+    assert_true(id == 121380752888725504ull);
+    assert_true(sk_order_ref_parse(k2, ref, &id, &ok));
+    assert_false(ok); /* another deployment's key */
+    assert_true(sk_order_ref_parse(k1, "121380752888725504", &id, &ok));
+    assert_false(ok); /* a bare id is never a buyer's */
+    static const char *const bad[] = {"", "-", "1-", "-0123456789abcdef", "1-0123456789abcde", "1-0123456789abcdefa",
+                                      "1-0123456789abcdeg", "18446744073709551616", "1x", "+1", "1-0123456789abcdef-"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (sk_order_ref_parse(k1, bad[i], &id, &ok)) fail_msg("'%s' read as an order id", bad[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rfc3339_times_parse_and_format),
+        cmocka_unit_test(test_client_address_behind_trusted_proxies),
+        cmocka_unit_test(test_public_order_ids_carry_a_tag_only_the_key_makes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

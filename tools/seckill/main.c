@@ -530,11 +530,15 @@ static int cmd_campaigns(cli *c)
     return 0;
 }
 
+/* An order id: the internal decimal id, or the "<id>-<tag>" a buyer was
+ * handed (the tag is seckilld's to check; the admin tool reads the id). */
 static int parse_order_id(const char *s, uint64_t *out)
 {
     char *end = NULL;
-    unsigned long long v = s && *s != '-' ? strtoull(s, &end, 10) : 0;
-    if (!s || end == s || *end || v == 0) {
+    unsigned long long v = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+    bool tail_ok = end && (*end == '\0' || (*end == '-' && strlen(end + 1) == 16 &&
+                                            strspn(end + 1, "0123456789abcdefABCDEF") == 16));
+    if (!s || end == s || !tail_ok || v == 0) {
         fprintf(stderr, "seckill: bad order id '%s'\n", s ? s : "");
         return 2;
     }

@@ -4,6 +4,7 @@
  * source gives it, so --check-config refuses exactly what the start
  * refuses before opening anything. A test loads etc/seckilld.conf with
  * --check-config so the example stays valid. */
+#include "client_addr.h"
 #include "config.h"
 
 #include "conffile.h"
@@ -40,6 +41,12 @@ static int check_bind(const char *v, char *err, size_t errlen)
     return -1;
 }
 
+static int check_proxies(const char *v, char *err, size_t errlen)
+{
+    sk_trusted t;
+    return sk_trusted_parse(v, &t, err, errlen);
+}
+
 static int check_log_level(const char *v, char *err, size_t errlen)
 {
     static const char *const levels[] = {"debug", "info", "warn", "error"};
@@ -73,6 +80,9 @@ static const opt_spec opts[] = {
         "bearer token of the admin API (empty: admin API refused)"),
     STR("user-secret", "SECKILL_USER_SECRET", "", user_secret,
         "HMAC-SHA256 key: when set, purchases need X-User-Signature = hex HMAC(secret, user id)"),
+    STR("order-secret", "SECKILL_ORDER_SECRET", "", order_secret,
+        "key of the order ids buyers see (<id>-<tag>); the same on every instance (empty: the\n"
+        "      admin token's, else the user secret's, else a random one valid on this process only)"),
     INT("max-batch", "SECKILL_MAX_BATCH", "64", max_batch, 1, 512,
         "purchases coalesced into one script call (1 = one by one; at most 512)"),
     I64("linger-us", "SECKILL_LINGER_US", "1000", linger_us, 0, BIG,
@@ -84,8 +94,11 @@ static const opt_spec opts[] = {
     I64("ip-rate-limit", "SECKILL_IP_RATE_LIMIT", "0", ip_rate_limit, 0, BIG,
         "purchase attempts per client address per window per campaign (0 = off)"),
     MS("ip-rate-window-ms", "SECKILL_IP_RATE_WINDOW_MS", "1000", ip_rate_window_ms, "window of the ip rate limit"),
+    CHK("trusted-proxies", "SECKILL_TRUSTED_PROXIES", "", trusted_proxies, check_proxies,
+        "CIDR[,CIDR...] of your proxies: from such a peer the client address is the rightmost\n"
+        "      X-Forwarded-For (or Forwarded: for=) entry outside these ranges; not an address: 400"),
     BOOL("trust-forwarded", "SECKILL_TRUST_FORWARDED", "false", trust_forwarded,
-         "take the client address from X-Forwarded-For (only behind a proxy you run)"),
+         "deprecated (a warning at start): trusted-proxies of the loopback and private ranges"),
     I64("max-connections", "SECKILL_MAX_CONNECTIONS", "10000", max_connections, 1, BIG,
         "open client connections per process (at the limit the one waiting longest for a request makes room, else accepting pauses)"),
     MS("idle-timeout-ms", "SECKILL_IDLE_TIMEOUT_MS", "10000", idle_timeout_ms,
@@ -186,7 +199,8 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
 static const char *shown(const opt_spec *o, const char *v, char *buf, size_t len)
 {
     if (!v || !*v) return "\"\"";
-    if (!strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret")) return "****";
+    if (!strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret") || !strcmp(o->name, "order-secret"))
+        return "****";
     if (o->check == skurl_check_redis || o->check == skurl_check_database) {
         opt_mask_url(v, buf, len);
         return buf;

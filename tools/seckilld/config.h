@@ -20,6 +20,7 @@ typedef struct seckilld_config {
     char *database_url;
     char *admin_token;
     char *user_secret;
+    char *order_secret;
     int max_batch;
     int64_t linger_us;
     int64_t user_rate_limit, user_rate_window_ms;
@@ -30,7 +31,8 @@ typedef struct seckilld_config {
     int64_t max_conns_per_addr;
     int64_t max_body;
     int64_t max_headers;
-    bool trust_forwarded;
+    bool trust_forwarded; /* deprecated: trusted_proxies SK_TRUSTED_PRIVATE */
+    char *trusted_proxies;
     int64_t soldout_poll_ms;
     int64_t redis_timeout_ms;
     int64_t shutdown_timeout_ms;

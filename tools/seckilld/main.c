@@ -20,6 +20,9 @@
 
 #include <event2/event.h>
 
+#include <openssl/rand.h>
+
+#include "client_addr.h"
 #include "config.h"
 #include "db.h"
 #include "degraded.h"
@@ -182,6 +185,7 @@ static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, 
     }
     ho->admin_token = c->admin_token;
     ho->user_secret = c->user_secret;
+    ho->order_secret = c->order_secret;
     ho->idle_timeout_ms = c->idle_timeout_ms;
     ho->head_timeout_ms = c->head_timeout_ms;
     ho->body_timeout_ms = c->body_timeout_ms;
@@ -189,7 +193,7 @@ static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, 
     ho->max_conns_per_addr = (size_t)c->max_conns_per_addr;
     ho->max_body = (size_t)c->max_body;
     ho->max_headers = (size_t)c->max_headers;
-    ho->trust_forwarded = c->trust_forwarded;
+    ho->trusted_proxies = c->trusted_proxies;
     ho->db = db;
     ho->degraded = dg;
 }
@@ -438,6 +442,30 @@ static int check_credentials(const seckilld_config *c)
     return 0;
 }
 
+/* Without any secret to derive the order-id key from, one random key for
+ * the whole process (every loop, every --workers child): made before the
+ * fork, so the instance reads the ids it hands out. 0 or -1. */
+static int order_secret_default(seckilld_config *c)
+{
+    if ((c->order_secret && *c->order_secret) || (c->admin_token && *c->admin_token) ||
+        (c->user_secret && *c->user_secret))
+        return 0;
+    unsigned char k[32];
+    char *hex = malloc(2 * sizeof(k) + 1);
+    if (!hex || RAND_bytes(k, sizeof(k)) != 1) {
+        free(hex);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(k); i++) snprintf(hex + 2 * i, 3, "%02x", k[i]);
+    free(c->order_secret);
+    c->order_secret = hex;
+    log_line(DLOCK_LOG_WARN,
+             "no order-secret, admin-token or user-secret: the order ids handed out are valid on this "
+             "instance only until it restarts (set the same --order-secret on every instance)",
+             NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     seckilld_config c;
@@ -455,6 +483,19 @@ int main(int argc, char **argv)
     else if (!strcmp(c.log_level, "warn")) min_level = DLOCK_LOG_WARN;
     else if (!strcmp(c.log_level, "error")) min_level = DLOCK_LOG_ERROR;
     int rc = check_credentials(&c);
+    if (rc == 0 && c.trust_forwarded && (!c.trusted_proxies || !*c.trusted_proxies)) {
+        log_line(DLOCK_LOG_WARN,
+                 "trust-forwarded is deprecated: it now means trusted-proxies " SK_TRUSTED_PRIVATE
+                 " (the rightmost untrusted X-Forwarded-For entry); set trusted-proxies instead",
+                 NULL);
+        free(c.trusted_proxies);
+        c.trusted_proxies = strdup(SK_TRUSTED_PRIVATE);
+        if (!c.trusted_proxies) rc = 1;
+    }
+    if (rc == 0 && order_secret_default(&c) != 0) {
+        fprintf(stderr, "seckilld: no random bytes for the order-id key\n");
+        rc = 1;
+    }
     if (rc == 0) rc = c.workers > 1 ? supervise(&c) : run_worker(&c);
     dlock__loglimit_flush(&log_limit);
     seckilld_config_free(&c);

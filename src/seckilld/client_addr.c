@@ -1,0 +1,163 @@
+/* client_addr.c: trusted proxies and the forwarded client address
+ * (client_addr.h). The entries of every X-Forwarded-For line (or every
+ * Forwarded element's for=) form one list, read from the right: the first
+ * one not trusted is the client; when all are trusted, the leftmost. */
+#include "client_addr.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_HOPS 64
+
+/* Text s (len bytes) as an address into c (bits = full length). */
+static bool parse_addr(const char *s, size_t len, sk_cidr *c)
+{
+    char buf[SK_ADDR_MAX];
+    if (len == 0 || len >= sizeof(buf)) return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    memset(c, 0, sizeof(*c));
+    if (inet_pton(AF_INET, buf, c->addr) == 1) {
+        c->family = AF_INET;
+        c->bits = 32;
+        return true;
+    }
+    if (inet_pton(AF_INET6, buf, c->addr) == 1) {
+        c->family = AF_INET6;
+        c->bits = 128;
+        return true;
+    }
+    return false;
+}
+
+static bool in_cidr(const sk_cidr *net, const sk_cidr *a)
+{
+    if (net->family != a->family) return false;
+    int full = net->bits / 8, rest = net->bits % 8;
+    if (memcmp(net->addr, a->addr, (size_t)full) != 0) return false;
+    if (!rest) return true;
+    unsigned char mask = (unsigned char)(0xff << (8 - rest));
+    return (net->addr[full] & mask) == (a->addr[full] & mask);
+}
+
+static bool has(const sk_trusted *t, const sk_cidr *a)
+{
+    for (int i = 0; i < t->n; i++)
+        if (in_cidr(&t->v[i], a)) return true;
+    return false;
+}
+
+/* One "addr[/bits]" entry. */
+static bool parse_cidr(const char *s, size_t len, sk_cidr *c)
+{
+    const char *slash = memchr(s, '/', len);
+    if (!parse_addr(s, slash ? (size_t)(slash - s) : len, c)) return false;
+    if (!slash) return true;
+    size_t nd = len - (size_t)(slash - s) - 1;
+    if (nd < 1 || nd > 3 || strspn(slash + 1, "0123456789") < nd) return false;
+    int bits = 0;
+    for (size_t i = 0; i < nd; i++) bits = bits * 10 + (slash[1 + i] - '0');
+    if (bits > c->bits) return false;
+    c->bits = bits;
+    return true;
+}
+
+int sk_trusted_parse(const char *list, sk_trusted *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    const char *p = list ? list : "";
+    while (*p) {
+        p += strspn(p, " ,");
+        size_t len = strcspn(p, " ,");
+        if (!len) break;
+        if (out->n == SK_TRUSTED_MAX) {
+            snprintf(err, errlen, "more than %d trusted proxy ranges", SK_TRUSTED_MAX);
+            return -1;
+        }
+        if (!parse_cidr(p, len, &out->v[out->n])) {
+            snprintf(err, errlen, "'%.*s' is not an address or CIDR range", (int)(len > 60 ? 60 : len), p);
+            return -1;
+        }
+        out->n++;
+        p += len;
+    }
+    return 0;
+}
+
+bool sk_trusted_has(const sk_trusted *t, const char *ip)
+{
+    sk_cidr a;
+    return parse_addr(ip, strlen(ip), &a) && has(t, &a);
+}
+
+/* The address inside a Forwarded for= value: "1.2.3.4", "1.2.3.4:80",
+ * "[v6]" or "[v6]:80", quoted or not. */
+static bool forwarded_node(const char *s, size_t len, sk_cidr *c)
+{
+    if (len >= 2 && s[0] == '"' && s[len - 1] == '"') {
+        s++;
+        len -= 2;
+    }
+    if (len && s[0] == '[') {
+        const char *close = memchr(s, ']', len);
+        if (!close) return false;
+        size_t after = len - (size_t)(close - s) - 1;
+        if (after && (close[1] != ':' || after < 2)) return false;
+        return parse_addr(s + 1, (size_t)(close - s) - 1, c) && c->family == AF_INET6;
+    }
+    const char *colon = memchr(s, ':', len);
+    return parse_addr(s, colon ? (size_t)(colon - s) : len, c) && c->family == AF_INET;
+}
+
+/* Appends the entries of one header value to hops; false on a bad one. */
+static bool add_hops(const char *v, bool forwarded, sk_cidr *hops, size_t *nh)
+{
+    const char *p = v;
+    for (;;) {
+        p += strspn(p, " \t");
+        size_t len = strcspn(p, ",");
+        size_t tl = len;
+        while (tl && (p[tl - 1] == ' ' || p[tl - 1] == '\t')) tl--;
+        if (*nh == MAX_HOPS) return false;
+        if (!forwarded) {
+            if (!parse_addr(p, tl, &hops[*nh])) return false;
+            (*nh)++;
+        } else { /* pairs a=b;c=d: only for= counts, exactly once */
+            const char *q = p, *end = p + tl;
+            int seen = 0;
+            while (q < end) {
+                size_t pl = strcspn(q, ";");
+                if (pl > (size_t)(end - q)) pl = (size_t)(end - q);
+                while (pl && q[0] == ' ') q++, pl--;
+                if (pl > 4 && strncasecmp(q, "for=", 4) == 0) {
+                    if (seen++ || !forwarded_node(q + 4, pl - 4, &hops[*nh])) return false;
+                }
+                q += pl + 1;
+            }
+            if (seen != 1) return false;
+            (*nh)++;
+        }
+        if (p[len] != ',') return true;
+        p += len + 1;
+    }
+}
+
+int sk_client_addr(const sk_trusted *t, const char *peer, const char *const *xff, size_t n,
+                   const char *const *fwd, size_t m, char out[SK_ADDR_MAX])
+{
+    sk_cidr hops[MAX_HOPS + 1], *pick = NULL;
+    size_t nh = 0;
+    snprintf(out, SK_ADDR_MAX, "%s", peer);
+    if (!parse_addr(peer, strlen(peer), &hops[0]) || !has(t, &hops[0]) || (n == 0 && m == 0)) return 0;
+    for (size_t i = 0; i < (n ? n : m); i++)
+        if (!add_hops(n ? xff[i] : fwd[i], n == 0, hops, &nh)) return -1;
+    for (size_t i = nh; i-- > 0;) {
+        pick = &hops[i];
+        if (!has(t, pick)) break;
+    }
+    if (pick && !inet_ntop(pick->family, pick->addr, out, SK_ADDR_MAX)) return -1;
+    return 0;
+}
