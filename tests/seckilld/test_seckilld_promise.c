@@ -534,7 +534,7 @@ static void test_master_without_replica_answers_202_at_once_then_201_when_one_at
     start(conf, (const char *[]){"--replica-acks", "1", "--replica-ack-timeout-ms", "1000", NULL});
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
     assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 0);
-    char resp[1024], oid[32], user[32];
+    char resp[1024], oid[64], user[32];
     assert_int_equal(create_on(d.port, "nr", 1000, NULL), 201);
     long waits0 = wait_calls(&master);
     for (int i = 0; i < 10; i++) {
@@ -597,7 +597,7 @@ static void test_replay_of_a_202_answers_the_201_body_once_persisted(void **stat
     snprintf(db_url, sizeof(db_url), "sqlite:///tmp/seckilld-promise-%d.db", (int)getpid());
     unlink(db_url + strlen("sqlite://"));
     start(NULL, (const char *[]){"--database-url", db_url, NULL});
-    char resp[1024], oid[32], want[256];
+    char resp[1024], oid[64], want[256];
     assert_int_equal(create_on(d.port, "rc1", 10, NULL), 201);
     assert_int_equal(buy(d.port, "rc1", "ivy", NULL, resp, sizeof(resp)), 202); /* another order first */
     assert_int_equal(buy(d.port, "rc1", "jon", "k-jon", resp, sizeof(resp)), 202);
@@ -614,7 +614,7 @@ static void test_replay_of_a_202_answers_the_201_body_once_persisted(void **stat
     assert_int_equal(metric(d.port, "seckill_answers_confirmed_total"), 2);
     char path[64];
     snprintf(path, sizeof(path), "/v1/orders/%s", oid);
-    assert_int_equal(skt_http(d.port, "GET", path, NULL, NULL, 0, resp, sizeof(resp)), 200);
+    assert_int_equal(skt_http(d.port, "GET", path, "X-User-Id: jon\r\n", NULL, 0, resp, sizeof(resp)), 200);
     field(resp, "state", "confirmed");
     /* a key of another user is still refused, and a new key still decides 202 */
     assert_int_equal(buy(d.port, "rc1", "kim", "k-jon", resp, sizeof(resp)), 400);
@@ -643,7 +643,7 @@ static void test_confirmed_replay_stays_202_while_the_master_lists_a_silent_repl
     assert_int_equal(test_redis_replicate(&replica, &master), 0);
     const char *extra[] = {"--admin-token", "adm-token", "--database-url", db_url, "--replica-acks", "1", NULL};
     assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
-    char resp[1024], oid[32];
+    char resp[1024], oid[64];
     assert_int_equal(create_on(d.port, "sr", 10, NULL), 201);
     test_server_pause(&replica, true);
     assert_int_equal(buy(d.port, "sr", "lea", "k-lea", resp, sizeof(resp)), 202);
