@@ -612,7 +612,7 @@ static void test_replay_of_a_202_answers_the_201_body_once_persisted(void **stat
         if (strstr(skt_last_response(), "Location:")) fail_msg("a 201 with a Location: %s", skt_last_response());
     }
     assert_int_equal(metric(d.port, "seckill_answers_confirmed_total"), 2);
-    char path[64];
+    char path[96];
     snprintf(path, sizeof(path), "/v1/orders/%s", oid);
     assert_int_equal(skt_http(d.port, "GET", path, "X-User-Id: jon\r\n", NULL, 0, resp, sizeof(resp)), 200);
     field(resp, "state", "confirmed");
