@@ -152,8 +152,11 @@ echo "demo: 3 seckilld instances (${urls[*]}) and 2 persisters are up"
 args=()
 for u in "${urls[@]}"; do args+=(--url "$u"); done
 pace=()
-# buyers retry (backoff with jitter) through the failover with their keys
-[ "$FAILOVER" = 1 ] && pace=(--rate "${DEMO_RATE:-3000}" --retries "${DEMO_RETRIES:-12}" --timeout 5s)
+# buyers retry (backoff with jitter, at most 2 s apart) through the failover
+# with their keys, long enough to outlast a Sentinel election that has to be
+# retried (split votes: the next try comes 2 x failover-timeout = 10 s
+# later, so a promotion can take ~13 s after the kill)
+[ "$FAILOVER" = 1 ] && pace=(--rate "${DEMO_RATE:-3000}" --retries "${DEMO_RETRIES:-30}" --timeout 5s)
 set +e
 "$bin/seckill-bench/seckill-bench" "${args[@]}" --campaign "$CAMPAIGN" --create --admin-token "$TOKEN" \
     --stock "$STOCK" --limit 1 --buyers "$BUYERS" --scalpers "$SCALPERS" --scalper-burst "$BURST" \
