@@ -5,7 +5,7 @@
  * per master, opened on first use with the URL's credentials; the slot map
  * is loaded synchronously at open (as a sentinel lookup is) and refreshed
  * asynchronously afterwards (CLUSTER SLOTS, then SHARDS, from the masters,
- * then the seeds; at most one walk at a time, at most one per 100 ms). The
+ * then the URL's nodes; at most one walk at a time, at most one per 100 ms). The
  * node table, the map and what a reply asks for are the router's
  * (cluster_router.c), shared with the sync driver.
  * Each command keeps a private copy of its arguments so that a redirect
@@ -226,7 +226,7 @@ static void on_refresh_timer(evutil_socket_t fd, short what, void *arg)
     cl->in_cb--;
 }
 
-/* Starts a walk: masters of the map, the seeds, the suspect last; at most
+/* Starts a walk: masters of the map, the URL's nodes, the suspect last; at most
  * one walk at a time and one per REFRESH_GAP_MS (later: on a timer). */
 static void start_refresh(dlock__acluster *cl)
 {

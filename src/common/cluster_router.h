@@ -47,7 +47,7 @@ int dlock__router_target(const dlock__router *rt, int slot);
 /* The masters of the map, each once, in slot order (at most max); with
  * slots_out (may be NULL), one slot each serves. Returns the count. */
 size_t dlock__router_masters(const dlock__router *rt, int *nodes_out, unsigned *slots_out, size_t max);
-/* Who to ask for the map, in order: the masters of the map, the seeds,
+/* Who to ask for the map, in order: the masters of the map, the URL's nodes,
  * the suspect last (order has DLOCK__ROUTER_MAX_NODES + 1 entries). */
 size_t dlock__router_refresh_order(dlock__router *rt, const dlock__url *url, int *order);
 /* True when a refresh is due and the last began at least REFRESH_GAP_MS ago. */
