@@ -315,6 +315,12 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
     assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
+    /* handshake: a 201 needs the engine to have seen the replica in sync
+     * (its 250 ms probe); before that a purchase is rightly 202 */
+    int64_t synced_by = dlock__now_ms() + 5000;
+    while (metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < synced_by)
+        dlock__sleep_ms(20);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
     char resp[1024], oid[48], again[48];
     assert_int_equal(create_on(d.port, "rp", 10, NULL), 201);
     assert_int_equal(buy(d.port, "rp", "fay", NULL, resp, sizeof(resp)), 201);
