@@ -1,23 +1,29 @@
 #!/bin/sh
 # Fails when the tree breaks its layering (docs/design/architecture.md):
 #   src/common <- src/lib (libdlock);  src/common <- src/seckill <- src/seckilld <- tools/
-# and src/seckill, src/seckilld and tools/ use libdlock only through what
-# it exports (include/dlock/*.h), never its internal headers (src/lib/*.h).
-# A file may include headers of its own layer and of layers below, never
-# above; the common layer never sees the public API (dlock/dlock.h), so
-# libdlock maps its codes at its edge. Also fails on a function longer than
-# 60 lines in src/, tools/ or bench/ (CONTRIBUTING.md, "Style": split past
-# ~60), counted from the opening to the closing brace at column 0.
+# and nothing outside src/lib (src/seckill, src/seckilld, tools/, bench/,
+# tests/) includes libdlock's internal headers (src/lib/*.h): they use it
+# through what it exports (include/dlock/*.h). The one exception is the
+# library's own tests, tests/lib. A file may include headers of its own
+# layer and of layers below, never above; the common layer never sees the
+# public API (dlock/dlock.h), so libdlock maps its codes at its edge. Also
+# fails on a function longer than 60 lines in src/, tools/ or bench/
+# (CONTRIBUTING.md, "Style": split past ~60), counted from the opening to
+# the closing brace at column 0, and on a file circle in src/common or
+# src/lib (scripts/check-circles.sh).
 set -eu
 cd "$(dirname "$0")/.."
 fail=0
 headers_of() { find "$1" -name '*.h' -printf '%f\n' 2>/dev/null | sort -u; }
-check() { # check DIR "forbidden header names..." why
-    dir=$1 names=$2 why=$3
+check() { # check "DIR..." "forbidden header names..." why
+    dirs=$1 names=$2 why=$3
     for h in $names; do
-        hits=$(grep -rn "#include \"$h\"" "$dir" --include='*.c' --include='*.h' || true)
+        # "h", <h>, or any path ending in /h ("../src/lib/h")
+        re="^[[:space:]]*#[[:space:]]*include[[:space:]]*[\"<]([^\">]*/)?$(echo "$h" | sed 's/\./\\./g')[\">]"
+        # shellcheck disable=SC2086
+        hits=$(grep -rnE "$re" $dirs --include='*.c' --include='*.h' --include='*.cc' --include='*.cpp' || true)
         if [ -n "$hits" ]; then
-            echo "layering: $dir includes $h ($why):" >&2
+            echo "layering: $dirs includes $h ($why):" >&2
             echo "$hits" >&2
             fail=1
         fi
@@ -31,6 +37,10 @@ check src/lib "$seckill_h $front_h" "libdlock does not know the engine"
 check src/seckill "$front_h $lib_h" "the engine is usable without HTTP and uses libdlock's public API only"
 check src/seckilld "$lib_h" "libdlock's public API only"
 check tools "$lib_h" "libdlock's public API only"
+check bench "$lib_h" "libdlock's public API only"
+# tests/lib is libdlock's own test suite and may see its internals
+check "$(find tests -mindepth 1 -maxdepth 1 -type d ! -name lib | sort | tr '\n' ' ')" "$lib_h" \
+    "only libdlock's own tests (tests/lib) see its internals"
 long=$(for f in $(find src tools bench -name '*.c'); do
     awk -v F="$f" '/^\{$/ { s = NR; name = prev }
         /^\}/ { if (s) { n = NR - s - 1; if (n > 60) print F ": " n " lines: " name; s = 0 } }
@@ -41,12 +51,12 @@ if [ -n "$long" ]; then
     echo "$long" >&2
     fail=1
 fi
-# No file circle inside src/common (scripts/check-circles.sh, from the
-# objects of a build: DLOCK_BUILD_DIR, else ./build when it has them).
-# src/lib joins once its client/backend split has no circle left.
+# No file circle inside src/common or src/lib (scripts/check-circles.sh,
+# from the objects of a build: DLOCK_BUILD_DIR, else ./build when it has
+# them).
 bdir=${DLOCK_BUILD_DIR:-build}
 if [ -n "$(find "$bdir" -path '*/src/common/CMakeFiles/*' -name '*.c.o' 2>/dev/null | head -1)" ]; then
-    ./scripts/check-circles.sh "$bdir" src/common || fail=1
+    ./scripts/check-circles.sh "$bdir" src/common src/lib || fail=1
 else
     echo "file-circle check skipped: no build in $bdir (tests/common/test_file_circles.sh runs it)"
 fi

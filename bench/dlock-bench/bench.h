@@ -47,9 +47,9 @@ dlock_client *bench_client(const bench_ctx *ctx);
  * median round trip in *rtt_us_out (may be NULL). */
 double bench_measure_limit(const bench_ctx *ctx, int evals_per_cycle, double *rtt_us_out);
 
-/* One trivial EVALSHA round trip (`return 1`) through c: the unit the
- * limits are made of; on an etcd client one trivial write txn through the
- * same HTTP client. 0 or a dlock_err. */
+/* One trivial round trip through c's public API, the unit the limits are
+ * made of: dlock_fence_guard with a fixed token (on Redis one small EVALSHA,
+ * GET + SET; on etcd one write txn of one small key). 0 or a dlock_err. */
 int bench_trivial_eval(dlock_client *c);
 /* Round trips one lock cycle costs at best: 2 on Redis (acquire and
  * release scripts), 3 on etcd (lease grant, create txn, lease revoke). */

@@ -4,8 +4,8 @@
 # dir, stopped by PID), then RUNS times alternately runs dlock-bench's
 # uncontended and contended scenarios on each URL, and prints every row and
 # the per-backend medians. Each row's limit is measured in the same run
-# through the same client: trivial EVALSHA round trips on Redis, trivial
-# write txns through the same HTTP client on etcd (bench.h).
+# through the same client: trivial script round trips on Redis, trivial
+# write txns through the same HTTP client on etcd (a fence guard, bench.h).
 # Usage: bench/dlock-bench/run_etcd_bench.sh BUILD_DIR [RUNS=5] [DURATION_MS=2000] [dlock-bench args...]
 set -euo pipefail
 build=${1:?usage: run_etcd_bench.sh BUILD_DIR [RUNS] [DURATION_MS]}

@@ -1,6 +1,6 @@
 /* scen_family.c: lock-family scenarios of dlock-bench, one thread each,
  * uncontended cycles; p50/p99 are cycle latencies. Limit: the same number
- * of trivial EVALSHA round trips per cycle as the cycle's scripts
+ * of trivial script round trips per cycle as the cycle's scripts
  * (measured in the same run): rate_limit 1, semaphore / rwlock_read /
  * fair_lock / multi_lock3 (one slot) 2, latch (arm + count down) 2.
  * RedLock needs several independent servers and is not benchmarked here.
@@ -38,7 +38,7 @@ static int measure(const bench_ctx *ctx, bench_result *out, void *obj, cycle_fn 
     out->limit_ops_per_s = bench_measure_limit(ctx, evals_per_cycle, &rtt);
     out->p50_us = bench_samples_pct_us(&s, 0.5);
     out->p99_us = bench_samples_pct_us(&s, 0.99);
-    snprintf(out->note, sizeof(out->note), "%s; limit = %d trivial EVALSHA per cycle (rtt p50 %.1f us)",
+    snprintf(out->note, sizeof(out->note), "%s; limit = %d trivial scripts per cycle (rtt p50 %.1f us)",
              what, evals_per_cycle, rtt);
     bench_samples_free(&s);
     return rc;

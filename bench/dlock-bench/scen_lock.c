@@ -1,6 +1,6 @@
 /* scen_lock.c: lock scenarios of dlock-bench.
  * uncontended[_reentrant]: one thread, try_lock(0) + unlock cycles; p50/p99
- *   are cycle latencies. Limit: two trivial EVALSHA round trips per cycle
+ *   are cycle latencies. Limit: two trivial script round trips per cycle
  *   (what one acquire + one release script cost at best); on an etcd URL
  *   three trivial write txns (lease grant, create txn, revoke).
  * contended[_reentrant]: --threads workers over --procs processes on one
@@ -35,14 +35,14 @@ static dlock_lock *new_lock(dlock_client *c, const char *name, dlock_lock_kind k
 }
 
 /* Alternates 50 ms slices of lock cycles and of limit cycles (two trivial
- * EVALSHA round trips) on one client, so both see the same machine load. */
+ * script round trips) on one client, so both see the same machine load. */
 static int uncontended(const bench_ctx *ctx, bench_result *out, dlock_lock_kind kind)
 {
     dlock_client *c = bench_client(ctx);
     if (!c) return DLOCK_ECONN;
     dlock_lock *l = new_lock(c, kind == DLOCK_LOCK_SIMPLE ? "uncontended" : "uncontended_re", kind);
     bench_samples s = {0}, rtt = {0};
-    int rc = bench_trivial_eval(c); /* loads the script */
+    int rc = bench_trivial_eval(c); /* loads the script, seeds the guard key */
     int trips = bench_cycle_trips(ctx); /* 2 on Redis, 3 on etcd */
     int64_t lock_ns = 0, limit_ns = 0, slice = 50000000LL;
     long cycles = 0, limit_cycles = 0;

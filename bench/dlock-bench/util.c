@@ -1,14 +1,13 @@
-/* util.c: dlock-bench helpers: clients, the same-run limit (trivial
- * EVALSHA round trips through the same client API), latency samples. */
+/* util.c: dlock-bench helpers: clients, the same-run limit (trivial round
+ * trips through the same public client API), latency samples. Uses
+ * libdlock through include/dlock only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "bench.h"
-#include "etcd.h"
-#include "etcd_url.h"
-#include "client_internal.h"
+#include "dlock/lock.h"
 
 int64_t bench_now_ns(void)
 {
@@ -29,36 +28,20 @@ dlock_client *bench_client(const bench_ctx *ctx)
     return c;
 }
 
-/* SHA1 of "return 1" (printf 'return 1' | sha1sum) */
-static const dlock__script trivial = {"bench_trivial", "return 1", 8,
-                                      "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"};
-
-/* ---- etcd: the limit through the same HTTP client ---------------------- */
-
-/* One trivial write txn (a put of one small key), the unit of an etcd
- * lock cycle: lease grant, create txn and lease revoke each cost one. */
-static int trivial_txn(dlock_client *c)
-{
-    dlock__gw_reply r;
-    int rc = dlock__gw_call(dlock__etcd_gw(c), "/v3/kv/txn",
-                            "{\"success\":[{\"request_put\":{\"key\":\"YmVuY2g6bGltaXQ=\",\"value\":\"MQ==\"}}]}", 0, &r);
-    dlock__gw_reply_free(&r);
-    return rc;
-}
-
+/* The limit's unit is one dlock_fence_guard call with the same token
+ * each time (accepted, so the guard key is written again): on Redis one
+ * small EVALSHA (GET + SET), on etcd one write txn of one small key (a lock
+ * cycle there is lease grant, create txn and lease revoke). Public API
+ * only, through the same client, pool and connection type as the
+ * scenarios. */
 int bench_cycle_trips(const bench_ctx *ctx)
 {
-    return dlock__etcd_url_is(ctx->url) ? 3 : 2;
+    return strncmp(ctx->url, "etcd://", 7) == 0 || strncmp(ctx->url, "etcds://", 8) == 0 ? 3 : 2;
 }
 
 int bench_trivial_eval(dlock_client *c)
 {
-    if (dlock__etcd_gw(c)) return trivial_txn(c);
-    const char *keys[1] = {"bench:limit"};
-    dlock__reply *r = NULL;
-    int rc = dlock__client_eval(c, &trivial, 1, keys, 0, NULL, &r);
-    dlock__reply_free(r);
-    return rc;
+    return dlock_fence_guard(c, "bench:limit", 1, NULL);
 }
 
 double bench_measure_limit(const bench_ctx *ctx, int evals_per_cycle, double *rtt_us_out)
@@ -66,7 +49,7 @@ double bench_measure_limit(const bench_ctx *ctx, int evals_per_cycle, double *rt
     dlock_client *c = bench_client(ctx);
     if (!c) return 0;
     bench_samples s = {0};
-    bench_trivial_eval(c); /* loads the script */
+    bench_trivial_eval(c); /* loads the script, seeds the guard key */
     int64_t t0 = bench_now_ns(), end = t0 + ctx->duration_ms * 1000000LL;
     long cycles = 0;
     int64_t now = t0;

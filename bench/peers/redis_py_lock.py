@@ -1,7 +1,8 @@
 # redis_py_lock.py: side-by-side peer for dlock-bench's `uncontended`
 # scenario: redis-py's Lock (the same SET NX PX + Lua release layout), one
 # thread, acquire(blocking=False) + release cycles, and the same-run limit
-# (two trivial EVALSHA round trips per cycle through redis-py).
+# (two round trips per cycle of libdlock's fence-guard script, GET + SET
+# of one small key, as dlock-bench's limit, through redis-py).
 # Run: /usr/bin/python3 bench/peers/redis_py_lock.py --port PORT [--duration-ms MS]
 # Prints the dlock-bench CSV row: scenario,ops_per_s,limit_ops_per_s,ratio,p50_us,p99_us
 import argparse
@@ -16,14 +17,19 @@ def pct(samples, q):
     return samples[min(len(samples) - 1, int(q * len(samples)))] / 1000.0
 
 
+GUARD_LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "lib",
+                         "lua", "fence_guard.lua")
+
+
 def limit(r, duration_s):
-    sha = r.script_load("return 1")
+    with open(GUARD_LUA) as f:
+        sha = r.script_load(f.read())
     end = time.monotonic() + duration_s
     cycles = 0
     t0 = time.monotonic()
     while time.monotonic() < end:
-        r.evalsha(sha, 1, "bench:limit")
-        r.evalsha(sha, 1, "bench:limit")
+        r.evalsha(sha, 1, "bench:limit", "1")
+        r.evalsha(sha, 1, "bench:limit", "1")
         cycles += 1
     return cycles / (time.monotonic() - t0)
 

@@ -4,11 +4,14 @@
  * may rely on it for
  *     validity = lease - elapsed - (drift_factor * lease + 2 ms)
  * measured on this process' monotonic clock from just before the first
- * request was sent. Requests go to all nodes in parallel (one thread per
- * node and operation). See docs/locks-family.md for the key layout, the
- * fencing token and the rules the algorithm needs to be safe (notably: a
- * node that restarts without persistence must stay down for at least one
- * lease - the "delayed restart" rule).
+ * request was sent. Requests go to all nodes in parallel: the group
+ * starts one worker thread per node when it is created (joined when it is
+ * destroyed); each operation queues its request on every node's worker and
+ * waits for all of them, so no thread is started per operation. See
+ * docs/locks-family.md for the key layout, the fencing token and the rules
+ * the algorithm needs to be safe (notably: a node that restarts without
+ * persistence must stay down for at least one lease - the "delayed
+ * restart" rule).
  *
  * Thread-safety: a dlock_redlock (the node group) may be used by any number
  * of threads at once; requests to one node are serialised on its single

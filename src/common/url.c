@@ -281,7 +281,7 @@ int dlock__url_parse(const char *s, dlock__url *out, char *err, size_t errlen)
         out->kind = DLOCK__URL_CLUSTER;
         rc = parse_cluster(s + 16, out, err, errlen);
     } else if (strncmp(s, "rediss://", 9) == 0) {
-        fail(err, errlen, "rediss:// (TLS) needs hiredis >= 1.0; this build links hiredis 0.14: use redis:// through a local stunnel (docs/ops/tls.md)");
+        fail(err, errlen, "rediss:// (TLS to Redis) is not available in this build: use redis:// through a local TLS tunnel (docs/ops/tls.md)");
         rc = DLOCK__ETLS;
     } else {
         rc = fail(err, errlen, "unknown scheme (expected redis://, unix://, redis-sentinel:// or redis-cluster://)");

@@ -51,15 +51,3 @@ const dlock__backend *dlock__backend_for_url(const char *url)
     if (url && strncmp(url, "redis-cluster://", 16) == 0) return &dlock__backend_cluster;
     return &dlock__backend_redis;
 }
-
-const dlock__backend *dlock__client_backend(const dlock_client *c)
-{
-    return c->be;
-}
-
-int dlock__client_offers(const dlock_client *c, dlock__object object, const char *what)
-{
-    if (c->be->objects & (unsigned)object) return 0;
-    dlock__log(c, DLOCK_LOG_WARN, "a %s is not offered by the %s backend", what, c->be->name);
-    return DLOCK_ENOTSUP;
-}

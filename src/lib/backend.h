@@ -72,7 +72,7 @@ extern const dlock__lock_ops dlock__etcd_lock_ops;
  * rediss-cluster:// -> Cluster, anything else -> Redis, whose URL parser
  * then judges it). */
 const dlock__backend *dlock__backend_for_url(const char *url);
-/* The table the client was created with. */
+/* The table the client was created with (client.c, like the next). */
 const dlock__backend *dlock__client_backend(const dlock_client *c);
 /* 0 when c's backend offers object, else DLOCK_ENOTSUP (logged). */
 int dlock__client_offers(const dlock_client *c, dlock__object object, const char *what);

@@ -1,6 +1,7 @@
 /* client_priv.h: the dlock_client structure, shared by the files that make
- * up the client (client.c, subscriber.c, watchdog.c, metrics.c) and by
- * nothing else. Lock objects use client_internal.h only. The subscriber
+ * up the client (client.c, client_create.c, subscriber.c, watchdog.c,
+ * metrics.c, errors.c) and the backends' attach (backend.c, etcd_client.c),
+ * by nothing else. Lock objects use client_internal.h only. The subscriber
  * and the watchdog reach Redis through c->pool (pool.h), never through
  * client.c. Lock order: mu, pool.mu, sub_mu, wd_mu and m_mu are leaves
  * (never nested). */
@@ -70,5 +71,9 @@ void dlock__subscriber_stop(dlock_client *c);
 int dlock__watchdog_start(dlock_client *c);
 void dlock__watchdog_stop(dlock_client *c);
 void dlock__metrics_init(dlock_client *c);
+/* At destroy, once the client's threads stopped: empties the held registry,
+ * logging (WARN) each object that still holds something and orphaning it
+ * (its orphan hook), so it can be freed after the client. */
+void dlock__held_report(dlock_client *c);
 
 #endif

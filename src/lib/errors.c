@@ -15,7 +15,7 @@ DLOCK_API const char *dlock_strerror(int err)
     case DLOCK_OK: return "success";
     case DLOCK_EINVAL: return "invalid argument";
     case DLOCK_EURL: return "malformed Redis URL";
-    case DLOCK_ETLS: return "TLS (rediss://) needs hiredis >= 1.0: use redis:// through a local stunnel (docs/ops/tls.md)";
+    case DLOCK_ETLS: return "TLS to Redis (rediss://) is not available in this build: use redis:// through a local TLS tunnel (docs/ops/tls.md)";
     case DLOCK_EAUTH: return "authentication failed";
     case DLOCK_ECONN: return "could not connect to Redis";
     case DLOCK_ETIMEOUT: return "timed out waiting";

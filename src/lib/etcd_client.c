@@ -73,7 +73,9 @@ void dlock__etcd_detach(dlock_client *c)
 
 dlock__gw *dlock__etcd_gw(const dlock_client *c)
 {
-    return c && c->be == &dlock__backend_etcd && c->be_state ? ((dlock__etcd *)c->be_state)->gw : NULL;
+    /* be_state is a dlock__etcd only when this file's attach made it */
+    bool mine = c && c->be && c->be->attach == dlock__etcd_attach && c->be_state;
+    return mine ? state_of(c)->gw : NULL;
 }
 
 /* ---- keys ------------------------------------------------------------------- */
