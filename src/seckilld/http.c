@@ -119,6 +119,20 @@ static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
     sk__http_reply_json(q, q->route == SK_ROUTE_CAMPAIGN_CREATE ? 201 : 200, &b);
 }
 
+/* Whether s (len bytes, UTF-8) holds a control character: C0, DEL, or
+ * C1 (U+0080..U+009F, C2 80..C2 9F): a title is printed by admin tools
+ * and logs, where such bytes forge lines or drive a terminal. */
+static bool has_control(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) return true;
+        if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9f)
+            return true;
+    }
+    return false;
+}
+
 static int json_time(const dlock__json_val *v, int64_t *ms_out)
 {
     if (v->type == DLOCK__JSON_NUMBER && v->is_int && v->i >= 0) {
@@ -178,6 +192,10 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
     }
     if (!has_id || !has_stock || !has_start || !has_end) {
         snprintf(msg, msglen, "id, stock, starts_at and ends_at are required");
+        return SK_EINVAL;
+    }
+    if (has_control(d->title, strlen(d->title))) {
+        snprintf(msg, msglen, "title must not contain control characters");
         return SK_EINVAL;
     }
     return sk_campaign_check(d, msg, msglen);

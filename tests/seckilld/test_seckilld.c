@@ -789,6 +789,20 @@ static void test_frozen_redis_and_vanishing_clients(void **state)
     expect_error(resp, "outcome_unknown");
     assert_non_null(strstr(resp, "unknown"));
     assert_true(dlock__now_ms() - t0 < 3000);
+    /* the order route meets the same outcome (Redis sent the look-up and
+     * did not answer): the same status and body, from one table */
+    skt_req pair[2];
+    memset(pair, 0, sizeof(pair));
+    purchase_req(&pair[0], d[1].port, "frz", "waits-too", 1);
+    pair[1].port = d[1].port;
+    pair[1].method = "GET";
+    snprintf(pair[1].path, sizeof(pair[1].path), "/v1/orders/12345");
+    snprintf(pair[1].headers, sizeof(pair[1].headers), "%s", ADMIN);
+    assert_int_equal(skt_run_concurrent(pair, 2, 8000), 0);
+    assert_int_equal(pair[0].status, 503);
+    assert_int_equal(pair[1].status, 503);
+    expect_error(pair[1].resp, "outcome_unknown");
+    assert_string_equal(pair[1].resp, pair[0].resp);
     test_server_pause(&redis, false);
     int64_t deadline = dlock__now_ms() + 5000;
     while (skt_http(d[0].port, "GET", "/healthz", NULL, NULL, 0, resp, sizeof(resp)) != 200) {
