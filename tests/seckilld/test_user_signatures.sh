@@ -6,7 +6,7 @@
 # malformed forms, rotation, the legacy form only under its switch,
 # campaign binding, control characters in titles). Then: B warned about
 # the legacy form at start; a previous secret without a current one is
-# refused at start; `seckill campaigns` prints a title holding a raw ESC
+# refused (exit 2, also by --check-config); `seckill campaigns` prints a title holding a raw ESC
 # and a newline (written into the database behind seckilld's back) escaped.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}
@@ -34,10 +34,13 @@ pb=$(start b --user-secret new --user-signature-legacy)
 
 grep -q 'user-signature-legacy' "$work/b.log" || fail "no warning about the legacy form in B's log"
 grep -q 'user-signature-legacy' "$work/a.log" && fail "A warned about a legacy form it does not accept"
-if "$seckilld" --port 0 --bind 127.0.0.1 --user-secret-previous old >"$work/refused.log" 2>&1; then
-    fail "a previous user secret without a current one was accepted"
-fi
-grep -q 'need user-secret' "$work/refused.log" || fail "refusal without a reason: $(cat "$work/refused.log")"
+for extra in "--user-secret-previous old" "--user-signature-legacy" "--user-secret-previous old --check-config"; do
+    rc=0
+    # shellcheck disable=SC2086 # the flags are words
+    "$seckilld" --port 0 --bind 127.0.0.1 $extra >"$work/refused.log" 2>&1 || rc=$?
+    [ "$rc" = 2 ] || fail "$extra without a user secret: exit $rc, want 2 (bad configuration)"
+    grep -q 'need user-secret' "$work/refused.log" || fail "refusal without a reason: $(cat "$work/refused.log")"
+done
 echo "ok: legacy warning at start; a previous secret alone is refused"
 
 # a title written into the database directly (older version, SQL by hand)

@@ -196,6 +196,12 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
         fprintf(stderr, "seckilld: %s\n", err);
         return -1;
     }
+    /* signing settings that mean nothing without a current secret */
+    bool secret = c->user_secret && *c->user_secret;
+    if (!secret && ((c->user_secret_previous && *c->user_secret_previous) || c->user_signature_legacy)) {
+        fprintf(stderr, "seckilld: user-secret-previous and user-signature-legacy need user-secret\n");
+        return -1;
+    }
     return 0;
 }
 

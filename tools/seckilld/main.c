@@ -468,16 +468,10 @@ static int order_secret_default(seckilld_config *c)
     return 0;
 }
 
-/* The user-signature settings: a previous secret or the legacy form
- * without a current secret mean nothing (refused); the legacy form is
- * accepted with a warning. 0 or 1. */
+/* The legacy signature form is accepted with a warning (config.c refuses
+ * it, and a previous secret, without a current secret). 0. */
 static int check_signing(const seckilld_config *c)
 {
-    bool secret = c->user_secret && *c->user_secret;
-    if (!secret && ((c->user_secret_previous && *c->user_secret_previous) || c->user_signature_legacy)) {
-        fprintf(stderr, "seckilld: user-secret-previous and user-signature-legacy need user-secret\n");
-        return 1;
-    }
     if (c->user_signature_legacy)
         log_line(DLOCK_LOG_WARN,
                  "user-signature-legacy: the unexpiring X-User-Signature form (hex HMAC of the user id) is "
