@@ -195,6 +195,17 @@ static int expectation(http_parser *p, sk_hs_req *r)
     return 0;
 }
 
+/* Transfer-Encoding, when sent, is exactly one "chunked": any other
+ * coding, a list ("gzip, chunked") or a repeated header is 501 (the
+ * parser alone would read the chunks and ignore the coding before them). */
+static int transfer_coding(http_parser *p, sk_hs_req *r)
+{
+    const char *te[2];
+    size_t n = sk_hs_req_headers(r, "Transfer-Encoding", te, 2);
+    if (n == 0 || (n == 1 && strcasecmp(te[0], "chunked") == 0)) return 0;
+    return refuse_cb(p, 501, "not_implemented", "only Transfer-Encoding: chunked is supported");
+}
+
 static int on_headers_done(http_parser *p)
 {
     hs_conn *c = p->data;
@@ -205,7 +216,7 @@ static int on_headers_done(http_parser *p)
     if (p->http_major != 1) return refuse_cb(p, 505, "version_not_supported", "only HTTP/1.0 and 1.1");
     if (p->method >= 32 || !(o->methods & (1u << p->method)))
         return refuse_cb(p, 501, "not_implemented", "method not implemented");
-    if (split_target(p, r)) return -1;
+    if (split_target(p, r) || transfer_coding(p, r)) return -1;
     if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX && p->content_length > o->max_body)
         return refuse_cb(p, 413, "too_large", "body over the size limit");
     if (expectation(p, r)) return -1;

@@ -1,6 +1,7 @@
 /* http.c: routes and handlers of seckilld (see http.h and docs/http-api.md).
  * Invariant: every request gets exactly one answer, always through
- * reply(), which also counts it in the metrics; requests waiting for Redis
+ * http_reply.c, which also counts it in the metrics; identities are read
+ * by http_auth.c, orders served by http_orders.c; requests waiting for Redis
  * hold an hreq that the answer frees. A client that disconnects while its
  * request waits is fine: the HTTP layer (hserver.h) keeps the request
  * until it is answered. */
@@ -9,12 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include "db.h"
@@ -45,153 +42,7 @@ void sk_http_opts_init(sk_http_opts *o)
 
 size_t sk_http_inflight(const sk_http *h) { return h->inflight; }
 
-/* Request records are recycled (a purchase then allocates none here). */
-#define HREQ_FREE_MAX 256
-
-static hreq *hreq_new(sk_http *h)
-{
-    hreq *q = h->free_q;
-    if (!q) return calloc(1, sizeof(*q));
-    h->free_q = q->next_free;
-    h->nfree_q--;
-    memset(q, 0, sizeof(*q));
-    return q;
-}
-
-static void hreq_free(sk_http *h, hreq *q)
-{
-    if (h->nfree_q >= HREQ_FREE_MAX) {
-        free(q);
-        return;
-    }
-    q->next_free = h->free_q;
-    h->free_q = q;
-    h->nfree_q++;
-}
 size_t sk_http_unflushed(const sk_http *h) { return sk_hs_unflushed(h->hs); }
-
-/* ---- answering -------------------------------------------------------- */
-
-/* The layer adds Connection: close while draining and counts the answer
- * as unflushed until it is written (graceful shutdown waits for that).
- * Counted before it is written: a client that has its answer finds it in
- * /metrics, whichever thread serves that. */
-static void reply_bytes(hreq *q, int status, const char *ctype, const char *body, size_t len)
-{
-    sk_http *h = q->h;
-    sk_hs_reply_header(q->req, "Content-Type", ctype);
-    sk_hs_reply_header(q->req, "Cache-Control", "no-store");
-    sk_metrics_observe(&h->m, q->route, status, dlock__now_us() - q->t0_us);
-    sk_hs_reply(q->req, status, body, len);
-    h->inflight--;
-    hreq_free(h, q);
-}
-
-static void reply(hreq *q, int status, const char *ctype, dlock__buf *body)
-{
-    bool has = body && body->data && !body->oom;
-    reply_bytes(q, status, ctype, has ? body->data : NULL, has ? body->len : 0);
-}
-
-void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
-{
-    if (body->oom) {
-        dlock__buf_free(body);
-        dlock__buf_printf(body, "{\"error\":\"internal\",\"message\":\"out of memory\"}");
-        status = 500;
-    }
-    reply(q, status, "application/json", body);
-    dlock__buf_free(body);
-}
-
-/* ---- answers written by hand (the purchase path: no printf, no heap) ---- */
-
-typedef struct sbuf {
-    char d[512];
-    size_t n;
-    bool over; /* did not fit: the caller falls back to dlock__buf */
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->over || n > sizeof(b->d) - b->n) {
-        b->over = true;
-        return;
-    }
-    memcpy(b->d + b->n, s, n);
-    b->n += n;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_int(sbuf *b, int64_t v)
-{
-    char num[24], *e = num + sizeof(num), *d = e;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--d = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) *--d = '-';
-    sb_put(b, d, (size_t)(e - d));
-}
-
-/* A JSON string of s when it needs no escaping; else over (rare: the
- * caller takes the escaping path). */
-static void sb_json_plain(sbuf *b, const char *s)
-{
-    for (const char *p = s; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\') {
-            b->over = true;
-            return;
-        }
-    sb_put(b, "\"", 1);
-    sb_str(b, s);
-    sb_put(b, "\"", 1);
-}
-
-void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg)
-{
-    sbuf s = {.n = 0};
-    sb_str(&s, "{\"error\":\"");
-    sb_str(&s, code); /* our own codes: plain */
-    sb_str(&s, "\",\"message\":");
-    sb_json_plain(&s, msg);
-    sb_str(&s, "}\n");
-    if (!s.over) {
-        reply_bytes(q, status, "application/json", s.d, s.n);
-        return;
-    }
-    dlock__buf b = {0};
-    dlock__buf_append(&b, "{\"error\":\"", 10);
-    dlock__buf_append(&b, code, strlen(code));
-    dlock__buf_append(&b, "\",\"message\":", 12);
-    dlock__json_put_str(&b, msg, strlen(msg));
-    dlock__buf_append(&b, "}\n", 2);
-    sk__http_reply_json(q, status, &b);
-}
-
-/* Maps an engine/database error to status + code. */
-void sk__http_reply_err_code(hreq *q, int err, const char *what)
-{
-    char msg[160];
-    switch (err) {
-    case SK_EINVAL: sk__http_reply_error(q, 400, "bad_request", what); return;
-    case SK_ENOTFOUND: sk__http_reply_error(q, 404, "not_found", what); return;
-    case SK_EEXIST: sk__http_reply_error(q, 409, "exists", what); return;
-    case SK_ECONFLICT:
-    case SK_ELIVE: sk__http_reply_error(q, 409, "conflict", what); return;
-    case SK_EFORBIDDEN: sk__http_reply_error(q, 403, "forbidden", what); return;
-    case DLOCK_EUNKNOWN:
-        snprintf(msg, sizeof(msg), "%s: Redis did not answer; the outcome is unknown", what);
-        sk__http_reply_error(q, 503, "unavailable", msg);
-        return;
-    default:
-        snprintf(msg, sizeof(msg), "%s: %s", what, sk_strerror(err));
-        sk__http_reply_error(q, 503, "unavailable", msg);
-        return;
-    }
-}
 
 /* ---- request helpers ---------------------------------------------------- */
 
@@ -216,69 +67,6 @@ static int read_json(hreq *q, dlock__json_doc *doc)
     return len ? 0 : 1;
 }
 
-static bool token_equal(const char *given, const char *expected)
-{
-    size_t a = strlen(given), b = strlen(expected);
-    if (a != b) return false;
-    return CRYPTO_memcmp(given, expected, a) == 0;
-}
-
-bool sk__http_is_admin(hreq *q)
-{
-    const char *tok = q->h->admin_token;
-    const char *auth = header(q, "Authorization");
-    return tok && *tok && auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(auth + 7, tok);
-}
-
-static bool admin_ok(hreq *q)
-{
-    const char *tok = q->h->admin_token;
-    const char *auth = header(q, "Authorization");
-    if (!tok || !*tok) {
-        sk__http_reply_error(q, 401, "unauthorized", "admin API disabled: no admin token configured");
-        return false;
-    }
-    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !token_equal(auth + 7, tok)) {
-        sk__http_reply_error(q, 401, "unauthorized", "missing or wrong admin token (Authorization: Bearer ...)");
-        return false;
-    }
-    return true;
-}
-
-/* X-User-Id (and X-User-Signature when a secret is set) into q->user. */
-bool sk__http_user_ok(hreq *q, int missing_status)
-{
-    const char *u = header(q, "X-User-Id");
-    if (!u) {
-        sk__http_reply_error(q, missing_status, missing_status == 401 ? "unauthorized" : "bad_request",
-                    "missing X-User-Id header");
-        return false;
-    }
-    if (!sk_valid_user_id(u)) {
-        sk__http_reply_error(q, 400, "bad_request", "X-User-Id must be " SK_USER_ID_RULE);
-        return false;
-    }
-    memcpy(q->user, u, strlen(u) + 1); /* valid: at most 64 chars */
-    const char *secret = q->h->user_secret;
-    if (!secret || !*secret) return true;
-    const char *sig = header(q, "X-User-Signature");
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    char hex[2 * EVP_MAX_MD_SIZE + 1] = "", given[2 * EVP_MAX_MD_SIZE + 1] = "";
-    HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)u, strlen(u), md, &mdlen);
-    for (unsigned i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    if (sig && strlen(sig) == 2 * mdlen) {
-        for (size_t i = 0; i < 2 * mdlen; i++)
-            given[i] = (char)((sig[i] >= 'A' && sig[i] <= 'F') ? sig[i] + 32 : sig[i]);
-        given[2 * mdlen] = '\0';
-    }
-    if (!sig || !token_equal(given, hex)) {
-        sk__http_reply_error(q, 401, "unauthorized", sig ? "bad X-User-Signature" : "missing X-User-Signature");
-        return false;
-    }
-    return true;
-}
-
 /* The client address (client_addr.h); false when a forwarded entry is
  * not an address (answered 400). */
 static bool client_ip(hreq *q, char ip[SK_ADDR_MAX])
@@ -290,22 +78,6 @@ static bool client_ip(hreq *q, char ip[SK_ADDR_MAX])
         return true;
     sk__http_reply_error(q, 400, "bad_request", "X-Forwarded-For / Forwarded: not a list of IP addresses");
     return false;
-}
-
-/* One identity per request: a repeated identity header is refused (a
- * gateway that adds instead of replacing must not lose to the client). */
-static bool identity_headers_unique(hreq *q)
-{
-    static const char *const names[] = {"X-User-Id", "X-User-Signature", "Authorization"};
-    const char *v[2];
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (sk_hs_req_headers(q->req, names[i], v, 2) > 1) {
-            char msg[96];
-            snprintf(msg, sizeof(msg), "more than one %s header", names[i]);
-            sk__http_reply_error(q, 400, "bad_request", msg);
-            return false;
-        }
-    return true;
 }
 
 /* ---- campaigns ------------------------------------------------------------ */
@@ -345,6 +117,20 @@ static void on_campaign(int err, const sk_campaign_info *ci, void *arg)
     dlock__buf b = {0};
     put_campaign(&b, ci);
     sk__http_reply_json(q, q->route == SK_ROUTE_CAMPAIGN_CREATE ? 201 : 200, &b);
+}
+
+/* Whether s (len bytes, UTF-8) holds a control character: C0, DEL, or
+ * C1 (U+0080..U+009F, C2 80..C2 9F): a title is printed by admin tools
+ * and logs, where such bytes forge lines or drive a terminal. */
+static bool has_control(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) return true;
+        if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9f)
+            return true;
+    }
+    return false;
 }
 
 static int json_time(const dlock__json_val *v, int64_t *ms_out)
@@ -408,12 +194,16 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
         snprintf(msg, msglen, "id, stock, starts_at and ends_at are required");
         return SK_EINVAL;
     }
+    if (has_control(d->title, strlen(d->title))) {
+        snprintf(msg, msglen, "title must not contain control characters");
+        return SK_EINVAL;
+    }
     return sk_campaign_check(d, msg, msglen);
 }
 
 static void handle_campaign_create(hreq *q)
 {
-    if (!admin_ok(q)) return;
+    if (!sk__http_admin_ok(q)) return;
     char msg[200];
     dlock__json_doc doc;
     sk_campaign d;
@@ -479,7 +269,7 @@ static bool preheat_query(hreq *q, const char *query, bool *force)
 
 static void handle_campaign_preheat(hreq *q, const char *query)
 {
-    if (!admin_ok(q)) return;
+    if (!sk__http_admin_ok(q)) return;
     bool force;
     if (!preheat_query(q, query, &force)) return;
     q->mode = force ? SK_HEAT_FORCE : SK_HEAT_REHEAT;
@@ -512,64 +302,30 @@ static void handle_campaign_get(hreq *q)
  * pending with the order's Location (docs/design/promise.md). */
 static void answer_accepted(hreq *q, const sk_purchase_result *r)
 {
-    sbuf b = {.n = 0};
+    dlock__buf b = {0};
     char ref[SK_ORDER_REF_MAX];
     sk_order_ref_format(q->h->order_key, r->order_id, ref);
     if (r->pending) {
-        sbuf loc = {.n = 0};
-        sb_str(&loc, "/v1/orders/");
-        sb_str(&loc, ref);
-        sb_put(&loc, "", 1);
-        sk_hs_reply_header(q->req, "Location", loc.d);
-        sb_str(&b, "{\"order_id\":\"");
-        sb_str(&b, ref);
-        sb_str(&b, "\",\"status\":\"pending\"}\n");
-        reply_bytes(q, 202, "application/json", b.d, b.n);
+        char loc[16 + SK_ORDER_REF_MAX];
+        snprintf(loc, sizeof(loc), "/v1/orders/%s", ref);
+        sk_hs_reply_header(q->req, "Location", loc);
+        dlock__buf_printf(&b, "{\"order_id\":\"%s\",\"status\":\"pending\"}\n", ref);
+        sk__http_reply_json(q, 202, &b);
         return;
     }
-    sb_str(&b, "{\"order_id\":\"");
-    sb_str(&b, ref);
-    sb_str(&b, "\",\"campaign\":\"");
-    sb_str(&b, q->id); /* a valid campaign id: [A-Za-z0-9_-], at most 64 */
-    sb_str(&b, "\",\"quantity\":");
-    sb_int(&b, r->qty);
-    sb_str(&b, ",\"remaining\":");
-    sb_int(&b, r->remaining);
-    sb_str(&b, ",\"status\":\"accepted\"}\n");
-    reply_bytes(q, 201, "application/json", b.d, b.n);
+    /* q->id is a valid campaign id: [A-Za-z0-9_-], at most 64 */
+    dlock__buf_printf(&b, "{\"order_id\":\"%s\",\"campaign\":\"%s\",\"quantity\":%lld,\"remaining\":%lld,"
+                      "\"status\":\"accepted\"}\n",
+                      ref, q->id, (long long)r->qty, (long long)r->remaining);
+    sk__http_reply_json(q, 201, &b);
 }
 
 /* Every purchase answer, from the outcome table (outcome.h). */
 static void answer_purchase(hreq *q, const sk_purchase_result *r)
 {
-    const sk_outcome *o = sk_outcome_get(sk_outcome_of_err(r->err, r->replay));
-    if (!o->error) {
-        answer_accepted(q, r);
-        return;
-    }
-    sbuf msg = {.n = 0};
-    int64_t v = o->field == SK_FIELD_REMAINING ? r->remaining : r->value;
-    if (o->field != SK_FIELD_NONE && v >= o->detail_min) {
-        sb_str(&msg, o->detail_pre);
-        sb_int(&msg, v);
-        sb_str(&msg, o->detail_post);
-    } else {
-        sb_str(&msg, o->message);
-    }
-    sb_put(&msg, "", 1);
-    const char *text = msg.over ? o->message : msg.d; /* the table's texts are short */
-    int64_t retry_s = o->retry_after_s;
-    if (o->http_status == 429) {
-        retry_s = (r->value + 999) / 1000;
-        if (retry_s < 1) retry_s = 1;
-    }
-    if (retry_s > 0) {
-        sbuf ra = {.n = 0};
-        sb_int(&ra, retry_s);
-        sb_put(&ra, "", 1);
-        sk_hs_reply_header(q->req, "Retry-After", ra.d);
-    }
-    sk__http_reply_error(q, o->http_status, o->error, text);
+    sk_outcome_id id = sk_outcome_of_err(r->err, r->replay);
+    if (!sk_outcome_get(id)->error) answer_accepted(q, r);
+    else sk__http_reply_outcome(q, id, r->remaining, r->value);
 }
 
 static void on_purchase(const sk_purchase_result *r, void *arg) { answer_purchase(arg, r); }
@@ -700,11 +456,10 @@ static void handle_metrics(hreq *q)
     sk_metrics_render(&s->m, &s->st, s->inflight - 1, s->ready, sk__http_is_admin(q), &b);
     sk_metrics_render_degraded(&s->ds, &b);
     free(s);
-    reply(q, 200, "text/plain; version=0.0.4", &b);
-    dlock__buf_free(&b);
+    sk__http_reply_body(q, 200, "text/plain; version=0.0.4", &b);
 }
 
-static void handle_ping(hreq *q) { reply_bytes(q, 200, "text/plain", "pong\n", 5); }
+static void handle_ping(hreq *q) { sk__http_reply_bytes(q, 200, "text/plain", "pong\n", 5); }
 
 /* ---- routing ------------------------------------------------------------------ */
 
@@ -809,7 +564,7 @@ static void dispatch(hreq *q, const char *path, const char *query)
 static void on_request(sk_hs_req *req, void *arg)
 {
     sk_http *h = arg;
-    hreq *q = hreq_new(h);
+    hreq *q = sk__http_hreq_new(h);
     if (!q) {
         sk_hs_reply_error(req, 500, "internal", "out of memory");
         return;
@@ -819,7 +574,7 @@ static void on_request(sk_hs_req *req, void *arg)
     q->route = SK_ROUTE_OTHER;
     q->t0_us = dlock__now_us();
     h->inflight++;
-    if (identity_headers_unique(q)) dispatch(q, sk_hs_req_path(req), sk_hs_req_query(req));
+    if (sk__http_identity_unique(q)) dispatch(q, sk_hs_req_path(req), sk_hs_req_query(req));
 }
 
 /* ---- server ------------------------------------------------------------------- */
@@ -831,8 +586,8 @@ static void order_key_init(sk_http *h)
 {
     const char *o = h->o.order_secret;
     const char *secret = o && *o                                   ? o
-                         : h->admin_token && *h->admin_token       ? h->admin_token
-                         : h->user_secret && *h->user_secret       ? h->user_secret
+                         : *h->auth.admin_token                    ? h->auth.admin_token
+                         : *h->auth.user_secret                    ? h->auth.user_secret
                                                                    : NULL;
     if (secret) {
         sk_order_key_derive(secret, h->order_key);
@@ -856,18 +611,20 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     h->engine = engine;
     sk_http_opts_init(&h->o);
     if (opts) h->o = *opts;
-    h->admin_token = strdup(h->o.admin_token ? h->o.admin_token : "");
-    h->user_secret = strdup(h->o.user_secret ? h->o.user_secret : "");
+    if (sk_auth_init(&h->auth, h->o.admin_token, h->o.user_secret, h->o.user_secret_previous,
+                     h->o.user_signature_legacy) != 0) {
+        free(h);
+        return DLOCK_ENOMEM;
+    }
     order_key_init(h);
     char terr[128];
     if (sk_trusted_parse(h->o.trusted_proxies, &h->trusted, terr, sizeof(terr)) != 0) {
-        free(h->admin_token);
-        free(h->user_secret);
+        sk_auth_free(&h->auth);
         free(h);
         return SK_EINVAL;
     }
     h->o.trusted_proxies = NULL;
-    h->o.admin_token = h->o.user_secret = h->o.order_secret = NULL;
+    h->o.admin_token = h->o.user_secret = h->o.user_secret_previous = h->o.order_secret = NULL;
     sk_hs_opts ho;
     sk_hs_opts_init(&ho);
     ho.max_head = h->o.max_headers;
@@ -877,7 +634,7 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     ho.body_timeout_ms = h->o.body_timeout_ms;
     ho.on_request = on_request;
     ho.ud = h;
-    if (!h->admin_token || !h->user_secret || sk_hs_new(base, &ho, &h->hs) != 0 ||
+    if (sk_hs_new(base, &ho, &h->hs) != 0 ||
         (h->o.group && sk__http_group_join(h) != 0)) {
         sk_http_free(h);
         return DLOCK_ENOMEM;
@@ -929,7 +686,6 @@ void sk_http_free(sk_http *h)
         h->free_q = q->next_free;
         free(q);
     }
-    free(h->admin_token);
-    free(h->user_secret);
+    sk_auth_free(&h->auth);
     free(h);
 }

@@ -29,7 +29,10 @@ void sk_http_group_free(sk_http_group *g);  /* NULL ok */
 
 typedef struct sk_http_opts {
     const char *admin_token;     /* NULL/"": the admin API answers 401 */
-    const char *user_secret;     /* NULL/"": X-User-Signature not required */
+    const char *user_secret;     /* NULL/"": X-User-Signature not required (auth.h) */
+    const char *user_secret_previous; /* NULL/"": none; else signatures made with it are
+                                  * accepted too (key rotation) */
+    bool user_signature_legacy;  /* also accept the unexpiring form, hex HMAC(secret, user) */
     const char *order_secret;    /* key of public order ids (order_ref.h); NULL/"": the admin
                                   * token's, else the user secret's, else random (this process) */
     int64_t idle_timeout_ms;     /* read/write inactivity before closing (default 10000) */

@@ -1,12 +1,15 @@
-/* http_internal.h: what http.c and http_orders.c share: the server and
- * request structs and the answering helpers. Every answer goes through
- * sk__http_reply_json / sk__http_reply_error (which free the request). */
+/* http_internal.h: what the files of seckilld's front end share: the
+ * server and request structs, the answering helpers (http_reply.c), the
+ * request's identity (http_auth.c) and the order routes (http_orders.c).
+ * Every answer goes through http_reply.c (which frees the request); the
+ * routes (http.c) call the others, which never call back into http.c. */
 #ifndef SK_HTTP_INTERNAL_H
 #define SK_HTTP_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "client_addr.h"
 #include "degraded.h"
 #include "hserver.h"
@@ -20,8 +23,7 @@ struct sk_http {
     sk_engine *engine;
     sk_hs *hs; /* the HTTP layer (hserver.h) */
     sk_http_opts o;
-    char *admin_token;
-    char *user_secret;
+    sk_auth auth; /* admin token and user secrets (auth.h) */
     sk_trusted trusted; /* proxies (client_addr.h) */
     unsigned char order_key[SK_ORDER_KEY_LEN]; /* public order ids (order_ref.h) */
     size_t inflight;
@@ -61,20 +63,33 @@ typedef struct hreq {
     bool admin;                 /* the request carries the admin token */
     bool deny;                  /* answer this order's 404 whatever the look-up finds */
     bool in_campaign;           /* ?campaign= narrowed the look-up: a miss is not "lost" */
+    char sig_campaign[65];      /* the campaign a signed identity is bound to ("": none) */
     sk_heat_mode mode;
 } hreq;
 
-/* Answers body (JSON) with status and frees it and q. */
+/* http_reply.c: a fresh request record (NULL: out of memory); the
+ * answers, each of which frees q: bytes as they are; body (freed too);
+ * body as JSON; {"error": code, "message": msg}; the outcome table's
+ * answer to outcome id (outcome.h) with its detail fields; an
+ * engine/database error as status + code (an outcome of the table is
+ * answered from the table, whatever route met it). */
+hreq *sk__http_hreq_new(sk_http *h);
+void sk__http_reply_bytes(hreq *q, int status, const char *ctype, const char *body, size_t len);
+void sk__http_reply_body(hreq *q, int status, const char *ctype, dlock__buf *body);
 void sk__http_reply_json(hreq *q, int status, dlock__buf *body);
-/* Answers {"error": code, "message": msg}. */
 void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg);
-/* Maps an engine/database error to status + code. */
+void sk__http_reply_outcome(hreq *q, int id, int64_t remaining, int64_t value);
 void sk__http_reply_err_code(hreq *q, int err, const char *what);
-/* X-User-Id (and X-User-Signature when a secret is set) into q->user;
- * false when it has answered already. */
-bool sk__http_user_ok(hreq *q, int missing_status);
-/* Whether the request carries the right admin token (answers nothing). */
+
+/* http_auth.c: whether the request carries the admin token (answers
+ * nothing); the same, answering 401 when not (false); X-User-Id (and
+ * X-User-Signature when a secret is set) into q->user, false when it has
+ * answered (missing_status when the header is missing, 400 or 401); false
+ * after answering 400 when an identity header is repeated. */
 bool sk__http_is_admin(hreq *q);
+bool sk__http_admin_ok(hreq *q);
+bool sk__http_user_ok(hreq *q, int missing_status);
+bool sk__http_identity_unique(hreq *q);
 
 /* http_orders.c: POST /v1/orders/{id}/cancel too. */
 void sk__http_order_cancel(hreq *q);

@@ -37,12 +37,14 @@ static bool same_user(const char *a, const char *b)
     return CRYPTO_memcmp(x, y, sizeof(x)) == 0;
 }
 
-/* May q see an order of user owner? The admin token, or the buyer with
- * the tag handed out for this id. */
-static bool may_see(const hreq *q, const char *owner)
+/* May q see an order of user owner in campaign? The admin token, or the
+ * buyer with the tag handed out for this id (and, when the buyer's
+ * signature is bound to a campaign, an order of that campaign). */
+static bool may_see(const hreq *q, const char *owner, const char *campaign)
 {
     bool mine = same_user(owner, q->user);
-    return q->admin || (!q->deny && q->ref_ok && mine);
+    bool scope = !q->sig_campaign[0] || same_user(campaign, q->sig_campaign);
+    return q->admin || (!q->deny && q->ref_ok && mine && scope);
 }
 
 /* The order JSON; state NULL leaves it out (the pay answer). The id is
@@ -85,7 +87,7 @@ static void on_order(int err, const sk_order_info *o, void *arg)
     hreq *q = arg;
     /* neither the database (when there is one) nor the master holds it,
      * or it is not the caller's */
-    if (err == SK_ENOTFOUND || (!err && !may_see(q, o->user))) {
+    if (err == SK_ENOTFOUND || (!err && !may_see(q, o->user, o->campaign))) {
         order_not_found(q);
         return;
     }
@@ -137,7 +139,7 @@ void sk__http_order_get(hreq *q, const char *query)
     if (q->h->o.db) {
         sk_order_row row;
         int rc = sk_db_order_get(q->h->o.db, q->order_id, &row);
-        if (rc == 0 && may_see(q, row.user)) {
+        if (rc == 0 && may_see(q, row.user, row.campaign)) {
             dlock__buf b = {0};
             put_order(q, &b, row.order_id, row.campaign, row.user, row.qty, db_state(row.status), row.status,
                       row.reason);
@@ -158,7 +160,7 @@ void sk__http_order_get(hreq *q, const char *query)
 static int order_row_for(hreq *q, sk_order_row *row)
 {
     int rc = sk_db_order_get(q->h->o.db, q->order_id, row);
-    if (rc == SK_ENOTFOUND || (rc == 0 && !may_see(q, row->user))) return SK_ENOTFOUND;
+    if (rc == SK_ENOTFOUND || (rc == 0 && !may_see(q, row->user, row->campaign))) return SK_ENOTFOUND;
     return rc ? SK_EDB : 0;
 }
 

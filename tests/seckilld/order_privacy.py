@@ -20,8 +20,9 @@ def call(port, method, path, headers=None, body=None):
 
 
 def who(user):
-    sig = hmac.new(b"usersecret", user.encode(), hashlib.sha256).hexdigest()
-    return {"X-User-Id": user, "X-User-Signature": sig}
+    exp = str(int(time.time()) + 3600)
+    sig = hmac.new(b"usersecret", (user + "\n" + exp).encode(), hashlib.sha256).hexdigest()
+    return {"X-User-Id": user, "X-User-Signature": "v1=%s;exp=%s" % (sig, exp)}
 
 
 def check(cond, what):

@@ -309,6 +309,19 @@ def test_an_overflowing_chunk_size_is_400(port):
     refused_and_closed(port, HEAD % "chunk2" + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n{}\r\n0\r\n\r\n")
 
 @case
+def test_a_transfer_coding_other_than_exactly_chunked_is_501_and_closed(port):
+    body = "e\r\n{\"quantity\":1}\r\n0\r\n\r\n"
+    for te in ("gzip, chunked", "gzip,chunked", "deflate, chunked", "identity, chunked"):
+        refused_and_closed(port, HEAD % "te" + "Transfer-Encoding: %s\r\n\r\n%s" % (te, body), 501)
+    refused_and_closed(port, HEAD % "te2" + "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       + body, 501)
+    # exactly chunked (any case) is read as before
+    for te in ("chunked", "Chunked"):
+        resp = request(port, HEAD % "te3" + "Transfer-Encoding: %s\r\n\r\n%s" % (te, body))
+        assert resp[0] != 501, "Transfer-Encoding: %s refused: %d %r" % (te, resp[0], resp[2][:120])
+
+
+@case
 def test_whitespace_between_a_header_name_and_its_colon_is_400(port):
     refused_and_closed(port, "GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length : 5\r\n\r\nGET /ping HTTP/1.1\r\n\r\n")
 
@@ -430,6 +443,7 @@ def main():
         for fn in (test_conflicting_duplicate_content_length_is_400_and_closed,
                    test_content_length_with_transfer_encoding_is_400_and_closed,
                    test_a_malformed_chunk_size_is_400, test_an_overflowing_chunk_size_is_400,
+                   test_a_transfer_coding_other_than_exactly_chunked_is_501_and_closed,
                    test_whitespace_between_a_header_name_and_its_colon_is_400,
                    test_a_nul_in_x_user_id_is_refused_not_bought_as_the_prefix,
                    test_a_nul_after_the_admin_token_does_not_pass_admin_auth,

@@ -1,14 +1,17 @@
 /* test_seckilld_unit.c: the front end's pieces that need no server: RFC 3339
  * times as the HTTP API reads and writes them, the client address behind
- * trusted proxies (hostile header values) and public order ids. */
+ * trusted proxies (hostile header values), public order ids and signed
+ * identities on a fixed clock. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "auth.h"
 #include "client_addr.h"
 #include "http.h"
 #include "order_ref.h"
@@ -126,12 +129,81 @@ static void test_public_order_ids_carry_a_tag_only_the_key_makes(void **state)
         if (sk_order_ref_parse(k1, bad[i], &id, &ok)) fail_msg("'%s' read as an order id", bad[i]);
 }
 
+/* A signature's expiry on a fixed clock: accepted up to exp + the
+ * leeway, expired one second later; with either active secret. */
+static void test_signatures_expire_after_the_leeway_with_either_secret(void **state)
+{
+    (void)state;
+    sk_auth a;
+    assert_int_equal(sk_auth_init(&a, "", "new", "old", false), 0);
+    char sig[SK_SIG_MAX], bound[65];
+    const int64_t exp = 1800000000;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(sk_auth_sign(k ? "old" : "new", "alice", exp, NULL, sig, sizeof(sig)), 0);
+        assert_int_equal(sk_auth_check_sig(&a, "alice", sig, "c1", exp, bound), SK_SIG_OK);
+        assert_string_equal(bound, "");
+        assert_int_equal(sk_auth_check_sig(&a, "alice", sig, "c1", exp + SK_SIG_SKEW_S, bound), SK_SIG_OK);
+        assert_int_equal(sk_auth_check_sig(&a, "alice", sig, "c1", exp + SK_SIG_SKEW_S + 1, bound), SK_SIG_EXPIRED);
+        assert_int_equal(sk_auth_check_sig(&a, "bob", sig, "c1", exp, bound), SK_SIG_BAD);
+    }
+    assert_int_equal(sk_auth_sign("other", "alice", exp, NULL, sig, sizeof(sig)), 0);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp, bound), SK_SIG_BAD);
+    /* an expired signature of the wrong secret is "bad", not "expired" */
+    assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp + 1000, bound), SK_SIG_BAD);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", NULL, NULL, exp, bound), SK_SIG_MISSING);
+    sk_auth_free(&a);
+}
+
+static void test_signatures_bound_to_a_campaign_and_the_legacy_form(void **state)
+{
+    (void)state;
+    sk_auth a;
+    assert_int_equal(sk_auth_init(&a, "", "new", NULL, false), 0);
+    char sig[SK_SIG_MAX], bound[65];
+    const int64_t exp = 1800000000;
+    assert_int_equal(sk_auth_sign("new", "alice", exp, "c1", sig, sizeof(sig)), 0);
+    assert_non_null(strstr(sig, ";c=c1"));
+    assert_int_equal(sk_auth_check_sig(&a, "alice", sig, "c1", exp, bound), SK_SIG_OK);
+    assert_string_equal(bound, "c1");
+    assert_int_equal(sk_auth_check_sig(&a, "alice", sig, "c2", exp, bound), SK_SIG_CAMPAIGN);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp, bound), SK_SIG_OK); /* order routes */
+    assert_string_equal(bound, "c1");
+    /* the binding is signed: moved to another campaign, the MAC fails */
+    char moved[SK_SIG_MAX];
+    snprintf(moved, sizeof(moved), "%.*sc2", (int)(strlen(sig) - 2), sig);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", moved, "c2", exp, bound), SK_SIG_BAD);
+    static const char *const malformed[] = {"", "v1=", "v1=00;exp=1",
+                                            "v1=0000000000000000000000000000000000000000000000000000000000000000",
+                                            "v1=0000000000000000000000000000000000000000000000000000000000000000;exp=",
+                                            "v1=0000000000000000000000000000000000000000000000000000000000000000;exp=0001",
+                                            "v1=0000000000000000000000000000000000000000000000000000000000000000;exp=1;c=",
+                                            "v1=0000000000000000000000000000000000000000000000000000000000000000;exp=1;c=a b"};
+    for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++)
+        assert_int_equal(sk_auth_check_sig(&a, "alice", malformed[i], NULL, exp, bound), SK_SIG_MALFORMED);
+    /* the old form: refused unless the legacy switch is on */
+    const char *old = "0000000000000000000000000000000000000000000000000000000000000000";
+    assert_int_equal(sk_auth_check_sig(&a, "alice", old, NULL, exp, bound), SK_SIG_LEGACY);
+    sk_auth_free(&a);
+    assert_int_equal(sk_auth_init(&a, "", "new", NULL, true), 0);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", old, NULL, exp, bound), SK_SIG_BAD);
+    /* HMAC-SHA256("new", "alice"), as Python's hmac module makes it; either case */
+    const char *legacy = "36d54ee9a13dac5b29db963b482370650e07a16510b12a083c2822a75d481e29";
+    assert_int_equal(sk_auth_check_sig(&a, "alice", legacy, NULL, exp, bound), SK_SIG_OK);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", "36D54EE9A13DAC5B29DB963B482370650E07A16510B12A083C2822A75D481E29",
+                                       NULL, exp, bound),
+                     SK_SIG_OK);
+    assert_int_equal(sk_auth_check_sig(&a, "bob", legacy, NULL, exp, bound), SK_SIG_BAD);
+    sk_auth_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rfc3339_times_parse_and_format),
         cmocka_unit_test(test_client_address_behind_trusted_proxies),
         cmocka_unit_test(test_public_order_ids_carry_a_tag_only_the_key_makes),
+        cmocka_unit_test(test_signatures_expire_after_the_leeway_with_either_secret),
+        cmocka_unit_test(test_signatures_bound_to_a_campaign_and_the_legacy_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,8 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/hmac.h>
+#include <time.h>
 
+#include "auth.h"
 #include "buckets.h"
 #include "compare.h"
 #include "httpload.h"
@@ -118,22 +119,19 @@ static void user_name(const bench *b, int user, char *out, size_t n)
     for (int i = 0; sk_home_bucket(out, b->hot_k) != 0; i++) snprintf(out, n, "b%s-%d.%d", b->run_id, user, i);
 }
 
-static void sign(const bench *b, const char *user, char *hex, size_t n)
+/* X-User-Signature of user (auth.h), valid for an hour from now. */
+static void sign(const bench *b, const char *user, char *sig, size_t n)
 {
-    unsigned char mac[32];
-    unsigned int len = 0;
-    hex[0] = '\0';
-    if (!b->user_secret) return;
-    HMAC(EVP_sha256(), b->user_secret, (int)strlen(b->user_secret), (const unsigned char *)user,
-         strlen(user), mac, &len);
-    for (unsigned i = 0; i < len && 2 * i + 2 < n; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+    sig[0] = '\0';
+    if (b->user_secret && sk_auth_sign(b->user_secret, user, (int64_t)time(NULL) + 3600, NULL, sig, n) != 0)
+        sig[0] = '\0';
 }
 
 /* Builds a purchase request; form != 0 makes one of the malformed kinds. */
 static void build_purchase(const bench *b, const char *user, const char *key, int qty, int form,
                            dlock__buf *o)
 {
-    char sig[80], body[64];
+    char sig[SK_SIG_MAX], body[64];
     sign(b, user, sig, sizeof(sig));
     const char *method = form == 5 ? "GET" : "POST";
     const char *camp = form == 6 ? "no-such-campaign" : b->campaign;
@@ -706,7 +704,7 @@ static const opt_spec specs[] = {
     {.name = "admin-token", .type = OPT_STR, .off = OFF(admin_token), .arg = "T", .env = "SECKILL_ADMIN_TOKEN",
      .help = "admin bearer token (env SECKILL_ADMIN_TOKEN)"},
     {.name = "user-secret", .type = OPT_STR, .off = OFF(user_secret), .arg = "S", .env = "SECKILL_USER_SECRET",
-     .help = "sign X-User-Id with HMAC-SHA256 (env SECKILL_USER_SECRET)"},
+     .help = "sign X-User-Id: X-User-Signature v1=<HMAC-SHA256>;exp=<now + 1 h> (env SECKILL_USER_SECRET)"},
     {.name = "stock", .type = OPT_INT, .off = OFF(stock), .lo = 0, .hi = 1000000000, .arg = "N", .def = "100",
      .help = "campaign stock (for --create and checks; default 100)"},
     {.name = "limit", .type = OPT_INT, .off = OFF(limit), .lo = 0, .hi = 1000000, .arg = "N", .def = "1",

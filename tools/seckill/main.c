@@ -372,17 +372,48 @@ typedef struct camp_print {
     int n;
 } camp_print;
 
+/* s as text safe on a terminal and in a log: control characters (C0,
+ * DEL, and C1 as UTF-8 C2 80..9F) and the backslash as \xNN; the rest as
+ * it is. Everything printed from Redis or the database goes through it
+ * (or through the JSON writer, which escapes the same bytes). */
+static void put_text(dlock__buf *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if (*p >= 0x20 && *p != 0x7f && *p != '\\' && !c1) {
+            dlock__buf_append(o, (const char *)p, 1);
+            continue;
+        }
+        for (int k = 0; k < (c1 ? 2 : 1); k++) {
+            char esc[4] = {'\\', 'x', hex[p[k] >> 4], hex[p[k] & 15]};
+            dlock__buf_append(o, esc, 4);
+        }
+        if (c1) p++;
+    }
+}
+
 static void camp_print_cb(const sk_campaign *cp, int64_t remaining, void *ud)
 {
     camp_print *p = ud;
-    if (p->json)
-        printf("%s{\"id\":\"%s\",\"stock\":%" PRId64 ",\"remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64
-               ",\"starts_at_ms\":%" PRId64 ",\"ends_at_ms\":%" PRId64 ",\"price_cents\":%" PRId64 "}",
-               p->n ? "," : "", cp->id, cp->stock, remaining, cp->per_user_limit, cp->starts_at_ms, cp->ends_at_ms,
-               cp->price_cents);
-    else
-        printf("%-24s remaining %8" PRId64 " of %8" PRId64 "  limit %" PRId64 "  %s\n", cp->id, remaining, cp->stock,
-               cp->per_user_limit, cp->title);
+    dlock__buf o = {0};
+    if (p->json) {
+        dlock__buf_printf(&o, "%s{\"id\":", p->n ? "," : "");
+        dlock__json_put_str(&o, cp->id, strlen(cp->id));
+        dlock__buf_printf(&o, ",\"stock\":%" PRId64 ",\"remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64
+                              ",\"starts_at_ms\":%" PRId64 ",\"ends_at_ms\":%" PRId64 ",\"price_cents\":%" PRId64 "}",
+                          cp->stock, remaining, cp->per_user_limit, cp->starts_at_ms, cp->ends_at_ms, cp->price_cents);
+    } else {
+        dlock__buf id = {0};
+        put_text(&id, cp->id);
+        dlock__buf_printf(&o, "%-24s remaining %8" PRId64 " of %8" PRId64 "  limit %" PRId64 "  ",
+                          id.data ? id.data : "", remaining, cp->stock, cp->per_user_limit);
+        put_text(&o, cp->title);
+        dlock__buf_append(&o, "\n", 1);
+        dlock__buf_free(&id);
+    }
+    if (o.data) fputs(o.data, stdout);
+    dlock__buf_free(&o);
     p->n++;
 }
 
@@ -426,7 +457,9 @@ static void show_json(const show_ctx *s, dlock__buf *o)
                       rep->nbuckets, rep->r_stock, rep->r_in_transit, rep->r_in_transit_entries);
     for (int j = 0; j < rep->nbuckets; j++) {
         const sk_reconcile_bucket *bk = &rep->bucket[j];
-        dlock__buf_printf(o, "%s{\"bucket\":%d,\"tag\":\"%s\",\"master\":", j ? "," : "", j, bk->tag);
+        dlock__buf_printf(o, "%s{\"bucket\":%d,\"tag\":", j ? "," : "", j);
+        dlock__json_put_str(o, bk->tag, strlen(bk->tag));
+        dlock__buf_append(o, ",\"master\":", 10);
         dlock__json_put_str(o, s->master[j], strlen(s->master[j]));
         dlock__buf_printf(o, ",\"present\":%s,\"remaining\":%" PRId64 ",\"buyers\":%" PRId64 ",\"bought_units\":%" PRId64
                              ",\"journal_entries\":%" PRId64 ",\"in_transit_out\":%" PRId64
@@ -449,12 +482,13 @@ static void show_json(const show_ctx *s, dlock__buf *o)
 static void show_text(const show_ctx *s, dlock__buf *o)
 {
     const sk_reconcile_report *rep = s->rep;
-    if (s->def)
-        dlock__buf_printf(o, "campaign %s: %s\n  database: stock %" PRId64 ", remaining %" PRId64 " (reserve %" PRId64
+    if (s->def) {
+        dlock__buf_printf(o, "campaign %s: ", rep->campaign);
+        put_text(o, s->def->title);
+        dlock__buf_printf(o, "\n  database: stock %" PRId64 ", remaining %" PRId64 " (reserve %" PRId64
                              "), limit %" PRId64 "\n",
-                          rep->campaign, s->def->title, s->def->stock, s->remaining, s->def->db_reserve,
-                          s->def->per_user_limit);
-    else
+                          s->def->stock, s->remaining, s->def->db_reserve, s->def->per_user_limit);
+    } else
         dlock__buf_printf(o, "campaign %s: not in the database\n", rep->campaign);
     dlock__buf_printf(o, "  redis: %d bucket%s, remaining %" PRId64 " + %" PRId64 " in transit (%" PRId64
                          " transfers), %" PRId64 " units bought by %" PRId64 " buyers\n",
@@ -465,16 +499,24 @@ static void show_text(const show_ctx *s, dlock__buf *o)
                           (double)(dlock__wall_ms() - rep->r_transit_oldest_ms) / 1000.0);
     for (int j = 0; j < rep->nbuckets; j++) {
         const sk_reconcile_bucket *bk = &rep->bucket[j];
-        dlock__buf_printf(o, "  bucket %d {%s} on %s: %s%" PRId64 ", buyers %" PRId64 " (%" PRId64
+        dlock__buf_printf(o, "  bucket %d {", j);
+        put_text(o, bk->tag);
+        dlock__buf_append(o, "} on ", 5);
+        put_text(o, s->master[j]);
+        dlock__buf_printf(o, ": %s%" PRId64 ", buyers %" PRId64 " (%" PRId64
                              " units), journal %" PRId64 " out (%" PRId64 " units in transit), %" PRId64
                              " transfers in, stream %" PRId64 " entries (pending %" PRId64 ", lag %" PRId64
                              "), dead %" PRId64 "\n",
-                          j, bk->tag, s->master[j], bk->present ? "remaining " : "no stock key, remaining ", bk->stock,
+                          bk->present ? "remaining " : "no stock key, remaining ", bk->stock,
                           bk->buyers, bk->buyer_units, bk->xfer_entries, bk->transit_out_units, bk->xin,
                           bk->stream_len, bk->pending, bk->lag, bk->dead);
     }
     const char *p = rep->diffs.data;
-    for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) dlock__buf_printf(o, "  - %s\n", p);
+    for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) {
+        dlock__buf_append(o, "  - ", 4);
+        put_text(o, p);
+        dlock__buf_append(o, "\n", 1);
+    }
 }
 
 /* campaigns show ID: the definition (database) and every bucket (Redis).

@@ -79,7 +79,12 @@ static const opt_spec opts[] = {
     STR("admin-token", "SECKILL_ADMIN_TOKEN", "", admin_token,
         "bearer token of the admin API (empty: admin API refused)"),
     STR("user-secret", "SECKILL_USER_SECRET", "", user_secret,
-        "HMAC-SHA256 key: when set, purchases need X-User-Signature = hex HMAC(secret, user id)"),
+        "HMAC-SHA256 key: when set, buyers need X-User-Signature: v1=<hex>;exp=<unix s>[;c=<campaign>]\n"
+        "      over user\\nexp[\\ncampaign] (docs/http-api.md, \"Identity\")"),
+    STR("user-secret-previous", "SECKILL_USER_SECRET_PREVIOUS", "", user_secret_previous,
+        "the previous user-secret, still accepted while signers move to the new one (key rotation)"),
+    BOOL("user-signature-legacy", "SECKILL_USER_SIGNATURE_LEGACY", "false", user_signature_legacy,
+         "also accept the old unexpiring X-User-Signature (hex HMAC(secret, user id)); a warning at start"),
     STR("order-secret", "SECKILL_ORDER_SECRET", "", order_secret,
         "key of the order ids buyers see (<id>-<tag>); the same on every instance (empty: the\n"
         "      admin token's, else the user secret's, else a random one valid on this process only)"),
@@ -191,6 +196,12 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
         fprintf(stderr, "seckilld: %s\n", err);
         return -1;
     }
+    /* signing settings that mean nothing without a current secret */
+    bool secret = c->user_secret && *c->user_secret;
+    if (!secret && ((c->user_secret_previous && *c->user_secret_previous) || c->user_signature_legacy)) {
+        fprintf(stderr, "seckilld: user-secret-previous and user-signature-legacy need user-secret\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -199,7 +210,8 @@ int seckilld_config_load(seckilld_config *c, int argc, char **argv)
 static const char *shown(const opt_spec *o, const char *v, char *buf, size_t len)
 {
     if (!v || !*v) return "\"\"";
-    if (!strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret") || !strcmp(o->name, "order-secret"))
+    if (!strcmp(o->name, "admin-token") || !strcmp(o->name, "user-secret") ||
+        !strcmp(o->name, "user-secret-previous") || !strcmp(o->name, "order-secret"))
         return "****";
     if (o->check == skurl_check_redis || o->check == skurl_check_database) {
         opt_mask_url(v, buf, len);

@@ -20,6 +20,8 @@ typedef struct seckilld_config {
     char *database_url;
     char *admin_token;
     char *user_secret;
+    char *user_secret_previous;
+    bool user_signature_legacy;
     char *order_secret;
     int max_batch;
     int64_t linger_us;

@@ -185,6 +185,8 @@ static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, 
     }
     ho->admin_token = c->admin_token;
     ho->user_secret = c->user_secret;
+    ho->user_secret_previous = c->user_secret_previous;
+    ho->user_signature_legacy = c->user_signature_legacy;
     ho->order_secret = c->order_secret;
     ho->idle_timeout_ms = c->idle_timeout_ms;
     ho->head_timeout_ms = c->head_timeout_ms;
@@ -466,6 +468,18 @@ static int order_secret_default(seckilld_config *c)
     return 0;
 }
 
+/* The legacy signature form is accepted with a warning (config.c refuses
+ * it, and a previous secret, without a current secret). 0. */
+static int check_signing(const seckilld_config *c)
+{
+    if (c->user_signature_legacy)
+        log_line(DLOCK_LOG_WARN,
+                 "user-signature-legacy: the unexpiring X-User-Signature form (hex HMAC of the user id) is "
+                 "accepted; it never expires: move signers to v1=<hex>;exp=<unix s> and turn this off",
+                 NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     seckilld_config c;
@@ -492,6 +506,7 @@ int main(int argc, char **argv)
         c.trusted_proxies = strdup(SK_TRUSTED_PRIVATE);
         if (!c.trusted_proxies) rc = 1;
     }
+    if (rc == 0) rc = check_signing(&c);
     if (rc == 0 && order_secret_default(&c) != 0) {
         fprintf(stderr, "seckilld: no random bytes for the order-id key\n");
         rc = 1;

@@ -105,14 +105,17 @@ section_ok "environment and flags: the same checks, naming the variable or the f
 long=$(head -c 5000 /dev/zero | tr '\0' k)
 accepted 'redis-url redis://app:s3cr3t-pw@127.0.0.1:1' \
     "database-url sqlite://$work/orders.db" 'admin-token "t0k3n with \"quotes\" and \\"' \
-    "user-secret $long" 'bind "127.0.0.1"' '  log-level  warn  '
+    "user-secret $long" 'user-secret-previous pr3v10us' 'user-signature-legacy true' 'bind "127.0.0.1"' \
+    '  log-level  warn  '
 grep -Fxq 'redis-url redis://app:****@127.0.0.1:1' "$work/shown" || bad "redis-url not masked: $(grep redis-url "$work/shown")"
 grep -Fxq "database-url sqlite://$work/orders.db" "$work/shown" || bad "database-url not shown as is"
 grep -Fxq 'admin-token ****' "$work/shown" || bad "admin-token not ****: $(grep admin-token "$work/shown")"
 grep -Fxq 'user-secret ****' "$work/shown" || bad "a 5000-byte line not read whole: $(grep user-secret "$work/shown")"
+grep -Fxq 'user-secret-previous ****' "$work/shown" || bad "user-secret-previous not ****: $(grep previous "$work/shown")"
+grep -Fxq 'user-signature-legacy true' "$work/shown" || bad "user-signature-legacy not read"
 grep -Fxq 'bind 127.0.0.1' "$work/shown" || bad "quoted bind not unquoted"
 grep -Fxq 'log-level warn' "$work/shown" || bad "log-level with blanks: $(grep log-level "$work/shown")"
-grep -Eq 's3cr3t|t0k3n|kkkk' "$work/shown" && bad "a secret leaked into --check-config: $(cat "$work/shown")"
+grep -Eq 's3cr3t|t0k3n|kkkk|pr3v10us' "$work/shown" && bad "a secret leaked into --check-config: $(cat "$work/shown")"
 printf '%s\n' 'database-url postgresql://app@db.example:5432/sale' 'redis-url redis://bob@127.0.0.1:1' >"$conf"
 "$sk" --config "$conf" --check-config >"$work/shown"
 grep -Fxq 'database-url postgresql://app@db.example:5432/sale' "$work/shown" ||
@@ -145,6 +148,7 @@ out=$(env -i "$sk" --env-file "$ex" --config "$src/etc/seckilld.conf" --check-co
 grep -Fxq "redis-url $(sed -n 's/^REDIS_URL=//p' "$ex")" <<<"$out" || bad "REDIS_URL of the env file not used: $(grep redis-url <<<"$out")"
 grep -Fxq "database-url $(sed -n 's/^DATABASE_URL=//p' "$ex")" <<<"$out" || bad "DATABASE_URL of the env file not used"
 grep -Fxq 'admin-token ****' <<<"$out" || bad "SECKILL_ADMIN_TOKEN of the env file not used (or not masked)"
+grep -Fxq 'user-secret-previous ****' <<<"$out" || bad "SECKILL_USER_SECRET_PREVIOUS of the env file not used (or not masked)"
 envf=$work/seckill.env
 printf '%s\n' '# comment' '; comment too' '' 'REDIS_URL="redis://127.0.0.1:7001"' \
     "  SECKILL_MAX_BATCH = 8" "SECKILL_BIND='127.0.0.1'" >"$envf"

@@ -1,0 +1,129 @@
+/* http_reply.c: how seckilld answers: the request records and the one
+ * JSON writer every answer goes through (dlock__buf and json.h).
+ * Invariants: each request is answered exactly once, here, and counted in
+ * the metrics as it is; an outcome of the outcome table (outcome.h) is
+ * answered from the table, whichever route produced it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common_err.h"
+#include "dlock/dlock.h"
+#include "http_internal.h"
+#include "json.h"
+#include "outcome.h"
+#include "util.h"
+
+/* Request records are recycled (a purchase then allocates none here). */
+#define HREQ_FREE_MAX 256
+
+hreq *sk__http_hreq_new(sk_http *h)
+{
+    hreq *q = h->free_q;
+    if (!q) return calloc(1, sizeof(*q));
+    h->free_q = q->next_free;
+    h->nfree_q--;
+    memset(q, 0, sizeof(*q));
+    return q;
+}
+
+static void hreq_free(sk_http *h, hreq *q)
+{
+    if (h->nfree_q >= HREQ_FREE_MAX) {
+        free(q);
+        return;
+    }
+    q->next_free = h->free_q;
+    h->free_q = q;
+    h->nfree_q++;
+}
+
+/* The layer adds Connection: close while draining and counts the answer
+ * as unflushed until it is written (graceful shutdown waits for that).
+ * Counted before it is written: a client that has its answer finds it in
+ * /metrics, whichever thread serves that. */
+void sk__http_reply_bytes(hreq *q, int status, const char *ctype, const char *body, size_t len)
+{
+    sk_http *h = q->h;
+    sk_hs_reply_header(q->req, "Content-Type", ctype);
+    sk_hs_reply_header(q->req, "Cache-Control", "no-store");
+    sk_metrics_observe(&h->m, q->route, status, dlock__now_us() - q->t0_us);
+    sk_hs_reply(q->req, status, body, len);
+    h->inflight--;
+    hreq_free(h, q);
+}
+
+void sk__http_reply_body(hreq *q, int status, const char *ctype, dlock__buf *body)
+{
+    if (body->oom) {
+        dlock__buf_free(body);
+        dlock__buf_printf(body, "{\"error\":\"internal\",\"message\":\"out of memory\"}");
+        status = 500;
+        ctype = "application/json";
+    }
+    sk__http_reply_bytes(q, status, ctype, body->data, body->data ? body->len : 0);
+    dlock__buf_free(body);
+}
+
+void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
+{
+    sk__http_reply_body(q, status, "application/json", body);
+}
+
+void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg)
+{
+    dlock__buf b = {0};
+    dlock__buf_append(&b, "{\"error\":", 9);
+    dlock__json_put_str(&b, code, strlen(code));
+    dlock__buf_append(&b, ",\"message\":", 11);
+    dlock__json_put_str(&b, msg, strlen(msg));
+    dlock__buf_append(&b, "}\n", 2);
+    sk__http_reply_json(q, status, &b);
+}
+
+void sk__http_reply_outcome(hreq *q, int id, int64_t remaining, int64_t value)
+{
+    const sk_outcome *o = sk_outcome_get(id);
+    char text[160], ra[24];
+    int64_t v = o->field == SK_FIELD_REMAINING ? remaining : value;
+    if (o->field != SK_FIELD_NONE && v >= o->detail_min)
+        snprintf(text, sizeof(text), "%s%lld%s", o->detail_pre, (long long)v, o->detail_post);
+    else
+        snprintf(text, sizeof(text), "%s", o->message);
+    int64_t retry_s = o->retry_after_s;
+    if (o->http_status == 429) {
+        retry_s = (value + 999) / 1000;
+        if (retry_s < 1) retry_s = 1;
+    }
+    if (retry_s > 0) {
+        snprintf(ra, sizeof(ra), "%lld", (long long)retry_s);
+        sk_hs_reply_header(q->req, "Retry-After", ra);
+    }
+    sk__http_reply_error(q, o->http_status, o->error ? o->error : "internal", text);
+}
+
+/* Whether err is an outcome the table names (not decided, or unknown). */
+static bool is_table_outcome(int err)
+{
+    return err == SK_EUNAVAIL || sk_outcome_of_err(err, false) != SK_OUT_UNAVAILABLE;
+}
+
+void sk__http_reply_err_code(hreq *q, int err, const char *what)
+{
+    char msg[160];
+    switch (err) {
+    case SK_EINVAL: sk__http_reply_error(q, 400, "bad_request", what); return;
+    case SK_ENOTFOUND: sk__http_reply_error(q, 404, "not_found", what); return;
+    case SK_EEXIST: sk__http_reply_error(q, 409, "exists", what); return;
+    case SK_ECONFLICT:
+    case SK_ELIVE: sk__http_reply_error(q, 409, "conflict", what); return;
+    case SK_EFORBIDDEN: sk__http_reply_error(q, 403, "forbidden", what); return;
+    default: break;
+    }
+    if (is_table_outcome(err)) {
+        sk__http_reply_outcome(q, sk_outcome_of_err(err, false), 0, 0);
+        return;
+    }
+    snprintf(msg, sizeof(msg), "%s: %s", what, sk_strerror(err));
+    sk__http_reply_error(q, 503, "unavailable", msg);
+}
