@@ -11,7 +11,10 @@
  * decision may have happened: a retry with the same Idempotency-Key gives
  * the first answer). Order ids need the worker lease (engine_lease.c);
  * what /healthz is told about Redis (refused credentials or writes) and
- * when the reconnect backoff starts again is engine_health.c.
+ * when the reconnect backoff starts again is engine_health.c. Those parts
+ * (and engine_server.c, engine_acks.c) are sub-structs of the engine that
+ * reach Redis, the log and the clock only through the port and clock
+ * init_parts gives them; this file calls them, they never call it.
  * A new connection first loads the scripts and probes the server
  * (engine_server.c: run id, replicas, persistence); the engine is ready
  * once those replies are in and a lease is held. Purchases go through the
