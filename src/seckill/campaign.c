@@ -281,7 +281,7 @@ int sk_engine_place_buckets(sk_engine *e, sk_campaign *d)
     if (!e->up) return SK_EUNAVAIL;
     sk_buckets *b = malloc(sizeof(*b));
     if (!b) return DLOCK_ENOMEM;
-    int rc = sk_buckets_place(d->id, (int)d->shards, e->srv_cluster ? node_of_slot : NULL, e, b);
+    int rc = sk_buckets_place(d->id, (int)d->shards, e->srv.cluster ? node_of_slot : NULL, e, b);
     if (!rc && sk_buckets_format(b, d->bucket_tags, sizeof(d->bucket_tags)) == 0) rc = SK_EINVAL;
     free(b);
     return rc;
@@ -292,7 +292,7 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
 {
     if (!cb || sk_campaign_check(d, NULL, 0)) return SK_EINVAL;
     /* meta.runid comes from the connect-time probe: not before it answered */
-    if (e->info_due > 0 || !e->runid[0]) return SK_EUNAVAIL;
+    if (e->srv.due > 0 || !e->srv.runid[0]) return SK_EUNAVAIL;
     camp_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
     q->e = e;

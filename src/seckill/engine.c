@@ -11,7 +11,10 @@
  * decision may have happened: a retry with the same Idempotency-Key gives
  * the first answer). Order ids need the worker lease (engine_lease.c);
  * what /healthz is told about Redis (refused credentials or writes) and
- * when the reconnect backoff starts again is engine_health.c.
+ * when the reconnect backoff starts again is engine_health.c. Those parts
+ * (and engine_server.c, engine_acks.c) are sub-structs of the engine that
+ * reach Redis, the log and the clock only through the port and clock
+ * init_parts gives them; this file calls them, they never call it.
  * A new connection first loads the scripts and probes the server
  * (engine_server.c: run id, replicas, persistence); the engine is ready
  * once those replies are in and a lease is held. Purchases go through the
@@ -83,15 +86,14 @@ void sk_engine_opts_init(sk_engine_opts *o)
 
 static bool ready(const sk_engine *e)
 {
-    return e->up && e->ac && e->info_due == 0 && sk__lease_valid(e, dlock__now_ms());
+    return e->up && e->ac && e->srv.due == 0 && sk__lease_valid(&e->lease);
 }
 
 bool sk_engine_ready(const sk_engine *e) { return ready(e); }
 
 int sk_engine_next_order_id(sk_engine *e, uint64_t *id_out)
 {
-    if (!sk__lease_valid(e, dlock__now_ms())) return SK_EUNAVAIL;
-    return sk_orderid_next(&e->gen, dlock__wall_ms(), id_out);
+    return sk__lease_next_id(&e->lease, id_out);
 }
 
 size_t sk_engine_pending(const sk_engine *e) { return sk__coalescer_pending(e->co); }
@@ -100,11 +102,12 @@ void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out)
 {
     *out = e->st;
     sk__coalescer_stats(e->co, out);
-    out->ack_mode = sk__ack_plan(e, &out->ack_replicas, &(int64_t){0});
-    out->ack_in_sync = sk__acks_known(e);
-    out->lease_held = sk__lease_valid(e, dlock__now_ms());
-    out->worker_id = out->lease_held ? e->gen.worker : -1;
-    out->lease_fence = e->lease_fence;
+    out->ack_mode = sk__acks_plan(&e->acks, &out->ack_replicas, &(int64_t){0});
+    out->ack_in_sync = sk__acks_known(&e->acks);
+    out->worker_id = sk__lease_worker(&e->lease);
+    out->lease_held = out->worker_id >= 0;
+    out->lease_fence = e->lease.fence;
+    out->lease_lost = e->lease.lost;
 }
 
 int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int64_t qty,
@@ -400,6 +403,93 @@ int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const
     return rc;
 }
 
+/* ---- the parts' port and clock ------------------------------------------- */
+
+static int port_cmd(void *ud, int slot, int argc, const char **argv, sk__reply_fn fn, void *priv)
+{
+    return sk__call_cmd_slot(ud, slot, argc, argv, NULL, fn, priv);
+}
+
+static int port_script(void *ud, int script, int nargs, const char **args, sk__reply_fn fn, void *priv)
+{
+    return sk__call_script(ud, script, nargs, args, NULL, fn, priv);
+}
+
+static int port_node_of_slot(void *ud, int slot, char *out, size_t cap) { return sk__node_of_slot(ud, slot, out, cap); }
+
+static bool port_muted(void *ud) { return ((sk_engine *)ud)->health.auth_refused; }
+
+static int64_t clock_now(void *ud)
+{
+    (void)ud;
+    return dlock__now_ms();
+}
+
+static int64_t clock_wall(void *ud)
+{
+    (void)ud;
+    return dlock__wall_ms();
+}
+
+/* The server's connect-time facts are in. */
+static void on_server_probed(void *ud)
+{
+    sk_engine *e = ud;
+    sk__acks_connected(&e->acks);
+}
+
+static void init_parts(sk_engine *e)
+{
+    sk__port port = {.ud = e, .cmd = port_cmd, .script = port_script, .node_of_slot = port_node_of_slot,
+                     .muted = port_muted, .log = e->o.log, .log_ud = e->o.log_ud};
+    sk__clock clock = {.ud = e, .now_ms = clock_now, .wall_ms = clock_wall};
+    bool failover = e->url.kind == DLOCK__URL_SENTINEL || e->url.kind == DLOCK__URL_CLUSTER;
+    sk__server_init(&e->srv, &port, on_server_probed);
+    sk__acks_init(&e->acks, &port, &clock, &e->srv, e->o.replica_acks, e->o.replica_ack_timeout_ms, failover);
+    sk__lease_init(&e->lease, &port, &clock, e->instance, (int)dlock__random_below(SK_ORDERID_MAX_WORKER + 1),
+                   e->o.worker_lease_ms);
+    sk__health_init(&e->health, &port, &clock, &e->url, e->instance, e->o.reconnect_max_ms);
+}
+
+bool sk__health_error_reply(sk_engine *e, const char *msg)
+{
+    return sk__health_error(&e->health, msg, dlock__aconn_refusal(e->ac, NULL));
+}
+
+void sk__health_good_reply(sk_engine *e)
+{
+    /* the backoff starts again only from a connection that works */
+    if (sk__health_good(&e->health, dlock__aconn_refusal(e->ac, NULL) != NULL)) e->attempt = 0;
+}
+
+void sk__acks_note_wait(sk_engine *e, int slot, long long asked, long long got)
+{
+    sk__acks_wait_answered(&e->acks, slot, asked, got);
+}
+
+int sk__acks_send_wait(sk_engine *e, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
+                       void *priv)
+{
+    return sk__acks_wait(&e->acks, route_key, argc, argv, fn, priv);
+}
+
+bool sk__acks_alone(sk_engine *e, const char *route_key) { return sk__acks_master_alone(&e->acks, route_key); }
+
+const char *sk__script_runid(const sk_engine *e) { return sk__server_script_runid(&e->srv); }
+
+sk_redis_health sk_engine_redis_health(const sk_engine *e, const char **why_out)
+{
+    return sk__health_state(&e->health, e->up && e->ac, why_out);
+}
+
+/* The connection ac is gone (or could not open: ac NULL). */
+static void health_down(sk_engine *e, dlock__aconn *ac, const char *what, const char *why)
+{
+    bool auth = false;
+    const char *refused = ac ? dlock__aconn_refusal(ac, &auth) : NULL;
+    sk__health_down(&e->health, refused, auth, what, why);
+}
+
 /* ---- connection ------------------------------------------------------- */
 
 static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv);
@@ -416,10 +506,10 @@ static void drop_connection(sk_engine *e, const char *why)
 {
     dlock__aconn *ac = e->ac;
     if (!ac) return;
-    sk__health_down(e, ac, "redis connection dropped", why);
+    health_down(e, ac, "redis connection dropped", why);
     e->ac = NULL;
     e->up = false;
-    e->lease_busy = false;
+    sk__lease_disconnected(&e->lease);
     dlock__aconn_close(ac); /* pending callbacks run now with no reply */
     schedule_reconnect(e);
 }
@@ -432,7 +522,7 @@ static void connect_now(sk_engine *e)
     e->connect_ms = dlock__now_ms();
     if (rc) {
         e->ac = NULL;
-        sk__health_down(e, NULL, "redis", err);
+        health_down(e, NULL, "redis", err);
         schedule_reconnect(e);
     }
 }
@@ -476,17 +566,18 @@ static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
         e->up = true;
         if (e->ever_up) e->st.reconnects++;
         e->ever_up = true;
-        sk__health_up(e); /* "redis connected" and the backoff reset wait for a good reply */
+        sk__health_up(&e->health); /* "redis connected" and the backoff reset wait for a good reply */
         load_scripts(e);
-        sk__server_probe(e);
-        sk__lease_step(e);
+        sk__acks_reset(&e->acks);
+        sk__server_probe(&e->srv);
+        sk__lease_step(&e->lease);
         return;
     }
-    sk__health_down(e, ac, "redis connection lost", why);
+    health_down(e, ac, "redis connection lost", why);
     e->up = false;
     e->ac = NULL;
     e->dead_ac = ac; /* closing must wait until hiredis has returned */
-    e->lease_busy = false;
+    sk__lease_disconnected(&e->lease);
     schedule_reconnect(e);
 }
 
@@ -514,12 +605,12 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             return;
         }
     }
-    if (sk__health_tick(e, now)) {
+    if (sk__health_tick(&e->health, e->up && e->ac)) {
         drop_connection(e, "credentials refused");
         return;
     }
-    if (e->info_due == 0) sk__lease_tick(e, now);
-    if (e->up && e->info_due == 0) sk__server_reprobe(e, now);
+    if (e->srv.due == 0) sk__lease_tick(&e->lease, e->up);
+    if (e->up && e->srv.due == 0) sk__acks_tick(&e->acks);
     if (e->up && now - e->last_poll_ms >= e->o.soldout_poll_ms) {
         e->last_poll_ms = now;
         sk__coalescer_poll_soldout(e->co);
@@ -551,7 +642,7 @@ static int co_send_wait(void *ud, const char *route_key, int argc, const char **
 
 static bool co_master_alone(void *ud, const char *route_key) { return sk__acks_alone(ud, route_key); }
 
-static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv_cluster; }
+static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv.cluster; }
 
 static bool co_ready(void *ud) { return ready(ud); }
 
@@ -559,7 +650,7 @@ static int co_next_order_id(void *ud, uint64_t *id_out) { return sk_engine_next_
 
 static int co_ack_plan(void *ud, int *replicas_out, int64_t *timeout_ms_out)
 {
-    return sk__ack_plan(ud, replicas_out, timeout_ms_out);
+    return sk__acks_plan(&((sk_engine *)ud)->acks, replicas_out, timeout_ms_out);
 }
 
 static const char *co_server_runid(void *ud) { return sk__script_runid(ud); }
@@ -594,8 +685,7 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
         return SK_EINVAL;
     }
     dlock__random_hex(e->instance, 16);
-    e->lease_n = (int)dlock__random_below(SK_ORDERID_MAX_WORKER + 1);
-    sk_orderid_init(&e->gen, -1);
+    init_parts(e);
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
     sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send_xfer = co_send_xfer, .send = co_send, .send_wait = co_send_wait,

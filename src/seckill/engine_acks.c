@@ -7,7 +7,7 @@
  *
  * One mechanism for one server, Sentinel and Cluster: each master WAITs
  * go to has an entry with the replicas known online and in sync. The
- * periodic probe (engine_server.c, INFO replication every 250 ms) sets
+ * periodic probe (INFO replication every 250 ms, sent from here) sets
  * it; a WAIT that came back short lowers it at once to what it reported,
  * one that came back full raises it. While an entry knows fewer replicas
  * than replica-acks, a batch on that master sends no WAIT: its
@@ -15,131 +15,244 @@
  * connection for replica-ack-timeout-ms (a promoted master whose replica
  * is gone, a replica down). Entry 0 is the connected server; on a Cluster
  * entries are made by the first short WAIT of a master (until then WAIT
- * is sent) and probed on that master's slot. */
+ * is sent) and probed on that master's slot. Off a Cluster, while the
+ * plan is not WAIT, the same probe re-reads CONFIG GET append* (a CONFIG
+ * SET appendfsync on a running server is followed without a reconnect).
+ * A probe is a command that does not block, so purchases queue behind
+ * it for microseconds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "engine_internal.h"
+#include "engine_acks.h"
+#include "redis_io.h"
 #include "slot.h"
-#include "util.h"
+
+#define ACK_PROBE_MS 250
+
+void sk__acks_init(sk__acks *a, const sk__port *port, const sk__clock *clock, sk__server *srv, int replica_acks,
+                   int64_t timeout_ms, bool failover)
+{
+    memset(a, 0, sizeof(*a));
+    a->port = *port;
+    a->clock = *clock;
+    a->srv = srv;
+    a->replica_acks = replica_acks;
+    a->timeout_ms = timeout_ms;
+    a->failover = failover;
+    sk__acks_reset(a);
+}
 
 /* The default replica-acks (-1): the replicas the master reports at
  * connect. Behind Sentinel or in a Cluster the master's own disk is no
  * acknowledgement (a failover abandons it), so there the default is at
  * least 1: a master that has no replica yet answers 202 until one
  * acknowledges, instead of 201 on its fsync. */
-static int default_acks(const sk_engine *e)
+static int default_acks(const sk__acks *a)
 {
-    bool failover = e->url.kind == DLOCK__URL_SENTINEL || e->url.kind == DLOCK__URL_CLUSTER;
-    return failover && e->srv_replicas < 1 ? 1 : e->srv_replicas;
+    return a->failover && a->srv->replicas < 1 ? 1 : a->srv->replicas;
 }
 
-int sk__ack_plan(const sk_engine *e, int *replicas_out, int64_t *timeout_ms_out)
+int sk__acks_plan(const sk__acks *a, int *replicas_out, int64_t *timeout_ms_out)
 {
-    int n = e->o.replica_acks >= 0 ? e->o.replica_acks : default_acks(e);
+    int n = a->replica_acks >= 0 ? a->replica_acks : default_acks(a);
     *replicas_out = n;
-    *timeout_ms_out = e->o.replica_ack_timeout_ms;
+    *timeout_ms_out = a->timeout_ms;
     if (n > 0) return SK__ACK_WAIT;
     /* On a Cluster a failover promotes a replica: the master's own disk
      * does not keep a decision through it, only a replica's copy does. */
-    if (e->srv_cluster) return SK__ACK_NONE;
-    return e->srv_aof_yes && e->srv_fsync_always ? SK__ACK_REPLY : SK__ACK_NONE;
+    if (a->srv->cluster) return SK__ACK_NONE;
+    return a->srv->aof_yes && a->srv->fsync_always ? SK__ACK_REPLY : SK__ACK_NONE;
 }
 
-void sk__acks_reset(sk_engine *e)
+void sk__acks_reset(sk__acks *a)
 {
-    memset(e->acks, 0, sizeof(e->acks));
+    memset(a->nodes, 0, sizeof(a->nodes));
     for (int i = 0; i < SK_STAT_NODES; i++) {
-        e->acks[i].known = -1;
-        e->acks[i].listed = -1;
-        e->acks[i].slot = -1;
+        a->nodes[i].known = -1;
+        a->nodes[i].listed = -1;
+        a->nodes[i].slot = -1;
     }
+    a->reprobe_off = false; /* probe_due stays: the replies of the last connection's probes still come */
 }
 
-static int needed(const sk_engine *e)
+void sk__acks_connected(sk__acks *a)
+{
+    const sk__server *s = a->srv;
+    a->nodes[0].known = s->in_sync;
+    a->nodes[0].listed = s->listed;
+    a->reprobe_off = a->reprobe_off || s->config_refused;
+    if (sk__port_muted(&a->port)) return; /* with refused credentials the probes say nothing about the server */
+    int n = 0;
+    int64_t t = 0;
+    int plan = sk__acks_plan(a, &n, &t);
+    bool short_now = plan == SK__ACK_WAIT && !s->cluster && a->nodes[0].known < n;
+    sk__port_log(&a->port, DLOCK_LOG_INFO, "redis run id %s, %d replica(s) connected, %d in sync: %s",
+                 s->runid[0] ? s->runid : "?", s->replicas, a->nodes[0].known,
+                 short_now               ? "202 at once (no WAIT) until enough replicas are in sync, then 201 after WAIT"
+                 : plan == SK__ACK_WAIT  ? "201 after WAIT by the replicas"
+                 : plan == SK__ACK_REPLY ? "201 on the reply (appendfsync always)"
+                                         : "no acknowledgement possible: acceptances answer 202");
+}
+
+static int needed(const sk__acks *a)
 {
     int n = 0;
     int64_t t = 0;
-    return sk__ack_plan(e, &n, &t) == SK__ACK_WAIT ? n : 0;
+    return sk__acks_plan(a, &n, &t) == SK__ACK_WAIT ? n : 0;
 }
 
-void sk__acks_set(sk_engine *e, int i, int known, const char *why)
+/* A probe or a WAIT's reply says node i has known replicas online and in
+ * sync; logs a change across replica-acks. */
+static void set_known(sk__acks *a, int i, int known, const char *why)
 {
-    struct sk__acks *a = &e->acks[i];
-    int n = needed(e);
-    bool was_short = a->known >= 0 && a->known < n, now_short = known < n;
-    a->known = known;
-    a->seen_ms = dlock__now_ms();
+    sk__ack_node *nd = &a->nodes[i];
+    int n = needed(a);
+    bool was_short = nd->known >= 0 && nd->known < n, now_short = known < n;
+    nd->known = known;
+    nd->seen_ms = sk__clock_now(&a->clock);
     if (n <= 0 || was_short == now_short) return;
-    const char *node = i == 0 ? "the master" : a->node;
+    const char *node = i == 0 ? "the master" : nd->node;
     if (now_short)
-        sk__log(e, DLOCK_LOG_WARN, "redis %s: %d of %d replica(s) in sync (%s): acceptances answer 202 at once, "
-                "without WAIT", node, known, n, why);
+        sk__port_log(&a->port, DLOCK_LOG_WARN, "redis %s: %d of %d replica(s) in sync (%s): acceptances answer 202 "
+                     "at once, without WAIT", node, known, n, why);
     else
-        sk__log(e, DLOCK_LOG_INFO, "redis %s: %d replica(s) in sync again (%s): batches WAIT for them (201)",
-                node, known, why);
+        sk__port_log(&a->port, DLOCK_LOG_INFO, "redis %s: %d replica(s) in sync again (%s): batches WAIT for them (201)",
+                     node, known, why);
 }
 
 /* The entry of a Cluster node (add: a free one, else the least recently
  * seen), or -1. Entry 0 stays the connected server's. */
-static int cluster_entry(sk_engine *e, const char *node, int slot, bool add)
+static int cluster_entry(sk__acks *a, const char *node, int slot, bool add)
 {
     int oldest = 1;
     for (int i = 1; i < SK_STAT_NODES; i++) {
-        if (e->acks[i].node[0] && strcmp(e->acks[i].node, node) == 0) return i;
-        if (e->acks[i].seen_ms < e->acks[oldest].seen_ms) oldest = i;
+        if (a->nodes[i].node[0] && strcmp(a->nodes[i].node, node) == 0) return i;
+        if (a->nodes[i].seen_ms < a->nodes[oldest].seen_ms) oldest = i;
     }
     if (!add) return -1;
-    struct sk__acks *a = &e->acks[oldest];
-    snprintf(a->node, sizeof(a->node), "%s", node);
-    a->slot = slot;
-    a->known = -1;
-    a->listed = -1;
+    sk__ack_node *nd = &a->nodes[oldest];
+    snprintf(nd->node, sizeof(nd->node), "%s", node);
+    nd->slot = slot;
+    nd->known = -1;
+    nd->listed = -1;
     return oldest;
 }
 
 /* The entry that WAITs for slot go to: 0 off a Cluster; -1 when none. */
-static int entry_of(sk_engine *e, int slot, bool add)
+static int entry_of(sk__acks *a, int slot, bool add)
 {
-    if (!e->srv_cluster) return 0;
+    if (!a->srv->cluster) return 0;
     char node[64];
-    if (slot < 0 || sk__node_of_slot(e, slot, node, sizeof(node)) != 0) return -1;
-    return cluster_entry(e, node, slot, add);
+    if (slot < 0 || !a->port.node_of_slot || a->port.node_of_slot(a->port.ud, slot, node, sizeof(node)) != 0)
+        return -1;
+    return cluster_entry(a, node, slot, add);
 }
 
-void sk__acks_note_wait(sk_engine *e, int slot, long long asked, long long got)
+void sk__acks_wait_answered(sk__acks *a, int slot, long long asked, long long got)
 {
     if (asked <= 0 || got < 0) return;
-    int i = entry_of(e, slot, got < asked);
+    int i = entry_of(a, slot, got < asked);
     if (i < 0) return;
-    sk__acks_set(e, i, (int)(got < 1000 ? got : 1000), "WAIT's answer");
-    if (i > 0) e->acks[i].slot = slot;
+    set_known(a, i, (int)(got < 1000 ? got : 1000), "WAIT's answer");
+    if (i > 0) a->nodes[i].slot = slot;
 }
 
-int sk__acks_send_wait(sk_engine *e, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
-                       void *priv)
+static int route_slot(const sk__acks *a, const char *route_key)
 {
-    int slot = e->srv_cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
-    int i = entry_of(e, slot, false);
+    return a->srv->cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
+}
+
+int sk__acks_wait(sk__acks *a, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv)
+{
+    int slot = route_slot(a, route_key);
+    int i = entry_of(a, slot, false);
     long long asked = strtoll(argv[1], NULL, 10);
-    if (i >= 0 && e->acks[i].known >= 0 && e->acks[i].known < asked) return 1; /* 202 now, no WAIT */
-    return sk__call_cmd_slot(e, slot, argc, argv, NULL, fn, priv);
+    if (i >= 0 && a->nodes[i].known >= 0 && a->nodes[i].known < asked) return 1; /* 202 now, no WAIT */
+    return a->port.cmd(a->port.ud, slot, argc, argv, fn, priv);
 }
 
-bool sk__acks_alone(sk_engine *e, const char *route_key)
+bool sk__acks_master_alone(sk__acks *a, const char *route_key)
 {
-    int slot = e->srv_cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
-    int i = entry_of(e, slot, false);
-    return i >= 0 && e->acks[i].listed == 0;
+    int i = entry_of(a, route_slot(a, route_key), false);
+    return i >= 0 && a->nodes[i].listed == 0;
 }
 
-int sk__acks_known(const sk_engine *e)
+int sk__acks_known(const sk__acks *a)
 {
-    if (!e->srv_cluster) return e->acks[0].known;
+    if (!a->srv->cluster) return a->nodes[0].known;
     int k = -1;
     for (int i = 1; i < SK_STAT_NODES; i++)
-        if (e->acks[i].node[0] && e->acks[i].known >= 0 && (k < 0 || e->acks[i].known < k)) k = e->acks[i].known;
+        if (a->nodes[i].node[0] && a->nodes[i].known >= 0 && (k < 0 || a->nodes[i].known < k)) k = a->nodes[i].known;
     return k;
+}
+
+/* ---- the periodic probe ---------------------------------------------------- */
+
+typedef struct reprobe {
+    sk__acks *a;
+    int entry;      /* the entry the answer is for */
+    char node[64];  /* its node when sent (a Cluster entry may be reused meanwhile) */
+} reprobe;
+
+static void on_reprobe_repl(const dlock__reply *r, int err, void *priv)
+{
+    reprobe *p = priv;
+    sk__acks *a = p->a;
+    a->probe_due--;
+    if (err == DLOCK_ESERVER) a->reprobe_off = true;
+    if (!err && dlock__reply_kind(r) == DLOCK__R_STRING && strcmp(a->nodes[p->entry].node, p->node) == 0) {
+        int listed = 0, known = sk__info_replicas_in_sync(dlock__reply_str(r, NULL), &listed);
+        a->nodes[p->entry].listed = listed;
+        set_known(a, p->entry, known, "INFO replication");
+    }
+    free(p);
+}
+
+static void on_reprobe_config(const dlock__reply *r, int err, void *priv)
+{
+    sk__acks *a = priv;
+    a->probe_due--;
+    int n = 0, was = sk__acks_plan(a, &n, &(int64_t){0});
+    if (err == DLOCK_EUNKNOWN || err == SK_EUNAVAIL) return; /* the connection went: the next one reads it */
+    sk__server_read_config(a->srv, r, err);
+    if (a->srv->config_refused) a->reprobe_off = true;
+    int now = sk__acks_plan(a, &n, &(int64_t){0});
+    if (now != was)
+        sk__port_log(&a->port, DLOCK_LOG_INFO, "redis persistence changed: %s",
+                     now == SK__ACK_REPLY ? "appendfsync always: 201 on the reply"
+                                          : "no acknowledgement: acceptances answer 202");
+}
+
+/* INFO replication of entry i (slot -1: the connected server). */
+static void reprobe_repl(sk__acks *a, int i)
+{
+    reprobe *p = malloc(sizeof(*p));
+    if (!p) return;
+    *p = (reprobe){.a = a, .entry = i};
+    memcpy(p->node, a->nodes[i].node, sizeof(p->node));
+    const char *argv[] = {"INFO", "replication"};
+    if (a->port.cmd(a->port.ud, i == 0 ? -1 : a->nodes[i].slot, 2, argv, on_reprobe_repl, p) == 0)
+        a->probe_due++;
+    else
+        free(p);
+}
+
+void sk__acks_tick(sk__acks *a)
+{
+    int64_t now = sk__clock_now(&a->clock);
+    if (a->probe_due > 0 || now - a->probe_ms < ACK_PROBE_MS || sk__port_muted(&a->port) || a->reprobe_off) return;
+    a->probe_ms = now;
+    int n = 0, plan = sk__acks_plan(a, &n, &(int64_t){0});
+    if (a->srv->cluster) {
+        for (int i = 1; i < SK_STAT_NODES; i++)
+            if (plan == SK__ACK_WAIT && a->nodes[i].node[0] && a->nodes[i].known >= 0 && a->nodes[i].known < n)
+                reprobe_repl(a, i);
+    } else if (plan == SK__ACK_WAIT) {
+        reprobe_repl(a, 0);
+    } else {
+        const char *argv[] = {"CONFIG", "GET", "append*"};
+        if (a->port.cmd(a->port.ud, -1, 3, argv, on_reprobe_config, a) == 0) a->probe_due++;
+    }
 }

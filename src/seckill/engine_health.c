@@ -24,9 +24,8 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "engine_internal.h"
+#include "engine_health.h"
 #include "redis_io.h"
-#include "util.h"
 
 #define PROBE_MS 500
 
@@ -74,104 +73,112 @@ static void auth_reason(const dlock__url *u, const char *server, char *out, size
     snprintf(out, cap, "redis auth refused for user '%s': %s", user, server);
 }
 
-static void note_auth_refused(sk_engine *e, const char *server)
+static void note_auth_refused(sk__health *h, const char *server)
 {
-    auth_reason(&e->url, server, e->auth_why, sizeof(e->auth_why));
-    if (!e->auth_refused)
-        sk__log(e, DLOCK_LOG_ERROR, "%s (reconnecting with backoff: 50 ms doubling to %lld ms)", e->auth_why,
-                (long long)e->o.reconnect_max_ms);
-    e->auth_refused = true;
+    auth_reason(h->url, server, h->auth_why, sizeof(h->auth_why));
+    if (!h->auth_refused)
+        sk__port_log(&h->port, DLOCK_LOG_ERROR, "%s (reconnecting with backoff: 50 ms doubling to %lld ms)",
+                     h->auth_why, (long long)h->reconnect_max_ms);
+    h->auth_refused = true;
 }
 
-bool sk__health_error_reply(sk_engine *e, const char *msg)
+void sk__health_init(sk__health *h, const sk__port *port, const sk__clock *clock, const dlock__url *url,
+                     const char *instance, int64_t reconnect_max_ms)
+{
+    memset(h, 0, sizeof(*h));
+    h->port = *port;
+    h->clock = *clock;
+    h->url = url;
+    h->reconnect_max_ms = reconnect_max_ms;
+    snprintf(h->probe_key, sizeof(h->probe_key), "seckill:health:%s", instance);
+}
+
+bool sk__health_error(sk__health *h, const char *msg, const char *conn_refusal)
 {
     if (is_auth_refusal(msg)) {
         /* after a refused AUTH every command says NOAUTH: the AUTH's own
          * answer (WRONGPASS ...) is the reason */
-        const char *auth = dlock__aconn_refusal(e->ac, NULL);
-        note_auth_refused(e, auth ? server_text(auth) : msg);
-        e->drop_due = true;
+        note_auth_refused(h, conn_refusal ? server_text(conn_refusal) : msg);
+        h->drop_due = true;
         return true;
     }
     if (!is_write_refusal(msg)) return false;
-    snprintf(e->writes_why, sizeof(e->writes_why), "redis refuses writes: %s", msg);
-    if (!e->writes_refused) {
-        sk__log(e, DLOCK_LOG_ERROR, "%s (purchases and /healthz answer 503 until a write succeeds)", e->writes_why);
-        e->probe_ms = dlock__now_ms();
+    snprintf(h->writes_why, sizeof(h->writes_why), "redis refuses writes: %s", msg);
+    if (!h->writes_refused) {
+        sk__port_log(&h->port, DLOCK_LOG_ERROR, "%s (purchases and /healthz answer 503 until a write succeeds)",
+                     h->writes_why);
+        h->probe_ms = sk__clock_now(&h->clock);
     }
-    e->writes_refused = true;
+    h->writes_refused = true;
     return false;
 }
 
-void sk__health_good_reply(sk_engine *e)
+bool sk__health_good(sk__health *h, bool conn_refused)
 {
     /* A connection whose AUTH or SELECT was refused is going away even if
      * commands after it work (AUTH sent to a server without a password). */
-    if (e->proven || dlock__aconn_refusal(e->ac, NULL)) return;
-    e->proven = true;
-    e->attempt = 0; /* the backoff starts again only from a connection that works */
-    e->down_why[0] = '\0';
-    if (e->auth_refused) sk__log(e, DLOCK_LOG_INFO, "redis accepts the credentials again");
-    e->auth_refused = false;
-    sk__log(e, DLOCK_LOG_INFO, "redis connected");
+    if (h->proven || conn_refused) return false;
+    h->proven = true;
+    h->down_why[0] = '\0';
+    if (h->auth_refused) sk__port_log(&h->port, DLOCK_LOG_INFO, "redis accepts the credentials again");
+    h->auth_refused = false;
+    sk__port_log(&h->port, DLOCK_LOG_INFO, "redis connected");
+    return true;
 }
 
-void sk__health_up(sk_engine *e)
+void sk__health_up(sk__health *h)
 {
-    e->proven = false;
-    e->drop_due = false;
-    e->probe_busy = false;
+    h->proven = false;
+    h->drop_due = false;
+    h->probe_busy = false;
 }
 
-void sk__health_down(sk_engine *e, dlock__aconn *ac, const char *what, const char *why)
+void sk__health_down(sk__health *h, const char *refusal, bool auth, const char *what, const char *why)
 {
-    bool auth = false;
-    const char *refused = ac ? dlock__aconn_refusal(ac, &auth) : NULL;
-    if (refused) why = refused;
-    if (auth) note_auth_refused(e, server_text(refused));
-    snprintf(e->down_why, sizeof(e->down_why), "%s: %s", what, why ? why : "?");
+    if (refusal) why = refusal;
+    if (refusal && auth) note_auth_refused(h, server_text(refusal));
+    snprintf(h->down_why, sizeof(h->down_why), "%s: %s", what, why ? why : "?");
     /* a refused credential was said once; each retry is not news */
-    sk__log(e, e->auth_refused ? DLOCK_LOG_DEBUG : DLOCK_LOG_WARN, "%s", e->down_why);
+    sk__port_log(&h->port, h->auth_refused ? DLOCK_LOG_DEBUG : DLOCK_LOG_WARN, "%s", h->down_why);
 }
 
 static void on_probe(const dlock__reply *r, int err, void *priv)
 {
-    sk_engine *e = priv;
-    e->probe_busy = false;
-    if (err || !r || dlock__reply_kind(r) == DLOCK__R_ERROR) return; /* classified by on_call_reply */
-    if (e->writes_refused) sk__log(e, DLOCK_LOG_INFO, "redis accepts writes again");
-    e->writes_refused = false;
+    sk__health *h = priv;
+    h->probe_busy = false;
+    if (err || !r || dlock__reply_kind(r) == DLOCK__R_ERROR) return; /* classified by sk__health_error */
+    if (h->writes_refused) sk__port_log(&h->port, DLOCK_LOG_INFO, "redis accepts writes again");
+    h->writes_refused = false;
 }
 
-bool sk__health_tick(sk_engine *e, int64_t now_ms)
+bool sk__health_tick(sk__health *h, bool connected)
 {
-    if (!e->up || !e->ac) return false;
-    if (e->drop_due) return true;
-    if (!e->writes_refused || e->probe_busy || now_ms - e->probe_ms < PROBE_MS) return false;
-    char key[64];
-    snprintf(key, sizeof(key), "seckill:health:%s", e->instance);
-    const char *argv[] = {"SET", key, "1", "PX", "5000"};
-    e->probe_ms = now_ms;
-    if (sk__call_cmd(e, 5, argv, NULL, on_probe, e) == 0) e->probe_busy = true;
+    if (!connected) return false;
+    if (h->drop_due) return true;
+    int64_t now = sk__clock_now(&h->clock);
+    if (!h->writes_refused || h->probe_busy || now - h->probe_ms < PROBE_MS) return false;
+    const char *argv[] = {"SET", h->probe_key, "1", "PX", "5000"};
+    h->probe_ms = now;
+    if (h->port.cmd(h->port.ud, -1, 5, argv, on_probe, h) == 0) h->probe_busy = true;
     return false;
 }
 
-sk_redis_health sk_engine_redis_health(const sk_engine *e, const char **why_out)
+sk_redis_health sk__health_state(const sk__health *h, bool connected, const char **why_out)
 {
-    sk_redis_health h = SK_REDIS_OK;
+    sk_redis_health st = SK_REDIS_OK;
     const char *why = "";
-    if (e->auth_refused) {
-        h = SK_REDIS_AUTH_REFUSED;
-        why = e->auth_why;
-    } else if (!e->up || !e->ac || e->drop_due) {
-        h = SK_REDIS_DOWN;
-        why = e->down_why[0] ? e->down_why : "connecting to redis";
-    } else if (e->writes_refused) {
-        h = SK_REDIS_WRITES_REFUSED;
-        why = e->writes_why;
+    if (h->auth_refused) {
+        st = SK_REDIS_AUTH_REFUSED;
+        why = h->auth_why;
+    } else if (!connected || h->drop_due) {
+        st = SK_REDIS_DOWN;
+        why = h->down_why[0] ? h->down_why : "connecting to redis";
+    } else if (h->writes_refused) {
+        st = SK_REDIS_WRITES_REFUSED;
+        why = h->writes_why;
     }
     if (why_out) *why_out = why;
-    return h;
+    return st;
 }
 
 int sk_engine_check_auth(const char *redis_url, int64_t timeout_ms, char *err, size_t errlen)

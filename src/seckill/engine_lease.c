@@ -20,17 +20,39 @@
  * ms; at our rates that stays far below the margin. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dlock/dlock.h"
-#include "engine_internal.h"
-#include "util.h"
+#include "engine_lease.h"
+#include "redis_io.h"
 
-static int64_t margin_ms(const sk_engine *e) { return e->o.worker_lease_ms / 6; }
+static int64_t margin_ms(const sk__lease *l) { return l->lease_ms / 6; }
 
-bool sk__lease_valid(const sk_engine *e, int64_t now_ms)
+void sk__lease_init(sk__lease *l, const sk__port *port, const sk__clock *clock, const char *instance,
+                    int first_worker, int64_t lease_ms)
 {
-    return e->lease_held && e->gen.worker >= 0 &&
-           now_ms - e->lease_ok_ms < e->o.worker_lease_ms - margin_ms(e);
+    memset(l, 0, sizeof(*l));
+    l->port = *port;
+    l->clock = *clock;
+    snprintf(l->instance, sizeof(l->instance), "%s", instance);
+    l->n = first_worker;
+    l->lease_ms = lease_ms;
+    sk_orderid_init(&l->gen, -1);
+}
+
+static bool valid_at(const sk__lease *l, int64_t now_ms)
+{
+    return l->held && l->gen.worker >= 0 && now_ms - l->ok_ms < l->lease_ms - margin_ms(l);
+}
+
+bool sk__lease_valid(const sk__lease *l) { return valid_at(l, sk__clock_now(&l->clock)); }
+
+int sk__lease_worker(const sk__lease *l) { return sk__lease_valid(l) ? l->gen.worker : -1; }
+
+int sk__lease_next_id(sk__lease *l, uint64_t *id_out)
+{
+    if (!sk__lease_valid(l)) return SK_EUNAVAIL;
+    return sk_orderid_next(&l->gen, l->clock.wall_ms(l->clock.ud), id_out);
 }
 
 /* No id of this generator goes below server_ms (see the file comment). */
@@ -43,72 +65,79 @@ static void floor_ids(sk_orderid_gen *g, int64_t server_ms)
     }
 }
 
-static void lease_gone(sk_engine *e)
+static void lease_gone(sk__lease *l)
 {
-    if (e->lease_held) e->st.lease_lost++;
-    e->lease_held = false;
-    e->gen.worker = -1;
+    if (l->held) l->lost++;
+    l->held = false;
+    l->gen.worker = -1;
+}
+
+static void lease_taken(sk__lease *l, uint64_t fence, int64_t server_ms)
+{
+    if (l->sent_fence == 0) {
+        floor_ids(&l->gen, server_ms);
+        sk__port_log(&l->port, DLOCK_LOG_INFO, "order-id worker id %d leased (fence %llu)", l->n,
+                     (unsigned long long)fence);
+    }
+    l->fence = fence;
+    l->held = true;
+    l->ok_ms = l->sent_ms;
+    l->gen.worker = l->n; /* keeps last_ms: ids never go back */
+    l->tries = 0;
 }
 
 static void on_lease_reply(const dlock__reply *r, int err, void *priv)
 {
-    sk_engine *e = priv;
-    e->lease_busy = false;
+    sk__lease *l = priv;
+    l->busy = false;
     if (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2) return; /* the tick retries */
     uint64_t fence = (uint64_t)dlock__reply_int(dlock__reply_at(r, 0));
     int64_t server_ms = dlock__reply_int(dlock__reply_at(r, 1));
-    bool renewal = e->lease_sent_fence != 0;
     if (fence > 0) {
-        if (!renewal) {
-            floor_ids(&e->gen, server_ms);
-            sk__log(e, DLOCK_LOG_INFO, "order-id worker id %d leased (fence %llu)", e->lease_n,
-                    (unsigned long long)fence);
-        }
-        e->lease_fence = fence;
-        e->lease_held = true;
-        e->lease_ok_ms = e->lease_sent_ms;
-        e->gen.worker = e->lease_n; /* keeps last_ms: ids never go back */
-        e->lease_tries = 0;
+        lease_taken(l, fence, server_ms);
         return;
     }
-    if (renewal) {
-        sk__log(e, DLOCK_LOG_WARN, "worker id %d lease (fence %llu) is no longer ours: no order ids "
-                                   "until a new lease is taken", e->lease_n, (unsigned long long)e->lease_sent_fence);
-        e->lease_fence = 0; /* take anew: the same id first, it may be free */
+    if (l->sent_fence != 0) {
+        sk__port_log(&l->port, DLOCK_LOG_WARN, "worker id %d lease (fence %llu) is no longer ours: no order ids "
+                     "until a new lease is taken", l->n, (unsigned long long)l->sent_fence);
+        l->fence = 0; /* take anew: the same id first, it may be free */
     } else {
-        e->lease_n = (e->lease_n + 1) % (SK_ORDERID_MAX_WORKER + 1);
+        l->n = (l->n + 1) % (SK_ORDERID_MAX_WORKER + 1);
     }
-    lease_gone(e);
-    if (++e->lease_tries <= SK_ORDERID_MAX_WORKER) sk__lease_step(e);
+    lease_gone(l);
+    if (++l->tries <= SK_ORDERID_MAX_WORKER) sk__lease_step(l);
 }
 
-void sk__lease_step(sk_engine *e)
+void sk__lease_step(sk__lease *l)
 {
-    if (e->lease_busy || !e->up) return;
+    if (l->busy) return;
     char key[48], fkey[56], ttl[24], fence[24];
-    snprintf(key, sizeof(key), "seckill:worker:%d", e->lease_n);
+    snprintf(key, sizeof(key), "seckill:worker:%d", l->n);
     /* {seckill:worker:<n>} hashes like seckill:worker:<n>: one Cluster slot */
-    snprintf(fkey, sizeof(fkey), "{seckill:worker:%d}:fence", e->lease_n);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)e->o.worker_lease_ms);
-    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)e->lease_fence);
-    const char *args[] = {"2", key, fkey, e->instance, ttl, fence};
-    e->lease_sent_ms = dlock__now_ms();
-    e->lease_sent_fence = e->lease_fence;
-    if (sk__call_script(e, SK__LUA_LEASE, 6, args, NULL, on_lease_reply, e) == 0) e->lease_busy = true;
+    snprintf(fkey, sizeof(fkey), "{seckill:worker:%d}:fence", l->n);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->lease_ms);
+    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)l->fence);
+    const char *args[] = {"2", key, fkey, l->instance, ttl, fence};
+    l->sent_ms = sk__clock_now(&l->clock);
+    l->sent_fence = l->fence;
+    if (l->port.script(l->port.ud, SK__LUA_LEASE, 6, args, on_lease_reply, l) == 0) l->busy = true;
 }
 
-void sk__lease_tick(sk_engine *e, int64_t now_ms)
+void sk__lease_tick(sk__lease *l, bool connected)
 {
-    if (e->lease_held && !sk__lease_valid(e, now_ms)) {
-        sk__log(e, DLOCK_LOG_WARN, "worker lease not renewed for %lld ms: no new order ids until it is",
-                (long long)(now_ms - e->lease_ok_ms));
-        lease_gone(e); /* the fence is kept: a renewal still finds out whether it is ours */
+    int64_t now = sk__clock_now(&l->clock);
+    if (l->held && !valid_at(l, now)) {
+        sk__port_log(&l->port, DLOCK_LOG_WARN, "worker lease not renewed for %lld ms: no new order ids until it is",
+                     (long long)(now - l->ok_ms));
+        lease_gone(l); /* the fence is kept: a renewal still finds out whether it is ours */
     }
-    if (!e->up || e->lease_busy) return;
-    if (!e->lease_held) {
-        if (e->lease_tries > SK_ORDERID_MAX_WORKER) e->lease_tries = 0;
-        sk__lease_step(e);
-    } else if (now_ms - e->lease_ok_ms >= e->o.worker_lease_ms / 3) {
-        sk__lease_step(e);
+    if (!connected || l->busy) return;
+    if (!l->held) {
+        if (l->tries > SK_ORDERID_MAX_WORKER) l->tries = 0;
+        sk__lease_step(l);
+    } else if (now - l->ok_ms >= l->lease_ms / 3) {
+        sk__lease_step(l);
     }
 }
+
+void sk__lease_disconnected(sk__lease *l) { l->busy = false; }
