@@ -63,7 +63,7 @@ cl_start() {
 }
 
 cl_wait_ok() { # cl_wait_ok SECONDS: every live node says cluster_state:ok
-    local i=0 p bad
+    local end=$(( $(date +%s) + $1 )) p bad
     while :; do
         bad=0
         for p in $CL_PORTS; do
@@ -71,7 +71,7 @@ cl_wait_ok() { # cl_wait_ok SECONDS: every live node says cluster_state:ok
             case "$(redis-cli -p "$p" cluster info 2>/dev/null)" in *cluster_state:ok*) ;; *) bad=1 ;; esac
         done
         [ $bad = 0 ] && return 0
-        i=$((i + 1)); [ $i -gt $(( $1 * 10 )) ] && return 1
+        [ "$(date +%s)" -ge "$end" ] && return 1
         sleep 0.1
     done
 }
@@ -169,22 +169,20 @@ cl_sale_setup() {
 
 # cl_wait_sold_out BUDGET_S: until the campaign's Redis stock is 0.
 cl_wait_sold_out() {
-    local i=0
+    local end=$(( $(date +%s) + $1 ))
     until [ "$(cl_stock "$CAMPAIGN")" = 0 ]; do
-        i=$((i + 1))
-        [ "$i" -gt $(( $1 * 20 )) ] && return 1
+        [ "$(date +%s)" -ge "$end" ] && return 1
         sleep 0.05
     done
 }
 
 # cl_wait_sold_at_least N BUDGET_S: until N units are sold.
 cl_wait_sold_at_least() {
-    local i=0 s
+    local end=$(( $(date +%s) + $2 )) s
     while :; do
         s=$(cl_stock "$CAMPAIGN")
         case "$s" in ''|*[!0-9-]*) ;; *) [ $((STOCK - s)) -ge "$1" ] && return 0 ;; esac
-        i=$((i + 1))
-        [ "$i" -gt $(( $2 * 20 )) ] && return 1
+        [ "$(date +%s)" -ge "$end" ] && return 1
         sleep 0.05
     done
 }
@@ -192,15 +190,14 @@ cl_wait_sold_at_least() {
 # cl_wait_selling BUDGET_S: ms until the campaign's stock moves again (or
 # it is sold out): buyers are decided again.
 cl_wait_selling_ms() {
-    local t0 s0 s i=0
+    local t0 s0 s end=$(( $(date +%s) + $1 ))
     t0=$(date +%s%N)
     s0=$(cl_stock "$CAMPAIGN")
     while :; do
         s=$(cl_stock "$CAMPAIGN")
         if [ "$s" = 0 ] || { [ -n "$s" ] && [ "$s" != "$s0" ] && [ -n "$s0" ]; }; then break; fi
         [ -n "$s0" ] || s0=$s
-        i=$((i + 1))
-        [ "$i" -gt $(( $1 * 50 )) ] && return 1
+        [ "$(date +%s)" -ge "$end" ] && return 1
         sleep 0.02
     done
     echo $(( ($(date +%s%N) - t0) / 1000000 ))

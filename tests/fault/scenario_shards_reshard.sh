@@ -1,7 +1,7 @@
 #!/bin/bash
 # Sharded scenario (d): a live reshard of one bucket mid-sale. K = 3
 # buckets on the 3 masters of a 3+3 Cluster, stock 1 200, 3 000 buyers
-# through 3 seckilld, 2 persisters, replica acknowledgements on; once a
+# at 250 buyers/s through 3 seckilld, 2 persisters, replica acknowledgements on; once a
 # quarter is sold, bucket 1's slot (its stock, buyers, journal, gate,
 # stream and consumer group) is moved by hand to bucket 0's master
 # (SETSLOT IMPORTING / MIGRATING, MIGRATE in batches, SETSLOT NODE). Its
@@ -15,7 +15,7 @@ SCENARIO=shards-reshard
 . "$(dirname "$0")/scenario_shards_lib.sh"
 STOCK=${FAULT_STOCK:-1200}
 BUYERS=${FAULT_BUYERS:-3000}
-RATE=${FAULT_RATE:-400}
+RATE=${FAULT_RATE:-250}
 cl_sale_setup h
 SECKILLD_EXTRA="--replica-acks 1 --replica-ack-timeout-ms 500"
 start_services
@@ -33,6 +33,8 @@ cl_move_slot "$slot" "$from" "$to" "${MOVE_BATCH:-200}" || { say "slot migration
 say "slot $slot moved in ${MOVE_MS} ms ($MOVE_KEYS keys); bucket 1 now on $(cl_master_of "{$tag1}:stock")"
 [ "$(cl_master_of "{$tag1}:stock")" = "$to" ] || { say "FAILED: bucket 1 not on $to"; exit 1; }
 s0=$(sh_field "$(sh_state)" sold)
+# the move must end mid-sale, or "selling again" below proves nothing
+[ "$s0" -lt "$STOCK" ] || { say "FAILED: the stock sold out before the move ended (not a mid-sale move; lower FAULT_RATE)"; exit 1; }
 sh_wait_sold_at_least $((s0 + 1)) 30 || { say "FAILED: nothing sold after the move"; exit 1; }
 RECOVER_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
 say "selling again ${RECOVER_MS} ms after the migration began"
