@@ -1,7 +1,8 @@
 # degraded_load.py: purchase load for test_seckilld_degraded.sh. Threads
 # buy one unit at a time for random users of a set on random instances until
 # the stop file exists (or --seconds pass, or --until-soldout sees every
-# instance answer sold_out); writes a JSON summary (answers by code and the
+# instance answer sold_out); with --answered-file, creates that file at
+# the first decided answer (a handshake for the caller); writes a JSON summary (answers by code and the
 # accepted order ids, 201 and 202) to --out.
 import argparse, http.client, json, os, random, threading, time
 
@@ -14,6 +15,7 @@ ap.add_argument("--seconds", type=float, default=60)
 ap.add_argument("--stop-file", default="")
 ap.add_argument("--until-soldout", action="store_true")
 ap.add_argument("--out", required=True)
+ap.add_argument("--answered-file", default="")  # created at the first 202/409 answer
 a = ap.parse_args()
 
 hosts = a.urls.split(",")
@@ -60,6 +62,8 @@ def run(seed):
                 accepted.append(body["order_id"].split("-")[0])
             if key == "409 sold_out":
                 soldout_seen.add(h)
+            if a.answered_file and key in ("202 pending", "409 sold_out", "201 accepted"):
+                open(a.answered_file, "a").close()
         if key.startswith("503") or key.startswith("exception"):
             time.sleep(0.01)
 

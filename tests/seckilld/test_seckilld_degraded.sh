@@ -220,8 +220,10 @@ PY
 kill -9 "$REDIS_PID"
 wait "$REDIS_PID" 2>/dev/null || true
 wait_mode 1 10 || fail "instances did not switch to the database path again"
-load p4 dgB u5:50 --seconds 5
-sleep 0.3
+load p4 dgB u5:50 --seconds 5 --answered-file "$work/p4-answered"
+# handshake: SIGTERM only once a database-path answer has come back
+for _ in $(seq 1 100); do [ -e "$work/p4-answered" ] && break; sleep 0.1; done
+[ -e "$work/p4-answered" ] || fail "no database-path answer in 10 s before SIGTERM: $(ls "$work")"
 for p in "${dpids[@]}"; do
     kill -TERM "$p"
     rc=0
