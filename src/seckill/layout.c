@@ -1,7 +1,8 @@
 /* layout.c: a campaign's keys (layout.h): its bucket layout from bucket
  * 0's meta, a stream's backlog for the pipeline's group, the pipeline
- * counters. Invariant: reads and best-effort counter writes only; it calls
- * nothing of the engine but the bucket arithmetic (buckets.c). */
+ * counters. Invariant: reads and best-effort counter writes only; of the
+ * engine it calls only the bucket arithmetic (buckets.c) and the error
+ * mapping (sk_err.c), so every pipeline file may call it. */
 #include "layout.h"
 
 #include <inttypes.h>
