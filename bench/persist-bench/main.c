@@ -18,6 +18,7 @@
 #include "db_sql.h"
 #include "options.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -267,7 +268,7 @@ int main(int argc, char **argv)
     sk_db *db = NULL;
     dlock__conn *rc = NULL;
     if (sk_db_open(b.db_url, &db, err, sizeof(err)) ||
-        (pipe && sk_persist_redis_open(b.redis_url, 10000, &rc, err, sizeof(err)))) {
+        (pipe && dlock__conn_open_url(b.redis_url, 10000, &rc, err, sizeof(err)))) {
         fprintf(stderr, "persist-bench: %s\n", err);
         return 1;
     }

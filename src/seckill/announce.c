@@ -18,7 +18,7 @@
 
 #include "dlock/dlock.h"
 #include "ids.h"
-#include "persist.h"
+#include "redis_connect.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -154,7 +154,7 @@ int sk_announce_start(const char *redis_url, sk_announce **out, char *err, size_
         return DLOCK_ENOMEM;
     }
     pthread_mutex_init(&a->mu, NULL);
-    int rc = sk_persist_redis_open(redis_url, 5000, &a->rc, err, errlen);
+    int rc = sk_err_from_common(dlock__conn_open_url(redis_url, 5000, &a->rc, err, errlen));
     if (!rc) rc = last_id(a);
     if (!rc && pthread_create(&a->th, NULL, waiter_main, a) != 0) rc = DLOCK_ENOMEM;
     if (rc) {

@@ -38,7 +38,6 @@
 
 #include "dlock/dlock.h"
 #include "layout.h"
-#include "persist.h"
 #include "release.h"
 #include "reserve.h"
 #include "sk_err.h"
@@ -467,7 +466,7 @@ int sk_barrier_step_bucket(sk_db *db, dlock__conn *rc, const char *campaign, con
     if (held <= 0) return held < 0 ? held : SK_BARRIER_WAITING;
     if (first) mark_running(rc, &bk, true);
     int64_t pending = 0, lag = 0;
-    if ((err = sk_persist_backlog_key(rc, bk.orders, &pending, &lag))) return err;
+    if ((err = sk_stream_backlog(rc, bk.orders, &pending, &lag))) return err;
     if (pending || lag) return SK_BARRIER_WAITING;
     return finish(db, rc, campaign, &bk, run_id, &m, b);
 }

@@ -1,6 +1,12 @@
-/* layout.c: a campaign's bucket layout from bucket 0's meta (layout.h). */
+/* layout.c: a campaign's keys (layout.h): its bucket layout from bucket
+ * 0's meta, a stream's backlog for the pipeline's group, the pipeline
+ * counters. Invariant: reads and best-effort counter writes only; of the
+ * engine it calls only the bucket arithmetic (buckets.c) and the error
+ * mapping (sk_err.c), so every pipeline file may call it. */
 #include "layout.h"
 
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,4 +47,87 @@ int sk_layout_read(dlock__conn *rc, const char *id, sk_buckets *out)
     else ret = sk_layout_of_fields(id, dlock__reply_at(r, 1), dlock__reply_at(r, 2), out);
     dlock__reply_free(r);
     return ret;
+}
+
+void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n)
+{
+    char key[96];
+    snprintf(key, sizeof(key), "{c:%s}:pipeline", campaign);
+    sk__pipeline_add_key(rc, key, field, n);
+}
+
+void sk__pipeline_add_key(dlock__conn *rc, const char *key, const char *field, int64_t n)
+{
+    if (n == 0) return;
+    char num[24];
+    snprintf(num, sizeof(num), "%" PRId64, n);
+    const char *argv[] = {"HINCRBY", key, field, num};
+    dlock__reply *r = NULL;
+    if (dlock__conn_cmd(rc, 4, argv, NULL, &r) == 0) dlock__reply_free(r);
+}
+
+static const char *rstr(const dlock__reply *r)
+{
+    if (!r) return "";
+    dlock__reply_type t = dlock__reply_kind(r);
+    return (t == DLOCK__R_STRING || t == DLOCK__R_STATUS) ? dlock__reply_str(r, NULL) : "";
+}
+
+static int64_t rint64(const dlock__reply *r)
+{
+    if (!r) return 0;
+    if (dlock__reply_kind(r) == DLOCK__R_INTEGER) return dlock__reply_int(r);
+    char *end = NULL;
+    const char *s = rstr(r);
+    long long v = strtoll(s, &end, 10);
+    return end && end != s && *end == '\0' ? (int64_t)v : -1;
+}
+
+int sk_stream_backlog(dlock__conn *rc, const char *key, int64_t *pending_out, int64_t *lag_out)
+{
+    *pending_out = 0;
+    *lag_out = 0;
+    const char *argv[] = {"XINFO", "GROUPS", key};
+    dlock__reply *r = NULL;
+    int err = sk_err_from_common(dlock__conn_cmd(rc, 3, argv, NULL, &r));
+    if (err) return err;
+    if (dlock__reply_kind(r) == DLOCK__R_ERROR) { /* no stream yet */
+        dlock__reply_free(r);
+        return 0;
+    }
+    char last[32] = "";
+    bool found = false, have_lag = false;
+    for (size_t g = 0; g < dlock__reply_count(r); g++) {
+        const dlock__reply *grp = dlock__reply_at(r, g);
+        const char *name = NULL;
+        for (size_t i = 0; i + 1 < dlock__reply_count(grp); i += 2)
+            if (strcmp(rstr(dlock__reply_at(grp, i)), "name") == 0) name = rstr(dlock__reply_at(grp, i + 1));
+        if (!name || strcmp(name, SK_PERSIST_GROUP) != 0) continue;
+        found = true;
+        for (size_t i = 0; i + 1 < dlock__reply_count(grp); i += 2) {
+            const char *k = rstr(dlock__reply_at(grp, i));
+            const dlock__reply *v = dlock__reply_at(grp, i + 1);
+            if (strcmp(k, "pending") == 0) *pending_out = rint64(v);
+            if (strcmp(k, "last-delivered-id") == 0) snprintf(last, sizeof(last), "%s", rstr(v));
+            if (strcmp(k, "lag") == 0 && dlock__reply_kind(v) == DLOCK__R_INTEGER) {
+                *lag_out = dlock__reply_int(v);
+                have_lag = true;
+            }
+        }
+    }
+    dlock__reply_free(r);
+    if (have_lag) return 0;
+    /* lag: entries after last-delivered-id (exact, also when XINFO's lag is nil) */
+    char from[40];
+    snprintf(from, sizeof(from), "(%s", found ? last : "0-0");
+    if (!found) snprintf(from, sizeof(from), "-");
+    const char *xr[] = {"XRANGE", key, from, "+", "COUNT", "1000000"};
+    const char *xl[] = {"XLEN", key};
+    r = NULL;
+    err = sk_err_from_common(found ? dlock__conn_cmd(rc, 6, xr, NULL, &r)
+                                   : dlock__conn_cmd(rc, 2, xl, NULL, &r));
+    if (err) return err;
+    *lag_out = dlock__reply_kind(r) == DLOCK__R_ARRAY ? (int64_t)dlock__reply_count(r) : dlock__reply_int(r);
+    dlock__reply_free(r);
+    return 0;
 }

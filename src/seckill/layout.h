@@ -1,13 +1,20 @@
-/* layout.h: reading a campaign's bucket layout from Redis on a blocking
- * connection (the persister, the barrier, reconcile, the admin tool). The
- * layout is bucket 0's meta fields shards + bucket_tags (buckets.h); a meta
- * without them is the one-bucket layout every K = 1 campaign has. Not
- * thread-safe per connection. */
+/* layout.h: a campaign's keys in Redis on a blocking connection (the
+ * persister, the barrier, the reserve, reconcile, the admin tool): its
+ * bucket layout, read from bucket 0's meta fields shards + bucket_tags
+ * (buckets.h; a meta without them is the one-bucket layout every K = 1
+ * campaign has), the backlog of a bucket's order stream for the pipeline's
+ * consumer group, and the pipeline counters of a bucket. Every other file
+ * reaches these keys through here. Not thread-safe per connection. */
 #ifndef SK_LAYOUT_H
 #define SK_LAYOUT_H
 
+#include <stdint.h>
+
 #include "buckets.h"
 #include "redis_io.h"
+
+/* The consumer group of every order stream ({<tag_j>}:orders). */
+#define SK_PERSIST_GROUP "seckill-persist"
 
 /* Fills out with campaign id's layout. 0; SK_ENOTFOUND (no meta);
  * SK_EINVAL (fields present but not a layout sk_buckets_parse accepts);
@@ -23,5 +30,16 @@ int sk_layout_of_fields(const char *id, const dlock__reply *shards, const dlock_
 /* The layout a definition names (shards + bucket_tags, as the database
  * keeps them). 0 or SK_EINVAL. */
 int sk_layout_of_def(const char *id, int64_t shards, const char *bucket_tags, sk_buckets *out);
+
+/* Backlog of one order stream key for group seckill-persist: entries
+ * pending (delivered, not acknowledged) and lag (never delivered); both 0
+ * when the stream does not exist yet. 0 or a code. */
+int sk_stream_backlog(dlock__conn *rc, const char *key, int64_t *pending_out, int64_t *lag_out);
+
+/* HINCRBY {c:<id>}:pipeline field n (the counters /metrics shows);
+ * best effort, errors ignored; nothing sent when n is 0. */
+void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n);
+/* The same on the counters hash key (a bucket's {<tag>}:pipeline). */
+void sk__pipeline_add_key(dlock__conn *rc, const char *key, const char *field, int64_t n);
 
 #endif

@@ -1,8 +1,10 @@
 /* persist.h: the persistence workers of the order pipeline: they move
  * accepted orders from each campaign's streams (one per bucket,
  * {<tag_j>}:orders, consumer group seckill-persist; {c:<id>}:orders for a
- * K = 1 campaign) into the database and run the lifecycle sweep
- * (lifecycle.h) between batches.
+ * K = 1 campaign) into the database and run the barrier, the reserve pass
+ * and the lifecycle sweep (lifecycle.h) between batches. Parts:
+ * persist_discovery.h, persist_stream.h, persist_backlog.h (the backlog
+ * query, declared through this header too).
  * Invariant: an entry is XACKed only after the transaction that recorded
  * it committed; an entry pending on a dead consumer is reclaimed after
  * claim_idle_ms; after max_deliveries failed deliveries it moves to
@@ -17,9 +19,9 @@
 #include <stdint.h>
 
 #include "db.h"
+#include "layout.h" /* SK_PERSIST_GROUP, sk_stream_backlog */
+#include "persist_backlog.h"
 #include "redis_io.h"
-
-#define SK_PERSIST_GROUP "seckill-persist"
 
 typedef struct sk_persist_opts {
     const char *redis_url;    /* required */
@@ -56,21 +58,8 @@ void sk_persist_opts_init(sk_persist_opts *o);
  * retried with back-off, counted in stats_out (may be NULL). */
 int sk_persist_run(const sk_persist_opts *o, sk_persist_stats *stats_out, char *err, size_t errlen);
 
-/* Opens a sync Redis connection for the pipeline (sentinel URLs resolved).
- * command_timeout_ms must exceed any BLOCK used on it. */
 /* Whether the server behind rc is a Cluster node (INFO cluster,
  * cluster_enabled:1): then one command may name keys of one slot only. */
 bool sk_persist_is_cluster(dlock__conn *rc);
-int sk_persist_redis_open(const char *url, int64_t command_timeout_ms, dlock__conn **out, char *err,
-                          size_t errlen);
-
-/* Backlog of a campaign for group seckill-persist, summed over the
- * streams of its buckets ({<tag_j>}:orders; one for a K = 1 campaign, or
- * one not heated yet): entries pending (delivered, not acknowledged) and
- * lag (never delivered). 0 or a code (also when the layout cannot be
- * read). */
-int sk_persist_backlog(dlock__conn *rc, const char *campaign, int64_t *pending_out, int64_t *lag_out);
-/* The same for one stream key. 0 or a code. */
-int sk_persist_backlog_key(dlock__conn *rc, const char *key, int64_t *pending_out, int64_t *lag_out);
 
 #endif

@@ -18,7 +18,6 @@
 #include "dlock/dlock.h"
 #include "ids.h"
 #include "layout.h"
-#include "persist.h"
 #include "sk_err.h"
 
 __attribute__((format(printf, 2, 3))) static void diff(sk_reconcile_report *rep, const char *fmt, ...)
@@ -256,7 +255,7 @@ static int read_bucket(dlock__conn *rc, const sk_buckets *b, int j, sk_reconcile
         if ((err = read_journal(rc, b, j, rep)) || (err = check_bucket_meta(rc, b, j, rep))) return err;
     }
     sk_bucket_key(b, j, "orders", k, sizeof(k));
-    return sk_persist_backlog_key(rc, k, &bk->pending, &bk->lag);
+    return sk_stream_backlog(rc, k, &bk->pending, &bk->lag);
 }
 
 /* The campaign's layout; a meta whose layout is not valid is a difference

@@ -19,28 +19,10 @@
 
 #include "dlock/dlock.h"
 #include "layout.h"
-#include "persist.h"
 #include "release.h"
 #include "sk_err.h"
 
 extern const dlock__script sk_script_reserve_handback; /* lua/reserve_handback.lua */
-
-void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n)
-{
-    char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:pipeline", campaign);
-    sk__pipeline_add_key(rc, key, field, n);
-}
-
-void sk__pipeline_add_key(dlock__conn *rc, const char *key, const char *field, int64_t n)
-{
-    if (n == 0) return;
-    char num[24];
-    snprintf(num, sizeof(num), "%" PRId64, n);
-    const char *argv[] = {"HINCRBY", key, field, num};
-    dlock__reply *r = NULL;
-    if (dlock__conn_cmd(rc, 4, argv, NULL, &r) == 0) dlock__reply_free(r);
-}
 
 /* Gives back the Redis buyer total of a refused tentative order, then
  * marks it done (redis_released). 0 or a negative code. */
@@ -57,7 +39,7 @@ static int drained_now(dlock__conn *rc, const sk_buckets *lay, int j)
     char key[128];
     sk_bucket_key(lay, j, "orders", key, sizeof(key));
     int64_t pending = 0, lag = 0;
-    int err = sk_persist_backlog_key(rc, key, &pending, &lag);
+    int err = sk_stream_backlog(rc, key, &pending, &lag);
     if (err) return err;
     return pending == 0 && lag == 0;
 }

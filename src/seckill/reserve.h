@@ -38,10 +38,4 @@ int sk_reserve_handback(sk_db *db, dlock__conn *rc, const char *campaign, sk_res
  * 1 (applied now), 0 (before) or a negative code. */
 int sk_reserve_handback_apply(dlock__conn *rc, const char *campaign, const sk_db_handback *hb);
 
-/* HINCRBY {c:<id>}:pipeline field n (the counters /metrics shows);
- * best effort, errors ignored. */
-void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n);
-/* The same on the counters hash key (a bucket's {<tag>}:pipeline). */
-void sk__pipeline_add_key(dlock__conn *rc, const char *key, const char *field, int64_t n);
-
 #endif

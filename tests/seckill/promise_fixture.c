@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "persist.h"
+#include "redis_connect.h"
 #include "lifecycle.h"
 #include "reconcile.h"
 #include "sk_err.h"
@@ -314,7 +315,7 @@ int pf_setup(void **state)
         fprintf(stderr, "open %s: %s\n", pf_db_url, err);
         return -1;
     }
-    return sk_persist_redis_open(pf_redis_url, 5000, &pf_rc, err, sizeof(err)) ? -1 : 0;
+    return dlock__conn_open_url(pf_redis_url, 5000, &pf_rc, err, sizeof(err)) ? -1 : 0;
 }
 
 int pf_teardown(void **state)

@@ -26,6 +26,7 @@
 #include "db.h"
 #include "lifecycle.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "persist_thread.h"
 #include "reserve.h"
 #include "servers.h"
@@ -78,7 +79,7 @@ static int new_setup(void **state)
     if (test_redis_start(&new_srv, NULL) != 0) return -1;
     snprintf(new_url, sizeof(new_url), "redis://127.0.0.1:%d", new_srv.port);
     char err[256];
-    return sk_persist_redis_open(new_url, 5000, &new_rc, err, sizeof(err)) ? -1 : 0;
+    return dlock__conn_open_url(new_url, 5000, &new_rc, err, sizeof(err)) ? -1 : 0;
 }
 
 static int new_teardown(void **state)

@@ -28,6 +28,7 @@
 #include "layout.h"
 #include "lifecycle.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "persist_thread.h"
 #include "reconcile.h"
 #include "servers.h"
@@ -82,7 +83,7 @@ static int setup(void **state)
     if (!mkdtemp(dir)) return -1;
     snprintf(db_url, sizeof(db_url), "sqlite://%s/orders.db", dir);
     char err[256];
-    if (sk_db_open(db_url, &db, err, sizeof(err)) || sk_persist_redis_open(redis_url, 5000, &rc, err, sizeof(err)))
+    if (sk_db_open(db_url, &db, err, sizeof(err)) || dlock__conn_open_url(redis_url, 5000, &rc, err, sizeof(err)))
         return -1;
     base = event_base_new();
     sk_engine_opts o;

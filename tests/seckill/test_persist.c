@@ -26,6 +26,7 @@
 #include "db_sql.h"
 #include "lifecycle.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "reconcile.h"
 #include "release.h"
 #include "servers.h"
@@ -229,7 +230,7 @@ static int group_setup(void **state)
         fprintf(stderr, "open %s: %s\n", db_url, err);
         return -1;
     }
-    if (sk_persist_redis_open(redis_url, 5000, &rc, err, sizeof(err)) != 0) return -1;
+    if (dlock__conn_open_url(redis_url, 5000, &rc, err, sizeof(err)) != 0) return -1;
     return 0;
 }
 
@@ -508,7 +509,7 @@ static void test_pay_then_timeout_cancels_the_rest_returning_stock_once(void **s
     /* listen for the restock signal */
     dlock__conn *sub = NULL;
     char err[256], events[96];
-    assert_int_equal(sk_persist_redis_open(redis_url, 2000, &sub, err, sizeof(err)), 0);
+    assert_int_equal(dlock__conn_open_url(redis_url, 2000, &sub, err, sizeof(err)), 0);
     rkey(events, sizeof(events), camp, "events");
     const char *sargv[] = {"SUBSCRIBE", events};
     dlock__reply *r = NULL;
@@ -566,7 +567,7 @@ static int cancel_child(void *p)
     sk_db *d = NULL;
     dlock__conn *c = NULL;
     char err[256];
-    if (sk_db_open(db_url, &d, err, sizeof(err)) || sk_persist_redis_open(redis_url, 5000, &c, err, sizeof(err)))
+    if (sk_db_open(db_url, &d, err, sizeof(err)) || dlock__conn_open_url(redis_url, 5000, &c, err, sizeof(err)))
         return 2;
     int r = sk_order_cancel(d, c, a->order_id, "user cancelled");
     /* also hammer the Redis gate directly, as a retrying worker would */
@@ -809,7 +810,7 @@ static void use_private_redis(shared_redis *saved)
     assert_int_equal(test_redis_start(&redis_srv, NULL), 0);
     snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", redis_srv.port);
     char err[512];
-    assert_int_equal(sk_persist_redis_open(redis_url, 5000, &rc, err, sizeof(err)), 0);
+    assert_int_equal(dlock__conn_open_url(redis_url, 5000, &rc, err, sizeof(err)), 0);
 }
 
 static void restore_shared_redis(const shared_redis *saved)

@@ -29,6 +29,7 @@
 #include "db.h"
 #include "lifecycle.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "reconcile.h"
 #include "servers.h"
 #include "sk_err.h"
@@ -620,7 +621,7 @@ static int group_setup(void **state)
         fprintf(stderr, "db: %s\n", err);
         return -1;
     }
-    if (sk_persist_redis_open(redis_url, 5000, &rc, err, sizeof(err)) != 0) {
+    if (dlock__conn_open_url(redis_url, 5000, &rc, err, sizeof(err)) != 0) {
         fprintf(stderr, "redis: %s\n", err);
         return -1;
     }

@@ -28,6 +28,7 @@
 #include "cluster_fixture.h"
 #include "db.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "persist_thread.h"
 #include "slot.h"
 #include "sk_err.h"
@@ -76,7 +77,7 @@ static int setup(void **state)
     char err[256];
     if (sk_db_open(url, &pf_db, err, sizeof(err)) != 0) return -1;
     slot_node = calloc(DLOCK__SLOTS, sizeof(*slot_node));
-    return slot_node && sk_persist_redis_open(cl.url, 5000, &cc, err, sizeof(err)) == 0 ? 0 : -1;
+    return slot_node && dlock__conn_open_url(cl.url, 5000, &cc, err, sizeof(err)) == 0 ? 0 : -1;
 }
 
 static int teardown(void **state)

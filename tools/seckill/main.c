@@ -21,6 +21,7 @@
 #include "lifecycle.h"
 #include "options.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "reconcile.h"
 #include "seckill_urls.h"
 #include "sk_err.h"
@@ -87,7 +88,7 @@ static int open_db(cli *c)
 static int open_redis(cli *c)
 {
     char err[512];
-    int rc = sk_persist_redis_open(c->redis_url, 5000, &c->rc, err, sizeof(err));
+    int rc = sk_err_from_common(dlock__conn_open_url(c->redis_url, 5000, &c->rc, err, sizeof(err)));
     if (rc) fprintf(stderr, "seckill: redis: %s\n", err);
     return rc ? (rc == DLOCK_EURL ? 2 : 3) : 0;
 }
