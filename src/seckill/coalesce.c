@@ -187,118 +187,25 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the batch's EVALSHA arguments, written as RESP ------------------------
  * One call of purchase.lua carries 14 + 10 per purchase arguments; they are
- * written straight into the wire format ("$<len>\r\n<bytes>\r\n" each)
- * in a buffer the coalescer keeps, with integers converted by hand: the
- * printf family and hiredis' argv formatting were ~40 % of seckilld's
- * instructions per purchase (docs/BENCHMARKS.md). The engine writes the
- * "*<argc>" header and the EVALSHA/sha arguments in front. */
+ * written straight into the wire format (resp_batch.h) in a buffer the
+ * coalescer keeps: the printf family and hiredis' argv formatting were
+ * ~40 % of seckilld's instructions per purchase (docs/BENCHMARKS.md). The
+ * batch goes to the engine with the slot of its keys; the engine writes
+ * the "*<argc>" header and the EVALSHA/sha arguments in front. */
 
-/* Bytes the bulk string header "$<n>\r\n" and the trailing CRLF take at most. */
-#define RESP_OVERHEAD 26
-
-/* Decimal digits of v, written ending at end; returns where they start. */
-static char *u64_digits(char *end, uint64_t v)
+static void w_batch(char *buf, const sk__coalescer *co, const sk__lane *l, const sk__batch *b, sk__resp_args *out)
 {
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return end;
-}
-
-static char *w_bulk_head(char *p, size_t n)
-{
-    char num[24], *d = u64_digits(num + sizeof(num), n);
-    *p++ = '$';
-    size_t k = (size_t)(num + sizeof(num) - d);
-    memcpy(p, d, k);
-    p += k;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-/* One argument: pfx (may be empty) immediately followed by s. */
-static char *w_arg(char *p, const char *pfx, size_t pn, const char *s, size_t sn)
-{
-    p = w_bulk_head(p, pn + sn);
-    memcpy(p, pfx, pn);
-    memcpy(p + pn, s, sn);
-    p += pn + sn;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-static char *w_str(char *p, const char *s) { return w_arg(p, "", 0, s, strlen(s)); }
-
-static char *w_int(char *p, int64_t v)
-{
-    char num[24], *d = u64_digits(num + sizeof(num), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
-    if (v < 0) *--d = '-';
-    return w_arg(p, "", 0, d, (size_t)(num + sizeof(num) - d));
-}
-
-/* A key of the bucket: prefix + a fixed part + a variable part. */
-static char *w_key(char *p, const sk__lane *l, size_t cpn, const char *part, const char *var, size_t vn)
-{
-    size_t partn = strlen(part);
-    p = w_bulk_head(p, cpn + partn + vn);
-    memcpy(p, l->prefix, cpn);
-    memcpy(p + cpn, part, partn);
-    memcpy(p + cpn + partn, var, vn);
-    p += cpn + partn + vn;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-/* Upper bound of the batch's RESP bytes: every string is bounded by its
- * array (user, idem, ip, prefix, id, run id) or is a 20-digit integer. */
-static size_t batch_bound(const sk__batch *b)
-{
-    const size_t pn = SK_BUCKET_TAG_MAX + 4;
-    size_t camp = 14 * RESP_OVERHEAD + 4 * (pn + 8) + 65 + 6 * 20 + 41 + 20 + 20;
-    size_t per = 10 * RESP_OVERHEAD + (pn + 6 + 65) + (pn + 6 + 20) + (pn + 5 + 65) + (pn + 6 + 64) +
-                 20 + 65 + 20 + 65 + 64 + 1;
-    return camp + per * (size_t)b->n;
-}
-
-/* purchase.lua's KEYS (numkeys, 4 of the bucket, then 4 per purchase)
- * and ARGV (campaign, N, the six limits, the server's run id, K, then 6
- * per purchase). Returns the end. */
-static char *w_batch(char *p, const sk__coalescer *co, const sk__lane *l, const sk__batch *b)
-{
-    size_t cpn = strlen(l->prefix);
-    p = w_int(p, 4 + 4 * b->n);
-    p = w_key(p, l, cpn, "meta", "", 0);
-    p = w_key(p, l, cpn, "stock", "", 0);
-    p = w_key(p, l, cpn, "buyers", "", 0);
-    p = w_key(p, l, cpn, "orders", "", 0);
+    sk__rb_buyer buyers[b->n > 0 ? b->n : 1];
+    const sk__rb_buyer *bp[b->n > 0 ? b->n : 1];
     for (int i = 0; i < b->n; i++) {
         const sk__preq *q = b->reqs[i];
-        char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
-        p = w_key(p, l, cpn, "idem:", q->idem, strlen(q->idem));
-        p = w_key(p, l, cpn, "order:", d, (size_t)(num + sizeof(num) - d));
-        p = w_key(p, l, cpn, "rl:u:", q->user, strlen(q->user));
-        p = w_key(p, l, cpn, "rl:ip:", q->ip, strlen(q->ip));
+        buyers[i] = (sk__rb_buyer){.user = q->user, .idem = q->idem, .ip = q->ip, .order_id = q->order_id,
+                                   .qty = q->qty, .resent = q->resent};
+        bp[i] = &buyers[i];
     }
-    p = w_str(p, l->camp->id);
-    p = w_int(p, b->n);
-    for (int k = 0; k < 6; k++) p = w_int(p, co->limits[k]);
-    p = w_str(p, co->h.server_runid(co->h.ud));
-    p = w_int(p, l->camp->k);
-    for (int i = 0; i < b->n; i++) {
-        const sk__preq *q = b->reqs[i];
-        char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
-        p = w_arg(p, "", 0, d, (size_t)(num + sizeof(num) - d));
-        p = w_str(p, q->user);
-        p = w_int(p, q->qty);
-        p = w_str(p, q->idem);
-        p = w_str(p, q->ip);
-        p = w_str(p, q->resent ? "1" : "");
-    }
-    return p;
+    const sk__rb_camp camp = {.prefix = l->prefix, .campaign = l->camp->id, .k = l->camp->k,
+                              .limits = co->limits, .runid = co->h.server_runid(co->h.ud)};
+    sk__rb_write(buf, &camp, bp, b->n, out);
 }
 
 static void on_wait_reply(const dlock__reply *r, int err, void *priv);
@@ -357,17 +264,17 @@ static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
 
 static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
 {
-    size_t need = batch_bound(b);
+    size_t need = sk__rb_bound(sizeof(l->prefix), b->n);
     if (need > co->wire_cap) {
         char *w = realloc(co->wire, need);
         if (!w) return DLOCK_ENOMEM;
         co->wire = w;
         co->wire_cap = need;
     }
-    char *end = w_batch(co->wire, co, l, b);
-    int nargs = 1 + (4 + 4 * b->n) + 10 + 6 * b->n;
+    sk__resp_args args;
+    w_batch(co->wire, co, l, b, &args);
     b->replies_due = 0;
-    int rc = co->h.send_script(co->h.ud, nargs, co->wire, (size_t)(end - co->wire), on_batch_reply, b);
+    int rc = co->h.send_script(co->h.ud, &args, on_batch_reply, b);
     if (rc == 0) {
         b->replies_due = 1;
         b->wait_later = co->h.wait_after_reply(co->h.ud);
