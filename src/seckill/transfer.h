@@ -1,9 +1,8 @@
 /* transfer.h: the mover of a sharded campaign's units between its buckets
- * (transfer.c). It owns its state (the pulls under way, the transfer ids,
- * the recovery clock) and never answers a buyer: it reports what it found
- * through the events it was given, and the coalescer answers or re-sends
- * its parked purchases. Redis is reached only through the send hooks the
- * coalescer was given (passed in). Loop thread only. */
+ * (transfer.c). It owns its state (pulls under way, transfer ids, recovery
+ * clock), sends through the hooks passed in, and never answers a buyer: it
+ * reports events, and the coalescer answers or re-sends its parked
+ * purchases. Loop thread only. */
 #ifndef SK_TRANSFER_H
 #define SK_TRANSFER_H
 
