@@ -346,7 +346,7 @@ static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
         reroute(c, q);
         return false;
     }
-    /* A campaign proven empty (the local flag, transfer.c) answers a short
+    /* A campaign proven empty (the local flag, xfer_empty) answers a short
      * bucket sold out at once, as the flag answers a purchase without an
      * Idempotency-Key: units that come back clear the flag (poll_one). */
     if (code == CODE_SHORT && c->soldout) code = sk_outcome_get(SK_OUT_SOLD_OUT)->script_code;
