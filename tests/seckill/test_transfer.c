@@ -51,7 +51,7 @@ static void on_areply(dlock__aconn *a, dlock__reply *r, int err, void *priv)
 static int h_send_xfer(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv)
 {
     (void)ud;
-    int nkeys = atoi(args[0]);
+    int nkeys = (int)strtol(args[0], NULL, 10);
     call *c = malloc(sizeof(*c));
     if (!c) return DLOCK_ENOMEM;
     *c = (call){fn, priv};
