@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common_err.h"
+#include "resp_write.h"
 
 #define STACK_ARGS 64 /* argv entries kept on the stack; more are allocated */
 
@@ -61,4 +62,15 @@ int dlock__script_call(dlock__conn *c, const dlock__script *s, int nkeys, const 
     if (argv != stack_argv) free((void *)argv);
     if (lens != stack_lens) free(lens);
     return rc;
+}
+
+char *dlock__script_resp_head(const dlock__script *s, bool by_source, int nargs, char *p)
+{
+    p = dlock__resp_len(p, '*', (size_t)nargs + 2);
+    if (by_source) {
+        p = dlock__resp_bulk(p, "EVAL", 4);
+        return dlock__resp_bulk(p, s->src, s->len);
+    }
+    p = dlock__resp_bulk(p, "EVALSHA", 7);
+    return dlock__resp_bulk(p, s->sha, 40);
 }

@@ -49,4 +49,36 @@ int dlock__script_call(dlock__conn *c, const dlock__script *s, int nkeys, const 
 int dlock__script_acall(dlock__aconn *ac, const dlock__script *s, int nkeys, const char *const *keys,
                         int nargs, const char *const *args, dlock__acb cb, void *priv);
 
+/* ---- calls whose arguments come written as RESP ------------------------
+ * For a caller that writes its arguments (numkeys, keys, argv) straight
+ * into RESP bulk strings (resp_write.h): they are sent as written, never
+ * parsed back into argv, behind the EVALSHA <sha> (or EVAL <src>) head. */
+
+/* Room a head of EVALSHA takes at most ("*<argc>\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n"). */
+#define DLOCK__SCRIPT_HEAD_ROOM 96
+
+/* Writes "*<nargs + 2>" and EVALSHA <sha> (by_source: EVAL <src>; that
+ * head takes s->len + DLOCK__SCRIPT_HEAD_ROOM bytes at most) into p;
+ * returns the end. */
+char *dlock__script_resp_head(const dlock__script *s, bool by_source, int nargs, char *p);
+
+typedef struct dlock__script_rcall {
+    const dlock__script *s;
+    int nargs;      /* bulk strings in args */
+    int slot;       /* the slot of its keys (-1: no key), fixed by the writer */
+    bool by_source; /* NOSCRIPT was answered: the next send is EVAL */
+    char *args;     /* not owned; DLOCK__SCRIPT_HEAD_ROOM writable bytes precede it */
+    size_t len;
+} dlock__script_rcall;
+
+/* Sends c on ac: EVALSHA (its head written into the room before args, the
+ * command goes out in one piece), or EVAL once by_source. 0 (cb will run)
+ * or the code of dlock__aconn_cmd_resp (cb will not). */
+int dlock__script_rcall_send(dlock__aconn *ac, const dlock__script_rcall *c, dlock__acb cb, void *priv);
+
+/* True when reply is NOSCRIPT to c's EVALSHA (nothing ran): c is marked
+ * by_source, to be sent again. False for any other reply, and for a
+ * NOSCRIPT to EVAL (never a second try): a script runs at most once. */
+bool dlock__script_rcall_retry(dlock__script_rcall *c, const dlock__reply *reply);
+
 #endif

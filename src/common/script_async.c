@@ -76,3 +76,30 @@ int dlock__script_acall(dlock__aconn *ac, const dlock__script *s, int nkeys, con
     if (rc) free(a);
     return rc;
 }
+
+/* ---- calls whose arguments come written as RESP ------------------------- */
+
+int dlock__script_rcall_send(dlock__aconn *ac, const dlock__script_rcall *c, dlock__acb cb, void *priv)
+{
+    if (!c->by_source) {
+        char head[DLOCK__SCRIPT_HEAD_ROOM];
+        size_t hn = (size_t)(dlock__script_resp_head(c->s, false, c->nargs, head) - head);
+        char *start = c->args - hn;
+        memcpy(start, head, hn);
+        return dlock__aconn_cmd_resp(ac, cb, priv, start, hn + c->len);
+    }
+    char *buf = malloc(DLOCK__SCRIPT_HEAD_ROOM + c->s->len + c->len);
+    if (!buf) return DLOCK__ENOMEM;
+    char *p = dlock__script_resp_head(c->s, true, c->nargs, buf);
+    memcpy(p, c->args, c->len);
+    int rc = dlock__aconn_cmd_resp(ac, cb, priv, buf, (size_t)(p - buf) + c->len);
+    free(buf); /* the door copied it */
+    return rc;
+}
+
+bool dlock__script_rcall_retry(dlock__script_rcall *c, const dlock__reply *reply)
+{
+    if (c->by_source || !reply || !dlock__script_missing(reply)) return false;
+    c->by_source = true;
+    return true;
+}

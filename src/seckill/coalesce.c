@@ -18,7 +18,10 @@
  * (queue, batches); a purchase goes to its user's home bucket. A campaign
  * starts with one lane; a "reroute" answer makes the coalescer read the
  * layout and re-queue. A "short" answer parks the purchase on its lane
- * until transfer.c has moved units there (or found the campaign empty). */
+ * and kicks the mover (transfer.h), which reports back: units arrived
+ * (the parked purchases go again), proven empty (sold out, the local flag
+ * set), going round again (those parked past park_max_ms answer 503, not
+ * decided). Only this file answers a buyer. */
 #include "coalesce.h"
 
 #include <stdio.h>
@@ -28,14 +31,53 @@
 #include <event2/event.h>
 
 #include "camp_table.h"
-#include "coalesce_internal.h"
 #include "dlock/dlock.h"
 #include "layout.h"
 #include "ids.h"
 #include "outcome.h"
+#include "transfer.h"
 #include "util.h"
 
 #define MAX_QTY 1000000
+
+struct sk__preq {
+    sk_purchase_cb cb;
+    void *arg;
+    int64_t qty;
+    char user[65];
+    char idem[65];
+    char ip[64];
+    uint64_t order_id;      /* 0 until the first send; kept when sent again */
+    bool resent;            /* sent again after a transfer: rate limits not counted twice */
+    int64_t parked_ms;      /* monotonic ms it first came back "short" (0: never) */
+    bool confirmed;         /* a replay of an order the database holds: 201 without an acknowledgement */
+    struct sk__preq *next;  /* parked FIFO */
+    sk_purchase_result res; /* decided, waiting for the acknowledgement */
+};
+
+struct sk__coalescer {
+    struct event_base *base;
+    sk__coalesce_hooks h;
+    int max_batch;
+    int64_t linger_us;
+    int64_t limits[6];      /* user rate, window; ip rate, window; idem ttl; order ttl */
+    int64_t park_max_ms;    /* a parked purchase answers 503 after this (the engine's command timeout) */
+    sk__camp_table camps;
+    sk__xfer *xfer;         /* moves units into lanes with parked purchases */
+    size_t pending;         /* purchases queued, in flight or parked */
+    bool freeing;
+    struct sk__batch *failed; /* batches to fail from the loop (fail_ev) */
+    struct event *fail_ev;
+    uint64_t outcomes[SK_STAT_OUTCOMES];
+    uint64_t batches[SK_STAT_BATCH_BUCKETS];
+    uint64_t batched_purchases;
+    uint64_t soldout_local;
+    uint64_t answered_acked, answered_pending, answered_confirmed, ack_waits, ack_failures, ack_skipped;
+    uint64_t waits[SK_STAT_WAIT_BUCKETS]; /* parked purchases by wait until their answer */
+    uint64_t wait_ms_sum;
+    char *wire;             /* the last batch's RESP arguments (reused) */
+    size_t wire_cap;
+};
 
 typedef struct sk__batch {
     sk__lane *lane;         /* until the script's reply */
@@ -53,8 +95,11 @@ typedef struct sk__batch {
 } sk__batch;
 
 const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, INT64_MAX};
+const int64_t sk_wait_bucket_le_ms[SK_STAT_WAIT_BUCKETS] = {1, 2, 5, 10, 50, 100, 1000, INT64_MAX};
 
-void sk__co_log(sk__coalescer *co, int level, const char *msg)
+static void sk__co_enqueue(sk__lane *l, sk__preq *q);
+
+static void sk__co_log(sk__coalescer *co, int level, const char *msg)
 {
     if (co->h.log) co->h.log(co->h.ud, level, msg);
 }
@@ -64,20 +109,20 @@ static void count_outcome(sk__coalescer *co, const sk_purchase_result *r)
     co->outcomes[sk_outcome_of_err(r->err, r->replay)]++;
 }
 
-void sk__co_maybe_drop(sk__coalescer *co, sk__camp *c)
+static void sk__co_maybe_drop(sk__coalescer *co, sk__camp *c)
 {
     if (!co->freeing && c->unknown && sk__camp_idle(c)) sk__camp_drop(&co->camps, c);
 }
 
 /* A purchase's final answer; a parked one's wait is counted. */
-void sk__co_answer(sk__coalescer *co, sk__preq *q, const sk_purchase_result *res)
+static void sk__co_answer(sk__coalescer *co, sk__preq *q, const sk_purchase_result *res)
 {
     if (q->parked_ms) {
         int64_t w = dlock__now_ms() - q->parked_ms;
         int k = 0;
         while (k < SK_STAT_WAIT_BUCKETS - 1 && w > sk_wait_bucket_le_ms[k]) k++;
-        co->xs.waits[k]++;
-        co->xs.wait_ms_sum += (uint64_t)(w > 0 ? w : 0);
+        co->waits[k]++;
+        co->wait_ms_sum += (uint64_t)(w > 0 ? w : 0);
     }
     count_outcome(co, res);
     q->cb(res, q->arg);
@@ -142,118 +187,25 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the batch's EVALSHA arguments, written as RESP ------------------------
  * One call of purchase.lua carries 14 + 10 per purchase arguments; they are
- * written straight into the wire format ("$<len>\r\n<bytes>\r\n" each)
- * in a buffer the coalescer keeps, with integers converted by hand: the
- * printf family and hiredis' argv formatting were ~40 % of seckilld's
- * instructions per purchase (docs/BENCHMARKS.md). The engine writes the
- * "*<argc>" header and the EVALSHA/sha arguments in front. */
+ * written straight into the wire format (resp_batch.h) in a buffer the
+ * coalescer keeps: the printf family and hiredis' argv formatting were
+ * ~40 % of seckilld's instructions per purchase (docs/BENCHMARKS.md). The
+ * batch goes to the engine with the slot of its keys; the engine writes
+ * the "*<argc>" header and the EVALSHA/sha arguments in front. */
 
-/* Bytes the bulk string header "$<n>\r\n" and the trailing CRLF take at most. */
-#define RESP_OVERHEAD 26
-
-/* Decimal digits of v, written ending at end; returns where they start. */
-static char *u64_digits(char *end, uint64_t v)
+static void w_batch(char *buf, const sk__coalescer *co, const sk__lane *l, const sk__batch *b, sk__resp_args *out)
 {
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return end;
-}
-
-static char *w_bulk_head(char *p, size_t n)
-{
-    char num[24], *d = u64_digits(num + sizeof(num), n);
-    *p++ = '$';
-    size_t k = (size_t)(num + sizeof(num) - d);
-    memcpy(p, d, k);
-    p += k;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-/* One argument: pfx (may be empty) immediately followed by s. */
-static char *w_arg(char *p, const char *pfx, size_t pn, const char *s, size_t sn)
-{
-    p = w_bulk_head(p, pn + sn);
-    memcpy(p, pfx, pn);
-    memcpy(p + pn, s, sn);
-    p += pn + sn;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-static char *w_str(char *p, const char *s) { return w_arg(p, "", 0, s, strlen(s)); }
-
-static char *w_int(char *p, int64_t v)
-{
-    char num[24], *d = u64_digits(num + sizeof(num), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
-    if (v < 0) *--d = '-';
-    return w_arg(p, "", 0, d, (size_t)(num + sizeof(num) - d));
-}
-
-/* A key of the bucket: prefix + a fixed part + a variable part. */
-static char *w_key(char *p, const sk__lane *l, size_t cpn, const char *part, const char *var, size_t vn)
-{
-    size_t partn = strlen(part);
-    p = w_bulk_head(p, cpn + partn + vn);
-    memcpy(p, l->prefix, cpn);
-    memcpy(p + cpn, part, partn);
-    memcpy(p + cpn + partn, var, vn);
-    p += cpn + partn + vn;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-/* Upper bound of the batch's RESP bytes: every string is bounded by its
- * array (user, idem, ip, prefix, id, run id) or is a 20-digit integer. */
-static size_t batch_bound(const sk__batch *b)
-{
-    const size_t pn = SK_BUCKET_TAG_MAX + 4;
-    size_t camp = 14 * RESP_OVERHEAD + 4 * (pn + 8) + 65 + 6 * 20 + 41 + 20 + 20;
-    size_t per = 10 * RESP_OVERHEAD + (pn + 6 + 65) + (pn + 6 + 20) + (pn + 5 + 65) + (pn + 6 + 64) +
-                 20 + 65 + 20 + 65 + 64 + 1;
-    return camp + per * (size_t)b->n;
-}
-
-/* purchase.lua's KEYS (numkeys, 4 of the bucket, then 4 per purchase)
- * and ARGV (campaign, N, the six limits, the server's run id, K, then 6
- * per purchase). Returns the end. */
-static char *w_batch(char *p, const sk__coalescer *co, const sk__lane *l, const sk__batch *b)
-{
-    size_t cpn = strlen(l->prefix);
-    p = w_int(p, 4 + 4 * b->n);
-    p = w_key(p, l, cpn, "meta", "", 0);
-    p = w_key(p, l, cpn, "stock", "", 0);
-    p = w_key(p, l, cpn, "buyers", "", 0);
-    p = w_key(p, l, cpn, "orders", "", 0);
+    sk__rb_buyer buyers[b->n > 0 ? b->n : 1];
+    const sk__rb_buyer *bp[b->n > 0 ? b->n : 1];
     for (int i = 0; i < b->n; i++) {
         const sk__preq *q = b->reqs[i];
-        char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
-        p = w_key(p, l, cpn, "idem:", q->idem, strlen(q->idem));
-        p = w_key(p, l, cpn, "order:", d, (size_t)(num + sizeof(num) - d));
-        p = w_key(p, l, cpn, "rl:u:", q->user, strlen(q->user));
-        p = w_key(p, l, cpn, "rl:ip:", q->ip, strlen(q->ip));
+        buyers[i] = (sk__rb_buyer){.user = q->user, .idem = q->idem, .ip = q->ip, .order_id = q->order_id,
+                                   .qty = q->qty, .resent = q->resent};
+        bp[i] = &buyers[i];
     }
-    p = w_str(p, l->camp->id);
-    p = w_int(p, b->n);
-    for (int k = 0; k < 6; k++) p = w_int(p, co->limits[k]);
-    p = w_str(p, co->h.server_runid(co->h.ud));
-    p = w_int(p, l->camp->k);
-    for (int i = 0; i < b->n; i++) {
-        const sk__preq *q = b->reqs[i];
-        char num[24], *d = u64_digits(num + sizeof(num), q->order_id);
-        p = w_arg(p, "", 0, d, (size_t)(num + sizeof(num) - d));
-        p = w_str(p, q->user);
-        p = w_int(p, q->qty);
-        p = w_str(p, q->idem);
-        p = w_str(p, q->ip);
-        p = w_str(p, q->resent ? "1" : "");
-    }
-    return p;
+    const sk__rb_camp camp = {.prefix = l->prefix, .campaign = l->camp->id, .k = l->camp->k,
+                              .limits = co->limits, .runid = co->h.server_runid(co->h.ud)};
+    sk__rb_write(buf, &camp, bp, b->n, out);
 }
 
 static void on_wait_reply(const dlock__reply *r, int err, void *priv);
@@ -312,17 +264,17 @@ static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
 
 static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
 {
-    size_t need = batch_bound(b);
+    size_t need = sk__rb_bound(sizeof(l->prefix), b->n);
     if (need > co->wire_cap) {
         char *w = realloc(co->wire, need);
         if (!w) return DLOCK_ENOMEM;
         co->wire = w;
         co->wire_cap = need;
     }
-    char *end = w_batch(co->wire, co, l, b);
-    int nargs = 1 + (4 + 4 * b->n) + 10 + 6 * b->n;
+    sk__resp_args args;
+    w_batch(co->wire, co, l, b, &args);
     b->replies_due = 0;
-    int rc = co->h.send_script(co->h.ud, nargs, co->wire, (size_t)(end - co->wire), on_batch_reply, b);
+    int rc = co->h.send_script(co->h.ud, &args, on_batch_reply, b);
     if (rc == 0) {
         b->replies_due = 1;
         b->wait_later = co->h.wait_after_reply(co->h.ud);
@@ -394,7 +346,7 @@ static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
         reroute(c, q);
         return false;
     }
-    /* A campaign proven empty (the local flag, transfer.c) answers a short
+    /* A campaign proven empty (the local flag, xfer_empty) answers a short
      * bucket sold out at once, as the flag answers a purchase without an
      * Idempotency-Key: units that come back clear the flag (poll_one). */
     if (code == CODE_SHORT && c->soldout) code = sk_outcome_get(SK_OUT_SOLD_OUT)->script_code;
@@ -507,7 +459,7 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     batch_reply_in(co, b);
     if (co->freeing) return;
     if (c->rerouted && !c->loading) load_layout(c);
-    if (c->k > 1 && (l->parked || (l->known == 0 && !c->soldout))) sk__xfer_kick(co, l);
+    if (c->k > 1 && (l->parked || (l->known == 0 && !c->soldout))) sk__xfer_kick(co->xfer, l);
     if (l->npending) flush(l);
     sk__co_maybe_drop(co, c);
 }
@@ -595,7 +547,7 @@ static void arm_linger(sk__coalescer *co, sk__lane *l)
     l->linger_armed = true;
 }
 
-void sk__co_enqueue(sk__lane *l, sk__preq *q)
+static void sk__co_enqueue(sk__lane *l, sk__preq *q)
 {
     sk__coalescer *co = l->camp->co;
     if (l->npending >= co->max_batch) flush(l);
@@ -651,6 +603,25 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
     return 0;
 }
 
+static sk__preq *take_parked(sk__lane *l)
+{
+    sk__preq *q = l->parked;
+    l->parked = NULL;
+    l->parked_tail = &l->parked;
+    return q;
+}
+
+static void fail_parked(sk__coalescer *co, sk__lane *l, int err)
+{
+    sk__preq *q = take_parked(l);
+    while (q) {
+        sk__preq *next = q->next;
+        sk_purchase_result res = {.err = err, .qty = q->qty, .order_id = q->order_id};
+        sk__co_answer(co, q, &res);
+        q = next;
+    }
+}
+
 static void fail_queue(sk__camp *c, void *ud)
 {
     int err = *(const int *)ud;
@@ -667,6 +638,7 @@ static void fail_queue(sk__camp *c, void *ud)
             sk_purchase_result r = {.err = err, .qty = l->pending[i]->qty};
             sk__co_answer(c->co, l->pending[i], &r);
         }
+        fail_parked(c->co, l, err);
     }
 }
 
@@ -674,8 +646,8 @@ void sk__coalescer_fail_all(sk__coalescer *co, int err)
 {
     co->freeing = true;
     deliver_failed(-1, 0, co);
+    sk__xfer_stop(co->xfer);
     sk__camp_each(&co->camps, fail_queue, &err);
-    sk__xfer_fail_parked(co, err);
 }
 
 /* ---- local sold-out flag ------------------------------------------------ */
@@ -713,7 +685,7 @@ static void poll_one(sk__camp *c, void *ud)
 void sk__coalescer_poll_soldout(sk__coalescer *co)
 {
     sk__camp_each(&co->camps, poll_one, NULL);
-    sk__xfer_recover(co);
+    sk__xfer_recover(co->xfer);
 }
 
 void sk__coalescer_restocked(sk__coalescer *co, const char *campaign)
@@ -721,6 +693,71 @@ void sk__coalescer_restocked(sk__coalescer *co, const char *campaign)
     sk__camp *c = sk__camp_find(&co->camps, campaign, false);
     if (c) c->soldout = false;
 }
+
+/* ---- what the mover reports (transfer.h) ------------------------------- */
+
+static int64_t xfer_need(void *ud, sk__lane *l)
+{
+    (void)ud;
+    int64_t need = 0;
+    for (const sk__preq *q = l->parked; q; q = q->next) need += q->qty;
+    return need;
+}
+
+/* Units arrived (or may have): every parked purchase goes again. */
+static void xfer_arrived(void *ud, sk__lane *l)
+{
+    (void)ud;
+    sk__preq *q = take_parked(l);
+    while (q) {
+        sk__preq *next = q->next;
+        sk__co_enqueue(l, q);
+        q = next;
+    }
+}
+
+/* Nothing outside l: parked purchases that fit in its units go again, the
+ * others are sold out; an empty l sets the local flag (decide_one then
+ * answers a short bucket sold out at once, until any bucket has stock). */
+static void xfer_empty(void *ud, sk__lane *l, int64_t here)
+{
+    sk__coalescer *co = ud;
+    if (here <= 0) l->camp->soldout = true;
+    sk__preq *q = take_parked(l);
+    while (q) {
+        sk__preq *next = q->next;
+        if (q->qty <= here) {
+            sk__co_enqueue(l, q);
+        } else {
+            sk_purchase_result res = {.err = SK_ESOLDOUT, .qty = q->qty, .order_id = q->order_id,
+                                      .remaining = here > 0 ? here : 0};
+            sk__co_answer(co, q, &res);
+        }
+        q = next;
+    }
+}
+
+/* Parked purchases past their deadline answer 503 (not decided). */
+static void xfer_expire(void *ud, sk__lane *l)
+{
+    sk__coalescer *co = ud;
+    int64_t now = dlock__now_ms();
+    sk__preq *q = take_parked(l);
+    while (q) {
+        sk__preq *next = q->next;
+        if (now - q->parked_ms >= co->park_max_ms) {
+            sk_purchase_result res = {.err = SK_EUNAVAIL, .qty = q->qty, .order_id = q->order_id};
+            sk__co_answer(co, q, &res);
+        } else {
+            q->next = NULL;
+            *l->parked_tail = q;
+            l->parked_tail = &q->next;
+        }
+        q = next;
+    }
+}
+
+static void xfer_settled(void *ud, sk__camp *c) { sk__co_maybe_drop(ud, c); }
 
 /* ---- life cycle and figures --------------------------------------------- */
 
@@ -740,10 +777,11 @@ int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk
     co->camps.max_batch = o->max_batch;
     co->camps.owner = co;
     co->park_max_ms = o->command_timeout_ms > 0 ? o->command_timeout_ms : 2000;
-    co->xfer_pause_ms = o->xfer_pause_ms;
-    dlock__random_hex(co->xid_base, (sizeof(co->xid_base) - 1) / 2); /* 16 hex digits + NUL */
     co->fail_ev = event_new(base, -1, 0, deliver_failed, co);
-    if (!co->fail_ev) {
+    const sk__xfer_events ev = {.ud = co, .need = xfer_need, .arrived = xfer_arrived, .empty = xfer_empty,
+                                .expire = xfer_expire, .settled = xfer_settled};
+    if (!co->fail_ev || sk__xfer_new(base, &co->h, &co->camps, &ev, o->xfer_pause_ms, &co->xfer) != 0) {
+        if (co->fail_ev) event_free(co->fail_ev);
         free(co);
         return DLOCK_ENOMEM;
     }
@@ -754,7 +792,7 @@ int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk
 void sk__coalescer_free(sk__coalescer *co)
 {
     if (!co) return;
-    sk__xfer_free_all(co);
+    sk__xfer_free(co->xfer); /* its pulls point into the lanes */
     sk__camp_table_clear(&co->camps);
     event_free(co->fail_ev);
     free(co->wire);
@@ -775,5 +813,7 @@ void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
     st->ack_waits = co->ack_waits;
     st->ack_failures = co->ack_failures;
     st->ack_skipped = co->ack_skipped;
-    st->xfer = co->xs;
+    sk__xfer_stats(co->xfer, &st->xfer);
+    memcpy(st->xfer.waits, co->waits, sizeof(co->waits));
+    st->xfer.wait_ms_sum = co->wait_ms_sum;
 }

@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "redis_io.h"
+#include "resp_batch.h"
 
 struct event_base;
 typedef struct sk__coalescer sk__coalescer;
@@ -30,11 +31,12 @@ enum {
 
 typedef struct sk__coalesce_hooks {
     void *ud;
-    /* Sends purchase.lua: nargs arguments (numkeys, keys, argv) already
-     * written as RESP bulk strings in resp[0..len) (the hook adds the
-     * array header and EVALSHA <sha>; resp is not kept). 0 (fn will run
-     * once) or an error (fn will not run). */
-    int (*send_script)(void *ud, int nargs, const char *resp, size_t len, sk__reply_fn fn, void *priv);
+    /* Sends purchase.lua: its arguments (numkeys, keys, argv) already
+     * written as RESP bulk strings, with the slot of their keys
+     * (resp_batch.h; the hook adds the array header and EVALSHA <sha>;
+     * a->resp is not kept). 0 (fn will run once) or an error (fn will not
+     * run). */
+    int (*send_script)(void *ud, const sk__resp_args *a, sk__reply_fn fn, void *priv);
     /* Sends transfer.lua (args: numkeys, keys, argv); as send_script. */
     int (*send_xfer)(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv);
     /* Sends a plain command; as send_script. */

@@ -60,9 +60,8 @@ struct sk__call {
     int argc;
     const char **argv;            /* owned (same allocation); NULL for a RESP call */
     size_t *lens;
-    char *resp;                   /* a RESP call: the arguments after the sha (same allocation) */
-    size_t resp_len;
-    bool evaled;                  /* NOSCRIPT was answered by sending the source */
+    dlock__script_rcall rc;       /* a RESP call (argv NULL): its arguments (same allocation) and slot */
+    bool evaled;                  /* an argv call: NOSCRIPT was answered by sending the source */
 };
 
 #define TICK_MS 50
@@ -174,119 +173,61 @@ static int send_call(sk_engine *e, sk__call *c)
 
 /* ---- RESP calls: the purchase batch's arguments come formatted ---------- */
 
-#define RESP_HEAD_ROOM 96 /* "*<argc>\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n": 67 at most */
-
-static char *resp_len_line(char *p, char tag, size_t n)
-{
-    char num[24], *d = num + sizeof(num);
-    do {
-        *--d = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    *p++ = tag;
-    memcpy(p, d, (size_t)(num + sizeof(num) - d));
-    p += num + sizeof(num) - d;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-/* "*<argc>", then name and its second argument (the sha, or the source). */
-static char *resp_head(char *p, int argc, const char *name, const char *arg, size_t argn)
-{
-    size_t nn = strlen(name);
-    p = resp_len_line(p, '*', (size_t)argc);
-    p = resp_len_line(p, '$', nn);
-    memcpy(p, name, nn);
-    p += nn;
-    memcpy(p, "\r\n", 2);
-    p += 2;
-    p = resp_len_line(p, '$', argn);
-    memcpy(p, arg, argn);
-    p += argn;
-    memcpy(p, "\r\n", 2);
-    return p + 2;
-}
-
-/* EVALSHA in front of the call's arguments (written into the room kept
- * before them, so the command goes out in one piece). */
+/* EVALSHA (or EVAL after NOSCRIPT) in front of the call's arguments, by
+ * the script object (script.h): the bytes are sent as the writer made them. */
 static int send_resp(sk_engine *e, sk__call *c)
 {
-    char head[RESP_HEAD_ROOM];
-    size_t hn = (size_t)(resp_head(head, c->argc, "EVALSHA", lua[c->script]->sha, 40) - head);
-    char *start = c->resp - hn;
-    memcpy(start, head, hn);
-    int rc = dlock__aconn_cmd_resp(e->ac, on_call_reply, c, start, hn + c->resp_len);
-    if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
+    int rc = dlock__script_rcall_send(e->ac, &c->rc, on_call_reply, c);
+    if (rc) return rc == DLOCK__ENOMEM ? DLOCK_ENOMEM : SK_EUNAVAIL;
     track_call(e, c);
     return 0;
 }
 
-/* NOSCRIPT: the same call with the script's source (once). */
+/* NOSCRIPT to an argv call: the same call with the script's source (once). */
 static int resend_eval(sk_engine *e, sk__call *c)
 {
     c->evaled = true;
-    const char *src = lua[c->script]->src;
-    size_t sn = lua[c->script]->len;
-    if (c->argv) {
-        c->argv[0] = "EVAL";
-        c->argv[1] = src;
-        c->lens[0] = 4;
-        c->lens[1] = sn;
-        if (dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens) != 0) return SK_EUNAVAIL;
-    } else {
-        char *buf = malloc(RESP_HEAD_ROOM + sn + c->resp_len);
-        if (!buf) return DLOCK_ENOMEM;
-        char *p = resp_head(buf, c->argc, "EVAL", src, sn);
-        memcpy(p, c->resp, c->resp_len);
-        int rc = dlock__aconn_cmd_resp(e->ac, on_call_reply, c, buf, (size_t)(p - buf) + c->resp_len);
-        free(buf); /* hiredis copied it */
-        if (rc) return SK_EUNAVAIL;
-    }
+    c->argv[0] = "EVAL";
+    c->argv[1] = lua[c->script]->src;
+    c->lens[0] = 4;
+    c->lens[1] = lua[c->script]->len;
+    if (dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens) != 0) return SK_EUNAVAIL;
     track_call(e, c);
     return 0;
 }
 
-int sk__call_script_resp(sk_engine *e, int script, int nargs, const char *resp, size_t len, sk__reply_fn fn,
-                         void *priv)
+/* The scripts' cache of the server is gone (restart, SCRIPT FLUSH): true
+ * when c is to be sent again with the source (once; nothing ran). */
+static bool script_missing(sk__call *c, const dlock__reply *reply)
+{
+    if (!reply || c->script < 0) return false;
+    if (!c->argv) return dlock__script_rcall_retry(&c->rc, reply);
+    if (c->evaled || !dlock__script_missing(reply)) return false;
+    return true;
+}
+
+int sk__call_script_resp(sk_engine *e, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv)
 {
     if (!e->ac || !e->up) return SK_EUNAVAIL;
-    sk__call *c = malloc(sizeof(*c) + RESP_HEAD_ROOM + len);
+    sk__call *c = malloc(sizeof(*c) + DLOCK__SCRIPT_HEAD_ROOM + a->len);
     if (!c) return DLOCK_ENOMEM;
-    *c = (sk__call){.e = e, .fn = fn, .priv = priv, .script = script, .slot = -1, .argc = nargs + 2};
-    c->resp = (char *)(c + 1) + RESP_HEAD_ROOM;
-    memcpy(c->resp, resp, len);
-    c->resp_len = len;
+    *c = (sk__call){.e = e, .fn = fn, .priv = priv, .script = script, .slot = -1, .argc = a->nargs + 2};
+    c->rc = (dlock__script_rcall){.s = lua[script], .nargs = a->nargs, .slot = a->slot,
+                                  .args = (char *)(c + 1) + DLOCK__SCRIPT_HEAD_ROOM, .len = a->len};
+    memcpy(c->rc.args, a->resp, a->len);
     int rc = send_resp(e, c);
     if (rc) free(c);
     return rc;
 }
 
-/* The slot of the first key of a RESP call's arguments ("$<n>\r\n<numkeys>
- * \r\n$<m>\r\n<key>\r\n..."), or -1 when it has none. */
-static int resp_first_key_slot(const char *p, size_t len)
-{
-    const char *end = p + len;
-    size_t n[2] = {0, 0};
-    const char *data[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++) {
-        if (p >= end || *p++ != '$') return -1;
-        while (p < end && *p >= '0' && *p <= '9') n[k] = n[k] * 10 + (size_t)(*p++ - '0');
-        if (end - p < 2 || (size_t)(end - p - 2) < n[k] + 2) return -1;
-        data[k] = p + 2;
-        p += 2 + n[k] + 2;
-    }
-    if (n[0] == 1 && data[0][0] == '0') return -1; /* numkeys 0 */
-    return (int)dlock__key_slot(data[1], n[1]);
-}
-
-/* The slot a call goes to: its first key (scripts with keys), its
- * c->slot (WAIT on a Cluster), else -1 (keyless: not counted per node). */
+/* The slot a call goes to: the slot its writer gave (RESP calls), its
+ * first key (argv scripts with keys), its c->slot (WAIT on a Cluster),
+ * else -1 (keyless: not counted per node). */
 static int call_slot(const sk__call *c)
 {
     if (c->slot >= 0) return c->slot;
     if (c->script < 0) return -1;
-    if (!c->argv) return resp_first_key_slot(c->resp, c->resp_len);
+    if (!c->argv) return c->rc.slot;
     if (c->argc < 4 || strcmp(c->argv[2], "0") == 0) return -1;
     return (int)dlock__key_slot(c->argv[3], c->lens[3]);
 }
@@ -318,10 +259,10 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     if (c->block_ms > 0 && reply && dlock__reply_kind(reply) == DLOCK__R_INTEGER)
         sk__acks_note_wait(e, c->slot, strtoll(c->argv[1], NULL, 10), dlock__reply_int(reply));
     unlink_call(e, c);
-    if (reply && c->script >= 0 && !c->evaled && dlock__reply_is_error(reply, "NOSCRIPT") && e->ac && e->up) {
+    if (e->ac && e->up && script_missing(c, reply)) {
         /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
         sk__log(e, DLOCK_LOG_DEBUG, "script %d not loaded on the server: sending it", c->script);
-        if (resend_eval(e, c) == 0) return;
+        if ((c->argv ? resend_eval(e, c) : send_resp(e, c)) == 0) return;
         reply = NULL;
         err = SK_EUNAVAIL;
     }
@@ -619,9 +560,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the coalescer's hooks ---------------------------------------------- */
 
-static int co_send_script(void *ud, int nargs, const char *resp, size_t len, sk__reply_fn fn, void *priv)
+static int co_send_script(void *ud, const sk__resp_args *a, sk__reply_fn fn, void *priv)
 {
-    return sk__call_script_resp(ud, SK__LUA_PURCHASE, nargs, resp, len, fn, priv);
+    return sk__call_script_resp(ud, SK__LUA_PURCHASE, a, fn, priv);
 }
 
 static int co_send_xfer(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv)

@@ -56,10 +56,9 @@ int sk__call_script(sk_engine *e, int script, int nargs, const char **args, cons
                     sk__reply_fn fn, void *priv);
 int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
                  void *priv);
-/* sk__call_script with the nargs arguments after the sha already written
- * as RESP bulk strings (resp[0..len), copied): the purchase batch. */
-int sk__call_script_resp(sk_engine *e, int script, int nargs, const char *resp, size_t len, sk__reply_fn fn,
-                         void *priv);
+/* sk__call_script with the arguments after the sha already written as
+ * RESP bulk strings, with their keys' slot (a->resp copied): the purchase batch. */
+int sk__call_script_resp(sk_engine *e, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv);
 /* The same for a keyless command that must reach the master of slot (WAIT
  * on a Cluster); slot -1: wherever sk__call_cmd sends. */
 int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,

@@ -7,27 +7,29 @@
  *   then "done" forgets the journal entry. Each half is acknowledged like
  *   a purchase (WAIT on its node when the plan asks for it); a half that
  *   is not acknowledged leaves the entry for recovery, never a second
- *   give. Then the parked purchases are sent again.
+ *   give. Then the lane is reported: units arrived (its parked
+ *   purchases are sent again).
  * - Sold out: when no source had anything, every bucket is probed twice
  *   more (stock, journal size, gate size). Two probes that agree, with no
  *   journal entry anywhere and no source above zero, prove a moment at
  *   which the campaign had nothing left outside this bucket (gate sizes
  *   only grow, so an unchanged size means no give landed in between):
- *   only then is a purchase answered sold_out, and the campaign's local
- *   flag set (coalesce.c then answers a short bucket sold out at once,
- *   until any bucket has stock again). Otherwise it tries again.
+ *   only then is the lane reported empty (the coalescer answers sold_out
+ *   and sets the campaign's local flag). Otherwise it tries again.
  * - Recovery: every second, journal entries older than RECOVER_AGE_MS in
  *   any bucket of a known sharded campaign are given (gated) and done,
  *   each only after a WAIT on its source holds the take.
- * A parked purchase that cannot be decided within park_max_ms answers
- * 503 unavailable (not decided). */
+ * The mover answers no buyer: it reports units arrived, proven empty and
+ * going round again (transfer.h); the coalescer owns the parked purchases,
+ * their deadline and their answers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/event.h>
 
-#include "coalesce_internal.h"
+#include "transfer.h"
+
 #include "dlock/dlock.h"
 #include "util.h"
 
@@ -37,7 +39,19 @@
 #define RETRY_ERR_MS 50  /* a transport error or an unacknowledged half */
 #define UNACKED_MS 1000  /* a source whose take was not acknowledged is only probed this long */
 
-const int64_t sk_wait_bucket_le_ms[SK_STAT_WAIT_BUCKETS] = {1, 2, 5, 10, 50, 100, 1000, INT64_MAX};
+struct sk__xfer {
+    struct event_base *base;
+    sk__coalesce_hooks h;     /* send_xfer, send_wait, ack_plan, log */
+    sk__xfer_events ev;
+    sk__camp_table *camps;    /* recovery walks it (not owned) */
+    int64_t pause_ms;         /* test hook: delay between take and give */
+    bool stopping;
+    struct sk__pull *pulls;   /* under way (to stop and free) */
+    sk_engine_xfer_stats xs;
+    char xid_base[17];        /* this mover's transfer ids: <xid_base>.<seq> */
+    uint64_t xid_seq;
+    int64_t last_recover_ms;
+};
 
 typedef struct snap {
     int64_t stock, hlen, scard;
@@ -51,7 +65,8 @@ typedef struct probe_ctx {
 } probe_ctx;
 
 typedef struct sk__pull {
-    sk__coalescer *co;
+    sk__xfer *x;
+    struct sk__pull *lprev, *lnext; /* on x->pulls */
     sk__lane *dst;
     int order[SK_MAX_SHARDS];
     int norder, next;
@@ -75,7 +90,7 @@ static void key_of(const sk__lane *l, const char *part, char *buf, size_t len)
     snprintf(buf, len, "%s%s", l->prefix, part);
 }
 
-static int send_take(sk__coalescer *co, sk__lane *src, const char *xid, int dst, int64_t want, sk__reply_fn fn,
+static int send_take(sk__xfer *x, sk__lane *src, const char *xid, int dst, int64_t want, sk__reply_fn fn,
                      void *priv)
 {
     char stock[SK_BUCKET_TAG_MAX + 16], xfer[SK_BUCKET_TAG_MAX + 16], xin[SK_BUCKET_TAG_MAX + 16];
@@ -86,11 +101,11 @@ static int send_take(sk__coalescer *co, sk__lane *src, const char *xid, int dst,
     snprintf(d, sizeof(d), "%d", dst);
     snprintf(w, sizeof(w), "%lld", (long long)want);
     const char *args[] = {"3", stock, xfer, xin, "take", xid, d, w};
-    co->xs.script_calls++;
-    return co->h.send_xfer(co->h.ud, 8, args, fn, priv);
+    x->xs.script_calls++;
+    return x->h.send_xfer(x->h.ud, 8, args, fn, priv);
 }
 
-static int send_give(sk__coalescer *co, sk__lane *dst, const char *xid, int64_t units, sk__reply_fn fn,
+static int send_give(sk__xfer *x, sk__lane *dst, const char *xid, int64_t units, sk__reply_fn fn,
                      void *priv)
 {
     char stock[SK_BUCKET_TAG_MAX + 16], xin[SK_BUCKET_TAG_MAX + 16], ev[SK_BUCKET_TAG_MAX + 16], u[24];
@@ -99,43 +114,55 @@ static int send_give(sk__coalescer *co, sk__lane *dst, const char *xid, int64_t 
     key_of(dst, "events", ev, sizeof(ev));
     snprintf(u, sizeof(u), "%lld", (long long)units);
     const char *args[] = {"3", stock, xin, ev, "give", xid, u};
-    co->xs.script_calls++;
-    return co->h.send_xfer(co->h.ud, 7, args, fn, priv);
+    x->xs.script_calls++;
+    return x->h.send_xfer(x->h.ud, 7, args, fn, priv);
 }
+
+static void settled(sk__xfer *x, sk__camp *c) { x->ev.settled(x->ev.ud, c); }
+
+typedef struct done_ctx {
+    sk__xfer *x;
+    sk__camp *camp;
+} done_ctx;
 
 static void ignore(const dlock__reply *r, int err, void *priv)
 {
     (void)r;
     (void)err;
-    sk__camp *c = priv;
-    c->busy--;
-    sk__co_maybe_drop(c->co, c);
+    done_ctx d = *(done_ctx *)priv;
+    free(priv);
+    d.camp->busy--;
+    settled(d.x, d.camp);
 }
 
 /* Forgets a journal entry whose give is durable (best effort: recovery
  * finds an entry left behind, and its give is gated). */
-static void send_done(sk__coalescer *co, sk__lane *src, const char *xid)
+static void send_done(sk__xfer *x, sk__lane *src, const char *xid)
 {
     char xfer[SK_BUCKET_TAG_MAX + 16];
     key_of(src, "xfer", xfer, sizeof(xfer));
     const char *args[] = {"1", xfer, "done", xid};
-    co->xs.script_calls++;
-    if (co->h.send_xfer(co->h.ud, 4, args, ignore, src->camp) == 0) src->camp->busy++;
+    done_ctx *d = malloc(sizeof(*d));
+    if (!d) return; /* recovery finds the entry */
+    *d = (done_ctx){.x = x, .camp = src->camp};
+    x->xs.script_calls++;
+    if (x->h.send_xfer(x->h.ud, 4, args, ignore, d) == 0) src->camp->busy++;
+    else free(d);
 }
 
 /* WAIT on the node of lane l when the plan asks for it: 1 sent (fn will
  * run), 0 nothing to wait for (the reply was the acknowledgement, or none
  * is possible), -1 could not be sent (treat as not acknowledged). */
-static int send_ack(sk__coalescer *co, sk__lane *l, int *acks_out, sk__reply_fn fn, void *priv)
+static int send_ack(sk__xfer *x, sk__lane *l, int *acks_out, sk__reply_fn fn, void *priv)
 {
     int64_t timeout = 0;
-    if (co->h.ack_plan(co->h.ud, acks_out, &timeout) != SK__ACK_WAIT) return 0;
+    if (x->h.ack_plan(x->h.ud, acks_out, &timeout) != SK__ACK_WAIT) return 0;
     char n[16], t[24], route[SK_BUCKET_TAG_MAX + 16];
     snprintf(n, sizeof(n), "%d", *acks_out);
     snprintf(t, sizeof(t), "%lld", (long long)timeout);
     key_of(l, "meta", route, sizeof(route));
     const char *argv[] = {"WAIT", n, t};
-    return co->h.send_wait(co->h.ud, route, 3, argv, fn, priv) == 0 ? 1 : -1;
+    return x->h.send_wait(x->h.ud, route, 3, argv, fn, priv) == 0 ? 1 : -1;
 }
 
 static bool acked(const dlock__reply *r, int err, int acks)
@@ -156,39 +183,25 @@ static bool read_snap(const dlock__reply *r, int err, int64_t *n_out, snap *s)
 
 /* ---- the end of a pull --------------------------------------------------- */
 
-static int64_t parked_need(const sk__lane *l)
-{
-    int64_t need = 0;
-    for (const sk__preq *q = l->parked; q; q = q->next) need += q->qty;
-    return need > 0 ? need : 1;
-}
+/* Units the parked purchases of the pull's lane need (0: none parked). */
+static int64_t parked_need(const sk__pull *p) { return p->x->ev.need(p->x->ev.ud, p->dst); }
 
-static sk__preq *take_parked(sk__lane *l)
+static void pull_unlink(sk__pull *p)
 {
-    sk__preq *q = l->parked;
-    l->parked = NULL;
-    l->parked_tail = &l->parked;
-    return q;
+    if (p->lprev) p->lprev->lnext = p->lnext;
+    else p->x->pulls = p->lnext;
+    if (p->lnext) p->lnext->lprev = p->lprev;
+    p->dst->pull = NULL;
+    if (p->timer) event_free(p->timer);
 }
 
 static void pull_free(sk__pull *p)
 {
-    p->dst->pull = NULL;
-    if (p->timer) event_free(p->timer);
+    sk__xfer *x = p->x;
     sk__camp *c = p->dst->camp;
+    pull_unlink(p);
     free(p);
-    sk__co_maybe_drop(c->co, c);
-}
-
-/* Sends every parked purchase again (units arrived, or may have). */
-static void requeue(sk__lane *l)
-{
-    sk__preq *q = take_parked(l);
-    while (q) {
-        sk__preq *next = q->next;
-        sk__co_enqueue(l, q);
-        q = next;
-    }
+    settled(x, c);
 }
 
 static void on_pull_timer(evutil_socket_t fd, short what, void *arg)
@@ -201,41 +214,22 @@ static void on_pull_timer(evutil_socket_t fd, short what, void *arg)
 
 static void pull_later(sk__pull *p, int64_t ms, void (*fn)(sk__pull *p))
 {
-    if (p->co->freeing) {
+    if (p->x->stopping) {
         pull_free(p);
         return;
     }
-    if (!p->timer) p->timer = evtimer_new(p->co->base, on_pull_timer, p);
+    if (!p->timer) p->timer = evtimer_new(p->x->base, on_pull_timer, p);
     struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000 * 1000)};
     p->on_timer = fn;
     if (!p->timer || evtimer_add(p->timer, &tv) != 0) fn(p); /* no timer: go on at once */
 }
 
-/* Parked purchases past their deadline answer 503 (not decided). */
-static void expire_parked(sk__pull *p)
-{
-    sk__lane *l = p->dst;
-    int64_t now = dlock__now_ms();
-    sk__preq *q = take_parked(l);
-    while (q) {
-        sk__preq *next = q->next;
-        if (now - q->parked_ms >= p->co->park_max_ms) {
-            sk_purchase_result res = {.err = SK_EUNAVAIL, .qty = q->qty, .order_id = q->order_id};
-            sk__co_answer(p->co, q, &res);
-        } else {
-            q->next = NULL;
-            *l->parked_tail = q;
-            l->parked_tail = &q->next;
-        }
-        q = next;
-    }
-}
-
-/* Try again from the top (a move was in progress, or a call failed). */
+/* Try again from the top (a move was in progress, or a call failed);
+ * purchases parked past their deadline give up first. */
 static void rescan(sk__pull *p)
 {
-    expire_parked(p);
-    if (!p->dst->parked) {
+    p->x->ev.expire(p->x->ev.ud, p->dst);
+    if (parked_need(p) == 0) {
         pull_free(p);
         return;
     }
@@ -248,34 +242,34 @@ static void rescan(sk__pull *p)
  * drop an idle campaign, and the lane with it). */
 static void after_move(sk__pull *p)
 {
-    requeue(p->dst);
+    p->x->ev.arrived(p->x->ev.ud, p->dst);
     pull_free(p);
 }
 
 static void on_wait_dst(const dlock__reply *r, int err, void *priv)
 {
     sk__pull *p = priv;
-    if (acked(r, err, p->acks)) send_done(p->co, p->dst->camp->lanes[p->src], p->xid);
+    if (acked(r, err, p->acks)) send_done(p->x, p->dst->camp->lanes[p->src], p->xid);
     after_move(p); /* the units are there; their purchases are acknowledged on their own */
 }
 
 static void on_give(const dlock__reply *r, int err, void *priv)
 {
     sk__pull *p = priv;
-    sk__coalescer *co = p->co;
+    sk__xfer *x = p->x;
     p->dst->camp->busy--;
     if (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2) {
         pull_later(p, RETRY_ERR_MS, rescan); /* the entry stays: recovery gives it */
         return;
     }
     if (dlock__reply_int(dlock__reply_at(r, 0)) == 1) {
-        co->xs.gives++;
-        co->xs.units += (uint64_t)p->n;
+        x->xs.gives++;
+        x->xs.units += (uint64_t)p->n;
     }
     p->dst->known = dlock__reply_int(dlock__reply_at(r, 1));
-    int w = send_ack(co, p->dst, &p->acks, on_wait_dst, p);
+    int w = send_ack(x, p->dst, &p->acks, on_wait_dst, p);
     if (w == 0) {
-        send_done(co, p->dst->camp->lanes[p->src], p->xid);
+        send_done(x, p->dst->camp->lanes[p->src], p->xid);
         after_move(p);
     } else if (w < 0) {
         after_move(p);
@@ -284,7 +278,7 @@ static void on_give(const dlock__reply *r, int err, void *priv)
 
 static void give_now(sk__pull *p)
 {
-    if (send_give(p->co, p->dst, p->xid, p->n, on_give, p) == 0) p->dst->camp->busy++;
+    if (send_give(p->x, p->dst, p->xid, p->n, on_give, p) == 0) p->dst->camp->busy++;
     else pull_later(p, RETRY_ERR_MS, rescan);
 }
 
@@ -306,7 +300,7 @@ static void on_wait_src(const dlock__reply *r, int err, void *priv)
 /* The take is in the source's journal: make it durable, then give. */
 static void after_take(sk__pull *p)
 {
-    int w = send_ack(p->co, p->dst->camp->lanes[p->src], &p->acks, on_wait_src, p);
+    int w = send_ack(p->x, p->dst->camp->lanes[p->src], &p->acks, on_wait_src, p);
     if (w == 0) give_now(p);
     else if (w < 0) on_wait_src(NULL, SK_EUNAVAIL, p);
 }
@@ -319,7 +313,7 @@ static void begin_collect(sk__pull *p);
 static void on_take(const dlock__reply *r, int err, void *priv)
 {
     sk__pull *p = priv;
-    sk__coalescer *co = p->co;
+    sk__xfer *x = p->x;
     sk__camp *c = p->dst->camp;
     c->busy--;
     int64_t n = 0;
@@ -329,26 +323,27 @@ static void on_take(const dlock__reply *r, int err, void *priv)
     }
     c->lanes[p->src]->known = p->s1[p->src].stock;
     if (n <= 0) {
-        co->xs.probes++;
+        x->xs.probes++;
         take_next(p);
         return;
     }
-    co->xs.takes++;
+    x->xs.takes++;
     p->n = n;
-    if (co->xfer_pause_ms > 0) pull_later(p, co->xfer_pause_ms, after_take);
+    if (x->pause_ms > 0) pull_later(p, x->pause_ms, after_take);
     else after_take(p);
 }
 
 static void take_next(sk__pull *p)
 {
-    sk__coalescer *co = p->co;
+    sk__xfer *x = p->x;
     sk__camp *c = p->dst->camp;
     while (p->next < p->norder) {
         p->src = p->order[p->next++];
-        snprintf(p->xid, sizeof(p->xid), "%s.%llu", co->xid_base, (unsigned long long)++co->xid_seq);
+        snprintf(p->xid, sizeof(p->xid), "%s.%llu", x->xid_base, (unsigned long long)++x->xid_seq);
         bool probe_only = dlock__now_ms() < c->lanes[p->src]->unacked_until_ms;
-        int64_t want = probe_only ? 0 : parked_need(p->dst);
-        if (send_take(co, c->lanes[p->src], p->xid, p->dst->j, want, on_take, p) == 0) {
+        int64_t need = parked_need(p);
+        int64_t want = probe_only ? 0 : need > 0 ? need : 1;
+        if (send_take(x, c->lanes[p->src], p->xid, p->dst->j, want, on_take, p) == 0) {
             c->busy++;
             return;
         }
@@ -388,27 +383,11 @@ static bool proven_empty(const sk__pull *p)
     return true;
 }
 
-/* Parked purchases that fit in this bucket's units are sent again; the
- * others are sold out (the campaign has nothing elsewhere). */
+/* The campaign has nothing outside this bucket: reported empty. */
 static void conclude(sk__pull *p)
 {
-    sk__coalescer *co = p->co;
-    sk__lane *l = p->dst;
-    int64_t here = p->s2[l->j].stock;
-    co->xs.soldout_checks++;
-    if (here <= 0) l->camp->soldout = true;
-    sk__preq *q = take_parked(l);
-    while (q) {
-        sk__preq *next = q->next;
-        if (q->qty <= here) {
-            sk__co_enqueue(l, q);
-        } else {
-            sk_purchase_result res = {.err = SK_ESOLDOUT, .qty = q->qty, .order_id = q->order_id,
-                                      .remaining = here > 0 ? here : 0};
-            sk__co_answer(co, q, &res);
-        }
-        q = next;
-    }
+    p->x->xs.soldout_checks++;
+    p->x->ev.empty(p->x->ev.ud, p->dst, p->s2[p->dst->j].stock);
     pull_free(p);
 }
 
@@ -420,7 +399,7 @@ static int send_probe(sk__pull *p, int j, int which)
     sk__camp *c = p->dst->camp;
     probe_ctx *pc = &p->pc[which][j];
     *pc = (probe_ctx){.p = p, .j = j, .which = which};
-    if (send_take(p->co, c->lanes[j], "probe", p->dst->j, 0, on_probe, pc) != 0) return -1;
+    if (send_take(p->x, c->lanes[j], "probe", p->dst->j, 0, on_probe, pc) != 0) return -1;
     c->busy++;
     p->due++;
     return 0;
@@ -445,7 +424,7 @@ static void on_probe(const dlock__reply *r, int err, void *priv)
 /* No source gave anything: the destination's own probe completes collect 1. */
 static void begin_collect(sk__pull *p)
 {
-    if (!p->dst->parked) { /* a pull for a drained lane with no buyer waiting: nothing to prove */
+    if (parked_need(p) == 0) { /* a pull for a drained lane with no buyer waiting: nothing to prove */
         pull_free(p);
         return;
     }
@@ -471,13 +450,16 @@ static void second_collect(sk__pull *p)
         }
 }
 
-void sk__xfer_kick(sk__coalescer *co, sk__lane *l)
+void sk__xfer_kick(sk__xfer *x, sk__lane *l)
 {
-    if (l->pull || l->camp->k < 2 || co->freeing) return;
+    if (l->pull || l->camp->k < 2 || x->stopping) return;
     sk__pull *p = calloc(1, sizeof(*p));
     if (!p) return; /* the next short answer tries again */
-    p->co = co;
+    p->x = x;
     p->dst = l;
+    p->lnext = x->pulls;
+    if (x->pulls) x->pulls->lprev = p;
+    x->pulls = p;
     l->pull = p;
     start_scan(p);
 }
@@ -485,7 +467,7 @@ void sk__xfer_kick(sk__coalescer *co, sk__lane *l)
 /* ---- recovery of journal entries a mover left --------------------------- */
 
 typedef struct recov {
-    sk__coalescer *co;
+    sk__xfer *x;
     sk__camp *camp;
     int src, dst;
     int64_t units;
@@ -496,45 +478,52 @@ typedef struct recov {
 static void recov_end(recov *rv)
 {
     sk__camp *c = rv->camp;
+    sk__xfer *x = rv->x;
     c->busy--;
     free(rv);
-    sk__co_maybe_drop(c->co, c);
+    settled(x, c);
 }
 
 static void on_recov_wait(const dlock__reply *r, int err, void *priv)
 {
     recov *rv = priv;
-    if (acked(r, err, rv->acks)) send_done(rv->co, rv->camp->lanes[rv->src], rv->xid);
+    if (acked(r, err, rv->acks)) send_done(rv->x, rv->camp->lanes[rv->src], rv->xid);
     recov_end(rv);
+}
+
+static void log_recovered(sk__xfer *x, const recov *rv)
+{
+    if (!x->h.log) return;
+    char msg[200];
+    snprintf(msg, sizeof(msg), "campaign %s: transfer %s (%lld units, bucket %d -> %d) finished by recovery",
+             rv->camp->id, rv->xid, (long long)rv->units, rv->src, rv->dst);
+    x->h.log(x->h.ud, DLOCK_LOG_WARN, msg);
 }
 
 static void on_recov_give(const dlock__reply *r, int err, void *priv)
 {
     recov *rv = priv;
-    sk__coalescer *co = rv->co;
+    sk__xfer *x = rv->x;
     if (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2) {
         recov_end(rv);
         return;
     }
     if (dlock__reply_int(dlock__reply_at(r, 0)) == 1) {
-        co->xs.recovered++;
-        co->xs.units += (uint64_t)rv->units;
-        char msg[200];
-        snprintf(msg, sizeof(msg), "campaign %s: transfer %s (%lld units, bucket %d -> %d) finished by recovery",
-                 rv->camp->id, rv->xid, (long long)rv->units, rv->src, rv->dst);
-        sk__co_log(co, DLOCK_LOG_WARN, msg);
+        x->xs.recovered++;
+        x->xs.units += (uint64_t)rv->units;
+        log_recovered(x, rv);
     }
     sk__lane *d = rv->camp->lanes[rv->dst];
     d->known = dlock__reply_int(dlock__reply_at(r, 1));
-    if (d->parked && !d->pull) sk__xfer_kick(co, d);
-    int w = send_ack(co, d, &rv->acks, on_recov_wait, rv);
-    if (w == 0) send_done(co, rv->camp->lanes[rv->src], rv->xid);
+    if (x->ev.need(x->ev.ud, d) > 0) sk__xfer_kick(x, d); /* no-op while a pull into d is under way */
+    int w = send_ack(x, d, &rv->acks, on_recov_wait, rv);
+    if (w == 0) send_done(x, rv->camp->lanes[rv->src], rv->xid);
     if (w != 1) recov_end(rv);
 }
 
 static void recov_give(recov *rv)
 {
-    if (send_give(rv->co, rv->camp->lanes[rv->dst], rv->xid, rv->units, on_recov_give, rv) != 0) recov_end(rv);
+    if (send_give(rv->x, rv->camp->lanes[rv->dst], rv->xid, rv->units, on_recov_give, rv) != 0) recov_end(rv);
 }
 
 /* The entry is given only once the source's replicas hold it (see on_wait_src). */
@@ -545,7 +534,7 @@ static void on_recov_src(const dlock__reply *r, int err, void *priv)
     else recov_end(rv); /* the next round asks again */
 }
 
-static void recover_entry(sk__coalescer *co, sk__camp *c, int src, const dlock__reply *r, size_t i)
+static void recover_entry(sk__xfer *x, sk__camp *c, int src, const dlock__reply *r, size_t i)
 {
     const char *xid = dlock__reply_str(dlock__reply_at(r, i), NULL);
     long long dst = dlock__reply_int(dlock__reply_at(r, i + 1));
@@ -553,16 +542,16 @@ static void recover_entry(sk__coalescer *co, sk__camp *c, int src, const dlock__
     if (!xid || dst < 0 || dst >= c->k || dst == src || units <= 0 || strlen(xid) >= 48) return;
     recov *rv = calloc(1, sizeof(*rv));
     if (!rv) return;
-    *rv = (recov){.co = co, .camp = c, .src = src, .dst = (int)dst, .units = units};
+    *rv = (recov){.x = x, .camp = c, .src = src, .dst = (int)dst, .units = units};
     snprintf(rv->xid, sizeof(rv->xid), "%s", xid);
     c->busy++;
-    int w = send_ack(co, c->lanes[src], &rv->acks, on_recov_src, rv);
+    int w = send_ack(x, c->lanes[src], &rv->acks, on_recov_src, rv);
     if (w == 0) recov_give(rv);
     else if (w < 0) recov_end(rv);
 }
 
 typedef struct stale_q {
-    sk__coalescer *co;
+    sk__xfer *x;
     sk__camp *camp;
     int src;
 } stale_q;
@@ -571,69 +560,71 @@ static void on_stale(const dlock__reply *r, int err, void *priv)
 {
     stale_q *sq = priv;
     sk__camp *c = sq->camp;
-    if (!err && dlock__reply_kind(r) == DLOCK__R_ARRAY && !sq->co->freeing)
+    sk__xfer *x = sq->x;
+    if (!err && dlock__reply_kind(r) == DLOCK__R_ARRAY && !x->stopping)
         for (size_t i = 0; i + 3 <= dlock__reply_count(r); i += 3)
-            recover_entry(sq->co, c, sq->src, r, i);
+            recover_entry(x, c, sq->src, r, i);
     free(sq);
     c->busy--;
-    sk__co_maybe_drop(c->co, c);
+    settled(x, c);
 }
 
 static void recover_camp(sk__camp *c, void *ud)
 {
-    sk__coalescer *co = ud;
+    sk__xfer *x = ud;
     if (c->k < 2 || c->loading) return;
     char age[24];
     snprintf(age, sizeof(age), "%d", RECOVER_AGE_MS);
     for (int j = 0; j < c->k; j++) {
         stale_q *sq = malloc(sizeof(*sq));
         if (!sq) return;
-        *sq = (stale_q){.co = co, .camp = c, .src = j};
+        *sq = (stale_q){.x = x, .camp = c, .src = j};
         char xfer[SK_BUCKET_TAG_MAX + 16];
         key_of(c->lanes[j], "xfer", xfer, sizeof(xfer));
         const char *args[] = {"1", xfer, "stale", age};
-        co->xs.script_calls++;
-        if (co->h.send_xfer(co->h.ud, 4, args, on_stale, sq) == 0) c->busy++;
+        x->xs.script_calls++;
+        if (x->h.send_xfer(x->h.ud, 4, args, on_stale, sq) == 0) c->busy++;
         else free(sq);
     }
 }
 
-void sk__xfer_recover(sk__coalescer *co)
+void sk__xfer_recover(sk__xfer *x)
 {
     int64_t now = dlock__now_ms();
-    if (co->freeing || now - co->last_recover_ms < RECOVER_EVERY_MS) return;
-    co->last_recover_ms = now;
-    sk__camp_each(&co->camps, recover_camp, co);
+    if (x->stopping || now - x->last_recover_ms < RECOVER_EVERY_MS) return;
+    x->last_recover_ms = now;
+    sk__camp_each(x->camps, recover_camp, x);
 }
 
-static void fail_parked_camp(sk__camp *c, void *ud)
+/* ---- life cycle ---------------------------------------------------------- */
+
+int sk__xfer_new(struct event_base *base, const sk__coalesce_hooks *hooks, sk__camp_table *camps,
+                 const sk__xfer_events *ev, int64_t pause_ms, sk__xfer **out)
 {
-    int err = *(const int *)ud;
-    for (int j = 0; j < c->nlanes; j++) {
-        sk__lane *l = c->lanes[j];
-        if (l->pull && l->pull->timer) event_del(l->pull->timer);
-        sk__preq *q = take_parked(l);
-        while (q) {
-            sk__preq *next = q->next;
-            sk_purchase_result res = {.err = err, .qty = q->qty, .order_id = q->order_id};
-            sk__co_answer(c->co, q, &res);
-            q = next;
-        }
-    }
+    sk__xfer *x = calloc(1, sizeof(*x));
+    *out = x;
+    if (!x) return DLOCK_ENOMEM;
+    *x = (sk__xfer){.base = base, .h = *hooks, .ev = *ev, .camps = camps, .pause_ms = pause_ms};
+    dlock__random_hex(x->xid_base, (sizeof(x->xid_base) - 1) / 2); /* 16 hex digits + NUL */
+    return 0;
 }
 
-void sk__xfer_fail_parked(sk__coalescer *co, int err) { sk__camp_each(&co->camps, fail_parked_camp, &err); }
-
-static void free_pulls(sk__camp *c, void *ud)
+void sk__xfer_stop(sk__xfer *x)
 {
-    (void)ud;
-    for (int j = 0; j < c->nlanes; j++) {
-        sk__pull *p = c->lanes[j]->pull;
-        if (!p) continue;
-        if (p->timer) event_free(p->timer);
-        c->lanes[j]->pull = NULL;
+    x->stopping = true;
+    for (sk__pull *p = x->pulls; p; p = p->lnext)
+        if (p->timer) event_del(p->timer);
+}
+
+void sk__xfer_free(sk__xfer *x)
+{
+    if (!x) return;
+    while (x->pulls) {
+        sk__pull *p = x->pulls;
+        pull_unlink(p);
         free(p);
     }
+    free(x);
 }
 
-void sk__xfer_free_all(sk__coalescer *co) { sk__camp_each(&co->camps, free_pulls, NULL); }
+void sk__xfer_stats(const sk__xfer *x, sk_engine_xfer_stats *st) { *st = x->xs; }

@@ -1,7 +1,8 @@
 /* test_script.c: the script object (script.h) on real servers: the SHA-1
  * fixed at build time is the one Redis computes; after the server's
  * script cache is emptied a call still runs its script exactly once
- * (EVALSHA answered NOSCRIPT, then EVAL), on the sync and the async door;
+ * (EVALSHA answered NOSCRIPT, then EVAL), on the sync and the async door
+ * and for a call whose arguments come written as RESP;
  * on a Cluster a call goes to the master of its keys' slot and keys in two
  * slots are refused before anything is sent; calls larger than any stack
  * buffer work; bad counts are refused. Also where the routers read the
@@ -19,6 +20,7 @@
 
 #include "cluster_fixture.h"
 #include "common_err.h"
+#include "resp_write.h"
 #include "script.h"
 #include "servers.h"
 #include "util.h"
@@ -181,6 +183,68 @@ static void test_after_script_flush_an_async_call_runs_once(void **state)
     dlock__conn_close(c);
 }
 
+/* A call whose arguments come written as RESP: EVALSHA; on NOSCRIPT the
+ * caller asks dlock__script_rcall_retry and sends it again (EVAL), once. */
+typedef struct rres {
+    dlock__script_rcall *rc;
+    bool done;
+    int sends;
+    long long n;
+} rres;
+
+static void on_rcall(dlock__aconn *ac, dlock__reply *r, int err, void *priv)
+{
+    rres *res = priv;
+    if (!err && dlock__script_rcall_retry(res->rc, r)) {
+        res->sends++;
+        assert_int_equal(dlock__script_rcall_send(ac, res->rc, on_rcall, res), 0);
+        return;
+    }
+    res->done = true;
+    res->n = !err && r && dlock__reply_kind(r) == DLOCK__R_INTEGER ? dlock__reply_int(r) : -1;
+}
+
+static long long rcall_incr(dlock__aconn *ac, const char *key, bool *evaled)
+{
+    char buf[DLOCK__SCRIPT_HEAD_ROOM + 128];
+    char *args = buf + DLOCK__SCRIPT_HEAD_ROOM;
+    char *p = dlock__resp_bulk(args, "1", 1);
+    p = dlock__resp_bulk(p, key, strlen(key));
+    dlock__script_rcall rc = {.s = &incr, .nargs = 2, .slot = -1, .args = args, .len = (size_t)(p - args)};
+    rres res = {.rc = &rc, .sends = 1};
+    assert_int_equal(dlock__script_rcall_send(ac, &rc, on_rcall, &res), 0);
+    run_until(&res.done);
+    assert_true(res.done);
+    assert_int_equal(res.sends, rc.by_source ? 2 : 1);
+    *evaled = rc.by_source;
+    return res.n;
+}
+
+static void test_after_script_flush_a_call_written_as_resp_runs_once(void **state)
+{
+    (void)state;
+    dlock__conn *c = open_url(srv.url);
+    dlock__aconn *ac = aopen_url(srv.url);
+    char key[64];
+    snprintf(key, sizeof(key), "%sscript:resp", test_prefix());
+    bool evaled = false;
+    flush_scripts(c);
+    assert_int_equal(rcall_incr(ac, key, &evaled), 1);
+    assert_true(evaled);
+    assert_int_equal(rcall_incr(ac, key, &evaled), 2);
+    assert_false(evaled);
+    /* never a second EVAL: a NOSCRIPT to EVAL is the answer */
+    dlock__reply *noscript = NULL;
+    const char wire[] = "-NOSCRIPT No matching script.\r\n";
+    assert_int_equal(dlock__reply_parse(wire, sizeof(wire) - 1, &noscript), 0);
+    dlock__script_rcall rc = {.s = &incr};
+    assert_true(dlock__script_rcall_retry(&rc, noscript));
+    assert_false(dlock__script_rcall_retry(&rc, noscript));
+    dlock__reply_free(noscript);
+    dlock__aconn_close(ac);
+    dlock__conn_close(c);
+}
+
 /* The value of key read from node i directly (not through the router). */
 static long long node_get(int i, const char *key)
 {
@@ -291,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_the_build_time_sha_is_the_one_redis_computes),
         cmocka_unit_test(test_after_script_flush_a_sync_call_runs_once),
         cmocka_unit_test(test_after_script_flush_an_async_call_runs_once),
+        cmocka_unit_test(test_after_script_flush_a_call_written_as_resp_runs_once),
         cmocka_unit_test(test_on_a_cluster_a_call_runs_on_its_keys_master),
         cmocka_unit_test(test_keys_in_two_slots_are_refused_before_sending),
         cmocka_unit_test(test_a_call_with_many_arguments_and_bad_counts),
