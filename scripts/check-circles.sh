@@ -15,7 +15,7 @@ set -eu
 # The directories the tree keeps free of file circles, and the one module
 # of several files allowed to (the HTTP layer behind hs_internal.h). Add a
 # directory here once it has no circle left.
-TREE_DIRS="src/common src/lib"
+TREE_DIRS="src/common src/lib src/seckill src/seckilld"
 TREE_MODULES="src/seckilld:hserver,hs_conn,hs_parse,hs_req"
 
 usage() {
