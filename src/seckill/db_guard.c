@@ -32,6 +32,8 @@ static const char SQL_USER_TAKE[] =
     "INSERT INTO user_totals (campaign, user_id, qty) VALUES ($1, $2, $3)"
     " ON CONFLICT (campaign, user_id) DO UPDATE SET qty = user_totals.qty + excluded.qty"
     " WHERE user_totals.qty + excluded.qty <= $4";
+static const char SQL_USER_HELD[] =
+    "SELECT COALESCE((SELECT qty FROM user_totals WHERE campaign = $1 AND user_id = $2), 0)";
 static const char SQL_LIMIT_GET[] =
     "SELECT c.per_user_limit, s.epoch FROM campaigns c JOIN campaign_stock s ON s.campaign = c.id WHERE c.id = $1";
 
@@ -53,18 +55,22 @@ static int guard_rule(const sk_order_in *o, const camp_limit *cl)
     return SK_OUT_ACCEPTED;
 }
 
-/* Takes o's units from Redis's share and from the user's allowance:
- * SK_OUT_ACCEPTED, SK_OUT_SOLD_OUT, SK_OUT_LIMIT or SK_EDB. */
+/* The user's allowance, then Redis's share (the order purchase.lua checks
+ * them in): SK_OUT_ACCEPTED with the units taken, SK_OUT_LIMIT,
+ * SK_OUT_SOLD_OUT or SK_EDB. */
 static int guard_take(sk_db *db, const sk_order_in *o, int64_t limit)
 {
-    int64_t changed = 0;
+    int64_t changed = 0, held = 0;
+    sk__arg cu[2] = {SK_T(o->campaign), SK_T(o->user)};
+    if (sk__db_run(db, SQL_USER_HELD, 2, cu, NULL, sk__db_int_cb, &held)) return SK_EDB;
+    if (held + o->qty > limit) return SK_OUT_LIMIT;
     sk__arg s[2] = {SK_T(o->campaign), SK_I(o->qty)};
     if (sk__db_run(db, SQL_STOCK_TAKE, 2, s, &changed, NULL, NULL)) return SK_EDB;
     if (changed == 0) return SK_OUT_SOLD_OUT;
     sk__arg u[4] = {SK_T(o->campaign), SK_T(o->user), SK_I(o->qty), SK_I(limit)};
     if (sk__db_run(db, SQL_USER_TAKE, 4, u, &changed, NULL, NULL)) return SK_EDB;
     if (changed) return SK_OUT_ACCEPTED;
-    if (sk__db_run(db, SQL_STOCK_GIVE, 2, s, NULL, NULL, NULL)) return SK_EDB;
+    if (sk__db_run(db, SQL_STOCK_GIVE, 2, s, NULL, NULL, NULL)) return SK_EDB; /* not under the write lock */
     return SK_OUT_LIMIT;
 }
 

@@ -63,9 +63,10 @@ int sk_db_purchase_direct(sk_db *db, uint64_t order_id, const char *campaign, co
     sk_campaign c;
     int rc = sk_db_campaign_get(db, campaign, &c, NULL);
     if (rc) return rc;
+    /* purchase.lua's order: the quantity bound, the window, the limit, stock */
+    if (qty > c.per_user_limit) return SK_EINVAL; /* bad_quantity, as purchase.lua answers */
     if (now_ms < c.starts_at_ms) return SK_ENOTSTARTED;
     if (c.ends_at_ms > 0 && now_ms >= c.ends_at_ms) return SK_EENDED;
-    if (qty > c.per_user_limit) return SK_EINVAL; /* bad_quantity, as purchase.lua answers */
     if (sk__db_begin(db)) return SK_EDB;
     rc = direct_steps(db, order_id, campaign, user, qty, now_ms);
     if (rc) { /* a refused direct purchase leaves no trace */

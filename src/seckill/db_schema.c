@@ -292,7 +292,8 @@ typedef struct migration {
  * outcome.h never renumbers; checked below). The PL/pgSQL guard reports
  * outcome ids and receives the ids it may report (p_codes: accepted,
  * replay, not_found, stale, bad_quantity, sold_out, limit) and their texts
- * (p_texts) from the C table, so it writes no code or text of its own. */
+ * (p_texts) from the C table, so it writes no code or text of its own.
+ * The rules run in purchase.lua's order: the user's limit before stock. */
 #define M8_REASON_CODE                                                                                   \
     "ALTER TABLE orders ADD COLUMN reason_code INTEGER NOT NULL DEFAULT 0;"                              \
     "UPDATE orders SET reason_code = CASE reason WHEN 'stale timeline' THEN 14 WHEN 'unknown campaign'"  \
@@ -322,6 +323,8 @@ typedef struct migration {
     "    IF v_lim IS NULL THEN v_code := p_codes[3];\n"                                                 \
     "    ELSIF p_epochs[i] < v_ep THEN v_code := p_codes[4];\n"                                         \
     "    ELSIF p_qtys[i] > v_lim THEN v_code := p_codes[5];\n"                                          \
+    "    ELSIF coalesce((SELECT u.qty FROM user_totals u WHERE u.campaign = p_camps[i]"                  \
+    " AND u.user_id = p_users[i]), 0) + p_qtys[i] > v_lim THEN v_code := p_codes[7];\n"               \
     "    ELSE\n"                                                                                        \
     "      UPDATE campaign_stock SET remaining = remaining - p_qtys[i] WHERE campaign = p_camps[i]"     \
     " AND remaining - reserve_remaining >= p_qtys[i];\n"                                                \
