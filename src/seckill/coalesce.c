@@ -36,6 +36,7 @@
 #include "ids.h"
 #include "outcome.h"
 #include "transfer.h"
+#include "soldout.h"
 #include "util.h"
 
 #define MAX_QTY 1000000
@@ -577,15 +578,13 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
     }
     sk__camp *c = sk__camp_find(&co->camps, campaign, true);
     if (!c) return DLOCK_ENOMEM;
-    if (c->soldout && !idem) {
-        co->soldout_local++;
-        co->outcomes[SK_OUT_SOLD_OUT]++;
-        return SK_ESOLDOUT;
-    }
+    int rc = sk_soldout_answer(c->soldout, idem != NULL, &co->soldout_local, co->outcomes);
+    if (rc) return rc;
     sk__lane *l = c->lanes[c->k > 1 ? sk_home_bucket(user, c->k) : 0];
-    if (!c->loading && l->npending >= co->max_batch) {
+    size_t max = (size_t)co->max_batch;
+    if (!c->loading && sk_throttle_admit((size_t)l->npending, max, NULL)) {
         flush(l); /* only left full by an allocation failure */
-        if (l->npending >= co->max_batch) return SK_EQUEUEFULL;
+        if ((rc = sk_throttle_admit((size_t)l->npending, max, NULL))) return rc;
     }
     sk__preq *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;

@@ -160,7 +160,7 @@ typedef struct order_acc {
 static void order_row(int n, const char *const *v, void *ud)
 {
     order_acc *a = ud;
-    if (n < 13) return;
+    if (n < 14) return;
     memset(&a->row, 0, sizeof(a->row));
     a->row.order_id = (uint64_t)sk__db_i64(v[0]);
     copy_str(a->row.campaign, sizeof(a->row.campaign), v[1]);
@@ -175,6 +175,7 @@ static void order_row(int n, const char *const *v, void *ud)
     a->row.epoch = sk__db_i64(v[10]);
     a->row.redis_mirrored = sk__db_i64(v[11]) != 0;
     a->row.redis_released = sk__db_i64(v[12]) != 0;
+    a->row.reason_code = (int)sk__db_i64(v[13]);
     a->found++;
     if (a->cb) a->cb(&a->row, a->ud);
 }

@@ -67,6 +67,7 @@ typedef struct sk_order_row {
     char idem[65];   /* Idempotency-Key of the purchase ("" if none) */
     int64_t epoch;   /* timeline the order was decided in (stream field epoch; 1 if absent) */
     bool redis_mirrored, redis_released;
+    int reason_code; /* rejected: the outcome id of the reason (outcome.h); 0 otherwise */
 } sk_order_row;
 
 /* 0 or SK_ENOTFOUND / SK_EDB. */

@@ -11,7 +11,7 @@
 /* The columns sk__db_order_row reads, in its order. */
 #define SK__ORDER_COLS                                                                                   \
     "SELECT order_id, campaign, user_id, qty, status, reason, path, created_ms, updated_ms, idem, epoch," \
-    " redis_mirrored, redis_released FROM orders"
+    " redis_mirrored, redis_released, reason_code FROM orders"
 
 /* Row callback: the first column as int64 into *(int64_t *)ud. */
 void sk__db_int_cb(int n, const char *const *v, void *ud);
@@ -23,5 +23,9 @@ int sk__db_order_mark(sk_db *db, const char *sql, uint64_t order_id);
 /* PostgreSQL locks the campaign's stock row (FOR UPDATE) inside an open
  * transaction; SQLite already holds its write lock. 0 or SK_EDB. */
 int sk__db_lock_stock(sk_db *db, const char *campaign);
+/* The sk_apply_result of a guard's outcome id (outcome.h): accepted is
+ * persisted, replay a duplicate, stale a stale timeline, any other reason
+ * rejected. */
+int sk__db_apply_of_outcome(int id);
 
 #endif

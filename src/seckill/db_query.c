@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "db_internal.h"
+#include "outcome.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -116,9 +117,9 @@ static const char SQL_STATS_DBREL[] =
 
 static const char SQL_STATS_DBPATH[] = "SELECT COUNT(*) FROM orders WHERE campaign = $1 AND path = 'db'";
 static const char SQL_STATS_REJECTS[] =
-    "SELECT COALESCE(SUM(CASE WHEN path = 'redis' AND reason <> 'stale timeline' THEN 1 ELSE 0 END), 0),"
-    " COALESCE(SUM(CASE WHEN reason = 'stale timeline' THEN 1 ELSE 0 END), 0),"
-    " COALESCE(SUM(CASE WHEN path = 'db' AND reason = 'limit' THEN 1 ELSE 0 END), 0)"
+    "SELECT COALESCE(SUM(CASE WHEN path = 'redis' AND reason_code <> $2 THEN 1 ELSE 0 END), 0),"
+    " COALESCE(SUM(CASE WHEN reason_code = $2 THEN 1 ELSE 0 END), 0),"
+    " COALESCE(SUM(CASE WHEN path = 'db' AND reason_code = $3 THEN 1 ELSE 0 END), 0)"
     " FROM orders WHERE campaign = $1 AND status = 'rejected'";
 static const char SQL_STATS_RESERVE[] =
     "SELECT c.db_reserve, s.reserve_remaining, s.epoch FROM campaigns c JOIN campaign_stock s"
@@ -168,7 +169,8 @@ int sk_db_campaign_stats_get(sk_db *db, const char *campaign, sk_db_campaign_sta
     if (sk__db_run(db, SQL_STATS_DBPATH, 1, &a, NULL, sk__db_int_cb, &out->db_path_orders)) return SK_EDB;
     if (sk__db_run(db, SQL_STATS_MIRPEND, 1, &a, NULL, sk__db_int_cb, &out->mirror_pending)) return SK_EDB;
     if (sk__db_run(db, SQL_STATS_DBREL, 1, &a, NULL, sk__db_int_cb, &out->released_done)) return SK_EDB;
-    if (sk__db_run(db, SQL_STATS_REJECTS, 1, &a, NULL, rejects_row, out)) return SK_EDB;
+    sk__arg rj[3] = {SK_T(campaign), SK_I(SK_OUT_STALE), SK_I(SK_OUT_LIMIT)}; /* reasons by outcome id */
+    if (sk__db_run(db, SQL_STATS_REJECTS, 3, rj, NULL, rejects_row, out)) return SK_EDB;
     if (sk__db_run(db, SQL_STATS_RESERVE, 1, &a, NULL, reserve_row, out)) return SK_EDB;
     return sk_db_handback_get(db, campaign, &out->handback);
 }

@@ -3,7 +3,8 @@
  * units Redis was never given), stores each sale as a tentative order
  * (pending, not in user_totals) and each tentative order is finalised once
  * (WHERE status = 'pending'): persisted within the limit, otherwise
- * rejected with its units back in the reserve. The unsold reserve goes to
+ * rejected (SK_OUT_LIMIT, outcome.h) with its units back in the reserve.
+ * Refusals are the engine's codes, so they map through the outcome table. The unsold reserve goes to
  * Redis's share at most once per campaign (handback_id recorded in the
  * transaction that empties it), and epoch only grows (the barrier's seal).
  * Design: docs/design/promise.md. */
@@ -16,6 +17,7 @@
 
 #include "db_internal.h"
 #include "ids.h"
+#include "outcome.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -61,9 +63,10 @@ int sk_db_purchase_direct(sk_db *db, uint64_t order_id, const char *campaign, co
     sk_campaign c;
     int rc = sk_db_campaign_get(db, campaign, &c, NULL);
     if (rc) return rc;
+    /* purchase.lua's order: the quantity bound, the window, the limit, stock */
+    if (qty > c.per_user_limit) return SK_EINVAL; /* bad_quantity, as purchase.lua answers */
     if (now_ms < c.starts_at_ms) return SK_ENOTSTARTED;
     if (c.ends_at_ms > 0 && now_ms >= c.ends_at_ms) return SK_EENDED;
-    if (qty > c.per_user_limit) return SK_ELIMIT;
     if (sk__db_begin(db)) return SK_EDB;
     rc = direct_steps(db, order_id, campaign, user, qty, now_ms);
     if (rc) { /* a refused direct purchase leaves no trace */
@@ -82,7 +85,7 @@ static const char SQL_USER_TAKE[] =
 static const char SQL_CONFIRM[] =
     "UPDATE orders SET status = 'persisted', updated_ms = $2 WHERE order_id = $1 AND status = 'pending'";
 static const char SQL_REFUSE[] =
-    "UPDATE orders SET status = 'rejected', reason = 'limit', updated_ms = $2 WHERE order_id = $1"
+    "UPDATE orders SET status = 'rejected', reason = $3, reason_code = $4, updated_ms = $2 WHERE order_id = $1"
     " AND status = 'pending'";
 
 /* Inside the transaction: *result_out as sk_db_order_finalise's. */
@@ -94,8 +97,9 @@ static int finalise_steps(sk_db *db, const sk_order_row *row, int *result_out)
     if (sk__db_run(db, SQL_LIMIT, 1, &c, NULL, sk__db_int_cb, &limit)) return SK_EDB;
     sk__arg u[4] = {SK_T(row->campaign), SK_T(row->user), SK_I(row->qty), SK_I(limit)};
     if (sk__db_run(db, SQL_USER_TAKE, 4, u, &took, NULL, NULL)) return SK_EDB;
-    sk__arg st[2] = {SK_I(row->order_id), SK_I(dlock__wall_ms())};
-    if (sk__db_run(db, took ? SQL_CONFIRM : SQL_REFUSE, 2, st, &changed, NULL, NULL)) return SK_EDB;
+    sk__arg st[4] = {SK_I(row->order_id), SK_I(dlock__wall_ms()), SK_T(sk_outcome_get(SK_OUT_LIMIT)->stored),
+                     SK_I(SK_OUT_LIMIT)};
+    if (sk__db_run(db, took ? SQL_CONFIRM : SQL_REFUSE, took ? 2 : 4, st, &changed, NULL, NULL)) return SK_EDB;
     if (changed == 0) return 1; /* finalised by someone else meanwhile: roll back */
     if (!took) {
         sk__arg s[2] = {SK_T(row->campaign), SK_I(row->qty)};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "db_internal.h"
+#include "outcome.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -179,19 +180,10 @@ typedef struct migration {
     " path, redis_released, created_ms, updated_ms, redis_mirrored FROM orders;"                        \
     "DROP TABLE orders;"                                                                                \
     "ALTER TABLE orders_v6 RENAME TO orders;" M6_INDEXES
-/* PostgreSQL: the batch guard of apply_one() (db_guard.c) as one
- * server-side function, now with the reserve and the timeline: the fast
- * path needs every order new, of the current epoch and fitting (per
- * campaign: units <= remaining - reserve_remaining; per user: held + units
- * <= limit; the row locks keep both true); otherwise order by order.
- * Results: 1 persisted, 2 rejected, 3 duplicate, 4 stale timeline. */
-#define M6_PG_APPLY_BATCH                                                                                \
-    "DROP FUNCTION sk_apply_batch(BIGINT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT);"       \
-    "CREATE FUNCTION sk_apply_batch(p_ids BIGINT[], p_camps TEXT[], p_users TEXT[], p_qtys BIGINT[],"   \
-    " p_paths TEXT[], p_created BIGINT[], p_idems TEXT[], p_epochs BIGINT[], p_now BIGINT)"             \
-    " RETURNS INTEGER[] LANGUAGE plpgsql AS $f$\n"                                                     \
-    "DECLARE res INTEGER[] := '{}'; v_camp TEXT; v_lim BIGINT; v_ep BIGINT; v_n INTEGER; v_reason TEXT;" \
-    " i INTEGER; v_len INTEGER := coalesce(array_length(p_ids, 1), 0); v_ok BOOLEAN := false;\n"       \
+/* The fast path of every sk_apply_batch since migration 6: locks the
+ * campaigns' stock rows in order, then (v_ok) when every order is new, of
+ * the current epoch and fits, writes them all at once. */
+#define PG_APPLY_FAST_CHECK                                                                              \
     "BEGIN\n"                                                                                           \
     "  FOR v_camp IN SELECT DISTINCT x FROM unnest(p_camps) AS x ORDER BY x LOOP\n"                    \
     "    PERFORM 1 FROM campaign_stock WHERE campaign = v_camp FOR UPDATE;\n"                           \
@@ -211,7 +203,7 @@ typedef struct migration {
     "      INTO v_ok;\n"                                                                                \
     "  END IF;\n"                                                                                       \
     "  IF v_ok THEN\n"
-#define M6_PG_APPLY_BATCH_TAIL                                                                           \
+#define PG_APPLY_FAST_WRITE                                                                              \
     "    INSERT INTO orders (order_id, campaign, user_id, qty, status, reason, path, created_ms,"       \
     " updated_ms, idem, epoch) SELECT id, camp, usr, qty, 'persisted', '', pth, cr, p_now, idm, ep"      \
     " FROM unnest(p_ids, p_camps, p_users, p_qtys, p_paths, p_created, p_idems, p_epochs)"              \
@@ -225,7 +217,23 @@ typedef struct migration {
     "    END IF;\n"                                                                                     \
     "    INSERT INTO user_totals (campaign, user_id, qty) SELECT camp, usr, sum(qty)"                   \
     " FROM unnest(p_camps, p_users, p_qtys) AS t(camp, usr, qty) GROUP BY camp, usr"                    \
-    " ON CONFLICT (campaign, user_id) DO UPDATE SET qty = user_totals.qty + excluded.qty;\n"             \
+    " ON CONFLICT (campaign, user_id) DO UPDATE SET qty = user_totals.qty + excluded.qty;\n"
+/* PostgreSQL: the batch guard of apply_one() (db_guard.c) as one
+ * server-side function, now with the reserve and the timeline: the fast
+ * path needs every order new, of the current epoch and fitting (per
+ * campaign: units <= remaining - reserve_remaining; per user: held + units
+ * <= limit; the row locks keep both true); otherwise order by order.
+ * Results: 1 persisted, 2 rejected, 3 duplicate, 4 stale timeline. */
+#define M6_PG_APPLY_BATCH                                                                                \
+    "DROP FUNCTION sk_apply_batch(BIGINT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT);"       \
+    "CREATE FUNCTION sk_apply_batch(p_ids BIGINT[], p_camps TEXT[], p_users TEXT[], p_qtys BIGINT[],"   \
+    " p_paths TEXT[], p_created BIGINT[], p_idems TEXT[], p_epochs BIGINT[], p_now BIGINT)"             \
+    " RETURNS INTEGER[] LANGUAGE plpgsql AS $f$\n"                                                     \
+    "DECLARE res INTEGER[] := '{}'; v_camp TEXT; v_lim BIGINT; v_ep BIGINT; v_n INTEGER; v_reason TEXT;" \
+    " i INTEGER; v_len INTEGER := coalesce(array_length(p_ids, 1), 0); v_ok BOOLEAN := false;\n"       \
+    PG_APPLY_FAST_CHECK
+#define M6_PG_APPLY_BATCH_TAIL                                                                           \
+    PG_APPLY_FAST_WRITE                                                                                  \
     "    RETURN array_fill(1, ARRAY[v_len]);\n"                                                         \
     "  END IF;\n"                                                                                       \
     "  FOR i IN 1 .. v_len LOOP\n"                                                                      \
@@ -278,6 +286,71 @@ typedef struct migration {
     "ALTER TABLE campaigns ADD COLUMN shards BIGINT NOT NULL DEFAULT 1 CHECK (shards >= 1 AND shards <= 64);" \
     "ALTER TABLE campaigns ADD COLUMN bucket_tags TEXT NOT NULL DEFAULT '';"
 
+/* Rejection reasons as outcome ids (outcome.h): orders.reason_code holds
+ * the id, orders.reason its text from the same table. Rows refused before
+ * take their id from the text they were stored with (the ids are fixed:
+ * outcome.h never renumbers; checked below). The PL/pgSQL guard reports
+ * outcome ids and receives the ids it may report (p_codes: accepted,
+ * replay, not_found, stale, bad_quantity, sold_out, limit) and their texts
+ * (p_texts) from the C table, so it writes no code or text of its own.
+ * The rules run in purchase.lua's order: the user's limit before stock. */
+#define M8_REASON_CODE                                                                                   \
+    "ALTER TABLE orders ADD COLUMN reason_code INTEGER NOT NULL DEFAULT 0;"                              \
+    "UPDATE orders SET reason_code = CASE reason WHEN 'stale timeline' THEN 14 WHEN 'unknown campaign'"  \
+    " THEN 6 WHEN 'sold out in database' THEN 2 ELSE 3 END WHERE status = 'rejected';"
+#define M8_PG_APPLY_BATCH                                                                                \
+    "DROP FUNCTION sk_apply_batch(BIGINT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], BIGINT[],"  \
+    " BIGINT);"                                                                                          \
+    "CREATE FUNCTION sk_apply_batch(p_ids BIGINT[], p_camps TEXT[], p_users TEXT[], p_qtys BIGINT[],"   \
+    " p_paths TEXT[], p_created BIGINT[], p_idems TEXT[], p_epochs BIGINT[], p_now BIGINT,"              \
+    " p_codes INTEGER[], p_texts TEXT[]) RETURNS INTEGER[] LANGUAGE plpgsql AS $f$\n"                   \
+    "DECLARE res INTEGER[] := '{}'; v_camp TEXT; v_lim BIGINT; v_ep BIGINT; v_n INTEGER; v_code INTEGER;" \
+    " i INTEGER; v_len INTEGER := coalesce(array_length(p_ids, 1), 0); v_ok BOOLEAN := false;\n"       \
+    PG_APPLY_FAST_CHECK
+#define M8_PG_APPLY_BATCH_TAIL                                                                           \
+    PG_APPLY_FAST_WRITE                                                                                  \
+    "    RETURN array_fill(p_codes[1], ARRAY[v_len]);\n"                                                \
+    "  END IF;\n"                                                                                       \
+    "  FOR i IN 1 .. v_len LOOP\n"                                                                      \
+    "    INSERT INTO orders (order_id, campaign, user_id, qty, status, reason, path, created_ms,"       \
+    " updated_ms, idem, epoch) VALUES (p_ids[i], p_camps[i], p_users[i], p_qtys[i], 'persisted', '',"    \
+    " p_paths[i], p_created[i], p_now, p_idems[i], p_epochs[i]) ON CONFLICT (order_id) DO NOTHING;\n"   \
+    "    GET DIAGNOSTICS v_n = ROW_COUNT;\n"                                                            \
+    "    IF v_n = 0 THEN res := res || p_codes[2]; CONTINUE; END IF;\n"                                 \
+    "    v_code := p_codes[1]; v_lim := NULL; v_ep := NULL;\n"                                          \
+    "    SELECT c.per_user_limit, s.epoch INTO v_lim, v_ep FROM campaigns c"                            \
+    " JOIN campaign_stock s ON s.campaign = c.id WHERE c.id = p_camps[i];\n"                            \
+    "    IF v_lim IS NULL THEN v_code := p_codes[3];\n"                                                 \
+    "    ELSIF p_epochs[i] < v_ep THEN v_code := p_codes[4];\n"                                         \
+    "    ELSIF p_qtys[i] > v_lim THEN v_code := p_codes[5];\n"                                          \
+    "    ELSIF coalesce((SELECT u.qty FROM user_totals u WHERE u.campaign = p_camps[i]"                  \
+    " AND u.user_id = p_users[i]), 0) + p_qtys[i] > v_lim THEN v_code := p_codes[7];\n"               \
+    "    ELSE\n"                                                                                        \
+    "      UPDATE campaign_stock SET remaining = remaining - p_qtys[i] WHERE campaign = p_camps[i]"     \
+    " AND remaining - reserve_remaining >= p_qtys[i];\n"                                                \
+    "      GET DIAGNOSTICS v_n = ROW_COUNT;\n"                                                          \
+    "      IF v_n = 0 THEN v_code := p_codes[6];\n"                                                     \
+    "      ELSE\n"                                                                                      \
+    "        INSERT INTO user_totals (campaign, user_id, qty) VALUES (p_camps[i], p_users[i], p_qtys[i])" \
+    " ON CONFLICT (campaign, user_id) DO UPDATE SET qty = user_totals.qty + excluded.qty"               \
+    " WHERE user_totals.qty + excluded.qty <= v_lim;\n"                                                 \
+    "        GET DIAGNOSTICS v_n = ROW_COUNT;\n"                                                        \
+    "        IF v_n = 0 THEN\n"                                                                         \
+    "          v_code := p_codes[7];\n"                                                                 \
+    "          UPDATE campaign_stock SET remaining = remaining + p_qtys[i] WHERE campaign = p_camps[i];\n" \
+    "        END IF;\n"                                                                                 \
+    "      END IF;\n"                                                                                   \
+    "    END IF;\n"                                                                                     \
+    "    IF v_code <> p_codes[1] THEN UPDATE orders SET status = 'rejected',"                           \
+    " reason = p_texts[array_position(p_codes, v_code)], reason_code = v_code WHERE order_id = p_ids[i];" \
+    " END IF;\n"                                                                                        \
+    "    res := res || v_code;\n"                                                                       \
+    "  END LOOP;\n"                                                                                     \
+    "  RETURN res;\n"                                                                                   \
+    "END $f$;"
+_Static_assert(SK_OUT_SOLD_OUT == 2 && SK_OUT_LIMIT == 3 && SK_OUT_NOT_FOUND == 6 && SK_OUT_STALE == 14,
+               "migration 8 names these outcome ids");
+
 static const migration migrations[] = {
     {1, M1_CAMPAIGNS M1_ORDERS("INTEGER") M1_USERS(" WITHOUT ROWID"), M1_CAMPAIGNS M1_ORDERS("BIGINT") M1_USERS(""),
      NULL},
@@ -289,6 +362,7 @@ static const migration migrations[] = {
     {5, M5_PENDING_INDEXES, M5_PENDING_INDEXES, NULL},
     {6, M6_SQLITE, M6_PG, M6_PG_APPLY_BATCH_TAIL},
     {7, M7_SHARDS, M7_SHARDS, NULL},
+    {8, M8_REASON_CODE, M8_REASON_CODE M8_PG_APPLY_BATCH, M8_PG_APPLY_BATCH_TAIL},
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -1,9 +1,12 @@
-/* outcome.h: the purchase outcomes, written once. Each row ties together
- * what every layer says about one outcome: purchase.lua's code, the sk_err
- * the engine reports, the metric label, and the HTTP answer (status, error
- * code, message). The engine, the degraded database path, the metrics and
- * the HTTP front end all read this table; purchase.lua names its codes by
- * the same labels (checked by tests/seckill/test_sk_unit.c).
+/* outcome.h: the purchase outcomes and rejection reasons, written once.
+ * Each row ties together what every layer says about one outcome:
+ * purchase.lua's code, the sk_err the engine reports, the metric label, the
+ * HTTP answer (status, error code, message) and, for a reason the database
+ * guard stores, its text. The engine, the degraded database path, the
+ * SQLite and PL/pgSQL guards (orders.reason_code holds the id), the metrics
+ * and the HTTP front end all read this table; purchase.lua names its codes
+ * by the same labels (tests/seckill/test_sk_unit.c, test_rulebook.c).
+ * Ids are stored in the database: never renumber a row, append.
  * The table is constant: safe from any thread. */
 #ifndef SK_OUTCOME_H
 #define SK_OUTCOME_H
@@ -26,7 +29,10 @@ typedef enum sk_outcome_id {
     SK_OUT_QUEUE_FULL,
     SK_OUT_UNAVAILABLE, /* not decided; also every code no other row names */
     SK_OUT_UNKNOWN,     /* sent, no answer: the decision may have happened */
-    SK_OUT_COUNT
+    SK_OUT_COUNT,       /* the purchase outcomes are the rows above (metrics count them) */
+    /* reasons only the database guard gives (never a buyer's answer) */
+    SK_OUT_STALE = SK_OUT_COUNT, /* an order of an old timeline (epoch below the campaign's) */
+    SK_OUT_ROWS
 } sk_outcome_id;
 
 /* Which result field the detailed message prints (sk_purchase_result). */
@@ -45,9 +51,11 @@ typedef struct sk_outcome {
     int64_t detail_min;
     const char *detail_pre, *detail_post;
     int retry_after_s;      /* > 0: the answer carries Retry-After (429 takes it from value) */
+    const char *stored;     /* orders.reason of an order the guard refuses for it (NULL: never stored) */
 } sk_outcome;
 
-/* Row of an outcome id (SK_OUT_UNAVAILABLE's row for ids out of range). */
+/* Row of an outcome id, SK_OUT_STALE included (SK_OUT_UNAVAILABLE's row
+ * for ids out of range). */
 const sk_outcome *sk_outcome_get(int id);
 /* The outcome of an engine result code; replay marks an accepted replay.
  * A code no row names (DLOCK_ENOMEM, DLOCK_ECLOSED...) is SK_OUT_UNAVAILABLE:
@@ -56,5 +64,7 @@ sk_outcome_id sk_outcome_of_err(int err, bool replay);
 /* The outcome of a purchase.lua code; SK_OUT_UNKNOWN for a code the table
  * does not know (a script and a binary out of step). */
 sk_outcome_id sk_outcome_of_script(long long code);
+/* The outcome id a stored orders.reason_code names; -1 when none does. */
+int sk_outcome_of_reason_code(long long code);
 
 #endif

@@ -26,6 +26,7 @@
 #include "ids.h"
 #include "outcome.h"
 #include "sk_log.h"
+#include "soldout.h"
 #include "util.h"
 
 enum { M_REDIS = 0, M_DEGRADED = 1, M_SWITCHING = 2 };
@@ -74,8 +75,7 @@ struct sk_degraded {
     size_t queued;
     jlist held;
     size_t nheld;
-    char (*sold)[65];
-    size_t nsold, capsold;
+    sk_soldout sold;
     sk_degraded_stats st;
 };
 
@@ -120,6 +120,9 @@ static void run_buy(sk_degraded *d, job *j)
     int64_t rem = 0;
     if (rc != SK_EDB && rc != SK_EEXIST && sk_db_campaign_get(d->db, j->campaign, &c, &rem) == 0) {
         j->remaining = rem;
+        sk_db_handback hb;
+        /* sold out here: what this path could still sell (the reserve), not Redis's share */
+        if (rc == SK_ESOLDOUT) j->remaining = sk_db_handback_get(d->db, j->campaign, &hb) ? 0 : hb.reserve_remaining;
         if (rc == SK_ENOTSTARTED) j->value = c.starts_at_ms - now;
         else if (rc == SK_EINVAL) j->value = c.per_user_limit;
         else if (rc == SK_ELIMIT) j->value = -1;
@@ -159,26 +162,6 @@ static void *worker_main(void *arg)
 
 /* ---- loop side ------------------------------------------------------------ */
 
-static bool is_sold(const sk_degraded *d, const char *campaign)
-{
-    for (size_t i = 0; i < d->nsold; i++)
-        if (strcmp(d->sold[i], campaign) == 0) return true;
-    return false;
-}
-
-static void mark_sold(sk_degraded *d, const char *campaign)
-{
-    if (is_sold(d, campaign)) return;
-    if (d->nsold == d->capsold) {
-        size_t cap = d->capsold ? d->capsold * 2 : 8;
-        char(*p)[65] = realloc(d->sold, cap * sizeof(*p));
-        if (!p) return; /* only a cache: the database still refuses */
-        d->sold = p;
-        d->capsold = cap;
-    }
-    snprintf(d->sold[d->nsold++], 65, "%s", campaign);
-}
-
 static void submit(sk_degraded *d, job *j)
 {
     pthread_mutex_lock(&d->mu);
@@ -207,7 +190,7 @@ static void deliver_buy(sk_degraded *d, job *j, bool freeing)
         return;
     }
     if (err == SK_EDB || err == SK_EEXIST) err = SK_EUNAVAIL;
-    if (err == SK_ESOLDOUT) mark_sold(d, j->campaign);
+    if (err == SK_ESOLDOUT) sk_soldout_mark(&d->sold, j->campaign);
     d->st.outcomes[sk_outcome_of_err(err, false)]++;
     answer(j, err);
     free(j);
@@ -244,7 +227,7 @@ static void deliver_check(sk_degraded *d, job *j)
             d->mode = M_REDIS;
             d->st.mode = 0;
             d->down_since_ms = 0;
-            d->nsold = 0;
+            sk_soldout_reset(&d->sold);
             dlog(d, DLOCK_LOG_WARN, "redis healthy and every database-path order mirrored: "
                                     "back to the Redis path");
             release_held(d, true);
@@ -292,7 +275,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             d->st.mode = 1;
             d->st.entered++;
             d->up_since_ms = 0;
-            d->nsold = 0;
+            sk_soldout_reset(&d->sold);
             dlog(d, DLOCK_LOG_WARN, "redis unreachable for %lld ms: purchases take the database path",
                  (long long)(now - d->down_since_ms));
         }
@@ -318,16 +301,12 @@ int sk_degraded_purchase(sk_degraded *d, const char *campaign, const char *user,
                          const char *ip, sk_purchase_cb cb, void *arg)
 {
     if (!sk_valid_campaign_id(campaign) || !sk_valid_user_id(user) || qty < 1) return SK_EINVAL;
-    if (is_sold(d, campaign)) {
-        d->st.soldout_local++;
-        d->st.outcomes[SK_OUT_SOLD_OUT]++;
-        return SK_ESOLDOUT;
-    }
-    size_t limit = (size_t)d->o.max_inflight;
-    if ((d->mode == M_SWITCHING ? d->nheld : d->queued) >= limit) {
-        d->st.throttled++;
-        return SK_EQUEUEFULL;
-    }
+    /* the database keeps no Idempotency-Keys: every purchase here is unkeyed */
+    int rc = sk_soldout_answer(sk_soldout_has(&d->sold, campaign), false, &d->st.soldout_local, d->st.outcomes);
+    if (rc) return rc;
+    rc = sk_throttle_admit(d->mode == M_SWITCHING ? d->nheld : d->queued, (size_t)d->o.max_inflight,
+                           &d->st.throttled);
+    if (rc) return rc;
     job *j = calloc(1, sizeof(*j));
     if (!j) return DLOCK_ENOMEM;
     j->kind = JOB_BUY;
@@ -440,6 +419,6 @@ void sk_degraded_free(sk_degraded *d)
     sk_db_close(d->db);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
-    free(d->sold);
+    sk_soldout_free(&d->sold);
     free(d);
 }

@@ -146,7 +146,7 @@ static void check_new_master_matches_the_database(void)
         snprintf(user, sizeof(user), "u%d", i);
         assert_int_equal(pf_redis_int_on(new_rc, "HGET", "bar", "buyers", user), 1);
         snprintf(key, sizeof(key), "{c:bar}:idem:k%d", i);
-        str_on(new_rc, "GET", key, NULL, got, sizeof(got));
+        str_on(new_rc, "HGET", key, user, got, sizeof(got)); /* the user's answer under the key */
         snprintf(want, sizeof(want), "u%d\n%" PRIu64 "\n1\n", i, ids[i]);
         assert_memory_equal(got, want, strlen(want)); /* the answer a replay gets */
         /* confirmed: the database holds it (u1 drained on the new master, a

@@ -292,12 +292,12 @@ static void test_migrations_are_versioned_and_idempotent(void **state)
     (void)state;
     int v = 0;
     assert_int_equal(sk_db_schema_version(db, &v), 0);
-    assert_int_equal(v, 7);
+    assert_int_equal(v, 8);
     sk_db *d2 = NULL;
     char err[256];
     assert_int_equal(sk_db_open(db_url, &d2, err, sizeof(err)), 0); /* re-run: no-op */
     assert_int_equal(sk_db_schema_version(d2, &v), 0);
-    assert_int_equal(v, 7);
+    assert_int_equal(v, 8);
     sk_db_close(d2);
     sk_campaign c = {0};
     snprintf(c.id, sizeof(c.id), "mig");

@@ -27,6 +27,7 @@
 #include "servers.h"
 #include "sk_err.h"
 #include "util.h"
+#include "outcome.h"
 #include "promise_fixture.h"
 
 /* ---- guard -------------------------------------------------------------- */
@@ -109,7 +110,8 @@ static void test_database_path_sells_only_the_reserve_tentatively(void **state)
     assert_int_equal(sk_db_purchase_direct(pf_db, a, camp, "u1", 1, now), 0);
     assert_int_equal(sk_db_purchase_direct(pf_db, b, camp, "u1", 1, now), 0);
     assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "u1", 1, now), SK_ELIMIT);
-    assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "u2", 3, now), SK_ELIMIT);
+    /* above the limit: bad_quantity, as purchase.lua answers (one rulebook) */
+    assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "u2", 3, now), SK_EINVAL);
     assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), camp, "u2", 2, now), SK_ESOLDOUT); /* 1 left */
     assert_int_equal(sk_db_purchase_direct(pf_db, a, camp, "u3", 1, now), SK_EEXIST); /* order id reused */
     assert_int_equal(sk_db_purchase_direct(pf_db, pf_next_id(), "nocamp", "u3", 1, now), SK_ENOTFOUND);
@@ -160,7 +162,8 @@ static void test_finalisation_confirms_within_limit_and_refuses_beyond(void **st
     assert_string_equal(row.status, "persisted");
     assert_int_equal(sk_db_order_get(pf_db, lose, &row), 0);
     assert_string_equal(row.status, "rejected");
-    assert_string_equal(row.reason, "limit");
+    assert_string_equal(row.reason, "per-user limit"); /* the outcome table's text, as the guard's */
+    assert_int_equal(row.reason_code, SK_OUT_LIMIT);
     assert_int_equal(sk_db_order_get(pf_db, redis_order, &row), 0);
     assert_string_equal(row.status, "persisted");
     sk_db_campaign_stats s;
@@ -293,7 +296,7 @@ static void test_an_old_database_is_migrated_at_open(void **state)
     assert_int_equal(sk_db_open(url, &d, err, sizeof(err)), 0);
     int v = 0;
     assert_int_equal(sk_db_schema_version(d, &v), 0);
-    assert_int_equal(v, 7);
+    assert_int_equal(v, 8);
     sk_order_row row;
     assert_int_equal(sk_db_order_get(d, old_order, &row), 0);
     assert_string_equal(row.status, "persisted");
@@ -310,7 +313,7 @@ static void test_an_old_database_is_migrated_at_open(void **state)
     sk_db_close(d);
     assert_int_equal(sk_db_open(url, &d, err, sizeof(err)), 0); /* again: nothing to do */
     assert_int_equal(sk_db_schema_version(d, &v), 0);
-    assert_int_equal(v, 7);
+    assert_int_equal(v, 8);
     sk_db_close(d);
 }
 

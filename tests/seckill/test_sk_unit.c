@@ -257,6 +257,18 @@ static void test_purchase_outcomes_are_one_table(void **state)
     assert_int_equal(sk_outcome_get(SK_OUT_QUEUE_FULL)->err, SK_EQUEUEFULL);
     assert_int_equal(sk_outcome_get(SK_OUT_IDEM_CONFLICT)->err, SK_EIDEMPOTENCY);
     assert_int_equal(sk_outcome_get(-1)->http_status, 503);
+    /* the reasons the guard stores: one text each, read back by id */
+    int stored = 0;
+    for (int i = 0; i < SK_OUT_ROWS; i++) {
+        const sk_outcome *o = sk_outcome_get(i);
+        assert_int_equal(sk_outcome_of_reason_code(i), o->stored ? i : -1);
+        for (int j = 0; o->stored && j < i; j++)
+            if (sk_outcome_get(j)->stored) assert_string_not_equal(sk_outcome_get(j)->stored, o->stored);
+        stored += o->stored != NULL;
+    }
+    assert_int_equal(stored, 5); /* sold out, limit, unknown campaign, bad quantity, stale timeline */
+    assert_int_equal(sk_outcome_of_reason_code(0), -1);
+    assert_int_equal(sk_outcome_of_reason_code(SK_OUT_ROWS), -1);
 }
 
 /* The engine's edge to the common layer: every internal code maps to an

@@ -2,8 +2,9 @@
 # buy one unit at a time for random users of a set on random instances until
 # the stop file exists (or --seconds pass, or --until-soldout sees every
 # instance answer sold_out); with --answered-file, creates that file at
-# the first decided answer (a handshake for the caller); writes a JSON summary (answers by code and the
-# accepted order ids, 201 and 202) to --out.
+# the first decided answer (a handshake for the caller); writes a JSON
+# summary (answers by code, the accepted order ids, 201 and 202, and the
+# messages of the refusals by code) to --out.
 import argparse, http.client, json, os, random, threading, time
 
 ap = argparse.ArgumentParser()
@@ -22,7 +23,7 @@ hosts = a.urls.split(",")
 prefix, count = a.users.split(":")
 users = ["%s-%d" % (prefix, i) for i in range(int(count))]
 lock = threading.Lock()
-codes, accepted = {}, []
+codes, accepted, messages = {}, [], {}
 soldout_seen = set()
 end = time.time() + a.seconds
 
@@ -64,6 +65,8 @@ def run(seed):
                 soldout_seen.add(h)
             if a.answered_file and key in ("202 pending", "409 sold_out", "201 accepted"):
                 open(a.answered_file, "a").close()
+            if "message" in body:
+                messages.setdefault(key, set()).add(body["message"])
         if key.startswith("503") or key.startswith("exception"):
             time.sleep(0.01)
 
@@ -74,4 +77,5 @@ for t in ts:
 for t in ts:
     t.join()
 with open(a.out, "w") as f:
-    json.dump({"codes": codes, "accepted": accepted}, f)
+    json.dump({"codes": codes, "accepted": accepted,
+               "messages": {k: sorted(v) for k, v in messages.items()}}, f)

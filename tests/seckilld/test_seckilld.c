@@ -270,8 +270,9 @@ static void test_idempotency_key_replay_returns_the_same_order(void **state)
     assert_string_equal(first, again);
     assert_int_equal(buy(d[2].port, "idem", "ann", 1, "key-1", again, sizeof(again)), 201);
     assert_string_equal(first, again);
-    assert_int_equal(buy(d[1].port, "idem", "bob", 1, "key-1", other, sizeof(other)), 400);
-    expect_error(other, "bad_request");
+    /* a key is scoped to (user, campaign): bob's use of it is decided on its own */
+    assert_int_equal(buy(d[1].port, "idem", "bob", 1, "key-1", other, sizeof(other)), 409);
+    expect_error(other, "sold_out");
     /* the order is readable */
     char oid[48], path[80], resp[512], v[64];
     assert_true(skt_json_str(first, "order_id", oid, sizeof(oid)));
@@ -283,6 +284,41 @@ static void test_idempotency_key_replay_returns_the_same_order(void **state)
     assert_string_equal(v, "accepted");
     assert_true(skt_json_str(resp, "campaign", v, sizeof(v)));
     assert_string_equal(v, "idem");
+}
+
+/* One Idempotency-Key rule whatever the number of buckets: the key is
+ * scoped to (user, campaign). Three users sending one key get three
+ * orders, each user's repeat (through another instance) answers that
+ * user's first answer, on a one-bucket and on a three-bucket campaign. */
+static void idem_scope_case(const char *camp, const char *extra)
+{
+    char body[512], resp[1024];
+    int64_t now = dlock__wall_ms();
+    snprintf(body, sizeof(body),
+             "{\"id\":\"%s\",\"title\":\"t\",\"stock\":9,\"per_user_limit\":1,\"starts_at\":%lld,"
+             "\"ends_at\":%lld%s}",
+             camp, (long long)(now - 60000), (long long)(now + 3600000), extra);
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns", ADMIN, body, strlen(body), resp, sizeof(resp)),
+                     201);
+    static const char *const users[3] = {"ida", "ivo", "ilse"};
+    char first[3][512], again[512], oid[3][48];
+    for (int i = 0; i < 3; i++) {
+        int st = buy(d[i].port, camp, users[i], 1, "same-key", first[i], sizeof(first[i]));
+        if (st != 201) fail_msg("%s: %s with the key another user used: %d %s", camp, users[i], st, first[i]);
+        assert_true(skt_json_str(first[i], "order_id", oid[i], sizeof(oid[i])));
+        for (int j = 0; j < i; j++) assert_string_not_equal(oid[i], oid[j]);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(buy(d[(i + 1) % 3].port, camp, users[i], 1, "same-key", again, sizeof(again)), 201);
+        assert_string_equal(first[i], again); /* the user's own first answer */
+    }
+}
+
+static void test_idempotency_key_is_scoped_to_user_and_campaign(void **state)
+{
+    (void)state;
+    idem_scope_case("idem-k1", "");
+    idem_scope_case("idem-k3", ",\"shards\":3");
 }
 
 static void test_time_window_uses_the_server_clock(void **state)
@@ -864,6 +900,7 @@ int main(void)
         CASE(test_2000_buyers_on_3_instances_get_exactly_the_stock),
         CASE(test_one_user_with_200_concurrent_requests_gets_its_limit),
         CASE(test_idempotency_key_replay_returns_the_same_order),
+        CASE(test_idempotency_key_is_scoped_to_user_and_campaign),
         CASE(test_time_window_uses_the_server_clock),
         CASE(test_unknown_campaign_and_admin_token),
         CASE(test_bad_input_matrix),

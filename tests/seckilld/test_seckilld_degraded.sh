@@ -91,10 +91,18 @@ load p2b dgB u2:100 --threads 3
 sleep 2
 late=$(curl -s -X POST "http://${hosts[1]}/v1/campaigns/dgB/purchase" -H 'X-User-Id: late' -w ' %{http_code}')
 case "$late" in *'"error":"sold_out"'*' 409') ;; *) fail "dgB on the database path: $late (want 409 sold_out)" ;; esac
+case "$late" in *'"message":"sold out"'*) ;; *) fail "dgB sold out on the database path: $late (want the message \"sold out\")" ;; esac
 
 touch "$work/stop-p2" "$work/stop-p2b"
 wait "$pid_p2"
 wait "$pid_p2b"
+# every database-path answer is the outcome table's: a reserve sold out is
+# "sold out", never a count of units Redis holds and this path cannot sell
+"$PY" - "$work/p2b.json" <<'PYEOF' || fail "dgB: a database-path sold_out said how many Redis holds: $(cat "$work/p2b.json")"
+import json, sys
+m = json.load(open(sys.argv[1])).get("messages", {})
+sys.exit(0 if m.get("409 sold_out") == ["sold out"] else 1)
+PYEOF
 
 # --- the database is slow (write lock held): the loop still answers, the
 # throttle refuses beyond 2 at once, the admitted ones complete --------------

@@ -14,7 +14,8 @@
 -- Idempotency-Key answer "user\norder_id\nqty\nremaining" (as
 -- purchase.lua writes it; remaining = the stock now), marked confirmed
 -- ("\nc", as idem_confirm.lua marks it) unless refused, unless the key
--- holds one. Then the give-backs the master lost are applied again, each behind
+-- holds one for that user (the key's hash: one answer per user,
+-- purchase.lua; a key still kept as one string is left alone). Then the give-backs the master lost are applied again, each behind
 -- its gate: a cancelled order (final "released", gate {c:<id>}:released):
 -- stock += qty, buyers -= qty, hash status cancelled; a tentative order
 -- refused at finalisation (final "dropped", gate {c:<id>}:dropped):
@@ -126,11 +127,12 @@ local function take(i, oid, user, qty, path, idem, ts, final)
   redis.call('HINCRBY', KEYS[2], user, qty)
   redis.call('HSET', hash, 'campaign', cid, 'user', user, 'qty', qty, 'status', 'accepted', 'ts_ms', ts)
   redis.call('PEXPIRE', hash, hash_ttl)
-  if idem ~= '' and redis.call('EXISTS', idem_key) == 0 then
+  if idem ~= '' and redis.call('TYPE', idem_key).ok ~= 'string' and redis.call('HEXISTS', idem_key, user) == 0 then
     if stock < 0 then stock = 0 end
     -- the database holds it: confirmed ("\nc", idem_confirm.lua) unless refused
     local mark = final == 'dropped' and '' or '\nc'
-    redis.call('SET', idem_key, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock .. mark, 'PX', idem_ttl)
+    redis.call('HSET', idem_key, user, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock .. mark)
+    redis.call('PEXPIRE', idem_key, idem_ttl)
   end
   taken = taken + 1
 end

@@ -8,7 +8,8 @@
 -- docs/seckill.md "One hot campaign over many masters"):
 -- KEYS[1] {T}:meta   KEYS[2] {T}:stock   KEYS[3] {T}:buyers   KEYS[4] {T}:orders
 -- then 4 keys per purchase i (k = 4 + 4*(i-1)):
---   KEYS[k+1] idempotency key ({T}:idem:<key>; ignored when no key)
+--   KEYS[k+1] idempotency key ({T}:idem:<key>, a hash: one answer per user;
+--     ignored when no key)
 --   KEYS[k+2] order hash ({T}:order:<order_id>)
 --   KEYS[k+3] user rate key   KEYS[k+4] ip rate key
 -- ARGV[1] campaign id   ARGV[2] N
@@ -36,8 +37,9 @@
 --   ended                value = 0
 --   not_found            (campaign not pre-heated)
 --   rate_limited         value = ms until the window resets
---   bad_quantity         value = per-user limit (qty above it)
---   idempotency_conflict (the key was first used by another user)
+--   bad_quantity         value = per-user limit (qty below 1 or above the limit)
+--   idempotency_conflict (an answer under the user's field names another
+--                        user: never written so, kept as a guard)
 --   barrier              (meta.runid missing or not ARGV[9]; every purchase)
 -- and two the engine acts on, never a buyer's answer (ROUTE below):
 --   reroute              value = the meta's K: the engine routed by another
@@ -48,9 +50,13 @@
 --   confirmed            a replay (values as replay) whose answer the
 --                        persister marked: the database holds its order, so
 --                        the engine answers it 201 without an acknowledgement
--- The Idempotency-Key answer is "user\norder_id\nqty\nremaining", with
--- "\nc" appended once the database holds the order (idem_confirm.lua,
--- barrier_mirror.lua).
+-- An Idempotency-Key is scoped to (user, campaign), whatever K: the key's
+-- hash holds one answer per user (field = user), so the same user replays
+-- and another user's use of the same key is decided on its own. The answer
+-- is "user\norder_id\nqty\nremaining", with "\nc" appended once the
+-- database holds the order (idem_confirm.lua, barrier_mirror.lua). A key
+-- still kept as a string (one answer, written before) becomes the hash of
+-- its one user when read.
 -- not_found, barrier and reroute write nothing (no meta is created).
 local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_started = 4, ended = 5,
               not_found = 6, rate_limited = 7, bad_quantity = 8, idempotency_conflict = 9,
@@ -102,6 +108,17 @@ local function over_rate(key, lim, win)
   return 0
 end
 
+-- The answer the user got under the key, or nil.
+local function idem_answer(key, user)
+  if redis.call('TYPE', key).ok == 'string' then
+    local v, ttl = redis.call('GET', key), redis.call('PTTL', key)
+    redis.call('DEL', key)
+    redis.call('HSET', key, string.match(v, '^[^\n]*'), v)
+    if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  end
+  return redis.call('HGET', key, user) or nil
+end
+
 local function answer(code, value, oid, qty)
   out[#out + 1] = code; out[#out + 1] = value; out[#out + 1] = oid; out[#out + 1] = qty
 end
@@ -115,14 +132,14 @@ for i = 1, n do
     wait = over_rate(KEYS[k + 3], user_rl, user_win)
     if wait == 0 and ip ~= '' then wait = over_rate(KEYS[k + 4], ip_rl, ip_win) end
   end
-  local first = (idem ~= '') and redis.call('GET', KEYS[k + 1]) or nil
+  local first = (idem ~= '') and idem_answer(KEYS[k + 1], user) or nil
   if wait > 0 then
     answer(CODE.rate_limited, wait, oid, qty)
   elseif first then
     local fu, foid, fqty, frem, mark = string.match(first, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n?(c?)$')
     if fu == user then answer(mark == 'c' and ROUTE.confirmed or CODE.replay, tonumber(frem), foid, tonumber(fqty))
     else answer(CODE.idempotency_conflict, 0, oid, qty) end
-  elseif qty > limit then
+  elseif qty < 1 or qty > limit then
     answer(CODE.bad_quantity, limit, oid, qty)
   elseif now < starts then
     answer(CODE.not_started, starts - now, oid, qty)
@@ -141,8 +158,8 @@ for i = 1, n do
                  'status', 'accepted', 'ts_ms', now_str)
       redis.call('PEXPIRE', KEYS[k + 2], order_ttl)
       if idem ~= '' then
-        redis.call('SET', KEYS[k + 1], user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock,
-                   'PX', idem_ttl)
+        redis.call('HSET', KEYS[k + 1], user, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock)
+        redis.call('PEXPIRE', KEYS[k + 1], idem_ttl)
       end
       redis.call('XADD', KEYS[4], '*', 'order_id', oid, 'campaign', cid, 'user', user,
                  'qty', tostring(qty), 'idem', idem, 'ts_ms', now_str, 'path', 'redis',
