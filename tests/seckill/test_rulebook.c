@@ -20,6 +20,7 @@
 #include "db.h"
 #include "outcome.h"
 #include "persist.h"
+#include "redis_connect.h"
 #include "redis_io.h"
 #include "release.h"
 #include "reply.h"
@@ -236,7 +237,7 @@ static int setup(void **state)
     const char *p = strstr(info, "run_id:");
     if (!p || sscanf(p + 7, "%40[0-9a-f]", run_id) != 1) return -1;
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", redis_srv.port);
-    if (sk_persist_redis_open(url, 5000, &rc, err, sizeof(err))) return -1;
+    if (dlock__conn_open_url(url, 5000, &rc, err, sizeof(err))) return -1;
     const char *tmp = getenv("TMPDIR");
     snprintf(sqlite_dir, sizeof(sqlite_dir), "%s/sk-rulebook-XXXXXX", tmp ? tmp : "/tmp");
     if (!mkdtemp(sqlite_dir)) return -1;
