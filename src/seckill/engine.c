@@ -1,7 +1,7 @@
 /* engine.c: the engine's Redis side: one async connection with reconnect
  * and backoff, a FIFO of in-flight commands with a reply deadline, script
- * calls by SHA (EVAL on NOSCRIPT), the order-id worker lease and the
- * campaign table.
+ * calls through the one script object (script.h: EVALSHA, EVAL once on
+ * NOSCRIPT), the order-id worker lease and the campaign table.
  *
  * Design note. Purchases of one campaign are decided by purchase.lua in
  * one round trip; keys of a campaign share the hash tag {c:<id>} so each
@@ -36,6 +36,7 @@
 
 
 #include "dlock/dlock.h"
+#include "resp_write.h"
 #include "script.h"
 #include "slot.h"
 #include "util.h"
@@ -60,8 +61,7 @@ struct sk__call {
     int argc;
     const char **argv;            /* owned (same allocation); NULL for a RESP call */
     size_t *lens;
-    dlock__script_rcall rc;       /* a RESP call (argv NULL): its arguments (same allocation) and slot */
-    bool evaled;                  /* an argv call: NOSCRIPT was answered by sending the source */
+    dlock__script_rcall rc;       /* a script call (argv NULL): its arguments (same allocation) and slot */
 };
 
 #define TICK_MS 50
@@ -158,12 +158,6 @@ static int aconn_cmd_slot(dlock__aconn *ac, sk__call *c)
 static int send_call(sk_engine *e, sk__call *c)
 {
     if (!e->ac || !e->up) return SK_EUNAVAIL;
-    if (c->script >= 0) {
-        c->argv[0] = "EVALSHA";
-        c->argv[1] = lua[c->script]->sha;
-        c->lens[0] = 7;
-        c->lens[1] = 40;
-    }
     int rc = c->slot >= 0 ? aconn_cmd_slot(e->ac, c)
                           : dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
     if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
@@ -183,27 +177,12 @@ static int send_resp(sk_engine *e, sk__call *c)
     return 0;
 }
 
-/* NOSCRIPT to an argv call: the same call with the script's source (once). */
-static int resend_eval(sk_engine *e, sk__call *c)
-{
-    c->evaled = true;
-    c->argv[0] = "EVAL";
-    c->argv[1] = lua[c->script]->src;
-    c->lens[0] = 4;
-    c->lens[1] = lua[c->script]->len;
-    if (dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens) != 0) return SK_EUNAVAIL;
-    track_call(e, c);
-    return 0;
-}
-
 /* The scripts' cache of the server is gone (restart, SCRIPT FLUSH): true
  * when c is to be sent again with the source (once; nothing ran). */
 static bool script_missing(sk__call *c, const dlock__reply *reply)
 {
     if (!reply || c->script < 0) return false;
-    if (!c->argv) return dlock__script_rcall_retry(&c->rc, reply);
-    if (c->evaled || !dlock__script_missing(reply)) return false;
-    return true;
+    return dlock__script_rcall_retry(&c->rc, reply);
 }
 
 int sk__call_script_resp(sk_engine *e, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv)
@@ -226,10 +205,7 @@ int sk__call_script_resp(sk_engine *e, int script, const sk__resp_args *a, sk__r
 static int call_slot(const sk__call *c)
 {
     if (c->slot >= 0) return c->slot;
-    if (c->script < 0) return -1;
-    if (!c->argv) return c->rc.slot;
-    if (c->argc < 4 || strcmp(c->argv[2], "0") == 0) return -1;
-    return (int)dlock__key_slot(c->argv[3], c->lens[3]);
+    return c->script < 0 ? -1 : c->rc.slot;
 }
 
 /* Counts a reply for the node that served it (seckill_redis_node_calls_total). */
@@ -262,7 +238,7 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     if (e->ac && e->up && script_missing(c, reply)) {
         /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
         sk__log(e, DLOCK_LOG_DEBUG, "script %d not loaded on the server: sending it", c->script);
-        if ((c->argv ? resend_eval(e, c) : send_resp(e, c)) == 0) return;
+        if (send_resp(e, c) == 0) return;
         reply = NULL;
         err = SK_EUNAVAIL;
     }
@@ -283,11 +259,11 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     free(c);
 }
 
-static sk__call *new_call(sk_engine *e, int script, int nargs, const char **args,
-                          const size_t *lens, sk__reply_fn fn, void *priv)
+/* A plain command (argv copied into the call's allocation). */
+static sk__call *new_call(sk_engine *e, int nargs, const char **args, const size_t *lens, sk__reply_fn fn,
+                          void *priv)
 {
-    int pre = script >= 0 ? 2 : 0;
-    int argc = nargs + pre;
+    int argc = nargs;
     size_t bytes = 0;
     for (int i = 0; i < nargs; i++) bytes += (lens ? lens[i] : strlen(args[i])) + 1;
     size_t sz = sizeof(sk__call) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes;
@@ -297,7 +273,7 @@ static sk__call *new_call(sk_engine *e, int script, int nargs, const char **args
     c->e = e;
     c->fn = fn;
     c->priv = priv;
-    c->script = script;
+    c->script = -1;
     c->slot = -1;
     c->argc = argc;
     c->argv = (const char **)(void *)(c + 1);
@@ -307,22 +283,33 @@ static sk__call *new_call(sk_engine *e, int script, int nargs, const char **args
         size_t n = lens ? lens[i] : strlen(args[i]);
         memcpy(p, args[i], n);
         p[n] = '\0';
-        c->argv[pre + i] = p;
-        c->lens[pre + i] = n;
+        c->argv[i] = p;
+        c->lens[i] = n;
         p += n + 1;
     }
-    if (script < 0 && argc == 3 && strcmp(c->argv[0], "WAIT") == 0) c->block_ms = strtoll(c->argv[2], NULL, 10);
+    if (argc == 3 && strcmp(c->argv[0], "WAIT") == 0) c->block_ms = strtoll(c->argv[2], NULL, 10);
     return c;
 }
 
+/* A script call given as arguments (numkeys, keys..., args...): written as
+ * RESP and sent by the one script call (sk__call_script_resp), its slot
+ * that of its first key (-1 when keyless). */
 int sk__call_script(sk_engine *e, int script, int nargs, const char **args, const size_t *lens,
                     sk__reply_fn fn, void *priv)
 {
     if (!e->ac || !e->up) return SK_EUNAVAIL;
-    sk__call *c = new_call(e, script, nargs, args, lens, fn, priv);
-    if (!c) return DLOCK_ENOMEM;
-    int rc = send_call(e, c);
-    if (rc) free(c);
+    if (nargs < 1) return SK_EINVAL;
+    size_t bytes = 0;
+    for (int i = 0; i < nargs; i++) bytes += (lens ? lens[i] : strlen(args[i])) + DLOCK__RESP_BULK_OVERHEAD;
+    char *buf = malloc(bytes);
+    if (!buf) return DLOCK_ENOMEM;
+    char *p = buf;
+    for (int i = 0; i < nargs; i++) p = dlock__resp_bulk(p, args[i], lens ? lens[i] : strlen(args[i]));
+    bool keyed = nargs >= 2 && strcmp(args[0], "0") != 0;
+    sk__resp_args a = {.resp = buf, .len = (size_t)(p - buf), .nargs = nargs,
+                       .slot = keyed ? (int)dlock__key_slot(args[1], lens ? lens[1] : strlen(args[1])) : -1};
+    int rc = sk__call_script_resp(e, script, &a, fn, priv);
+    free(buf);
     return rc;
 }
 
@@ -336,7 +323,7 @@ int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const
                       void *priv)
 {
     if (!e->ac || !e->up) return SK_EUNAVAIL;
-    sk__call *c = new_call(e, -1, argc, argv, lens, fn, priv);
+    sk__call *c = new_call(e, argc, argv, lens, fn, priv);
     if (!c) return DLOCK_ENOMEM;
     c->slot = slot;
     int rc = send_call(e, c);

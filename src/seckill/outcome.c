@@ -38,6 +38,8 @@ static const sk_outcome table[SK_OUT_ROWS] = {
                         "Redis did not answer: outcome unknown; retry with the same Idempotency-Key", NONE},
     [SK_OUT_STALE] = {-1, SK_EGUARD, "stale", 503, "unavailable", "order of an old timeline", NONE, NORETRY,
                       "stale timeline"},
+    [SK_OUT_IDEM_DEGRADED] = {-1, SK_EIDEMWAIT, "idem_degraded", 503, "unavailable",
+                              "Redis unavailable: purchases with an Idempotency-Key wait for it; retry later", NONE},
 };
 
 const sk_outcome *sk_outcome_get(int id)

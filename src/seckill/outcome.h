@@ -30,8 +30,10 @@ typedef enum sk_outcome_id {
     SK_OUT_UNAVAILABLE, /* not decided; also every code no other row names */
     SK_OUT_UNKNOWN,     /* sent, no answer: the decision may have happened */
     SK_OUT_COUNT,       /* the purchase outcomes are the rows above (metrics count them) */
-    /* reasons only the database guard gives (never a buyer's answer) */
-    SK_OUT_STALE = SK_OUT_COUNT, /* an order of an old timeline (epoch below the campaign's) */
+    /* rows past the metric rows; ids are stored in the database: append only */
+    SK_OUT_STALE = SK_OUT_COUNT, /* guard only: an order of an old timeline (epoch below the campaign's) */
+    SK_OUT_IDEM_DEGRADED,        /* degraded path: the database keeps no Idempotency-Keys, so a keyed
+                                    purchase waits for Redis (never a second order) */
     SK_OUT_ROWS
 } sk_outcome_id;
 

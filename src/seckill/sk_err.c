@@ -44,6 +44,7 @@ const char *sk_strerror(int err)
     case SK_EIDEMPOTENCY: return "Idempotency-Key used by another user";
     case SK_EQUEUEFULL: return "too many purchases waiting";
     case SK_EBARRIER: return "campaign recovering after a change of master";
+    case SK_EIDEMWAIT: return "purchases with an Idempotency-Key wait for Redis";
     case DLOCK__ECROSSSLOT: return dlock__strerror(err); /* internal: mapped at the edge, named anyway */
     default: return dlock_strerror(err);
     }

@@ -35,6 +35,8 @@ typedef enum sk_err {
     SK_EIDEMPOTENCY = -114, /* Idempotency-Key first used by another user */
     SK_EQUEUEFULL = -115,/* too many purchases waiting (coalescer or database path): retry */
     SK_EBARRIER = -116,  /* the campaign waits for the barrier after a change of master: retry */
+    SK_EIDEMWAIT = -117, /* degraded: a purchase under an Idempotency-Key waits for Redis */
+    SK_E_LAST = SK_EIDEMWAIT, /* the last code: a new one moves this (tests walk the range) */
 } sk_err;
 
 /* Names every code an engine function returns: sk_err, dlock_err, and

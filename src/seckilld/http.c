@@ -391,8 +391,7 @@ static void handle_purchase(hreq *q)
     bool degraded = sk_degraded_active(q->h->o.degraded);
     if (degraded && idem) {
         /* the database keeps no Idempotency-Keys: never risk a second order */
-        sk__http_reply_error(q, 503, "unavailable",
-                    "Redis unavailable: purchases with an Idempotency-Key wait for it; retry later");
+        sk__http_reply_outcome(q, SK_OUT_IDEM_DEGRADED, 0, 0);
         return;
     }
     if (degraded) rc = sk_degraded_purchase(q->h->o.degraded, q->id, q->user, qty, ip, on_purchase, q);

@@ -275,6 +275,17 @@ static void test_purchase_outcomes_are_one_table(void **state)
  * engine code of the same meaning, and every code an engine function can
  * hand on has a message (the cross-slot refusal printed "unknown error
  * code" before it was named). */
+/* Every engine code, SK_EINVAL down to SK_E_LAST, has its own message. */
+static void test_every_engine_code_is_named(void **state)
+{
+    (void)state;
+    for (int err = SK_EINVAL; err >= SK_E_LAST; err--) {
+        const char *m = sk_strerror(err);
+        if (strstr(m, "unknown error")) fail_msg("sk_err %d has no message", err);
+        for (int other = SK_EINVAL; other > err; other--) assert_string_not_equal(sk_strerror(other), m);
+    }
+}
+
 static void test_every_common_code_is_mapped_and_named(void **state)
 {
     (void)state;
@@ -316,6 +327,7 @@ static void test_replicas_in_sync_are_online_with_a_recent_ack(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_engine_code_is_named),
         cmocka_unit_test(test_every_common_code_is_mapped_and_named),
         cmocka_unit_test(test_json_accepts_valid_documents),
         cmocka_unit_test(test_json_rejects_invalid_documents),

@@ -91,6 +91,12 @@ load p2b dgB u2:100 --threads 3
 sleep 2
 late=$(curl -s -X POST "http://${hosts[1]}/v1/campaigns/dgB/purchase" -H 'X-User-Id: late' -w ' %{http_code}')
 case "$late" in *'"error":"sold_out"'*' 409') ;; *) fail "dgB on the database path: $late (want 409 sold_out)" ;; esac
+# a purchase under an Idempotency-Key waits for Redis (the database keeps
+# no keys): the outcome table's answer, and no order is taken for it
+keyed=$(curl -s -X POST "http://${hosts[0]}/v1/campaigns/dgA/purchase" -H 'X-User-Id: keyed-1' \
+    -H 'Idempotency-Key: k-degraded-1' -w ' %{http_code}')
+case "$keyed" in *'"error":"unavailable"'*'purchases with an Idempotency-Key wait for it'*' 503') ;;
+    *) fail "a keyed purchase on the database path: $keyed (want 503 unavailable, the keyed-wait message)" ;; esac
 case "$late" in *'"message":"sold out"'*) ;; *) fail "dgB sold out on the database path: $late (want the message \"sold out\")" ;; esac
 
 touch "$work/stop-p2" "$work/stop-p2b"
@@ -206,6 +212,8 @@ bad = db.execute("SELECT COUNT(*) FROM orders WHERE path NOT IN ('redis','db') O
 assert bad == 0, "%d orders without a path" % bad
 rej = db.execute("SELECT COUNT(*) FROM orders WHERE status='rejected'").fetchone()[0]
 assert rej == 0, "%d orders rejected by the database guard" % rej
+assert db.execute("SELECT COUNT(*) FROM orders WHERE user_id = 'keyed-1'").fetchone()[0] == 0, \
+    "the keyed purchase refused on the database path took an order"
 paths = dict(db.execute("SELECT path, COUNT(*) FROM orders GROUP BY path").fetchall())
 print("degraded: orders by path:", paths)
 path_of = dict((str(i), p) for i, p in db.execute("SELECT order_id, path FROM orders"))
