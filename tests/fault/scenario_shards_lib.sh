@@ -81,6 +81,23 @@ sh_wait_xids_gone() {
     done
 }
 
+# sh_wait_accepted_at_least N BUDGET_S: until the instances have accepted
+# (answered 201 or 202) N purchases, summed over their metrics: a cheap poll
+# (curl), for a trigger that must fire mid-sale on a loaded machine.
+sh_wait_accepted_at_least() {
+    local end=$(( $(date +%s) + $2 )) u n
+    while :; do
+        n=0
+        for u in "${SECKILLD_URLS[@]}"; do
+            n=$(( n + $(sh_metric "$u" 'seckill_answers_total{answer="201"}' | cut -d. -f1) \
+                  + $(sh_metric "$u" 'seckill_answers_total{answer="202"}' | cut -d. -f1) ))
+        done
+        [ "$n" -ge "$1" ] && return 0
+        [ "$(date +%s)" -ge "$end" ] && return 1
+        sleep 0.05
+    done
+}
+
 # sh_wait_sold_at_least N BUDGET_S: until N units are sold, at most
 # BUDGET_S seconds of wall clock (a reading of sh_state is a Python start
 # and a Cluster discovery: on a loaded machine it takes most of a second,

@@ -20,7 +20,7 @@ cl_sale_setup h
 SECKILLD_EXTRA="--replica-acks 1 --replica-ack-timeout-ms 500"
 start_services
 start_sale
-sh_wait_sold_at_least $((STOCK / 4)) 30 || { say "the sale did not start selling"; exit 1; }
+sh_wait_accepted_at_least $((STOCK / 4)) 30 || { say "the sale did not start selling"; exit 1; }
 st=$(sh_state)
 tag1=$("$PY" -c 'import json, sys; print(json.loads(sys.argv[1])["buckets"][1]["tag"])' "$st")
 from=$("$PY" -c 'import json, sys; print(json.loads(sys.argv[1])["buckets"][1]["master"])' "$st")

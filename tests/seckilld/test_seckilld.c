@@ -819,26 +819,31 @@ static void test_frozen_redis_and_vanishing_clients(void **state)
     assert_true(send(fd, req, strlen(req), MSG_NOSIGNAL) > 0);
     dlock__sleep_ms(50);
     close(fd);
-    /* one that waits: 503, outcome unknown, after the reply deadline */
+    /* At once, while every connection is still up (a lease renewal or a
+     * probe that meets the frozen server later drops an instance's
+     * connection, and what is sent after that is rightly "unavailable"):
+     * one buyer that waits on d[0], and on d[1] a purchase and an order
+     * look-up. Each is sent and never answered: 503 outcome unknown after
+     * the reply deadline, the same status and body from the one table. */
+    skt_req r[3];
+    memset(r, 0, sizeof(r));
+    purchase_req(&r[0], d[0].port, "frz", "waits", 1);
+    snprintf(r[0].headers, sizeof(r[0].headers), "X-User-Id: waits\r\nIdempotency-Key: w-1\r\n");
+    purchase_req(&r[1], d[1].port, "frz", "waits-too", 1);
+    r[2].port = d[1].port;
+    r[2].method = "GET";
+    snprintf(r[2].path, sizeof(r[2].path), "/v1/orders/12345");
+    snprintf(r[2].headers, sizeof(r[2].headers), "%s", ADMIN);
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(buy(d[0].port, "frz", "waits", 1, "w-1", resp, sizeof(resp)), 503);
-    expect_error(resp, "outcome_unknown");
-    assert_non_null(strstr(resp, "unknown"));
+    assert_int_equal(skt_run_concurrent(r, 3, 8000), 0);
     assert_true(dlock__now_ms() - t0 < 3000);
-    /* the order route meets the same outcome (Redis sent the look-up and
-     * did not answer): the same status and body, from one table */
-    skt_req pair[2];
-    memset(pair, 0, sizeof(pair));
-    purchase_req(&pair[0], d[1].port, "frz", "waits-too", 1);
-    pair[1].port = d[1].port;
-    pair[1].method = "GET";
-    snprintf(pair[1].path, sizeof(pair[1].path), "/v1/orders/12345");
-    snprintf(pair[1].headers, sizeof(pair[1].headers), "%s", ADMIN);
-    assert_int_equal(skt_run_concurrent(pair, 2, 8000), 0);
-    assert_int_equal(pair[0].status, 503);
-    assert_int_equal(pair[1].status, 503);
-    expect_error(pair[1].resp, "outcome_unknown");
-    assert_string_equal(pair[1].resp, pair[0].resp);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(r[i].status, 503);
+        expect_error(r[i].resp, "outcome_unknown");
+    }
+    assert_non_null(strstr(r[0].resp, "unknown"));
+    assert_string_equal(r[2].resp, r[1].resp);
+    assert_string_equal(r[0].resp, r[1].resp);
     test_server_pause(&redis, false);
     int64_t deadline = dlock__now_ms() + 5000;
     while (skt_http(d[0].port, "GET", "/healthz", NULL, NULL, 0, resp, sizeof(resp)) != 200) {
