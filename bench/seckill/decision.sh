@@ -158,7 +158,7 @@ wrk_buy() {
 floor() {
     local r=$1 p=$2 b=$3 n=$4
     redis-cli -p "$p" flushall >/dev/null
-    "$PY" - "$n" "$b" "f$r$$" >"$work/floor.resp" <<'EOF'
+    "$PY" - "$n" "$b" "d${r}plain$$" >"$work/floor.resp" <<'EOF'
 import sys
 n, b, cid = int(sys.argv[1]), max(1, int(round(float(sys.argv[2])))), sys.argv[3]
 w = sys.stdout.buffer
@@ -175,11 +175,11 @@ for i in range(n):
         cmd("HINCRBY", t + ":meta", "calls", 1)
         cmd("TIME")
         cmd("GET", t + ":stock")
-    oid, user, ts = 7290000000000000000 + i * 4099, "b1redis-%d-%d" % (1 + i % 2, i), "1764641000%03d" % (i % 1000)
+    oid, user, ts = 121434076673466368 + i * 4099, "b1plain-%d-%d" % (1 + i % 2, i), "1796177740%03d" % (i % 1000)
     cmd("HGET", t + ":buyers", user)
     cmd("HINCRBY", t + ":buyers", user, 1)
     cmd("HSET", "%s:order:%d" % (t, oid), "campaign", cid, "user", user, "qty", 1, "status", "accepted", "ts_ms", ts)
-    cmd("PEXPIRE", "%s:order:%d" % (t, oid), 86400000)
+    cmd("PEXPIRE", "%s:order:%d" % (t, oid), 604800000)
     cmd("XADD", t + ":orders", "*", "order_id", oid, "campaign", cid, "user", user, "qty", 1, "idem", "",
         "ts_ms", ts, "path", "redis", "epoch", 1)
     if i % b == b - 1 or i == n - 1:
