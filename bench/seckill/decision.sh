@@ -3,7 +3,8 @@
 # (its section of docs/BENCHMARKS.md), each figure beside its same-run
 # reference. Every round runs, interleaved (private servers on free
 # loopback ports, stopped by PID; no AOF; never port 6379):
-#   redis   one redis-server, one seckilld (this tree), `wrk -t2 -c64` of new
+#   redis   one redis-server, one seckilld (this tree, its default loops:
+#           one per CPU), `wrk -t2 -c64` of new
 #           buyers (bench/seckill/wrk_buy.lua) on a campaign of unlimited
 #           stock, CONFIG RESETSTAT first: Redis us per accepted purchase =
 #           cmdstat_evalsha (+ eval) usec / accepted (accepted = seckilld's
@@ -11,7 +12,11 @@
 #           usec per accepted (Redis 7 counts a script's redis.call under
 #           its own cmdstat too; seckilld's own few direct commands are in
 #           the list), the script's own overhead (EVALSHA usec minus the
-#           commands'), and the batch (accepted / EVALSHA calls)
+#           commands'), the batch (accepted / EVALSHA calls), and the
+#           server process's CPU (INFO cpu) per accepted: cmdstat usec is
+#           elapsed time inside a command, inflated when the server is
+#           descheduled on a busy machine; the process CPU is not, but it
+#           also holds the reading, parsing and replies around the scripts
 #   floor   the data commands purchase.lua runs for an accepted purchase
 #           (per purchase HGET, HINCRBY, HSET of 5 fields, PEXPIRE, XADD of 8
 #           fields; per batch of the measured size HMGET, HINCRBY, TIME,
@@ -36,6 +41,7 @@
 #   cluster 3 masters, a campaign of K = 3 buckets, wrk as in redis: Redis
 #           us per accepted summed over the masters, against redis's plain
 #           server figure of the same round
+# Targets that are compared alternate which runs first, round by round.
 # Prints CSV rows (round,measure,value,unit) as it goes, then a summary of
 # medians (and per-round ratios) with each goal beside it, the commit and
 # the load average.
@@ -120,22 +126,28 @@ stats() {
         sed -n 's/^cmdstat_\([^:]*\):calls=\([0-9]*\),usec=\([0-9]*\),.*/\1 \2 \3/p' |
         awk '{ c[$1] += $2; u[$1] += $3 } END { for (k in c) print k, c[k], u[k] }'
 }
+# redis_cpu_ms PORT...: the servers' CPU time so far (used_cpu_user + sys), ms, summed
+redis_cpu_ms() {
+    local p
+    for p in "$@"; do redis-cli -p "$p" info cpu | tr -d '\r'; done |
+        awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.0f", s * 1000 }'
+}
 row() { echo "$1,$2,$3,$4" | tee -a "$out"; }
 
 # wrk_buy ROUND LABEL BIN ACKS K REDIS_URL PORT... : one seckilld, one
 # campaign, a warm-up second, RESETSTAT, then wrk -t2 -c64 for DURATION.
 # Rows: LABEL_accepted_per_s, LABEL_redis_us, LABEL_batch, LABEL_cmd_<c>.
 wrk_buy() {
-    local r=$1 label=$2 bin=$3 acks=$4 k=$5 rurl=$6 id a0 a1 n acc p
+    local r=$1 label=$2 bin=$3 acks=$4 k=$5 rurl=$6 id a0 a1 n acc p c0 c1
     shift 6
     id="d$r$label$$"
     sk_start "$bin" "$rurl" "$acks"
     campaign "$id" 1000000000 "$k"
     CAMPAIGN=$id BUY_PREFIX="w$r$label" wrk -t2 -c64 -d1s -s bench/seckill/wrk_buy.lua "$URL" >/dev/null 2>&1
     for p in "$@"; do redis-cli -p "$p" config resetstat >/dev/null; done
-    a0=$(accepted_now)
+    a0=$(accepted_now) c0=$(redis_cpu_ms "$@")
     CAMPAIGN=$id BUY_PREFIX="b$r$label" wrk -t2 -c64 -d"${DURATION}s" -s bench/seckill/wrk_buy.lua "$URL" >"$work/wrk.txt" 2>&1
-    a1=$(accepted_now)
+    a1=$(accepted_now) c1=$(redis_cpu_ms "$@")
     stats "$@" >"$work/stats.txt"
     sk_stop
     n=$(awk '/requests in/ { print $1 }' "$work/wrk.txt")
@@ -143,6 +155,7 @@ wrk_buy() {
     [ "$acc" -gt 0 ] || { echo "decision.sh: $label accepted nothing" >&2; cat "$work/wrk.txt" >&2; exit 1; }
     [ $((acc * 100)) -ge $((n * 95)) ] || echo "decision.sh: $label: only $acc of $n requests accepted (wrk: $(grep -i non-2xx "$work/wrk.txt"))" >&2
     row "$r" "${label}_accepted" "$acc" purchases
+    row "$r" "${label}_redis_proc_cpu_us" "$(awk -v a="$acc" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "%.2f", (c1 - c0) * 1000 / a }')" "us/accepted (INFO cpu)"
     row "$r" "${label}_accepted_per_s" "$(awk -v a="$acc" -v d="$DURATION" 'BEGIN { printf "%.0f", a / d }')" purchases/s
     awk -v a="$acc" -v r="$r" -v l="$label" -v f="$out" '
         $1 == "evalsha" || $1 == "eval" { us += $3; calls += $2 }
@@ -282,8 +295,10 @@ echo "# decision.sh at $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(
 echo "round,measure,value,unit" | tee "$out"
 for r in $(seq 1 "$ROUNDS"); do
     echo "# round $r load $(load)"
+    # this tree and OLD_REF alternate which goes first, round by round
+    if want http && [ $((r % 2)) = 0 ]; then wrk_buy "$r" old_plain "$OLD" 0 1 "$plain" "$PLAIN_PORT"; fi
     if want redis; then wrk_buy "$r" plain "$seckilld" 0 1 "$plain" "$PLAIN_PORT"; fi
-    if want http; then wrk_buy "$r" old_plain "$OLD" 0 1 "$plain" "$PLAIN_PORT"; fi
+    if want http && [ $((r % 2)) = 1 ]; then wrk_buy "$r" old_plain "$OLD" 0 1 "$plain" "$PLAIN_PORT"; fi
     if want floor; then
         # the batch size and the count of the round's plain run (or 13, MEM_ORDERS)
         b=$(awk -F, -v r="$r" '$1 == r && $2 == "plain_batch" { print $3 }' "$out")
@@ -291,16 +306,18 @@ for r in $(seq 1 "$ROUNDS"); do
         floor "$r" "$SCRATCH_PORT" "${b:-13}" "${n:-$MEM_ORDERS}"
     fi
     if want acks; then
-        acks_engine "$r" 1
-        acks_engine "$r" 0
+        acks_engine "$r" $((r % 2))
+        acks_engine "$r" $(((r + 1) % 2))
     fi
+    if want http && [ $((r % 2)) = 0 ]; then wrk_buy "$r" old_replica_acks1 "$OLD" 1 1 "$master" "$MASTER_PORT"; fi
+    if want acks && [ $((r % 2)) = 0 ]; then wrk_buy "$r" replica_acks0 "$seckilld" 0 1 "$master" "$MASTER_PORT"; fi
     if want acks || want http; then wrk_buy "$r" replica_acks1 "$seckilld" 1 1 "$master" "$MASTER_PORT"; fi
-    if want http; then wrk_buy "$r" old_replica_acks1 "$OLD" 1 1 "$master" "$MASTER_PORT"; fi
-    if want acks; then wrk_buy "$r" replica_acks0 "$seckilld" 0 1 "$master" "$MASTER_PORT"; fi
+    if want acks && [ $((r % 2)) = 1 ]; then wrk_buy "$r" replica_acks0 "$seckilld" 0 1 "$master" "$MASTER_PORT"; fi
+    if want http && [ $((r % 2)) = 1 ]; then wrk_buy "$r" old_replica_acks1 "$OLD" 1 1 "$master" "$MASTER_PORT"; fi
     if want cpu; then
-        cpu_seckilld "$r" 1
+        cpu_seckilld "$r" $((1 + r % 2))
         cpu "$r" nginx "$NG_PID" "http://127.0.0.1:$NG_PORT/"
-        cpu_seckilld "$r" 2
+        cpu_seckilld "$r" $((2 - r % 2))
     fi
     if want cluster; then
         # shellcheck disable=SC2086

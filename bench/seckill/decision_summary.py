@@ -26,7 +26,7 @@ def rounds(m):
 
 def line(label, m, unit, goal=""):
     if m in by:
-        print("%-44s %10.2f %-14s rounds: %s%s" % (label, med(m), unit, rounds(m), "  goal " + goal if goal else ""))
+        print("%-50s %10.2f %-14s rounds: %s%s" % (label, med(m), unit, rounds(m), "  goal " + goal if goal else ""))
 
 
 def ratio(label, a, b, goal="", op=None, lim=None):
@@ -37,14 +37,14 @@ def ratio(label, a, b, goal="", op=None, lim=None):
         return
     m = statistics.median(rs)
     met = "" if op is None else ("  met" if (m <= lim if op == "<=" else m >= lim) else "  NOT met")
-    print("%-44s %10.2f %-14s rounds: %s%s%s" % (label, m, "ratio", " ".join("%.2f" % r for r in rs),
+    print("%-50s %10.2f %-14s rounds: %s%s%s" % (label, m, "ratio", " ".join("%.2f" % r for r in rs),
                                                 "  goal " + goal if goal else "", met))
 
 
 def diff(label, a, b):
     if a in by and b in by:
         ds = [by[a][k] - by[b][k] for k in by[a] if k in by[b]]
-        print("%-44s %10.2f %-14s rounds: %s" % (label, statistics.median(ds), "us", " ".join("%.2f" % d for d in ds)))
+        print("%-50s %10.2f %-14s rounds: %s" % (label, statistics.median(ds), "us", " ".join("%.2f" % d for d in ds)))
 
 
 def cmds(prefix, unit):
@@ -59,7 +59,9 @@ cmds("plain_cmd_", "us per accepted: the scripts' redis.call and seckilld's own"
 line("  of which commands (all but EVALSHA/EVAL)", "plain_inner_us", "us")
 diff("  script's own overhead (EVALSHA - commands)", "plain_redis_us", "plain_inner_us")
 line("  batch (accepted / EVALSHA calls)", "plain_batch", "purchases")
+line("redis process CPU / accepted (INFO cpu)", "plain_redis_proc_cpu_us", "us")
 line("same run, %s: redis us / accepted" % old, "old_plain_redis_us", "us")
+line("same run, %s: redis process CPU / accepted" % old, "old_plain_redis_proc_cpu_us", "us")
 line("same run, %s: batch" % old, "old_plain_batch", "purchases")
 print("== native floor (the accepted path's data commands, plain pipelined, emptied server)")
 line("floor us / purchase", "floor_us", "us")
@@ -73,7 +75,7 @@ for part, m in (("order status hash", "mem_order_hash"), ("stream entry", "mem_s
 if "mem_bytes_per_order" in by:
     parts = [med(m) or 0 for m in ("mem_order_hash", "mem_stream", "mem_buyers")]
     rest = med("mem_bytes_per_order") - sum(parts)
-    print("%-44s %10.2f %-14s" % ("  rest (keyspace/expires tables, campaign)", rest, "B"))
+    print("%-50s %10.2f %-14s" % ("  rest (keyspace/expires tables, campaign)", rest, "B"))
     line("  keys per order", "mem_keys_per_order", "keys")
     b = med("mem_bytes_per_order")
     print("  a sale of N units needs: " + ", ".join("N=%s %.1f MiB" % (f"{n:,}", n * b / 2**20)
@@ -103,5 +105,7 @@ print("== Cluster per-bucket cost (3 masters, K = 3 buckets, usec summed over th
 line("cluster redis us / accepted", "cluster_k3_redis_us", "us")
 cmds("cluster_k3_cmd_", "us per accepted")
 line("cluster batch (accepted / EVALSHA calls)", "cluster_k3_batch", "purchases")
+line("cluster redis process CPU / accepted", "cluster_k3_redis_proc_cpu_us", "us")
 line("cluster HTTP accepted/s", "cluster_k3_accepted_per_s", "/s")
 ratio("cluster / plain server (same round)", "cluster_k3_redis_us", "plain_redis_us", "<= 1.1", "<=", 1.1)
+ratio("  the same by process CPU", "cluster_k3_redis_proc_cpu_us", "plain_redis_proc_cpu_us")
