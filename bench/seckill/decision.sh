@@ -17,6 +17,7 @@
 #           elapsed time inside a command, inflated when the server is
 #           descheduled on a busy machine; the process CPU is not, but it
 #           also holds the reading, parsing and replies around the scripts
+#           (run too for http, floor and cluster: their reference)
 #   floor   the data commands purchase.lua runs for an accepted purchase
 #           (per purchase HGET, HINCRBY, HSET of 5 fields, PEXPIRE, XADD of 8
 #           fields; per batch of the measured size HMGET, HINCRBY, TIME,
@@ -138,16 +139,16 @@ row() { echo "$1,$2,$3,$4" | tee -a "$out"; }
 # campaign, a warm-up second, RESETSTAT, then wrk -t2 -c64 for DURATION.
 # Rows: LABEL_accepted_per_s, LABEL_redis_us, LABEL_batch, LABEL_cmd_<c>.
 wrk_buy() {
-    local r=$1 label=$2 bin=$3 acks=$4 k=$5 rurl=$6 id a0 a1 n acc p c0 c1
+    local r=$1 label=$2 bin=$3 acks=$4 k=$5 rurl=$6 id a0 a1 n acc p c0 c1 s0 s1
     shift 6
     id="d$r$label$$"
     sk_start "$bin" "$rurl" "$acks"
     campaign "$id" 1000000000 "$k"
     CAMPAIGN=$id BUY_PREFIX="w$r$label" wrk -t2 -c64 -d1s -s bench/seckill/wrk_buy.lua "$URL" >/dev/null 2>&1
     for p in "$@"; do redis-cli -p "$p" config resetstat >/dev/null; done
-    a0=$(accepted_now) c0=$(redis_cpu_ms "$@")
+    a0=$(accepted_now) c0=$(redis_cpu_ms "$@") s0=$(metric 'seckill_answers_total{answer="201"}')
     CAMPAIGN=$id BUY_PREFIX="b$r$label" wrk -t2 -c64 -d"${DURATION}s" -s bench/seckill/wrk_buy.lua "$URL" >"$work/wrk.txt" 2>&1
-    a1=$(accepted_now) c1=$(redis_cpu_ms "$@")
+    a1=$(accepted_now) c1=$(redis_cpu_ms "$@") s1=$(metric 'seckill_answers_total{answer="201"}')
     stats "$@" >"$work/stats.txt"
     sk_stop
     n=$(awk '/requests in/ { print $1 }' "$work/wrk.txt")
@@ -155,6 +156,7 @@ wrk_buy() {
     [ "$acc" -gt 0 ] || { echo "decision.sh: $label accepted nothing" >&2; cat "$work/wrk.txt" >&2; exit 1; }
     [ $((acc * 100)) -ge $((n * 95)) ] || echo "decision.sh: $label: only $acc of $n requests accepted (wrk: $(grep -i non-2xx "$work/wrk.txt"))" >&2
     row "$r" "${label}_accepted" "$acc" purchases
+    row "$r" "${label}_share_201" "$(awk -v a="$acc" -v s=$((s1 - s0)) 'BEGIN { printf "%.3f", s / a }')" "of accepted answered 201"
     row "$r" "${label}_redis_proc_cpu_us" "$(awk -v a="$acc" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "%.2f", (c1 - c0) * 1000 / a }')" "us/accepted (INFO cpu)"
     row "$r" "${label}_accepted_per_s" "$(awk -v a="$acc" -v d="$DURATION" 'BEGIN { printf "%.0f", a / d }')" purchases/s
     awk -v a="$acc" -v r="$r" -v l="$label" -v f="$out" '
@@ -297,7 +299,7 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "# round $r load $(load)"
     # this tree and OLD_REF alternate which goes first, round by round
     if want http && [ $((r % 2)) = 0 ]; then wrk_buy "$r" old_plain "$OLD" 0 1 "$plain" "$PLAIN_PORT"; fi
-    if want redis; then wrk_buy "$r" plain "$seckilld" 0 1 "$plain" "$PLAIN_PORT"; fi
+    if want redis || want http || want floor || want cluster; then wrk_buy "$r" plain "$seckilld" 0 1 "$plain" "$PLAIN_PORT"; fi
     if want http && [ $((r % 2)) = 1 ]; then wrk_buy "$r" old_plain "$OLD" 0 1 "$plain" "$PLAIN_PORT"; fi
     if want floor; then
         # the batch size and the count of the round's plain run (or 13, MEM_ORDERS)
