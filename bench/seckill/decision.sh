@@ -4,9 +4,9 @@
 # reference. Every round runs, interleaved (private servers on free
 # loopback ports, stopped by PID; no AOF; never port 6379):
 #   redis   one redis-server, one seckilld (this tree, its default loops:
-#           one per CPU), `wrk -t2 -c64` of new
-#           buyers (bench/seckill/wrk_buy.lua) on a campaign of unlimited
-#           stock, CONFIG RESETSTAT first: Redis us per accepted purchase =
+#           one per CPU), `wrk -t2 -c64` of new buyers
+#           (bench/seckill/wrk_buy.lua) on a campaign of unlimited stock,
+#           a warm-up second, then CONFIG RESETSTAT: Redis us per accepted purchase =
 #           cmdstat_evalsha (+ eval) usec / accepted (accepted = seckilld's
 #           seckill_answers_total 201 + 202 over the run), every command's
 #           usec per accepted (Redis 7 counts a script's redis.call under
@@ -22,8 +22,10 @@
 #           (per purchase HGET, HINCRBY, HSET of 5 fields, PEXPIRE, XADD of 8
 #           fields; per batch of the measured size HMGET, HINCRBY, TIME,
 #           GET, SET), realistic sizes, as plain commands from a RESP file
-#           through `redis-cli --pipe` on an emptied server: the native
-#           floor = their usec / purchases; the script minus the floor
+#           through `redis-cli --pipe` on an emptied server, as many
+#           purchases as the round's redis run accepted: the native floor =
+#           their usec / purchases (one client, back to back: the best case
+#           of those writes); the script minus the floor
 #   memory  MEM_ORDERS accepted orders through seckilld (no persister, so
 #           the stream is untrimmed): used_memory after - before, per
 #           order, and per part (MEMORY USAGE of a sample of order hashes,
