@@ -1,7 +1,7 @@
 #!/bin/bash
 # http_nginx.sh: seckilld's HTTP cost next to nginx's, in one run. Per
 # round, each for DURATION under `wrk -t1 -c64`: seckilld GET /ping,
-# seckilld purchases (wrk_buy.lua: a new buyer per request,
+# seckilld purchases (bench/seckill/wrk_buy.lua: a new buyer per request,
 # stock 1e9) and nginx `return 200 "ok"` (own temp config, one process, a
 # free loopback port). Server CPU is `perf stat -e task-clock -p PID` over
 # the same seconds (or utime+stime from /proc/PID/stat when perf is
@@ -18,6 +18,7 @@ DUR=${3:-10}
 seckilld=${4:-$BUILD/tools/seckilld/seckilld}
 shift $(($# < 4 ? $# : 4))
 . scripts/lib.sh
+. bench/seckill/bench_lib.sh # sb_start_nginx, sb_cpu_ms (not sb_setup: BUILD is an argument here)
 work=$(mktemp -d "${TMPDIR:-/tmp}/http-nginx-XXXXXX")
 trap 'dl_cleanup; rm -rf "$work"' EXIT
 TOKEN=bench-token
@@ -33,61 +34,9 @@ now=$(($(date +%s) * 1000))
 curl -sf -o /dev/null -X POST "http://127.0.0.1:$SK_PORT/v1/campaigns" -H "Authorization: Bearer $TOKEN" \
     -d "{\"id\":\"bench\",\"stock\":1000000000,\"per_user_limit\":1,\"starts_at\":$((now - 60000)),\"ends_at\":$((now + 3600000))}"
 
-NG_PORT=$(dl_free_port)
-mkdir -p "$work/nginx"
-cat >"$work/nginx/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/body;
-    proxy_temp_path $work/nginx/proxy;
-    fastcgi_temp_path $work/nginx/fastcgi;
-    uwsgi_temp_path $work/nginx/uwsgi;
-    scgi_temp_path $work/nginx/scgi;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$NG_PORT;
-        location / { return 200 "ok"; }
-    }
-}
-EOF
-nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" 2>"$work/nginx/stderr" &
-NG_PID=$!
-dl_track "$NG_PID"
-dl_wait_http "http://127.0.0.1:$NG_PORT/" 100
+sb_start_nginx "$work/nginx"
 
-cat >"$work/buy.lua" <<'EOF'
--- a new buyer per request: round prefix from the environment, a counter
-local prefix = os.getenv("BUY_PREFIX") or "r"
-local n = 0
-request = function()
-    n = n + 1
-    return wrk.format("POST", "/v1/campaigns/bench/purchase",
-                      {["X-User-Id"] = prefix .. "-" .. n}, '{"quantity":1}')
-end
-EOF
-
-# cpu_ms PID SECONDS: server CPU over the next SECONDS.
-cpu_ms() {
-    local out="$work/perf-$1.txt"
-    if perf stat -e task-clock -p "$1" -x, -o "$out" -- sleep "$2" 2>/dev/null &&
-        grep -q task-clock "$out"; then
-        awk -F, '/task-clock/ { v = $1 } END { printf "%.1f\n", v + 0 }' "$out"
-        return
-    fi
-    # fallback: /proc/PID/stat utime+stime (clock ticks)
-    local hz a b
-    hz=$(getconf CLK_TCK)
-    a=$(awk '{ print $14 + $15 }' "/proc/$1/stat")
-    sleep "$2"
-    b=$(awk '{ print $14 + $15 }' "/proc/$1/stat")
-    echo $(((b - a) * 1000 / hz))
-}
+cpu_ms() { sb_cpu_ms "$@"; }
 
 # measure NAME PID URL [wrk args]: prints NAME,rps,requests,cpu_ms,us_per_req,
 # and Redis's CPU per request over the same seconds.
@@ -116,7 +65,7 @@ echo "name,rps,requests,server_cpu_ms,server_cpu_us_per_request,redis_cpu_us_per
 for r in $(seq "$ROUNDS"); do
     echo "# round $r load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     measure ping "$SK_PID" "http://127.0.0.1:$SK_PORT/ping"
-    BUY_PREFIX="r$r-$$" measure buy "$SK_PID" "http://127.0.0.1:$SK_PORT/v1/campaigns/bench/purchase" -s "$work/buy.lua"
+    BUY_PREFIX="r$r-$$" measure buy "$SK_PID" "http://127.0.0.1:$SK_PORT/v1/campaigns/bench/purchase" -s bench/seckill/wrk_buy.lua
     measure nginx "$NG_PID" "http://127.0.0.1:$NG_PORT/"
 done | tee "$work/all.csv"
 python3 - "$work/all.csv" <<'PY'
