@@ -278,8 +278,9 @@ static void node_state(dlock__aconn *ac, bool up, const char *why, void *priv)
 /* A command with room for len bytes of RESP. */
 static ccmd *ccmd_alloc(dlock__acluster *cl, size_t len)
 {
-    ccmd *cm = calloc(1, sizeof(ccmd) + len);
+    ccmd *cm = malloc(sizeof(ccmd) + len); /* the bytes are written over at once */
     if (!cm) return NULL;
+    memset(cm, 0, sizeof(*cm));
     cm->cl = cl;
     cm->len = len;
     cm->slot = -1;
