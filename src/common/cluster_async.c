@@ -8,8 +8,10 @@
  * then the URL's nodes; at most one walk at a time, at most one per 100 ms). The
  * node table, the map and what a reply asks for are the router's
  * (cluster_router.c), shared with the sync driver.
- * Each command keeps a private copy of its arguments so that a redirect
- * can resend it: MOVED resends to the named node and updates the map entry
+ * Each command keeps a private copy of itself as RESP bytes, written once
+ * (from argv) or copied as the caller wrote them (a command that comes
+ * with its slot is never parsed), and every send and resend writes those
+ * bytes: MOVED resends to the named node and updates the map entry
  * at once; ASK sends ASKING + the command there; TRYAGAIN / LOADING /
  * MASTERDOWN / CLUSTERDOWN / READONLY wait on a timer (5..100 ms, 8 times
  * at most; the last two refresh the map and go to the slot's master). A command whose connection
@@ -26,6 +28,7 @@
  * loop's next turn, after hiredis has run every pending callback. */
 #include "cluster_async.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,7 @@
 #include "common_err.h"
 #include "redis_aplain.h"
 #include "redis_plain.h"
+#include "resp_write.h"
 #include "util.h"
 
 #define MAX_NODES DLOCK__ROUTER_MAX_NODES
@@ -64,6 +68,7 @@ struct dlock__acluster {
     struct event *refresh_ev, *up_ev;
     ccmd *waiting; /* commands parked on a timer */
     int in_cb;
+    uint64_t parsed; /* RESP commands read back into argv to find their keys */
 };
 
 struct ccmd {
@@ -77,9 +82,8 @@ struct ccmd {
     unsigned gen;
     struct event *timer;
     ccmd *prev, *next;
-    int argc;
-    const char **argv;
-    size_t *lens;
+    size_t len; /* the command, in RESP: cmd[0..len), after the struct */
+    char cmd[];
 };
 
 struct fan {
@@ -271,27 +275,38 @@ static void node_state(dlock__aconn *ac, bool up, const char *why, void *priv)
 
 /* ---- commands ---------------------------------------------------------------- */
 
-static ccmd *ccmd_new(dlock__acluster *cl, int argc, const char **argv, const size_t *lens)
+/* A command with room for len bytes of RESP. */
+static ccmd *ccmd_alloc(dlock__acluster *cl, size_t len)
 {
-    size_t bytes = 0;
-    for (int i = 0; i < argc; i++)
-        bytes += (lens ? lens[i] : strlen(argv[i])) + 1;
-    size_t head = sizeof(ccmd) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
-    ccmd *cm = calloc(1, head + bytes);
+    ccmd *cm = malloc(sizeof(ccmd) + len); /* the bytes are written over at once */
     if (!cm) return NULL;
+    memset(cm, 0, sizeof(*cm));
     cm->cl = cl;
-    cm->argc = argc;
-    cm->argv = (const char **)(void *)(cm + 1);
-    cm->lens = (size_t *)(void *)(cm->argv + argc);
-    char *p = (char *)(cm->lens + argc);
-    for (int i = 0; i < argc; i++) {
-        cm->lens[i] = lens ? lens[i] : strlen(argv[i]);
-        memcpy(p, argv[i], cm->lens[i]);
-        p[cm->lens[i]] = '\0';
-        cm->argv[i] = p;
-        p += cm->lens[i] + 1;
-    }
+    cm->len = len;
     cm->slot = -1;
+    return cm;
+}
+
+/* The command of argv, written in RESP once (the only formatting). */
+static ccmd *ccmd_argv(dlock__acluster *cl, int argc, const char **argv, const size_t *lens)
+{
+    size_t room = 1 + DLOCK__RESP_INT_MAX + 2;
+    for (int i = 0; i < argc; i++)
+        room += (lens ? lens[i] : strlen(argv[i])) + DLOCK__RESP_BULK_OVERHEAD;
+    ccmd *cm = ccmd_alloc(cl, room);
+    if (!cm) return NULL;
+    char *p = dlock__resp_len(cm->cmd, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++)
+        p = dlock__resp_bulk(p, argv[i], lens ? lens[i] : strlen(argv[i]));
+    cm->len = (size_t)(p - cm->cmd);
+    return cm;
+}
+
+/* A copy of a command the caller wrote in RESP. */
+static ccmd *ccmd_resp(dlock__acluster *cl, const char *cmd, size_t len)
+{
+    ccmd *cm = ccmd_alloc(cl, len);
+    if (cm) memcpy(cm->cmd, cmd, len);
     return cm;
 }
 
@@ -337,7 +352,7 @@ static int dispatch(ccmd *cm)
     const char *ask[1] = {"ASKING"};
     if (cm->h.asking && dlock__aplain_cmd(ac, ignore, NULL, 1, ask, NULL) != 0) return DLOCK__ECONN;
     cm->gen = cl->nodes[cm->h.target].gen;
-    int rc = dlock__aplain_cmd(ac, on_node_reply, cm, cm->argc, cm->argv, cm->lens);
+    int rc = dlock__aplain_cmd_resp(ac, on_node_reply, cm, cm->cmd, cm->len);
     if (rc == 0 && cm->slot >= 0) cl->rt.last = cm->h.target;
     return rc;
 }
@@ -449,8 +464,7 @@ static void fan_part(dlock__acluster *cl, fan *f, dlock__reply *reply, int err)
     free(f);
 }
 
-static int run_all(dlock__acluster *cl, dlock__acb cb, void *priv, int argc, const char **argv,
-                   const size_t *lens)
+static int run_all(dlock__acluster *cl, dlock__acb cb, void *priv, const char *cmd, size_t len)
 {
     int masters[MAX_NODES];
     int n = (int)dlock__router_masters(&cl->rt, masters, NULL, MAX_NODES);
@@ -459,7 +473,7 @@ static int run_all(dlock__acluster *cl, dlock__acb cb, void *priv, int argc, con
     *f = (fan){.cb = cb, .priv = priv, .left = n};
     int queued = 0;
     for (int i = 0; i < n; i++) {
-        ccmd *cm = ccmd_new(cl, argc, argv, lens);
+        ccmd *cm = ccmd_resp(cl, cmd, len);
         int rc = DLOCK__ENOMEM;
         if (cm) {
             cm->fan = f;
@@ -559,30 +573,94 @@ void dlock__acluster_close(dlock__acluster *cl)
     destroy(cl);
 }
 
+/* Where argv goes: *slot (its keys' slot, -1 keyless) or *all (every
+ * master); ECROSSSLOT/EINVAL for what the router does not send. */
+static int route_argv(int argc, const char **argv, const size_t *lens, int *slot, bool *all)
+{
+    dlock__route rt = {0};
+    int rc = dlock__route_cmd(argc, argv, lens, &rt, NULL, 0);
+    if (rc) return rc;
+    if (rt.kind == DLOCK__ROUTE_MULTI || rt.kind == DLOCK__ROUTE_EXEC) return DLOCK__EINVAL;
+    *all = rt.kind == DLOCK__ROUTE_ALL;
+    *slot = rt.kind == DLOCK__ROUTE_SLOT ? (int)rt.slot : -1;
+    return 0;
+}
+
+/* The same for a command written in RESP (an array of bulk strings): read
+ * back into argv, the only way to find its keys. */
+static int route_resp(dlock__acluster *cl, const char *cmd, size_t len, int *slot, bool *all)
+{
+    dlock__reply *req = NULL;
+    int rc = dlock__reply_parse(cmd, len, &req);
+    if (rc) return rc == DLOCK__ENOMEM ? rc : DLOCK__EINVAL;
+    cl->parsed++;
+    size_t n = dlock__reply_kind(req) == DLOCK__R_ARRAY ? dlock__reply_count(req) : 0;
+    const char **argv = n ? calloc(n, sizeof(*argv)) : NULL;
+    size_t *lens = n ? calloc(n, sizeof(*lens)) : NULL;
+    rc = n == 0 || n > INT_MAX ? DLOCK__EINVAL : (!argv || !lens) ? DLOCK__ENOMEM : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const dlock__reply *a = dlock__reply_at(req, i);
+        if (dlock__reply_kind(a) != DLOCK__R_STRING)
+            rc = DLOCK__EINVAL;
+        else
+            argv[i] = dlock__reply_str(a, &lens[i]);
+    }
+    if (rc == 0) rc = route_argv((int)n, argv, lens, slot, all);
+    free(argv);
+    free(lens);
+    dlock__reply_free(req);
+    return rc;
+}
+
+/* Sends cm: to slot's master following redirects (slot < 0: keyless, to
+ * the current node), or once to slot's master (fixed). Frees it if not. */
+static int submit(dlock__acluster *cl, ccmd *cm, int slot, bool fixed, dlock__acb cb, void *priv)
+{
+    cm->cb = cb;
+    cm->priv = priv;
+    cm->fixed = fixed;
+    cm->h.target = target_of(cl, slot);
+    cm->slot = fixed ? -1 : slot; /* fixed: keyless, does not move "the current node" */
+    int rc = dispatch(cm);
+    if (rc) free(cm);
+    if (rc == 0 && cl->rt.refresh_due) start_refresh(cl);
+    return rc;
+}
+
 int dlock__acluster_cmd(dlock__acluster *cl, int slot, dlock__acb cb, void *priv, int argc, const char **argv,
                         const size_t *lens)
 {
     if (cl->closing || cl->down) return DLOCK__ECONN;
     if (argc < 1 || slot >= DLOCK__SLOTS) return DLOCK__EINVAL;
-    dlock__route rt = {.kind = DLOCK__ROUTE_SLOT, .slot = (unsigned)(slot < 0 ? 0 : slot)};
-    if (slot < 0) {
-        int rc = dlock__route_cmd(argc, argv, lens, &rt, NULL, 0);
-        if (rc) return rc;
-        if (rt.kind == DLOCK__ROUTE_ALL) return run_all(cl, cb, priv, argc, argv, lens);
-        if (rt.kind == DLOCK__ROUTE_MULTI || rt.kind == DLOCK__ROUTE_EXEC) return DLOCK__EINVAL;
-    }
-    ccmd *cm = ccmd_new(cl, argc, argv, lens);
+    int to = slot;
+    bool all = false;
+    int rc = slot < 0 ? route_argv(argc, argv, lens, &to, &all) : 0;
+    if (rc) return rc;
+    ccmd *cm = ccmd_argv(cl, argc, argv, lens);
     if (!cm) return DLOCK__ENOMEM;
-    cm->cb = cb;
-    cm->priv = priv;
-    cm->fixed = slot >= 0;
-    cm->slot = rt.kind == DLOCK__ROUTE_SLOT ? (int)rt.slot : -1;
-    cm->h.target = target_of(cl, cm->slot);
-    if (cm->fixed) cm->slot = -1; /* keyless: does not move "the current node" */
-    int rc = dispatch(cm);
-    if (rc) free(cm);
-    if (rc == 0 && cl->rt.refresh_due) start_refresh(cl);
+    if (!all) return submit(cl, cm, to, slot >= 0, cb, priv);
+    rc = run_all(cl, cb, priv, cm->cmd, cm->len);
+    free(cm);
     return rc;
+}
+
+int dlock__acluster_cmd_resp(dlock__acluster *cl, int slot, dlock__acb cb, void *priv, const char *cmd,
+                             size_t len)
+{
+    if (cl->closing || cl->down) return DLOCK__ECONN;
+    if (len == 0 || slot >= DLOCK__SLOTS) return DLOCK__EINVAL;
+    bool all = false;
+    int rc = slot < 0 ? route_resp(cl, cmd, len, &slot, &all) : 0;
+    if (rc) return rc;
+    if (all) return run_all(cl, cb, priv, cmd, len);
+    ccmd *cm = ccmd_resp(cl, cmd, len);
+    if (!cm) return DLOCK__ENOMEM;
+    return submit(cl, cm, slot, false, cb, priv);
+}
+
+uint64_t dlock__acluster_parsed(const dlock__acluster *cl)
+{
+    return cl->parsed;
 }
 
 bool dlock__acluster_is_up(const dlock__acluster *cl)

@@ -6,6 +6,8 @@
 #ifndef DLOCK_COMMON_CLUSTER_ASYNC_H
 #define DLOCK_COMMON_CLUSTER_ASYNC_H
 
+#include <stdint.h>
+
 #include "redis_async.h"
 
 typedef struct dlock__acluster dlock__acluster;
@@ -18,6 +20,14 @@ void dlock__acluster_close(dlock__acluster *cl);
 /* slot < 0: route by the command's keys; else to slot's master, once. */
 int dlock__acluster_cmd(dlock__acluster *cl, int slot, dlock__acb cb, void *priv, int argc, const char **argv,
                         const size_t *lens);
+/* A command written in RESP (cmd[0..len), copied, sent as written): slot
+ * >= 0: its keys' slot, routed as a keyed command (redirects followed);
+ * slot < 0: read back into argv to find its keys (counted), then routed as
+ * dlock__acluster_cmd routes it, still sent as written. */
+int dlock__acluster_cmd_resp(dlock__acluster *cl, int slot, dlock__acb cb, void *priv, const char *cmd,
+                             size_t len);
+/* Commands dlock__acluster_cmd_resp read back into argv so far. */
+uint64_t dlock__acluster_parsed(const dlock__acluster *cl);
 bool dlock__acluster_is_up(const dlock__acluster *cl);
 int dlock__acluster_node_of_slot(dlock__acluster *cl, unsigned slot, char *buf, size_t len);
 

@@ -4,7 +4,6 @@
  * one. This file only calls down: neither of those calls back into it. */
 #include "redis_async.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,36 +38,23 @@ int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, cons
     return dlock__aplain_cmd(ac, cb, priv, argc, argv, lens);
 }
 
-/* A routing aconn needs the keys: the request (a RESP array of bulk
- * strings) is read back into argv and routed as dlock__aconn_cmd. */
-static int cluster_cmd_resp(dlock__acluster *cl, dlock__acb cb, void *priv, const char *cmd, size_t len)
-{
-    dlock__reply *req = NULL;
-    int rc = dlock__reply_parse(cmd, len, &req);
-    if (rc) return rc == DLOCK__ENOMEM ? rc : DLOCK__EINVAL;
-    size_t n = dlock__reply_kind(req) == DLOCK__R_ARRAY ? dlock__reply_count(req) : 0;
-    const char **argv = n ? calloc(n, sizeof(*argv)) : NULL;
-    size_t *lens = n ? calloc(n, sizeof(*lens)) : NULL;
-    rc = n == 0 || n > INT_MAX ? DLOCK__EINVAL : (!argv || !lens) ? DLOCK__ENOMEM : 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        const dlock__reply *a = dlock__reply_at(req, i);
-        if (dlock__reply_kind(a) != DLOCK__R_STRING)
-            rc = DLOCK__EINVAL;
-        else
-            argv[i] = dlock__reply_str(a, &lens[i]);
-    }
-    if (rc == 0) rc = dlock__acluster_cmd(cl, -1, cb, priv, (int)n, argv, lens);
-    free(argv);
-    free(lens);
-    dlock__reply_free(req);
-    return rc;
-}
-
 int dlock__aconn_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len)
 {
+    return dlock__aconn_cmd_resp_slot(ac, -1, cb, priv, cmd, len);
+}
+
+int dlock__aconn_cmd_resp_slot(dlock__aconn *ac, int slot, dlock__acb cb, void *priv, const char *cmd,
+                               size_t len)
+{
     dlock__acluster *cl = dlock__aplain_router(ac);
-    if (cl) return cluster_cmd_resp(cl, cb, priv, cmd, len);
+    if (cl) return dlock__acluster_cmd_resp(cl, slot < 0 ? -1 : slot, cb, priv, cmd, len);
     return dlock__aplain_cmd_resp(ac, cb, priv, cmd, len);
+}
+
+uint64_t dlock__aconn_resp_parsed(const dlock__aconn *ac)
+{
+    dlock__acluster *cl = dlock__aplain_router(ac);
+    return cl ? dlock__acluster_parsed(cl) : 0;
 }
 
 void dlock__aconn_close(dlock__aconn *ac)

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "redis_io.h"
 
@@ -33,14 +34,24 @@ typedef void (*dlock__astate_cb)(dlock__aconn *ac, bool up, const char *why, voi
  * (at most 500 ms connect + 500 ms reply a seed; none: ECONN/EAUTH and
  * no callback), then one async connection per master is opened on first
  * use, on the same loop; see "Cluster" below. */
-int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state,
-                      void *priv, dlock__aconn **out, char *err, size_t errlen);
+int dlock__aconn_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state, void *priv,
+                      dlock__aconn **out, char *err, size_t errlen);
 /* Queues a command; returns 0 (cb will run) or ECONN/ENOMEM (cb will not). */
 int dlock__aconn_cmd(dlock__aconn *ac, dlock__acb cb, void *priv, int argc, const char **argv,
                      const size_t *lens);
-/* Queues a command already written in RESP (cmd[0..len), copied); as
- * dlock__aconn_cmd. */
+/* Queues one command already written in RESP (cmd[0..len), an array of
+ * bulk strings, copied and sent as written); as dlock__aconn_cmd. On a
+ * Cluster aconn it is read back into argv to find its keys (see
+ * dlock__aconn_resp_parsed), then sent as written. */
 int dlock__aconn_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const char *cmd, size_t len);
+/* The same for a caller that knows the slot of every key of cmd (slot <
+ * 0: it has none, exactly dlock__aconn_cmd_resp). On a Cluster aconn it
+ * goes to that slot's master as a keyed command does (redirects and
+ * retries, the never-resent rule: "Cluster" below) and is never parsed:
+ * the bytes go out as written, also on every resend; slot >= 16384:
+ * EINVAL. A plain aconn ignores slot. */
+int dlock__aconn_cmd_resp_slot(dlock__aconn *ac, int slot, dlock__acb cb, void *priv, const char *cmd,
+                               size_t len);
 /* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok.
  * Safe inside this aconn's own callbacks (freed on the loop's next turn). */
 void dlock__aconn_close(dlock__aconn *ac);
@@ -53,8 +64,9 @@ bool dlock__aconn_is_up(const dlock__aconn *ac);
 const char *dlock__aconn_refusal(const dlock__aconn *ac, bool *auth_out);
 
 /* ---- Cluster (routing connections) ---------------------------------
- * dlock__aconn_cmd on a redis-cluster:// aconn routes like the sync
- * router (redis_io.h, "Cluster"): by keys (ECROSSSLOT / EINVAL returned,
+ * dlock__aconn_cmd (and _cmd_resp, _cmd_resp_slot) on a redis-cluster://
+ * aconn routes like the sync router (redis_io.h, "Cluster"): by keys (or
+ * the slot given) (ECROSSSLOT / EINVAL returned,
  * callback not run, for keys in two slots or an unroutable command;
  * MULTI/EXEC are refused), SCRIPT/FUNCTION/FLUSH* to every master (the
  * callback gets the last master's reply, or the first error reply a
@@ -82,5 +94,9 @@ int dlock__aconn_cmd_slot(dlock__aconn *ac, unsigned slot, dlock__acb cb, void *
 /* "host:port" of the master serving slot (per-node metrics); a plain
  * aconn: its endpoint. 0, ECONN (slot unserved) or EINVAL. */
 int dlock__aconn_node_of_slot(dlock__aconn *ac, unsigned slot, char *buf, size_t len);
+/* How many commands a Cluster aconn has read back from RESP into argv to
+ * route them (dlock__aconn_cmd_resp, or _slot with no slot); 0 on a plain
+ * aconn. A figure for tests and metrics. */
+uint64_t dlock__aconn_resp_parsed(const dlock__aconn *ac);
 
 #endif

@@ -72,8 +72,11 @@ typedef struct dlock__script_rcall {
 } dlock__script_rcall;
 
 /* Sends c on ac: EVALSHA (its head written into the room before args, the
- * command goes out in one piece), or EVAL once by_source. 0 (cb will run)
- * or the code of dlock__aconn_cmd_resp (cb will not). */
+ * command goes out in one piece), or EVAL once by_source, through
+ * dlock__aconn_cmd_resp_slot with c->slot: on a Cluster a call with a slot
+ * goes to that slot's master as written, never parsed (slot -1: read back
+ * to find its keys). 0 (cb will run) or the code of
+ * dlock__aconn_cmd_resp_slot (cb will not). */
 int dlock__script_rcall_send(dlock__aconn *ac, const dlock__script_rcall *c, dlock__acb cb, void *priv);
 
 /* True when reply is NOSCRIPT to c's EVALSHA (nothing ran): c is marked

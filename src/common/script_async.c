@@ -86,13 +86,13 @@ int dlock__script_rcall_send(dlock__aconn *ac, const dlock__script_rcall *c, dlo
         size_t hn = (size_t)(dlock__script_resp_head(c->s, false, c->nargs, head) - head);
         char *start = c->args - hn;
         memcpy(start, head, hn);
-        return dlock__aconn_cmd_resp(ac, cb, priv, start, hn + c->len);
+        return dlock__aconn_cmd_resp_slot(ac, c->slot, cb, priv, start, hn + c->len);
     }
     char *buf = malloc(DLOCK__SCRIPT_HEAD_ROOM + c->s->len + c->len);
     if (!buf) return DLOCK__ENOMEM;
     char *p = dlock__script_resp_head(c->s, true, c->nargs, buf);
     memcpy(p, c->args, c->len);
-    int rc = dlock__aconn_cmd_resp(ac, cb, priv, buf, (size_t)(p - buf) + c->len);
+    int rc = dlock__aconn_cmd_resp_slot(ac, c->slot, cb, priv, buf, (size_t)(p - buf) + c->len);
     free(buf); /* the door copied it */
     return rc;
 }

@@ -3,7 +3,8 @@
  * script cache is emptied a call still runs its script exactly once
  * (EVALSHA answered NOSCRIPT, then EVAL), on the sync and the async door
  * and for a call whose arguments come written as RESP;
- * on a Cluster a call goes to the master of its keys' slot and keys in two
+ * on a Cluster a call goes to the master of its keys' slot (one written as
+ * RESP with its slot is never parsed back there) and keys in two
  * slots are refused before anything is sent; calls larger than any stack
  * buffer work; bad counts are refused. Also where the routers read the
  * slot map from (CLUSTER SLOTS first). */
@@ -23,6 +24,7 @@
 #include "resp_write.h"
 #include "script.h"
 #include "servers.h"
+#include "slot.h"
 #include "util.h"
 
 extern const dlock__script dlock__script_lock_renew; /* generated from src/lib/lua/lock_renew.lua */
@@ -204,13 +206,14 @@ static void on_rcall(dlock__aconn *ac, dlock__reply *r, int err, void *priv)
     res->n = !err && r && dlock__reply_kind(r) == DLOCK__R_INTEGER ? dlock__reply_int(r) : -1;
 }
 
-static long long rcall_incr(dlock__aconn *ac, const char *key, bool *evaled)
+/* slot: the key's slot as the writer knows it, or -1 (found by parsing). */
+static long long rcall_incr(dlock__aconn *ac, const char *key, int slot, bool *evaled)
 {
     char buf[DLOCK__SCRIPT_HEAD_ROOM + 128];
     char *args = buf + DLOCK__SCRIPT_HEAD_ROOM;
     char *p = dlock__resp_bulk(args, "1", 1);
     p = dlock__resp_bulk(p, key, strlen(key));
-    dlock__script_rcall rc = {.s = &incr, .nargs = 2, .slot = -1, .args = args, .len = (size_t)(p - args)};
+    dlock__script_rcall rc = {.s = &incr, .nargs = 2, .slot = slot, .args = args, .len = (size_t)(p - args)};
     rres res = {.rc = &rc, .sends = 1};
     assert_int_equal(dlock__script_rcall_send(ac, &rc, on_rcall, &res), 0);
     run_until(&res.done);
@@ -229,9 +232,9 @@ static void test_after_script_flush_a_call_written_as_resp_runs_once(void **stat
     snprintf(key, sizeof(key), "%sscript:resp", test_prefix());
     bool evaled = false;
     flush_scripts(c);
-    assert_int_equal(rcall_incr(ac, key, &evaled), 1);
+    assert_int_equal(rcall_incr(ac, key, -1, &evaled), 1);
     assert_true(evaled);
-    assert_int_equal(rcall_incr(ac, key, &evaled), 2);
+    assert_int_equal(rcall_incr(ac, key, -1, &evaled), 2);
     assert_false(evaled);
     /* never a second EVAL: a NOSCRIPT to EVAL is the answer */
     dlock__reply *noscript = NULL;
@@ -269,6 +272,35 @@ static void test_on_a_cluster_a_call_runs_on_its_keys_master(void **state)
         assert_true(reloaded);
         assert_int_equal(acall_incr(ac, key), 2);
         assert_int_equal(node_get(i, key), 2);
+    }
+    dlock__aconn_close(ac);
+    dlock__conn_close(c);
+}
+
+/* A call written as RESP with its slot goes to that slot's master as
+ * written: the router never reads it back (its parse count stays), also
+ * for the EVAL after NOSCRIPT; without a slot it is parsed to find it. */
+static void test_on_a_cluster_a_call_written_as_resp_with_its_slot_is_never_parsed(void **state)
+{
+    (void)state;
+    dlock__conn *c = open_url(cl.url);
+    dlock__aconn *ac = aopen_url(cl.url);
+    for (int i = 0; i < cl.n; i++) {
+        char tag[16], key[96];
+        assert_true(test_cluster_tag_on(&cl, i, tag, sizeof(tag)) >= 0);
+        snprintf(key, sizeof(key), "{%s}%sscript:rslot", tag, test_prefix());
+        int slot = (int)dlock__key_slot(key, strlen(key));
+        flush_scripts(c); /* every master */
+        uint64_t parsed = dlock__aconn_resp_parsed(ac);
+        bool evaled = false;
+        assert_int_equal(rcall_incr(ac, key, slot, &evaled), 1);
+        assert_true(evaled); /* NOSCRIPT, then EVAL */
+        assert_int_equal(rcall_incr(ac, key, slot, &evaled), 2);
+        assert_false(evaled);
+        assert_int_equal(node_get(i, key), 2);
+        assert_int_equal(dlock__aconn_resp_parsed(ac), parsed);
+        assert_int_equal(rcall_incr(ac, key, -1, &evaled), 3);
+        assert_int_equal(dlock__aconn_resp_parsed(ac), parsed + 1);
     }
     dlock__aconn_close(ac);
     dlock__conn_close(c);
@@ -357,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_after_script_flush_an_async_call_runs_once),
         cmocka_unit_test(test_after_script_flush_a_call_written_as_resp_runs_once),
         cmocka_unit_test(test_on_a_cluster_a_call_runs_on_its_keys_master),
+        cmocka_unit_test(test_on_a_cluster_a_call_written_as_resp_with_its_slot_is_never_parsed),
         cmocka_unit_test(test_keys_in_two_slots_are_refused_before_sending),
         cmocka_unit_test(test_a_call_with_many_arguments_and_bad_counts),
         cmocka_unit_test(test_both_routers_read_the_map_from_cluster_slots),
