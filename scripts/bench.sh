@@ -44,6 +44,7 @@ benches=(
     "acks|BUILD_DIR=$BUILD ${SECKILL_ENV:+ROUNDS=1 DURATION=1} bench/seckill/acks.sh"
     "shards|BUILD_DIR=$BUILD $SHARDS_ENV bench/seckill/shards.sh"
     "decision|BUILD_DIR=$BUILD ${SECKILL_ENV:+QUICK=1} bench/seckill/decision.sh"
+    "failover|BUILD_DIR=$BUILD RUNS=$( [ "$QUICK" = 1 ] && echo 1 || echo 5 ) bench/seckill/failover.sh"
     "http_nginx|bench/seckill/http_nginx.sh $BUILD $( [ "$QUICK" = 1 ] && echo 1 1 || echo 3 $S )"
 )
 # every benchmark script must be in the list (its helpers end in _lib.sh)
