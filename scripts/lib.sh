@@ -17,11 +17,39 @@ signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)
 os.execvp(sys.argv[1], sys.argv[1:])')
 
+# dl_free_port [SPAN]: a free loopback port below the kernel's ephemeral
+# range (ip_local_port_range), with SPAN more above it free too (a Cluster
+# node's bus port is port + 10000). Not port 0's answer: that port comes
+# from the ephemeral range, where any client's outgoing connection may take
+# it between this check and the server's bind (seen: a Cluster node that
+# "did not start" in a parallel run). Never 6379 or 2379.
 dl_free_port() {
-    "$PY" -c 'import socket
+    "$PY" - "${1:-0}" <<'PY'
+import random, socket, sys
+span = int(sys.argv[1])
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+top = low - 1 - span
+if top < 10000:
+    sys.exit("dl_free_port: no room below the ephemeral range (%d)" % low)
 while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
-    if p != 6379: print(p); break'
+    p = random.randint(10000, top)
+    if p in (6379, 2379) or p + span in (6379, 2379):
+        continue
+    ok = True
+    for q in {p, p + span}:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", q))
+        except OSError:
+            ok = False
+        s.close()
+    if ok:
+        print(p)
+        break
+PY
 }
 
 dl_track() { DLOCK_PIDS="$DLOCK_PIDS $1"; }

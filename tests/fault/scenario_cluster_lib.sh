@@ -11,18 +11,7 @@
 
 # cl_free_port: a free port whose cluster bus port (+10000) is free too
 # (a one-node cluster started by hand, cl_start_node).
-cl_free_port() {
-    "$PY" -c 'import socket, random
-while True:
-    p = random.randint(20000, 54999)
-    ok = True
-    for q in (p, p + 10000):
-        s = socket.socket()
-        try: s.bind(("127.0.0.1", q))
-        except OSError: ok = False
-        s.close()
-    if ok and p != 6379: print(p); break'
-}
+cl_free_port() { dl_free_port 10000; }
 
 cl_start_node() { # cl_start_node PORT: one cluster-enabled node (not joined)
     mkdir -p "$work/node-$1"

@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import signal
+import random
 import socket
 import subprocess
 import sys
@@ -32,11 +33,25 @@ PIDS = []
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A free port below the kernel's ephemeral range (as scripts/lib.sh's
+    dl_free_port): a port-0 pick could be taken by any outgoing connection
+    before the server binds it."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    while True:
+        p = random.randint(10000, low - 1)
+        if p in (6379, 2379):
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+            return p
+        except OSError:
+            pass
+        finally:
+            s.close()
 
 
 def start(*extra):

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,22 +72,44 @@ static void track(pid_t pid, bool on)
     }
 }
 
+/* The low end of the kernel's ephemeral range (ports it gives to outgoing
+ * connections and to bind(port 0)). */
+static int ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int low = 32768;
+    if (f) {
+        if (fscanf(f, "%d", &low) != 1) low = 32768;
+        fclose(f);
+    }
+    return low;
+}
+
+static bool port_bindable(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A free loopback port below the ephemeral range, never 6379 or 2379: a
+ * port from bind(port 0) lies in that range, where any client's outgoing
+ * connection may take it before the server binds it (scripts/lib.sh's
+ * dl_free_port follows the same rule). */
 int test_free_port(void)
 {
-    for (int attempt = 0; attempt < 50; attempt++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0) return -1;
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof(a);
-        int port = -1;
-        if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-            getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-            port = ntohs(a.sin_port);
-        close(fd);
-        /* Sentinel/cluster use port+10000 style offsets nowhere here, but keep
-         * clear of 6379 and of ports whose +1 neighbour could collide. */
-        if (port > 0 && port != 6379 && port < 65000) return port;
+    int top = ephemeral_low() - 1;
+    if (top < 10000) return -1;
+    static unsigned seed; /* one sequence per process: two calls never repeat a pick */
+    if (!seed) seed = ((unsigned)getpid() << 16) ^ (unsigned)dlock__now_ms() ^ 1u;
+    for (int attempt = 0; attempt < 200; attempt++) {
+        int port = 10000 + (int)(rand_r(&seed) % (unsigned)(top - 10000 + 1));
+        if (port == 6379 || port == 2379) continue;
+        if (port_bindable(port)) return port;
     }
     return -1;
 }
