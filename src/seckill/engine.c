@@ -225,6 +225,9 @@ static void count_node(sk_engine *e, const sk__call *c)
     st->nodes[i].calls++;
 }
 
+static bool health_error_reply(sk_engine *e, const char *msg); /* true: a refused credential */
+static void health_good_reply(sk_engine *e);
+
 static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
 {
     (void)ac;
@@ -233,7 +236,7 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     if (reply) e->last_reply_ms = dlock__now_ms();
     if (reply && dlock__reply_kind(reply) != DLOCK__R_ERROR) count_node(e, c);
     if (c->block_ms > 0 && reply && dlock__reply_kind(reply) == DLOCK__R_INTEGER)
-        sk__acks_note_wait(e, c->slot, strtoll(c->argv[1], NULL, 10), dlock__reply_int(reply));
+        sk__acks_wait_answered(&e->acks, c->slot, strtoll(c->argv[1], NULL, 10), dlock__reply_int(reply));
     unlink_call(e, c);
     if (e->ac && e->up && script_missing(c, reply)) {
         /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
@@ -246,14 +249,14 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
         e->st.redis_errors++;
         if (reply) {
             const char *msg = dlock__reply_str(reply, NULL);
-            if (!sk__health_error_reply(e, msg ? msg : ""))
+            if (!health_error_reply(e, msg ? msg : ""))
                 sk__log(e, DLOCK_LOG_WARN, "redis error: %s", msg ? msg : "?");
             err = DLOCK_ESERVER;
         } else if (err == 0) {
             err = DLOCK_EUNKNOWN;
         }
     } else {
-        sk__health_good_reply(e);
+        health_good_reply(e);
     }
     c->fn(reply, reply && !err ? 0 : err, c->priv);
     free(c);
@@ -379,29 +382,17 @@ static void init_parts(sk_engine *e)
     sk__health_init(&e->health, &port, &clock, &e->url, e->instance, e->o.reconnect_max_ms);
 }
 
-bool sk__health_error_reply(sk_engine *e, const char *msg)
+static bool health_error_reply(sk_engine *e, const char *msg)
 {
     return sk__health_error(&e->health, msg, dlock__aconn_refusal(e->ac, NULL));
 }
 
-void sk__health_good_reply(sk_engine *e)
+static void health_good_reply(sk_engine *e)
 {
     /* the backoff starts again only from a connection that works */
     if (sk__health_good(&e->health, dlock__aconn_refusal(e->ac, NULL) != NULL)) e->attempt = 0;
 }
 
-void sk__acks_note_wait(sk_engine *e, int slot, long long asked, long long got)
-{
-    sk__acks_wait_answered(&e->acks, slot, asked, got);
-}
-
-int sk__acks_send_wait(sk_engine *e, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
-                       void *priv)
-{
-    return sk__acks_wait(&e->acks, route_key, argc, argv, fn, priv);
-}
-
-bool sk__acks_alone(sk_engine *e, const char *route_key) { return sk__acks_master_alone(&e->acks, route_key); }
 
 const char *sk__script_runid(const sk_engine *e) { return sk__server_script_runid(&e->srv); }
 
@@ -565,10 +556,13 @@ static int co_send(void *ud, int argc, const char **argv, sk__reply_fn fn, void 
 static int co_send_wait(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
                         void *priv)
 {
-    return sk__acks_send_wait(ud, route_key, argc, argv, fn, priv);
+    return sk__acks_wait(&((sk_engine *)ud)->acks, route_key, argc, argv, fn, priv);
 }
 
-static bool co_master_alone(void *ud, const char *route_key) { return sk__acks_alone(ud, route_key); }
+static bool co_master_alone(void *ud, const char *route_key)
+{
+    return sk__acks_master_alone(&((sk_engine *)ud)->acks, route_key);
+}
 
 static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv.cluster; }
 

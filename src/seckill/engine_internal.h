@@ -66,13 +66,6 @@ int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const
 /* "host:port" of the node serving slot now (one server: its endpoint). */
 int sk__node_of_slot(const sk_engine *e, int slot, char *out, size_t cap);
 
-/* engine.c: what the reply path and the coalescer's hooks tell the parts. */
-bool sk__health_error_reply(sk_engine *e, const char *msg); /* true: a refused credential */
-void sk__health_good_reply(sk_engine *e);
-void sk__acks_note_wait(sk_engine *e, int slot, long long asked, long long got);
-int sk__acks_send_wait(sk_engine *e, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
-                       void *priv);
-bool sk__acks_alone(sk_engine *e, const char *route_key);
 const char *sk__script_runid(const sk_engine *e);
 
 #define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)

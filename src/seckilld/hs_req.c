@@ -72,14 +72,19 @@ int sk_hs_reply_header(sk_hs_req *r, const char *name, const char *value)
     return 0;
 }
 
+void sk_hs_error_body(dlock__buf *b, const char *code, const char *msg)
+{
+    dlock__buf_append(b, "{\"error\":", 9);
+    dlock__json_put_str(b, code, strlen(code));
+    dlock__buf_append(b, ",\"message\":", 11);
+    dlock__json_put_str(b, msg, strlen(msg));
+    dlock__buf_append(b, "}\n", 2);
+}
+
 void sk_hs_reply_error(sk_hs_req *r, int status, const char *code, const char *msg)
 {
     dlock__buf b = {0};
-    dlock__buf_append(&b, "{\"error\":", 9);
-    dlock__json_put_str(&b, code, strlen(code));
-    dlock__buf_append(&b, ",\"message\":", 11);
-    dlock__json_put_str(&b, msg, strlen(msg));
-    dlock__buf_append(&b, "}\n", 2);
+    sk_hs_error_body(&b, code, msg);
     sk_hs_reply_header(r, "Content-Type", "application/json");
     sk_hs_reply_header(r, "Cache-Control", "no-store");
     if (b.oom) sk_hs_reply(r, 500, NULL, 0);

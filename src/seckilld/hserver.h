@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util.h" /* dlock__buf */
+
 struct event_base;
 typedef struct sk_hs sk_hs;
 /* One request. Valid from the callback until sk_hs_reply() (which frees
@@ -123,5 +125,8 @@ void sk_hs_reply(sk_hs_req *r, int status, const void *body, size_t len);
 /* The JSON error shape every layer error uses: {"error":code,"message":msg}
  * with Content-Type application/json. */
 void sk_hs_reply_error(sk_hs_req *r, int status, const char *code, const char *msg);
+/* {"error":code,"message":msg}\n appended to b: the one error body of both
+ * the HTTP layer and the routes above it. */
+void sk_hs_error_body(dlock__buf *b, const char *code, const char *msg);
 
 #endif

@@ -73,11 +73,7 @@ void sk__http_reply_json(hreq *q, int status, dlock__buf *body)
 void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg)
 {
     dlock__buf b = {0};
-    dlock__buf_append(&b, "{\"error\":", 9);
-    dlock__json_put_str(&b, code, strlen(code));
-    dlock__buf_append(&b, ",\"message\":", 11);
-    dlock__json_put_str(&b, msg, strlen(msg));
-    dlock__buf_append(&b, "}\n", 2);
+    sk_hs_error_body(&b, code, msg);
     sk__http_reply_json(q, status, &b);
 }
 
