@@ -7,7 +7,8 @@
 # are there: its pinned packages, bench/peers/package.json, are installed
 # once into ${DLOCK_BENCH_CACHE:-~/.cache/dlock-bench}), prints every row,
 # the per-scenario medians and the medians of the same-run ratios, and
-# stops the server by its PID.
+# stops the server by its PID. dlock-bench's own limit rows time two
+# dlock_fence_guard calls per cycle (one small EVALSHA each, bench.h).
 # Usage: bench/dlock-bench/run_bench.sh BUILD_DIR [RUNS=5] [DURATION_MS=2000] [dlock-bench args...]
 # (e.g. --scenario uncontended --scenario contended to run only those)
 set -euo pipefail
