@@ -65,6 +65,16 @@ int skt_daemon_start(skt_daemon *d, const char *redis_url, const char *const *ex
     return -1;
 }
 
+void skt_daemon_print_log(const skt_daemon *d)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f) return;
+    fprintf(stderr, "--- %s\n", d->log);
+    char line[1024];
+    while (fgets(line, sizeof(line), f)) fputs(line, stderr);
+    fclose(f);
+}
+
 int skt_daemon_stop(skt_daemon *d)
 {
     if (d->pid <= 0) return -1;

@@ -19,6 +19,9 @@ typedef struct skt_daemon {
  * GET /healthz answers 200 (<= 5 s). 0 or -1. */
 int skt_daemon_start(skt_daemon *d, const char *redis_url, const char *const *extra);
 /* SIGTERM, wait (<= 10 s, then SIGKILL); returns the exit status or -1. */
+/* Copies the instance's log to stderr (a failing test's evidence: the
+ * log file goes when the instance stops cleanly). */
+void skt_daemon_print_log(const skt_daemon *d);
 int skt_daemon_stop(skt_daemon *d);
 
 /* One request; headers is "Name: value\r\n..." or NULL. Returns the

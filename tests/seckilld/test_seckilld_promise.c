@@ -310,9 +310,14 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     assert_int_equal(test_redis_start(&master, NULL), 0);
     assert_int_equal(test_redis_start(&replica, NULL), 0);
     assert_int_equal(test_redis_replicate(&replica, &master), 0);
-    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "200",
-                           "--redis-timeout-ms", "500", NULL};
-    assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
+    /* A healthy replica acknowledges: 201. The WAIT timeout here is far
+     * above a loopback replica's answer even on a loaded machine (with
+     * 200 ms, an ASan build on a busy 2-core CI machine once saw the WAIT
+     * come back short: a correct 202, and a test depending on the
+     * scheduler); the 202 of a replica that does not answer is shown
+     * below, by a second instance with a short timeout. */
+    const char *patient[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "5000", NULL};
+    assert_int_equal(skt_daemon_start(&d, master.url, patient), 0);
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
     assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
     /* handshake: a 201 needs the engine to have seen the replica in sync
@@ -323,7 +328,23 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
     char resp[1024], oid[48], again[48];
     assert_int_equal(create_on(d.port, "rp", 10, NULL), 201);
-    assert_int_equal(buy(d.port, "rp", "fay", NULL, resp, sizeof(resp)), 201);
+    int st = buy(d.port, "rp", "fay", NULL, resp, sizeof(resp));
+    if (st != 201) {
+        skt_daemon_print_log(&d);
+        fail_msg("a replica in sync did not acknowledge: %d %s (WAITs %ld, short %ld, skipped %ld)", st, resp,
+                 metric(d.port, "seckill_ack_waits_total"), metric(d.port, "seckill_ack_failures_total"),
+                 metric(d.port, "seckill_ack_skipped_total"));
+    }
+    assert_int_equal(metric(d.port, "seckill_ack_failures_total"), 0);
+    assert_int_equal(skt_daemon_stop(&d), 0);
+    /* A replica that does not answer: 202 after WAIT's own timeout. */
+    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "200",
+                           "--redis-timeout-ms", "500", NULL};
+    assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
+    synced_by = dlock__now_ms() + 5000;
+    while (metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < synced_by)
+        dlock__sleep_ms(20);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
     test_server_pause(&replica, true);
     int64_t t0 = dlock__now_ms();
     assert_int_equal(buy(d.port, "rp", "gil", "k-gil", resp, sizeof(resp)), 202);
@@ -331,9 +352,12 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     expect_pending(resp, oid, sizeof(oid));
     assert_true(took >= 190 && took < 1500); /* WAIT's own timeout, not the reply deadline */
     assert_int_equal(metric(d.port, "seckill_ack_failures_total"), 1);
-    /* 8 campaigns' batches at once: 8 WAITs of 200 ms queue on the one
-     * connection (1.6 s), far beyond the 500 ms reply deadline, which
-     * must count each WAIT's own timeout and not drop the connection */
+    /* 8 campaigns' batches at once: each is 202, whether its WAIT is
+     * skipped (the short WAIT above marked the replica out of sync) or
+     * sent (the 250 ms probe sees the stopped replica in sync until its
+     * lag passes 2 s): WAITs of 200 ms queued on the one connection can
+     * last beyond the 500 ms reply deadline, which must count each WAIT's
+     * own timeout and not drop the connection */
     enum { NC = 8 };
     skt_req r[NC];
     memset(r, 0, sizeof(r));
@@ -353,13 +377,12 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     test_server_pause(&replica, false);
     /* the replay's batch WAITs for its own write, which follows the first */
     int64_t deadline = dlock__now_ms() + 5000;
-    int st;
     while ((st = buy(d.port, "rp", "gil", "k-gil", resp, sizeof(resp))) == 202 && dlock__now_ms() < deadline)
         dlock__sleep_ms(50);
     assert_int_equal(st, 201);
     assert_true(skt_json_str(resp, "order_id", again, sizeof(again)));
     assert_string_equal(oid, again);
-    assert_true(metric(d.port, "seckill_answers_total{answer=\"201\"}") >= 2);
+    assert_true(metric(d.port, "seckill_answers_total{answer=\"201\"}") >= 1);
     assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
 }
 
