@@ -114,12 +114,13 @@ local function over_rate(key, lim, win)
   return 0
 end
 
--- A string answer, or nil (also for a key of another type: never written
--- by this version, read as no answer rather than failing the batch).
+-- A string answer, or nil; true second when the key holds another type
+-- (never written so by a release: read as no answer, and left alone,
+-- rather than failing the batch with WRONGTYPE).
 local function get_answer(key)
   local v = redis.pcall('GET', key)
   if type(v) == 'string' then return v end
-  return nil
+  return nil, type(v) == 'table' and v.err ~= nil
 end
 
 -- The units each user of purchases from..n holds, read in one HMGET the
@@ -160,10 +161,11 @@ for i = 1, n do
   end
   local first, own_key = nil, nil
   if idem ~= '' then
-    first = get_answer(k_first)
+    local other
+    first, other = get_answer(k_first)
     if not first or string.match(first, '^[^\n]*') ~= user then
       -- a new answer goes to the first user's name while it is free
-      own_key = first and k_user or k_first
+      own_key = (first or other) and k_user or k_first
       first = get_answer(k_user)
     end
   end
