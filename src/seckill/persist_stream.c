@@ -80,11 +80,11 @@ static int64_t id_ms(const char *id)
 }
 
 /* Fills out from one stream entry [id, [k, v, ...]]; out points into e.
- * Two formats (docs/seckill.md, "The order stream"): the compact one of
- * purchase.lua (o u q e [k]: the campaign is the stream's, the time the
- * entry id's) and the one of every version before it (order_id campaign
- * user qty idem ts_ms path epoch), which instances of that version still
- * write during a rolling upgrade. */
+ * Two formats (docs/design/seckill-contract.md, "Order stream entry"):
+ * the compact one of purchase.lua (o u q e [k]: the campaign is the
+ * stream's, the time the entry id's) and the one of every release before
+ * it (order_id campaign user qty idem ts_ms path epoch), which instances
+ * of such a release still write during a rolling upgrade. */
 static void entry_parse(const sk_pcamp *c, const dlock__reply *e, entry *out)
 {
     out->deleted = false;

@@ -17,7 +17,9 @@
 size_t sk__rb_bound(size_t pn, int n)
 {
     size_t camp = 15 * OV + 5 * (pn + 12) + 9 * INT + 41;
-    size_t per = 8 * OV + (pn + 5 + 64) + (pn + 3 + 65 + 64) + (pn + 5 + 65) + (pn + 6 + 64) + INT + 65 + INT + 66;
+    /* keys idem:<key>, iu:<user>/<key>, rl:u:<user>, rl:ip:<addr>; argv id, user, qty, flags+key */
+    size_t per = 8 * OV + (pn + 5 + 64) + (pn + 3 + 65 + 64) + (pn + 5 + 65) + (pn + 6 + 64) + INT + 65 +
+                 INT + 66;
     return camp + per * (size_t)(n > 0 ? n : 0);
 }
 

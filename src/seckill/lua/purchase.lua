@@ -137,16 +137,18 @@ local function read_held(from)
   held_read = true
 end
 
+local no = 0
 local function answer(code, value, oid, qty)
-  out[#out + 1] = code; out[#out + 1] = value; out[#out + 1] = oid; out[#out + 1] = qty
+  out[no + 1] = code; out[no + 2] = value; out[no + 3] = oid; out[no + 4] = qty
+  no = no + 4
 end
 
-local statuses = {}
+local statuses, ns = {}, 0
 local k = 5
 for i = 1, n do
   local a = 9 + 4 * (i - 1)
   local oid, user, qty, fk = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4]
-  local flags = tonumber(string.sub(fk, 1, 1))
+  local flags = string.byte(fk, 1) - 48
   local idem = #fk > 1 and string.sub(fk, 2) or ''
   local k_first, k_user
   if idem ~= '' then k_first, k_user = KEYS[k + 1], KEYS[k + 2]; k = k + 2 end
@@ -192,7 +194,8 @@ for i = 1, n do
       stock = stock - qty
       held[user] = h + qty
       changed[user] = true
-      statuses[#statuses + 1] = oid; statuses[#statuses + 1] = user .. '\n' .. qty
+      statuses[ns + 1] = oid; statuses[ns + 2] = user .. '\n' .. qty
+      ns = ns + 2
       if idem ~= '' then
         redis.call('SET', own_key, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock, 'PX', idem_ttl)
         redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qty, 'e', epoch, 'k', idem)
