@@ -133,7 +133,7 @@ local function read_held(from)
     if not seen[u] then seen[u] = true; users[#users + 1] = u end
   end
   local v = redis.call('HMGET', KEYS[3], unpack(users))
-  for j = 1, #users do held[users[j]] = tonumber(v[j] or '0') end
+  for j = 1, #users do held[users[j]] = v[j] and tonumber(v[j]) or 0 end
   held_read = true
 end
 
@@ -147,7 +147,10 @@ local statuses, ns = {}, 0
 local k = 5
 for i = 1, n do
   local a = 9 + 4 * (i - 1)
-  local oid, user, qty, fk = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4]
+  -- qs: the quantity as the engine wrote it (a canonical decimal), written
+  -- back as it is: a Lua number would be formatted by sprintf each time
+  local oid, user, qs, fk = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local qty = qs == '1' and 1 or tonumber(qs)
   local flags = string.byte(fk, 1) - 48
   local idem = #fk > 1 and string.sub(fk, 2) or ''
   local k_first, k_user
@@ -193,14 +196,14 @@ for i = 1, n do
     else
       stock = stock - qty
       held[user] = h + qty
-      changed[user] = true
-      statuses[ns + 1] = oid; statuses[ns + 2] = user .. '\n' .. qty
+      changed[user] = h == 0 and qs or true -- a new buyer's units are qs
+      statuses[ns + 1] = oid; statuses[ns + 2] = user .. '\n' .. qs
       ns = ns + 2
       if idem ~= '' then
-        redis.call('SET', own_key, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock, 'PX', idem_ttl)
-        redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qty, 'e', epoch, 'k', idem)
+        redis.call('SET', own_key, user .. '\n' .. oid .. '\n' .. qs .. '\n' .. stock, 'PX', idem_ttl)
+        redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qs, 'e', epoch, 'k', idem)
       else
-        redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qty, 'e', epoch)
+        redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qs, 'e', epoch)
       end
       answer(CODE.accepted, stock, oid, qty)
     end
@@ -209,7 +212,11 @@ end
 if stock ~= stock0 then
   redis.call('SET', KEYS[2], stock)
   local pairs_ = {}
-  for u in pairs(changed) do pairs_[#pairs_ + 1] = u; pairs_[#pairs_ + 1] = held[u] end
+  local np = 0
+  for u, v in pairs(changed) do
+    pairs_[np + 1] = u; pairs_[np + 2] = v == true and held[u] or v
+    np = np + 2
+  end
   redis.call('HSET', KEYS[3], unpack(pairs_))
   redis.call('HSET', KEYS[5], unpack(statuses))
   -- the statuses live until the order status ttl after the campaign's end
