@@ -109,11 +109,13 @@ def redis_client(url):
 
 def redis_order_ids(url, campaign):
     """Order ids in the campaign's streams on the current masters: one
-    stream, or one per bucket of a sharded campaign (meta bucket_tags)."""
+    stream, or one per bucket of a sharded campaign (meta bucket_tags);
+    an entry's id is field o (purchase.lua), or order_id (the entries of
+    the release before it)."""
     r = redis_client(url)
     tags = (r.hget("{c:%s}:meta" % campaign, "bucket_tags") or b"").decode()
     tags = tags.split(",") if tags else ["c:" + campaign]
-    return {int(f[b"order_id"]) for t in tags for _, f in r.xrange("{%s}:orders" % t)}
+    return {int(f.get(b"o") or f[b"order_id"]) for t in tags for _, f in r.xrange("{%s}:orders" % t)}
 
 
 def willing_units(bench, limit):

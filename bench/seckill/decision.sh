@@ -19,18 +19,21 @@
 #           also holds the reading, parsing and replies around the scripts
 #           (run too for http, floor and cluster: their reference)
 #   floor   the data commands purchase.lua runs for an accepted purchase
-#           (per purchase HGET, HINCRBY, HSET of 5 fields, PEXPIRE, XADD of 8
-#           fields; per batch of the measured size HMGET, HINCRBY, TIME,
-#           GET, SET), realistic sizes, as plain commands from a RESP file
+#           (per purchase an XADD of 4 fields; per batch of the measured
+#           size HMGET meta, HINCRBY calls, TIME, GET stock, HMGET of the
+#           batch's buyers, SET stock, HSET of the buyers, HSET of the
+#           order statuses, PTTL of the statuses; the one PEXPIREAT that
+#           sets their expiry), realistic sizes, as plain commands from a RESP file
 #           through `redis-cli --pipe` on an emptied server, as many
 #           purchases as the round's redis run accepted: the native floor =
 #           their usec / purchases (one client, back to back: the best case
 #           of those writes); the script minus the floor
 #   memory  MEM_ORDERS accepted orders through seckilld (no persister, so
 #           the stream is untrimmed): used_memory after - before, per
-#           order, and per part (MEMORY USAGE of a sample of order hashes,
-#           of the stream, of the buyers hash; the rest is the keyspace's
-#           own tables), and what a sale of N units needs
+#           order, and per part (MEMORY USAGE of the order status hash, of
+#           the stream, of the buyers hash, each / orders; the rest is the
+#           keyspace's own tables and any order hash of an earlier
+#           release), and what a sale of N units needs
 #   acks    master + one replica: accepted/s with --replica-acks 1 against
 #           0, engine level (seckill-bench --mode compare lua-coalesced, 128
 #           in flight) and through HTTP (wrk as in redis); the ratio
@@ -186,21 +189,23 @@ t = "{c:%s}" % cid
 cmd("HSET", t + ":meta", "per_user_limit", 1, "starts_at_ms", 0, "ends_at_ms", 99999999999999, "runid", "x" * 40)
 cmd("SET", t + ":stock", 1000000000)
 cmd("CONFIG", "RESETSTAT")
-for i in range(n):
-    if i % b == 0:
-        cmd("HMGET", t + ":meta", "per_user_limit", "starts_at_ms", "ends_at_ms", "runid", "epoch", "shards")
-        cmd("HINCRBY", t + ":meta", "calls", 1)
-        cmd("TIME")
-        cmd("GET", t + ":stock")
-    oid, user, ts = 121434076673466368 + i * 4099, "b1plain-%d-%d" % (1 + i % 2, i), "1796177740%03d" % (i % 1000)
-    cmd("HGET", t + ":buyers", user)
-    cmd("HINCRBY", t + ":buyers", user, 1)
-    cmd("HSET", "%s:order:%d" % (t, oid), "campaign", cid, "user", user, "qty", 1, "status", "accepted", "ts_ms", ts)
-    cmd("PEXPIRE", "%s:order:%d" % (t, oid), 604800000)
-    cmd("XADD", t + ":orders", "*", "order_id", oid, "campaign", cid, "user", user, "qty", 1, "idem", "",
-        "ts_ms", ts, "path", "redis", "epoch", 1)
-    if i % b == b - 1 or i == n - 1:
-        cmd("SET", t + ":stock", 1000000000 - i - 1)
+for s in range(0, n, b):
+    batch = range(s, min(n, s + b))
+    users = ["b1plain-%d-%d" % (1 + i % 2, i) for i in batch]
+    oids = [121434076673466368 + i * 4099 for i in batch]
+    cmd("HMGET", t + ":meta", "per_user_limit", "starts_at_ms", "ends_at_ms", "runid", "epoch", "shards")
+    cmd("HINCRBY", t + ":meta", "calls", 1)
+    cmd("TIME")
+    cmd("GET", t + ":stock")
+    cmd("HMGET", t + ":buyers", *users)
+    for oid, user in zip(oids, users):
+        cmd("XADD", t + ":orders", "*", "o", oid, "u", user, "q", 1, "e", 1)
+    cmd("SET", t + ":stock", 1000000000 - batch[-1] - 1)
+    cmd("HSET", t + ":buyers", *[x for u in users for x in (u, 1)])
+    cmd("HSET", t + ":order_status", *[x for o, u in zip(oids, users) for x in (o, u + "\n1")])
+    cmd("PTTL", t + ":order_status")
+    if s == 0:
+        cmd("PEXPIREAT", t + ":order_status", 99999999999999 + 604800000)
 EOF
     redis-cli -p "$p" --pipe <"$work/floor.resp" >"$work/pipe.txt" 2>&1 ||
         { echo "decision.sh: redis-cli --pipe failed" >&2; cat "$work/pipe.txt" >&2; exit 1; }
@@ -213,7 +218,7 @@ EOF
 
 # memory ROUND PORT: MEM_ORDERS orders through seckilld, used_memory per order and per part.
 memory() {
-    local r=$1 p=$2 id="m$1$$" m0 m1 wpid i n t keys sample so st bu
+    local r=$1 p=$2 id="m$1$$" m0 m1 wpid i n t os so st bu
     redis-cli -p "$p" flushall >/dev/null
     sk_start "$seckilld" "redis://127.0.0.1:$p" 0
     campaign "$id" "$MEM_ORDERS"
@@ -233,15 +238,12 @@ memory() {
     sk_stop
     [ "$n" = "$MEM_ORDERS" ] || { echo "decision.sh: memory: $n orders in the stream, not $MEM_ORDERS" >&2; exit 1; }
     m1=$(redis-cli -p "$p" info memory | tr -d '\r' | sed -n 's/^used_memory://p')
-    redis-cli -p "$p" --scan --pattern "$t:order:*" >"$work/orderkeys"
-    keys=$(wc -l <"$work/orderkeys")
-    sample=$(head -1000 "$work/orderkeys" | while read -r k; do redis-cli -p "$p" memory usage "$k"; done |
-        awk '{ s += $1; c++ } END { printf "%.1f", s / c }')
+    os=$(redis-cli -p "$p" memory usage "$t:order_status" samples 0)
     so=$(redis-cli -p "$p" memory usage "$t:orders" samples 0)
     bu=$(redis-cli -p "$p" memory usage "$t:buyers" samples 0)
     st=$(redis-cli -p "$p" dbsize)
     row "$r" mem_bytes_per_order "$(awk -v a="$m0" -v b="$m1" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }')" B/order
-    row "$r" mem_order_hash "$sample" "B/order (MEMORY USAGE, mean of $(head -1000 "$work/orderkeys" | wc -l) of $keys keys)"
+    row "$r" mem_order_status "$(awk -v s="$os" -v n="$n" 'BEGIN { printf "%.1f", s / n }')" "B/order (MEMORY USAGE of the order status hash / $n)"
     row "$r" mem_stream "$(awk -v s="$so" -v n="$n" 'BEGIN { printf "%.1f", s / n }')" "B/order (MEMORY USAGE of the stream / $n)"
     row "$r" mem_buyers "$(awk -v s="$bu" -v n="$n" 'BEGIN { printf "%.1f", s / n }')" "B/order (MEMORY USAGE of the buyers hash / $n)"
     row "$r" mem_keys_per_order "$(awk -v s="$st" -v n="$n" 'BEGIN { printf "%.3f", s / n }')" "keys/order ($st keys in all)"

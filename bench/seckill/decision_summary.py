@@ -70,12 +70,12 @@ line("script us / accepted (same rounds)", "plain_redis_us", "us")
 diff("script - floor (what the script adds)", "plain_redis_us", "floor_us")
 print("== Redis memory per order (%d orders, no persister)" % orders)
 line("used_memory delta / order", "mem_bytes_per_order", "B", "<= 200")
-for part, m in (("order status hash", "mem_order_hash"), ("stream entry", "mem_stream"), ("buyer record", "mem_buyers")):
+for part, m in (("order status (its hash field)", "mem_order_status"), ("stream entry", "mem_stream"), ("buyer record", "mem_buyers")):
     line("  " + part + " (MEMORY USAGE)", m, "B")
 if "mem_bytes_per_order" in by:
-    parts = [med(m) or 0 for m in ("mem_order_hash", "mem_stream", "mem_buyers")]
+    parts = [med(m) or 0 for m in ("mem_order_status", "mem_stream", "mem_buyers")]
     rest = med("mem_bytes_per_order") - sum(parts)
-    print("%-50s %10.2f %-14s" % ("  rest (keyspace/expires tables, campaign)", rest, "B"))
+    print("%-50s %10.2f %-14s" % ("  rest (keyspace tables, campaign keys)", rest, "B"))
     line("  keys per order", "mem_keys_per_order", "keys")
     b = med("mem_bytes_per_order")
     print("  a sale of N units needs: " + ", ".join("N=%s %.1f MiB" % (f"{n:,}", n * b / 2**20)

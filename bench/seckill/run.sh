@@ -51,15 +51,15 @@ row() { echo "$*" | tee -a "$out"; }
 evalsha() {
     local r=$1 name=$2 n=$3 c line accepted errors; shift 3
     c="rb$r$name"
-    # runid: purchase.lua's barrier check (meta.runid must be ARGV[9]); ARGV[10] K = 1 bucket
+    # runid: purchase.lua's barrier check (meta.runid must be ARGV[8]); ARGV[9] K = 1 bucket;
+    # the purchase: no Idempotency-Key, no rate limits (flags 0: no key of its own)
     rcli HSET "{c:$c}:meta" per_user_limit 1 starts_at_ms 0 ends_at_ms 99999999999999 stock 1000000000 \
         runid bench >/dev/null
     rcli SET "{c:$c}:stock" 1000000000 >/dev/null
     rcli CONFIG RESETSTAT >/dev/null
-    line=$(redis-benchmark -p "$REDIS_PORT" -n "$n" -c 50 -r 100000000 --csv "$@" EVALSHA "$SHA" 8 \
-        "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" "{c:$c}:idem:x" \
-        "{c:$c}:order:__rand_int__" "{c:$c}:rl:u:x" "{c:$c}:rl:ip:x" \
-        "$c" 1 0 1000 0 1000 86400000 120000 bench 1 __rand_int__ u__rand_int__ 1 "" "" "" | tail -1)
+    line=$(redis-benchmark -p "$REDIS_PORT" -n "$n" -c 50 -r 100000000 --csv "$@" EVALSHA "$SHA" 5 \
+        "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" "{c:$c}:order_status" \
+        1 0 1000 0 1000 86400000 120000 bench 1 __rand_int__ u__rand_int__ 1 0 | tail -1)
     accepted=$(rcli XLEN "{c:$c}:orders")
     errors=$(rcli INFO errorstats | grep -c errorstat_ || true)
     if [ "$errors" != 0 ] || [ "$accepted" -lt $((n * 99 / 100)) ]; then
@@ -69,7 +69,7 @@ evalsha() {
     # "cmd","rps","avg","min","p50","p95","p99","max" (ms)
     echo "$line" | awk -F'","' -v r="$r" -v m="evalsha_$name" '{gsub(/"/, "", $8);
         printf "%s,%s,%.0f,decisions/s,%.0f,%.0f,,\n", r, m, $2, $5 * 1000, $7 * 1000}' | tee -a "$out"
-    rcli UNLINK "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" >/dev/null
+    rcli UNLINK "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" "{c:$c}:order_status" >/dev/null
 }
 
 echo "round,measure,value,unit,p50_us,p99_us,oversold,duplicates" | tee "$out"

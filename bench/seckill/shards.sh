@@ -118,15 +118,14 @@ ceiling() {
         cluster__cli "$p" set "{c:$c}:stock" 1000000000 >/dev/null
         local extra=()
         [ "$name" = c50_P16 ] && extra=(-P 16)
-        line=$(redis-benchmark -p "$p" -n "$RB_N" -c 50 -r 100000000 --csv "${extra[@]}" EVALSHA "$SHA" 8 \
-            "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" "{c:$c}:idem:x" \
-            "{c:$c}:order:__rand_int__" "{c:$c}:rl:u:x" "{c:$c}:rl:ip:x" \
-            "$c" 1 0 1000 0 1000 86400000 120000 bench 1 __rand_int__ u__rand_int__ 1 "" "" "" | tail -1)
+        line=$(redis-benchmark -p "$p" -n "$RB_N" -c 50 -r 100000000 --csv "${extra[@]}" EVALSHA "$SHA" 5 \
+            "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" "{c:$c}:order_status" \
+            1 0 1000 0 1000 86400000 120000 bench 1 __rand_int__ u__rand_int__ 1 0 | tail -1)
         [ "$(cluster__cli "$p" xlen "{c:$c}:orders")" -ge $((RB_N * 99 / 100)) ] ||
             { echo "shards.sh: EVALSHA ceiling run $name did not accept its purchases" >&2; exit 1; }
         echo "$line" | awk -F'","' -v r="$r" -v m="$name" -v p="$p" '{ printf "%s,1,ceiling_%s,%s,,%.0f,,,,,,,\n", r, m, p, $2 }' |
             tee -a "$out"
-        cluster__cli "$p" unlink "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" >/dev/null
+        cluster__cli "$p" unlink "{c:$c}:meta" "{c:$c}:stock" "{c:$c}:buyers" "{c:$c}:orders" "{c:$c}:order_status" >/dev/null
     done
 }
 

@@ -47,7 +47,7 @@ extern const dlock__script sk_script_barrier_mirror; /* lua/barrier_mirror.lua *
 extern const dlock__script sk_script_node_runid; /* lua/node_runid.lua */
 
 /* The engine's defaults (engine.h): order hash 7 days, Idempotency-Key answers 24 h. */
-#define ORDER_HASH_TTL_MS "604800000"
+#define ORDER_STATUS_TTL_MS "604800000" /* after the campaign's end, as the engine's default */
 #define IDEM_TTL_MS "86400000"
 
 void sk_barrier_run_init(sk_barrier_run *b, const char *owner)
@@ -174,7 +174,7 @@ static void bkeys_of(const sk_buckets *lay, int j, bkeys *k)
 
 /* Strings of one order in a barrier_mirror.lua call. */
 typedef struct mirror_item {
-    char hash[200], idem[200], oid[24], qty[24], ts[24];
+    char hash[200], idem[200], idem_user[320], oid[24], qty[24], ts[24];
     const char *final;
 } mirror_item;
 
@@ -199,6 +199,10 @@ static void mirror_fill(const bkeys *k, const sk_order_row *row, mirror_item *m)
     sk_bucket_key(k->lay, k->j, part, m->hash, sizeof(m->hash));
     snprintf(part, sizeof(part), "%s%s", row->idem[0] ? "idem:" : "stock", row->idem);
     sk_bucket_key(k->lay, k->j, part, m->idem, sizeof(m->idem));
+    char upart[160];
+    if (row->idem[0]) snprintf(upart, sizeof(upart), "iu:%s/%s", row->user, row->idem);
+    else snprintf(upart, sizeof(upart), "stock");
+    sk_bucket_key(k->lay, k->j, upart, m->idem_user, sizeof(m->idem_user));
     snprintf(m->oid, sizeof(m->oid), "%" PRIu64, row->order_id);
     snprintf(m->qty, sizeof(m->qty), "%" PRId64, row->qty);
     snprintf(m->ts, sizeof(m->ts), "%" PRId64, row->created_ms);
@@ -209,19 +213,20 @@ static int mirror_page(dlock__conn *rc, const char *campaign, const bkeys *bk, c
                        sk_barrier_run *b)
 {
     mirror_item *it = calloc((size_t)p->n, sizeof(*it));
-    const char **keys = calloc(6 + 2 * (size_t)p->n, sizeof(*keys));
+    const char **keys = calloc(8 + 3 * (size_t)p->n, sizeof(*keys));
     const char **args = calloc(4 + 7 * (size_t)p->n, sizeof(*args));
-    char k[6][128];
-    static const char *const sfx[6] = {"stock", "buyers", "mirrored", "released", "dropped", "carried"};
+    char k[8][128];
+    static const char *const sfx[8] = {"stock",   "buyers",       "mirrored", "released",
+                                       "dropped", "carried", "order_status", "meta"};
     int nk = 0, na = 0, err = DLOCK_ENOMEM;
     if (!it || !keys || !args) goto out;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
         sk_bucket_key(bk->lay, bk->j, sfx[i], k[i], sizeof(k[i]));
         keys[nk++] = k[i];
     }
     args[na++] = "mirror";
     args[na++] = campaign;
-    args[na++] = ORDER_HASH_TTL_MS;
+    args[na++] = ORDER_STATUS_TTL_MS;
     args[na++] = IDEM_TTL_MS;
     for (int i = 0; i < p->n; i++) {
         const sk_order_row *row = &p->v[i];
@@ -230,11 +235,12 @@ static int mirror_page(dlock__conn *rc, const char *campaign, const bkeys *bk, c
         if (!m->final) continue;
         keys[nk++] = m->hash;
         keys[nk++] = m->idem;
+        keys[nk++] = m->idem_user;
         const char *a[7] = {m->oid, row->user, m->qty, row->path, row->idem, m->ts, m->final};
         for (int j = 0; j < 7; j++) args[na++] = a[j];
     }
     dlock__reply *r = NULL;
-    err = nk > 6 ? sk__eval_script(rc, &sk_script_barrier_mirror, nk, keys, na, args, &r) : 0;
+    err = nk > 8 ? sk__eval_script(rc, &sk_script_barrier_mirror, nk, keys, na, args, &r) : 0;
     if (!err && r && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2) {
         b->mirrored += dlock__reply_int(dlock__reply_at(r, 0));
         b->given_back += dlock__reply_int(dlock__reply_at(r, 1));

@@ -330,18 +330,27 @@ static void order_done(order_req *q)
     free(q);
 }
 
+/* A reply that answers q: a transport error is kept, q done at the last. */
+static bool order_reply_ok(order_req *q, int err)
+{
+    if (err && !q->err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
+    return !err && !q->found;
+}
+
+/* The order hash {T}:order:<id> that earlier versions wrote (one per
+ * order; instances of such a version may still run during a rolling
+ * upgrade, and their hashes live out their own TTL). */
 static void on_order_hash(const dlock__reply *r, int err, void *priv)
 {
     order_req *q = priv;
-    if (err) {
-        if (!q->err) q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
-    } else if (!q->found && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) >= 2) {
+    if (order_reply_ok(q, err) && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) >= 2) {
         sk_order_info *o = &q->info;
         memset(o, 0, sizeof(*o));
         o->order_id = q->order_id;
         for (size_t i = 0; i + 1 < dlock__reply_count(r); i += 2) {
             const char *k = dlock__reply_str(dlock__reply_at(r, i), NULL);
             const char *v = dlock__reply_str(dlock__reply_at(r, i + 1), NULL);
+            if (!k || !v) continue;
             if (strcmp(k, "campaign") == 0) snprintf(o->campaign, sizeof(o->campaign), "%s", v);
             else if (strcmp(k, "user") == 0) snprintf(o->user, sizeof(o->user), "%s", v);
             else if (strcmp(k, "qty") == 0) o->qty = strtoll(v, NULL, 10);
@@ -352,14 +361,59 @@ static void on_order_hash(const dlock__reply *r, int err, void *priv)
     if (--q->outstanding == 0) order_done(q);
 }
 
-static int ask_hash(sk_engine *e, order_req *q, const char *tag)
+typedef struct order_status {
+    order_req *q;
+    char cid[65];
+} order_status;
+
+/* The order's field of {T}:order_status: "user\nqty" while accepted,
+ * "user\nqty\nstatus" once a give-back changed it (order_units.lua). */
+static void on_order_status(const dlock__reply *r, int err, void *priv)
 {
-    char key[SK_BUCKET_TAG_MAX + 40];
+    order_status *os = priv;
+    order_req *q = os->q;
+    size_t n = 0;
+    const char *v = order_reply_ok(q, err) && dlock__reply_kind(r) == DLOCK__R_STRING ? dlock__reply_str(r, &n)
+                                                                                        : NULL;
+    const char *nl = v ? memchr(v, '\n', n) : NULL;
+    if (nl && (size_t)(nl - v) < sizeof(q->info.user)) {
+        sk_order_info *o = &q->info;
+        memset(o, 0, sizeof(*o));
+        o->order_id = q->order_id;
+        snprintf(o->campaign, sizeof(o->campaign), "%s", os->cid);
+        memcpy(o->user, v, (size_t)(nl - v));
+        char *end = NULL;
+        o->qty = strtoll(nl + 1, &end, 10);
+        snprintf(o->status, sizeof(o->status), "%s", end && *end == '\n' ? end + 1 : "accepted");
+        q->found = true;
+    }
+    free(os);
+    if (--q->outstanding == 0) order_done(q);
+}
+
+/* Asks bucket tag of campaign cid for the order, in both formats. */
+static int ask_hash(sk_engine *e, order_req *q, const char *tag, const char *cid)
+{
+    char key[SK_BUCKET_TAG_MAX + 40], oid[24];
+    order_status *os = malloc(sizeof(*os));
+    if (!os) return DLOCK_ENOMEM;
+    os->q = q;
+    snprintf(os->cid, sizeof(os->cid), "%s", cid);
+    snprintf(key, sizeof(key), "{%s}:order_status", tag);
+    snprintf(oid, sizeof(oid), "%llu", (unsigned long long)q->order_id);
+    const char *hget[] = {"HGET", key, oid};
+    int rc = sk__call_cmd(e, 3, hget, NULL, on_order_status, os);
+    if (rc) {
+        free(os);
+        return rc;
+    }
+    q->outstanding++;
     snprintf(key, sizeof(key), "{%s}:order:%llu", tag, (unsigned long long)q->order_id);
     const char *argv[] = {"HGETALL", key};
-    int rc = sk__call_cmd(e, 2, argv, NULL, on_order_hash, q);
-    if (rc == 0) q->outstanding++;
-    return rc;
+    /* the HGET is out: q lives until its reply, so a failure here is q's */
+    if (sk__call_cmd(e, 2, argv, NULL, on_order_hash, q) == 0) q->outstanding++;
+    else if (!q->err) q->err = SK_EUNAVAIL;
+    return 0;
 }
 
 typedef struct order_layout {
@@ -377,7 +431,7 @@ static void on_order_layout(const dlock__reply *r, int err, void *priv)
     if (b && !err && dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 2) {
         if (sk_layout_of_fields(ol->cid, dlock__reply_at(r, 0), dlock__reply_at(r, 1), b) == 0)
             for (int j = 1; j < b->k; j++)
-                if (ask_hash(q->e, q, b->tag[j]) != 0 && !q->err) q->err = SK_EUNAVAIL;
+                if (ask_hash(q->e, q, b->tag[j], ol->cid) != 0 && !q->err) q->err = SK_EUNAVAIL;
     } else if (err && !q->err) {
         q->err = err == DLOCK_EUNKNOWN ? err : SK_EUNAVAIL;
     }
@@ -390,7 +444,7 @@ static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
 {
     char tag[80], meta[96];
     snprintf(tag, sizeof(tag), "c:%s", cid);
-    int rc = ask_hash(e, q, tag);
+    int rc = ask_hash(e, q, tag, cid);
     if (rc) return rc;
     order_layout *ol = malloc(sizeof(*ol));
     if (!ol) return 0; /* bucket 0 is asked; a sharded campaign's others are not */

@@ -187,7 +187,7 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- the batch's EVALSHA arguments, written as RESP ------------------------
- * One call of purchase.lua carries 14 + 10 per purchase arguments; they are
+ * One call of purchase.lua carries 15 + 4 to 8 per purchase arguments; they are
  * written straight into the wire format (resp_batch.h) in a buffer the
  * coalescer keeps: the printf family and hiredis' argv formatting were
  * ~40 % of seckilld's instructions per purchase (docs/BENCHMARKS.md). The
@@ -204,8 +204,8 @@ static void w_batch(char *buf, const sk__coalescer *co, const sk__lane *l, const
                                    .qty = q->qty, .resent = q->resent};
         bp[i] = &buyers[i];
     }
-    const sk__rb_camp camp = {.prefix = l->prefix, .campaign = l->camp->id, .k = l->camp->k,
-                              .limits = co->limits, .runid = co->h.server_runid(co->h.ud)};
+    const sk__rb_camp camp = {.prefix = l->prefix, .k = l->camp->k, .limits = co->limits,
+                              .runid = co->h.server_runid(co->h.ud)};
     sk__rb_write(buf, &camp, bp, b->n, out);
 }
 

@@ -15,7 +15,7 @@
 
 extern const dlock__script sk_script_idem_confirm; /* lua/idem_confirm.lua */
 
-#define KEY_MAX 200
+#define KEY_MAX 320 /* a bucket tag and "iu:" user "/" key */
 
 /* Does the database hold order o as a kept promise? */
 static bool held(sk_db *db, const sk_order_in *o, int result)
@@ -31,26 +31,30 @@ static bool held(sk_db *db, const sk_order_in *o, int result)
 int sk_confirm_answers(dlock__conn *rc, sk_db *db, const sk_buckets *lay, int j, const sk_order_in *orders,
                        const int *results, size_t n)
 {
-    const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    const char **keys = calloc(n ? 2 * n : 1, sizeof(*keys));
     const char **args = calloc(n ? n : 1, sizeof(*args));
-    char *kbuf = malloc((n ? n : 1) * KEY_MAX), *abuf = malloc((n ? n : 1) * 24);
+    char *kbuf = malloc((n ? 2 * n : 1) * KEY_MAX), *abuf = malloc((n ? n : 1) * 24);
     int m = 0, err = DLOCK_ENOMEM;
     if (!keys || !args || !kbuf || !abuf) goto out;
     for (size_t i = 0; i < n; i++) {
         const sk_order_in *o = &orders[i];
         if (!o->idem || !o->idem[0] || !held(db, o, results[i])) continue;
-        char part[96];
+        /* the key's two names (purchase.lua): its first user's, another user's */
+        char part[160];
         snprintf(part, sizeof(part), "idem:%s", o->idem);
-        sk_bucket_key(lay, j, part, kbuf + (size_t)m * KEY_MAX, KEY_MAX);
+        sk_bucket_key(lay, j, part, kbuf + (size_t)(2 * m) * KEY_MAX, KEY_MAX);
+        snprintf(part, sizeof(part), "iu:%s/%s", o->user, o->idem);
+        sk_bucket_key(lay, j, part, kbuf + (size_t)(2 * m + 1) * KEY_MAX, KEY_MAX);
         snprintf(abuf + (size_t)m * 24, 24, "%" PRIu64, o->order_id);
-        keys[m] = kbuf + (size_t)m * KEY_MAX;
+        keys[2 * m] = kbuf + (size_t)(2 * m) * KEY_MAX;
+        keys[2 * m + 1] = kbuf + (size_t)(2 * m + 1) * KEY_MAX;
         args[m] = abuf + (size_t)m * 24;
         m++;
     }
     err = 0;
     if (m > 0) {
         dlock__reply *r = NULL;
-        err = sk__eval_script(rc, &sk_script_idem_confirm, m, keys, m, args, &r);
+        err = sk__eval_script(rc, &sk_script_idem_confirm, 2 * m, keys, m, args, &r);
         if (!err && dlock__reply_kind(r) != DLOCK__R_INTEGER) err = DLOCK_ESERVER;
         dlock__reply_free(r);
     }

@@ -34,7 +34,7 @@ typedef struct sk_engine_opts {
     int64_t ip_rate_limit;      /* purchases per client ip per window per campaign; 0 = off */
     int64_t ip_rate_window_ms;  /* default 1000 */
     int64_t idem_ttl_ms;        /* Idempotency-Key answers kept (default 24 h) */
-    int64_t order_ttl_ms;       /* {c:<id>}:order:<id> kept (default 7 days) */
+    int64_t order_ttl_ms;       /* {c:<id>}:order_status kept after the end (default 7 days) */
     int64_t command_timeout_ms; /* a reply (or a connect) later than this drops the connection (default 2000) */
     int64_t reconnect_max_ms;   /* backoff cap (default 2000) */
     /* Acknowledged answers (docs/design/promise.md). replica_acks: replicas

@@ -70,7 +70,21 @@ void sk__pstream_free(sk_pstream *sm)
 
 /* ---- entries ----------------------------------------------------------- */
 
-/* Fills out from one stream entry [id, [k, v, ...]]; out points into e. */
+/* The ms part of an entry id "<ms>-<seq>", or -1. */
+static int64_t id_ms(const char *id)
+{
+    int64_t ms = 0;
+    const char *p = id;
+    for (; *p >= '0' && *p <= '9' && ms < INT64_MAX / 10 - 9; p++) ms = ms * 10 + (*p - '0');
+    return p != id && *p == '-' ? ms : -1;
+}
+
+/* Fills out from one stream entry [id, [k, v, ...]]; out points into e.
+ * Two formats (docs/design/seckill-contract.md, "Order stream entry"):
+ * the compact one of purchase.lua (o u q e [k]: the campaign is the
+ * stream's, the time the entry id's) and the one of every release before
+ * it (order_id campaign user qty idem ts_ms path epoch), which instances
+ * of such a release still write during a rolling upgrade. */
 static void entry_parse(const sk_pcamp *c, const dlock__reply *e, entry *out)
 {
     out->deleted = false;
@@ -85,6 +99,7 @@ static void entry_parse(const sk_pcamp *c, const dlock__reply *e, entry *out)
         return;
     }
     const char *oid = NULL, *qty = NULL, *ts = NULL, *epoch = NULL;
+    bool compact = false;
     out->in.campaign = out->campaign;
     out->in.user = out->user;
     out->in.path = out->path;
@@ -95,7 +110,14 @@ static void entry_parse(const sk_pcamp *c, const dlock__reply *e, entry *out)
         const char *v = dlock__reply_str(dlock__reply_at(f, i + 1), &vl);
         if (!k || !v) continue;
         bool fits = vl < 65;
-        if (strcmp(k, "order_id") == 0) oid = v;
+        if (kl == 1) {
+            compact = true;
+            if (k[0] == 'o') oid = v;
+            else if (k[0] == 'q') qty = v;
+            else if (k[0] == 'e') epoch = v;
+            else if (k[0] == 'k' && fits) memcpy(out->idem, v, vl + 1);
+            else if (k[0] == 'u' && fits) memcpy(out->user, v, vl + 1);
+        } else if (strcmp(k, "order_id") == 0) oid = v;
         else if (strcmp(k, "qty") == 0) qty = v;
         else if (strcmp(k, "ts_ms") == 0) ts = v;
         else if (strcmp(k, "epoch") == 0) epoch = v;
@@ -108,11 +130,20 @@ static void entry_parse(const sk_pcamp *c, const dlock__reply *e, entry *out)
     unsigned long long id = oid ? strtoull(oid, &end, 10) : 0;
     out->in.order_id = (oid && end != oid && *end == '\0' && oid[0] != '-') ? (uint64_t)id : 0;
     out->in.qty = qty ? sk__pctx_i64(qty) : -1;
-    out->in.created_ms = ts ? sk__pctx_i64(ts) : dlock__wall_ms();
     out->in.epoch = epoch ? sk__pctx_i64(epoch) : 1; /* no field: the first timeline */
+    if (compact) {
+        /* written by purchase.lua on this stream: its campaign, path redis, and
+         * the entry id's ms is the Redis clock of the decision */
+        if (out->campaign[0] || out->path[0] || ts) out->why = "mixed stream entry formats";
+        snprintf(out->campaign, sizeof(out->campaign), "%s", c->id);
+        int64_t ms = id_ms(out->id);
+        out->in.created_ms = ms > 0 ? ms : dlock__wall_ms();
+    } else {
+        out->in.created_ms = ts ? sk__pctx_i64(ts) : dlock__wall_ms();
+    }
     if (!out->path[0]) snprintf(out->path, sizeof(out->path), "redis");
     if (out->idem[0] && !sk_valid_idem_key(out->idem)) out->idem[0] = '\0'; /* the order stands without it */
-    out->why = sk_db_order_invalid(&out->in);
+    if (!out->why) out->why = sk_db_order_invalid(&out->in);
     if (!out->why && strcmp(out->campaign, c->id) != 0) out->why = "campaign field does not match the stream";
 }
 

@@ -45,8 +45,8 @@ static int order_bucket_tag(dlock__conn *rc, const sk_order_row *row, char *tag)
 static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate, const char *dir,
                       const char *status)
 {
-    char t[SK_BUCKET_TAG_MAX], k_gate[128], k_stock[128], k_buyers[128], k_order[160], k_events[128], oid[24],
-        qty[24];
+    char t[SK_BUCKET_TAG_MAX], k_gate[128], k_stock[128], k_buyers[128], k_order[160], k_events[128],
+        k_status[128], oid[24], qty[24];
     int err = order_bucket_tag(rc, row, t);
     if (err) return err;
     snprintf(k_gate, sizeof(k_gate), "{%s}:%s", t, gate);
@@ -54,12 +54,13 @@ static int move_units(dlock__conn *rc, const sk_order_row *row, const char *gate
     snprintf(k_buyers, sizeof(k_buyers), "{%s}:buyers", t);
     snprintf(k_order, sizeof(k_order), "{%s}:order:%" PRIu64, t, row->order_id);
     snprintf(k_events, sizeof(k_events), "{%s}:events", t);
+    snprintf(k_status, sizeof(k_status), "{%s}:order_status", t);
     snprintf(oid, sizeof(oid), "%" PRIu64, row->order_id);
     snprintf(qty, sizeof(qty), "%" PRId64, row->qty);
-    const char *keys[5] = {k_gate, k_stock, k_buyers, k_order, k_events};
+    const char *keys[6] = {k_gate, k_stock, k_buyers, k_order, k_events, k_status};
     const char *args[5] = {oid, row->user, qty, dir, status};
     dlock__reply *r = NULL;
-    err = sk__eval_script(rc, &sk_script_order_units, status ? 5 : 3, keys, status ? 5 : 4, args, &r);
+    err = sk__eval_script(rc, &sk_script_order_units, status ? 6 : 3, keys, status ? 5 : 4, args, &r);
     if (err) return err;
     int out = dlock__reply_kind(r) == DLOCK__R_INTEGER ? (int)dlock__reply_int(r) : DLOCK_ESERVER;
     dlock__reply_free(r);

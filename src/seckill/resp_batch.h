@@ -1,6 +1,7 @@
 /* resp_batch.h: purchase.lua's arguments for one batch (numkeys, the
- * bucket's 4 keys and 4 per purchase, then the campaign's argv and 6 per
- * purchase), written as RESP bulk strings (src/common/resp_write.h) with
+ * bucket's 5 keys and per purchase only the keys it uses: its
+ * Idempotency-Key's two names, the rate-limit keys it counts; then the
+ * campaign's 9 argv and 4 per purchase), written as RESP bulk strings (src/common/resp_write.h) with
  * the slot of their keys fixed where the keys are chosen, so the send path
  * neither formats nor parses them again. Pure: thread-safe. */
 #ifndef SK_RESP_BATCH_H
@@ -30,9 +31,8 @@ typedef struct sk__rb_buyer {
 /* The batch's campaign-wide part. */
 typedef struct sk__rb_camp {
     const char *prefix;   /* the bucket's key prefix "{<tag>}:" (at most prefix_max bytes) */
-    const char *campaign; /* at most 64 bytes */
     int k;                /* buckets of the campaign */
-    const int64_t *limits; /* 6: user rate, window; ip rate, window; idem ttl; order ttl */
+    const int64_t *limits; /* 6: user rate, window; ip rate, window; idem ttl; order status ttl */
     const char *runid;    /* at most 40 bytes */
 } sk__rb_camp;
 

@@ -33,7 +33,9 @@ static uint64_t next_id = 77000000;
 
 uint64_t pf_next_id(void) { return next_id++; }
 
-/* KEYS meta stock buyers orders order-hash idem; ARGV oid user qty camp idem. */
+/* KEYS meta stock buyers orders order_status idem; ARGV oid user qty camp
+ * idem: purchase.lua's writes (the status field, the answer under the key's
+ * first user's name, the compact stream entry). */
 static const char BUY_LUA[] =
     "local m = redis.call('HMGET', KEYS[1], 'per_user_limit', 'epoch')\n"
     "local limit, q = tonumber(m[1]), tonumber(ARGV[3])\n"
@@ -42,14 +44,12 @@ static const char BUY_LUA[] =
     "if stock < q or held + q > limit then return -1 end\n"
     "stock = redis.call('DECRBY', KEYS[2], q)\n"
     "redis.call('HINCRBY', KEYS[3], ARGV[2], q)\n"
-    "local t = redis.call('TIME')\n"
-    "local ts = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))\n"
-    "redis.call('HSET', KEYS[5], 'campaign', ARGV[4], 'user', ARGV[2], 'qty', q, 'status', 'accepted', 'ts_ms', ts)\n"
-    "if ARGV[5] ~= '' then redis.call('HSET', KEYS[6], ARGV[2], ARGV[2] .. '\\n' .. ARGV[1] .. '\\n' .. q .. '\\n' .. stock)"
+    "redis.call('HSET', KEYS[5], ARGV[1], ARGV[2] .. '\\n' .. q)\n"
+    "if ARGV[5] ~= '' then redis.call('SET', KEYS[6], ARGV[2] .. '\\n' .. ARGV[1] .. '\\n' .. q .. '\\n' .. stock)"
     " end\n"
-    "local f = {'order_id', ARGV[1], 'campaign', ARGV[4], 'user', ARGV[2], 'qty', tostring(q), 'idem', ARGV[5],"
-    " 'ts_ms', ts, 'path', 'redis'}\n"
-    "if m[2] then f[#f + 1] = 'epoch'; f[#f + 1] = m[2] end\n"
+    "local f = {'o', ARGV[1], 'u', ARGV[2], 'q', tostring(q)}\n"
+    "if m[2] then f[#f + 1] = 'e'; f[#f + 1] = m[2] end\n"
+    "if ARGV[5] ~= '' then f[#f + 1] = 'k'; f[#f + 1] = ARGV[5] end\n"
     "redis.call('XADD', KEYS[4], '*', unpack(f))\n"
     "return stock\n";
 
@@ -144,7 +144,7 @@ uint64_t pf_tag_buy_on(dlock__conn *conn, const char *tag, const char *camp, con
     uint64_t id = pf_next_id();
     static const char *const sfx[4] = {"meta", "stock", "buyers", "orders"};
     for (int i = 0; i < 4; i++) snprintf(k[i], sizeof(k[i]), "{%s}:%s", tag, sfx[i]);
-    snprintf(k[4], sizeof(k[4]), "{%s}:order:%" PRIu64, tag, id);
+    snprintf(k[4], sizeof(k[4]), "{%s}:order_status", tag);
     snprintf(k[5], sizeof(k[5]), "{%s}:idem:%s", tag, idem ? idem : "");
     snprintf(oid, sizeof(oid), "%" PRIu64, id);
     snprintf(q, sizeof(q), "%" PRId64, qty);

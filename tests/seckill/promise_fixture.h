@@ -1,7 +1,7 @@
 /* promise_fixture.h: the fixture of the promise tests (test_promise.c,
  * test_barrier.c): a private redis-server, a database (a SQLite file, or a
  * private PostgreSQL with SK_TEST_PG=1), and helpers that decide like the
- * engine's purchase.lua (stock, limit, buyer, order hash, Idempotency-Key
+ * engine's purchase.lua (stock, limit, buyer, order status, Idempotency-Key
  * answer, XADD with the campaign's epoch) and drive the pipeline. */
 #ifndef SK_PROMISE_FIXTURE_H
 #define SK_PROMISE_FIXTURE_H

@@ -95,20 +95,21 @@ static void redis_do(int argc, const char **argv)
 /* One purchase through the real script: its outcome id. */
 static int lua_buy(const char *camp, const char *user, int64_t qty, const char *idem)
 {
-    char k[8][160], oid[24], q[24];
-    static const char *const sfx[4] = {"meta", "stock", "buyers", "orders"};
-    for (int i = 0; i < 4; i++) snprintf(k[i], sizeof(k[i]), "{c:%s}:%s", camp, sfx[i]);
+    char k[7][200], oid[24], q[24], fk[72];
+    static const char *const sfx[5] = {"meta", "stock", "buyers", "orders", "order_status"};
+    for (int i = 0; i < 5; i++) snprintf(k[i], sizeof(k[i]), "{c:%s}:%s", camp, sfx[i]);
     snprintf(oid, sizeof(oid), "%" PRIu64, next_oid++);
     snprintf(q, sizeof(q), "%" PRId64, qty);
-    snprintf(k[4], sizeof(k[4]), "{c:%s}:idem:%s", camp, idem ? idem : "");
-    snprintf(k[5], sizeof(k[5]), "{c:%s}:order:%s", camp, oid);
-    snprintf(k[6], sizeof(k[6]), "{c:%s}:rl:u:%s", camp, user);
-    snprintf(k[7], sizeof(k[7]), "{c:%s}:rl:ip:", camp);
-    const char *keys[8] = {k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7]};
-    const char *args[16] = {camp, "1", "0", "1000", "0", "1000", "86400000", "86400000", run_id, "1",
-                            oid, user, q, idem ? idem : "", "", ""};
+    snprintf(fk, sizeof(fk), "0%s", idem ? idem : ""); /* no rate limits: no rate keys */
+    int nk = 5;
+    if (idem) {
+        snprintf(k[nk++], sizeof(k[0]), "{c:%s}:idem:%s", camp, idem);
+        snprintf(k[nk++], sizeof(k[0]), "{c:%s}:iu:%s/%s", camp, user, idem);
+    }
+    const char *keys[7] = {k[0], k[1], k[2], k[3], k[4], k[5], k[6]};
+    const char *args[13] = {"1", "0", "1000", "0", "1000", "86400000", "86400000", run_id, "1", oid, user, q, fk};
     dlock__reply *r = NULL;
-    assert_int_equal(sk__eval_script(rc, &sk_script_purchase, 8, keys, 16, args, &r), 0);
+    assert_int_equal(sk__eval_script(rc, &sk_script_purchase, nk, keys, 13, args, &r), 0);
     if (dlock__reply_kind(r) != DLOCK__R_ARRAY) fail_msg("purchase.lua: %s", dlock__reply_str(r, NULL));
     int out = sk_outcome_of_script(dlock__reply_int(dlock__reply_at(r, 0)));
     dlock__reply_free(r);

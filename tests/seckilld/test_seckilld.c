@@ -184,7 +184,7 @@ static void test_2000_buyers_on_3_instances_get_exactly_the_stock(void **state)
     for (size_t i = 0; i < 100; i++) {
         const dlock__reply *fields = dlock__reply_at(dlock__reply_at(x, i), 1);
         for (size_t k = 0; k + 1 < dlock__reply_count(fields); k += 2)
-            if (!strcmp(dlock__reply_str(dlock__reply_at(fields, k), NULL), "order_id"))
+            if (!strcmp(dlock__reply_str(dlock__reply_at(fields, k), NULL), "o")) /* the order id */
                 sids[i] = strdup(dlock__reply_str(dlock__reply_at(fields, k + 1), NULL));
         assert_non_null(sids[i]);
     }

@@ -196,12 +196,13 @@ static void test_fsync_always_answers_201_and_every_call_writes(void **state)
     assert_int_equal(buy(d.port, "fs", "dan", "k-dan", resp, sizeof(resp)), 201);
     redis_cmd(&master, out, sizeof(out), 3, calls);
     assert_string_equal(out, "2");
-    const char *epoch[] = {"EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')[1][2][16]", "1",
+    /* the compact entry: o <id> u <user> q <qty> e <epoch> k <key> */
+    const char *epoch[] = {"EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')[1][2][8]", "1",
                            "{c:fs}:orders"};
-    const char *ekey[] = {"EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')[1][2][15]", "1",
+    const char *ekey[] = {"EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')[1][2][7]", "1",
                           "{c:fs}:orders"};
     redis_cmd(&master, out, sizeof(out), 4, ekey);
-    assert_string_equal(out, "epoch");
+    assert_string_equal(out, "e");
     redis_cmd(&master, out, sizeof(out), 4, epoch);
     assert_string_equal(out, "1");
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 1);

@@ -6,26 +6,33 @@
 -- Idempotent: running it again, or after a crash, changes nothing more.
 --
 -- mode "mirror": gives the master the orders the database holds and the
--- master lacks. An order is held when its hash {c:<id>}:order:<oid>
--- exists or its id is in {c:<id>}:mirrored (the hash expires; the set
--- does not: every order seen here joins it). A missing order is taken:
--- stock -= qty for a Redis-path order (a database-path order sold a
--- reserve unit), buyers[user] += qty, the order hash, and the
--- Idempotency-Key answer "user\norder_id\nqty\nremaining" (as
--- purchase.lua writes it; remaining = the stock now), marked confirmed
--- ("\nc", as idem_confirm.lua marks it) unless refused, unless the key
--- holds one for that user (the key's hash: one answer per user,
--- purchase.lua; a key still kept as one string is left alone). Then the give-backs the master lost are applied again, each behind
--- its gate: a cancelled order (final "released", gate {c:<id>}:released):
--- stock += qty, buyers -= qty, hash status cancelled; a tentative order
--- refused at finalisation (final "dropped", gate {c:<id>}:dropped):
--- buyers -= qty. A Redis-path order taken here joins {c:<id>}:carried: it is
--- in the database but not in this master's stream, which reconcile counts.
+-- master lacks. An order is held when its field of {c:<id>}:order_status
+-- exists, or its order hash {c:<id>}:order:<oid> (written by earlier
+-- versions, which may still run during a rolling upgrade), or its id is in
+-- {c:<id>}:mirrored (the statuses expire; the set does not: every order
+-- seen here joins it). A missing order is taken: stock -= qty for a
+-- Redis-path order (a database-path order sold a reserve unit),
+-- buyers[user] += qty, its status field ("user\nqty", as purchase.lua
+-- writes it; the hash's expiry moved, never earlier, to the order status
+-- ttl after the campaign's end), and the Idempotency-Key answer
+-- "user\norder_id\nqty\nremaining" (as purchase.lua writes it; remaining =
+-- the stock now), marked confirmed ("\nc", as idem_confirm.lua marks it)
+-- unless refused, under the key's first user's name when it is free, else
+-- under the user's own name when that is free (an answer the user already
+-- has is left alone). Then the give-backs the master lost are applied
+-- again, each behind its gate: a cancelled order (final "released", gate
+-- {c:<id>}:released): stock += qty, buyers -= qty, status cancelled; a
+-- tentative order refused at finalisation (final "dropped", gate
+-- {c:<id>}:dropped): buyers -= qty. A Redis-path order taken here joins
+-- {c:<id>}:carried: it is in the database but not in this master's stream,
+-- which reconcile counts.
 --   KEYS[1] {c:<id>}:stock  KEYS[2] {c:<id>}:buyers  KEYS[3] {c:<id>}:mirrored
 --   KEYS[4] {c:<id>}:released  KEYS[5] {c:<id>}:dropped  KEYS[6] {c:<id>}:carried
---   then 2 per order i (k = 6 + 2*(i-1)): KEYS[k+1] order hash, KEYS[k+2]
---   idempotency key ({c:<id>}:idem:<key>; any key of the slot when none)
---   ARGV[1] "mirror"  ARGV[2] campaign id  ARGV[3] order hash ttl ms
+--   KEYS[7] {c:<id>}:order_status  KEYS[8] {c:<id>}:meta (ends_at_ms read)
+--   then 3 per order i (k = 8 + 3*(i-1)): KEYS[k+1] the order hash of
+--   earlier versions, KEYS[k+2] {c:<id>}:idem:<key>, KEYS[k+3]
+--   {c:<id>}:iu:<user>/<key> (any keys of the slot when no key)
+--   ARGV[1] "mirror"  ARGV[2] campaign id  ARGV[3] order status ttl ms
 --   ARGV[4] idempotency ttl ms
 --   then 7 per order i (a = 4 + 7*(i-1)): order id, user, qty, path
 --   ("redis" | "db"), idem ("" if none), ts_ms, final ("" | "released" |
@@ -110,13 +117,21 @@ end
 if ARGV[1] ~= 'mirror' then
   return redis.error_reply('ERR bad mode')
 end
-local cid, hash_ttl, idem_ttl = ARGV[2], ARGV[3], ARGV[4]
+local status_ttl, idem_ttl = tonumber(ARGV[3]), ARGV[4]
 local n = (#ARGV - 4) / 7
 local taken, given = 0, 0
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local function take(i, oid, user, qty, path, idem, ts, final)
-  local hash, idem_key = KEYS[6 + 2 * i - 1], KEYS[6 + 2 * i]
-  local held = redis.call('EXISTS', hash) == 1
+local function answer_of(key)
+  local v = redis.pcall('GET', key)
+  return type(v) == 'string' and v or nil
+end
+
+local function take(i, oid, user, qty, path, idem, final)
+  local k = 8 + 3 * (i - 1)
+  local hash, idem_first, idem_user = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local held = redis.call('HEXISTS', KEYS[7], oid) == 1 or redis.call('EXISTS', hash) == 1
   if redis.call('SADD', KEYS[3], oid) == 0 then held = true end
   if held then return end
   local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -125,14 +140,22 @@ local function take(i, oid, user, qty, path, idem, ts, final)
     redis.call('SADD', KEYS[6], oid)
   end
   redis.call('HINCRBY', KEYS[2], user, qty)
-  redis.call('HSET', hash, 'campaign', cid, 'user', user, 'qty', qty, 'status', 'accepted', 'ts_ms', ts)
-  redis.call('PEXPIRE', hash, hash_ttl)
-  if idem ~= '' and redis.call('TYPE', idem_key).ok ~= 'string' and redis.call('HEXISTS', idem_key, user) == 0 then
-    if stock < 0 then stock = 0 end
-    -- the database holds it: confirmed ("\nc", idem_confirm.lua) unless refused
-    local mark = final == 'dropped' and '' or '\nc'
-    redis.call('HSET', idem_key, user, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock .. mark)
-    redis.call('PEXPIRE', idem_key, idem_ttl)
+  redis.call('HSET', KEYS[7], oid, user .. '\n' .. qty)
+  local ends = tonumber(redis.call('HGET', KEYS[8], 'ends_at_ms') or '0') or 0
+  local until_ms = math.max(ends, now) + status_ttl
+  local ttl = redis.call('PTTL', KEYS[7])
+  if ttl < 0 or now + ttl < until_ms then redis.call('PEXPIREAT', KEYS[7], string.format('%.0f', until_ms)) end
+  if idem ~= '' then
+    local first = answer_of(idem_first)
+    local key = nil
+    if not first then key = idem_first
+    elseif string.match(first, '^[^\n]*') ~= user and not answer_of(idem_user) then key = idem_user end
+    if key then
+      if stock < 0 then stock = 0 end
+      -- the database holds it: confirmed ("\nc", idem_confirm.lua) unless refused
+      local mark = final == 'dropped' and '' or '\nc'
+      redis.call('SET', key, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock .. mark, 'PX', idem_ttl)
+    end
   end
   taken = taken + 1
 end
@@ -147,12 +170,14 @@ for i = 1, n do
   local a = 4 + 7 * (i - 1)
   local oid, user, qty, path = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4]
   local final = ARGV[a + 7]
-  take(i, oid, user, qty, path, ARGV[a + 5], ARGV[a + 6], final)
+  take(i, oid, user, qty, path, ARGV[a + 5], final)
   if final == 'released' and redis.call('SADD', KEYS[4], oid) == 1 then
     redis.call('INCRBY', KEYS[1], qty)
     buyer_less(user, qty)
-    local hash = KEYS[5 + 2 * i - 1]
+    local hash = KEYS[8 + 3 * (i - 1) + 1]
     if redis.call('EXISTS', hash) == 1 then redis.call('HSET', hash, 'status', 'cancelled') end
+    local st = redis.call('HGET', KEYS[7], oid)
+    if st then redis.call('HSET', KEYS[7], oid, string.match(st, '^[^\n]*\n[^\n]*') .. '\ncancelled') end
     given = given + 1
   elseif final == 'dropped' and redis.call('SADD', KEYS[5], oid) == 1 then
     buyer_less(user, qty)

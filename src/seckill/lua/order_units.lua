@@ -3,8 +3,9 @@
 -- second caller (a retry, another worker) finds the id there and changes
 -- nothing. Four directions, one script (release.c):
 --   back (a cancelled order; gate {c:<id>}:released): stock += qty, the
---     buyer's units -= qty (dropped at 0), the pre-persistence order hash
---     gets the final status, "restock" is published;
+--     buyer's units -= qty (dropped at 0), the order's pre-persistence
+--     status (its field of {c:<id>}:order_status, or the order hash an
+--     earlier version wrote) gets the final status, "restock" is published;
 --   hold (a tentative database-path order once Redis is back; gate
 --     {c:<id>}:mirrored): the buyer's units += qty, stock untouched (the
 --     order sold a reserve unit, which Redis's stock never counted), so
@@ -17,8 +18,9 @@
 -- order's user ({c:<id>} for K = 1; buckets.h), where the buyer's record is.
 -- KEYS[1] gate set of order ids   KEYS[2] {c:<id>}:stock
 -- KEYS[3] {c:<id>}:buyers (user -> units)
--- back only: KEYS[4] {c:<id>}:order:<order_id> (may be absent)
+-- back only: KEYS[4] {c:<id>}:order:<order_id> (an earlier version's; may be absent)
 --            KEYS[5] {c:<id>}:events (pub/sub channel)
+--            KEYS[6] {c:<id>}:order_status (hash order id -> "user\nqty[\nstatus]")
 -- ARGV[1] order id, ARGV[2] user, ARGV[3] qty (> 0),
 -- ARGV[4] "back", "hold", "out" or "drop", ARGV[5] final status (back only)
 -- Returns 1 when the units moved now, 0 when they already had.
@@ -52,6 +54,10 @@ if dir == 'drop' then
 end
 if redis.call('EXISTS', KEYS[4]) == 1 then
   redis.call('HSET', KEYS[4], 'status', ARGV[5])
+end
+local st = redis.call('HGET', KEYS[6], ARGV[1])
+if st then
+  redis.call('HSET', KEYS[6], ARGV[1], string.match(st, '^[^\n]*\n[^\n]*') .. '\n' .. ARGV[5])
 end
 redis.call('PUBLISH', KEYS[5], 'restock')
 return 1

@@ -2,29 +2,34 @@
 -- order (a batch of N behaves exactly like N calls of one). Per purchase:
 -- rate limits, Idempotency-Key replay, quantity bound, time window (Redis
 -- server clock), per-user limit, stock; on acceptance it deducts, records
--- the buyer, the order hash, the idempotency answer, and XADDs the order.
+-- the buyer, the order's status, the idempotency answer, and XADDs the
+-- order. The buyers' and the statuses' writes of the whole batch are one
+-- HSET each at the end (the script is atomic: nothing reads them in
+-- between), so an accepted purchase costs one XADD of its own.
 -- KEYS are those of one bucket of the campaign ({T}: the bucket's hash
 -- tag, {c:<id>} for bucket 0 and for every one-bucket campaign;
 -- docs/seckill.md "One hot campaign over many masters"):
 -- KEYS[1] {T}:meta   KEYS[2] {T}:stock   KEYS[3] {T}:buyers   KEYS[4] {T}:orders
--- then 4 keys per purchase i (k = 4 + 4*(i-1)):
---   KEYS[k+1] idempotency key ({T}:idem:<key>, a hash: one answer per user;
---     ignored when no key)
---   KEYS[k+2] order hash ({T}:order:<order_id>)
---   KEYS[k+3] user rate key   KEYS[k+4] ip rate key
--- ARGV[1] campaign id   ARGV[2] N
--- ARGV[3] user rate limit (0 = off)  ARGV[4] user rate window ms
--- ARGV[5] ip rate limit (0 = off)    ARGV[6] ip rate window ms
--- ARGV[7] idempotency ttl ms         ARGV[8] order hash ttl ms
--- ARGV[9] run id of the connected server (INFO server); "" (Cluster: the
+-- KEYS[5] {T}:order_status (hash order id -> "user\nqty[\nstatus]")
+-- then, per purchase i in order, only the keys it uses:
+--   with an Idempotency-Key: {T}:idem:<key> (a string: the answer of the
+--     key's first user, as every version wrote it) and {T}:iu:<user>/<key>
+--     (a string: this user's answer when the first user was another one)
+--   flag 1: {T}:rl:u:<user>   flag 2: {T}:rl:ip:<addr> (rate limits counted)
+-- ARGV[1] N
+-- ARGV[2] user rate limit (0 = off)  ARGV[3] user rate window ms
+-- ARGV[4] ip rate limit (0 = off)    ARGV[5] ip rate window ms
+-- ARGV[6] idempotency ttl ms         ARGV[7] order status ttl ms (after the
+--   campaign's end: the status hash expires then, never earlier)
+-- ARGV[8] run id of the connected server (INFO server); "" (Cluster: the
 --   engine does not know which node serves the slot) reads this node's own
--- ARGV[10] the number of buckets K the engine routed by (every purchase
+-- ARGV[9] the number of buckets K the engine routed by (every purchase
 --   here has this bucket as its user's home bucket among K)
--- then 6 per purchase i (a = 10 + 6*(i-1)):
+-- then 4 per purchase i (a = 9 + 4*(i-1)):
 --   ARGV[a+1] order id (decimal)  ARGV[a+2] user  ARGV[a+3] quantity
---   ARGV[a+4] Idempotency-Key or ""  ARGV[a+5] client ip or ""
---   ARGV[a+6] "1" when the purchase is sent again after a transfer (its
---     rate limits were counted the first time), else ""
+--   ARGV[a+4] one digit of flags (1: user rate key given, 2: ip rate key
+--     given; none when it is sent again after a transfer: its rate limits
+--     were counted the first time) then the Idempotency-Key, if any
 -- Returns a flat array, 4 entries per purchase: code, value, order id, qty.
 -- The codes are named by their outcome labels, the rows of the C table in
 -- src/seckill/outcome.c (a unit test checks that both say the same):
@@ -38,9 +43,9 @@
 --   not_found            (campaign not pre-heated)
 --   rate_limited         value = ms until the window resets
 --   bad_quantity         value = per-user limit (qty below 1 or above the limit)
---   idempotency_conflict (an answer under the user's field names another
---                        user: never written so, kept as a guard)
---   barrier              (meta.runid missing or not ARGV[9]; every purchase)
+--   idempotency_conflict (a user-scoped answer that names another user:
+--                        never written so, kept as a guard)
+--   barrier              (meta.runid missing or not ARGV[8]; every purchase)
 -- and two the engine acts on, never a buyer's answer (ROUTE below):
 --   reroute              value = the meta's K: the engine routed by another
 --                        K (it had not read the layout yet); every purchase
@@ -50,13 +55,14 @@
 --   confirmed            a replay (values as replay) whose answer the
 --                        persister marked: the database holds its order, so
 --                        the engine answers it 201 without an acknowledgement
--- An Idempotency-Key is scoped to (user, campaign), whatever K: the key's
--- hash holds one answer per user (field = user), so the same user replays
--- and another user's use of the same key is decided on its own. The answer
+-- An Idempotency-Key is scoped to (user, campaign), whatever K. An answer
 -- is "user\norder_id\nqty\nremaining", with "\nc" appended once the
--- database holds the order (idem_confirm.lua, barrier_mirror.lua). A key
--- still kept as a string (one answer, written before) becomes the hash of
--- its one user when read.
+-- database holds the order (idem_confirm.lua, barrier_mirror.lua). The
+-- key's first user's answer is at {T}:idem:<key> (where every earlier
+-- version reads and writes it, so instances of both versions replay each
+-- other's answers); another user's is at {T}:iu:<user>/<key>.
+-- The stream entry: o <order id> u <user> q <qty> e <epoch> [k <key>]; the
+-- campaign is the stream's, the time the entry id's (both Redis's).
 -- not_found, barrier and reroute write nothing (no meta is created).
 local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_started = 4, ended = 5,
               not_found = 6, rate_limited = 7, bad_quantity = 8, idempotency_conflict = 9,
@@ -64,22 +70,24 @@ local CODE = {accepted = 0, replay = 1, sold_out = 2, limit_reached = 3, not_sta
 local ROUTE = {reroute = 11, short = 12, confirmed = 13}
 local meta = redis.call('HMGET', KEYS[1], 'per_user_limit', 'starts_at_ms', 'ends_at_ms', 'runid', 'epoch',
                         'shards')
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[1])
 local out = {}
-local runid = ARGV[9]
+local runid = ARGV[8]
 if runid == '' then runid = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end
 local shards = tonumber(meta[6] or '1')
-if not meta[1] or meta[4] ~= runid or shards ~= tonumber(ARGV[10]) then
+if not meta[1] or meta[4] ~= runid or shards ~= tonumber(ARGV[9]) then
   local code, value = CODE.not_found, 0
   if meta[1] then
-    if shards ~= tonumber(ARGV[10]) then code, value = ROUTE.reroute, shards else code = CODE.barrier end
+    if shards ~= tonumber(ARGV[9]) then code, value = ROUTE.reroute, shards else code = CODE.barrier end
   end
   for i = 1, n do
-    local a = 10 + 6 * (i - 1)
+    local a = 9 + 4 * (i - 1)
     out[#out + 1] = code; out[#out + 1] = value; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
   end
   return out
 end
+-- every call that decides writes, so the WAIT behind it covers the batch,
+-- also a batch of replays (docs/design/promise.md, "Acknowledgements")
 redis.call('HINCRBY', KEYS[1], 'calls', 1)
 local epoch = meta[5] or '1'
 local limit = tonumber(meta[1])
@@ -87,13 +95,11 @@ local starts = tonumber(meta[2])
 local ends = tonumber(meta[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_str = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
 local stock0 = stock
-local cid = ARGV[1]
-local user_rl, user_win = tonumber(ARGV[3]), tonumber(ARGV[4])
-local ip_rl, ip_win = tonumber(ARGV[5]), tonumber(ARGV[6])
-local idem_ttl, order_ttl = ARGV[7], ARGV[8]
+local user_rl, user_win = tonumber(ARGV[2]), tonumber(ARGV[3])
+local ip_rl, ip_win = tonumber(ARGV[4]), tonumber(ARGV[5])
+local idem_ttl = ARGV[6]
 
 -- Fixed-window counter on server time; returns ms to wait, or 0 if allowed.
 local function over_rate(key, lim, win)
@@ -108,31 +114,66 @@ local function over_rate(key, lim, win)
   return 0
 end
 
--- The answer the user got under the key, or nil.
-local function idem_answer(key, user)
-  if redis.call('TYPE', key).ok == 'string' then
-    local v, ttl = redis.call('GET', key), redis.call('PTTL', key)
-    redis.call('DEL', key)
-    redis.call('HSET', key, string.match(v, '^[^\n]*'), v)
-    if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-  end
-  return redis.call('HGET', key, user) or nil
+-- A string answer, or nil; true second when the key holds another type
+-- (never written so by a release: read as no answer, and left alone,
+-- rather than failing the batch with WRONGTYPE).
+local function get_answer(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'string' then return v end
+  return nil, type(v) == 'table' and v.err ~= nil
 end
 
+-- The units each user of purchases from..n holds, read in one HMGET the
+-- first time a purchase of the batch needs them.
+local held, held_read, changed = {}, false, {}
+local function read_held(from)
+  local users, seen = {}, {}
+  for i = from, n do
+    local u = ARGV[9 + 4 * (i - 1) + 2]
+    if not seen[u] then seen[u] = true; users[#users + 1] = u end
+  end
+  local v = redis.call('HMGET', KEYS[3], unpack(users))
+  for j = 1, #users do held[users[j]] = v[j] and tonumber(v[j]) or 0 end
+  held_read = true
+end
+
+local no = 0
 local function answer(code, value, oid, qty)
-  out[#out + 1] = code; out[#out + 1] = value; out[#out + 1] = oid; out[#out + 1] = qty
+  out[no + 1] = code; out[no + 2] = value; out[no + 3] = oid; out[no + 4] = qty
+  no = no + 4
 end
 
+local statuses, ns = {}, 0
+local k = 5
 for i = 1, n do
-  local k = 4 + 4 * (i - 1)
-  local a = 10 + 6 * (i - 1)
-  local oid, user, qty, idem, ip = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
+  local a = 9 + 4 * (i - 1)
+  -- qs: the quantity as the engine wrote it (a canonical decimal), written
+  -- back as it is: a Lua number would be formatted by sprintf each time
+  local oid, user, qs, fk = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local qty = qs == '1' and 1 or tonumber(qs)
+  local flags = string.byte(fk, 1) - 48
+  local idem = #fk > 1 and string.sub(fk, 2) or ''
+  local k_first, k_user
+  if idem ~= '' then k_first, k_user = KEYS[k + 1], KEYS[k + 2]; k = k + 2 end
   local wait = 0
-  if ARGV[a + 6] ~= '1' then
-    wait = over_rate(KEYS[k + 3], user_rl, user_win)
-    if wait == 0 and ip ~= '' then wait = over_rate(KEYS[k + 4], ip_rl, ip_win) end
+  if flags % 2 == 1 then
+    k = k + 1
+    wait = over_rate(KEYS[k], user_rl, user_win)
   end
-  local first = (idem ~= '') and idem_answer(KEYS[k + 1], user) or nil
+  if flags >= 2 then
+    k = k + 1
+    if wait == 0 then wait = over_rate(KEYS[k], ip_rl, ip_win) end
+  end
+  local first, own_key = nil, nil
+  if idem ~= '' then
+    local other
+    first, other = get_answer(k_first)
+    if not first or string.match(first, '^[^\n]*') ~= user then
+      -- a new answer goes to the first user's name while it is free
+      own_key = (first or other) and k_user or k_first
+      first = get_answer(k_user)
+    end
+  end
   if wait > 0 then
     answer(CODE.rate_limited, wait, oid, qty)
   elseif first then
@@ -146,27 +187,43 @@ for i = 1, n do
   elseif now >= ends then
     answer(CODE.ended, 0, oid, qty)
   else
-    local held = tonumber(redis.call('HGET', KEYS[3], user) or '0')
-    if held + qty > limit then
-      answer(CODE.limit_reached, held, oid, qty)
+    if not held_read then read_held(i) end
+    local h = held[user]
+    if h + qty > limit then
+      answer(CODE.limit_reached, h, oid, qty)
     elseif stock < qty then
       answer(shards > 1 and ROUTE.short or CODE.sold_out, stock, oid, qty)
     else
       stock = stock - qty
-      redis.call('HINCRBY', KEYS[3], user, qty)
-      redis.call('HSET', KEYS[k + 2], 'campaign', cid, 'user', user, 'qty', qty,
-                 'status', 'accepted', 'ts_ms', now_str)
-      redis.call('PEXPIRE', KEYS[k + 2], order_ttl)
+      held[user] = h + qty
+      changed[user] = h == 0 and qs or true -- a new buyer's units are qs
+      statuses[ns + 1] = oid; statuses[ns + 2] = user .. '\n' .. qs
+      ns = ns + 2
       if idem ~= '' then
-        redis.call('HSET', KEYS[k + 1], user, user .. '\n' .. oid .. '\n' .. qty .. '\n' .. stock)
-        redis.call('PEXPIRE', KEYS[k + 1], idem_ttl)
+        redis.call('SET', own_key, user .. '\n' .. oid .. '\n' .. qs .. '\n' .. stock, 'PX', idem_ttl)
+        redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qs, 'e', epoch, 'k', idem)
+      else
+        redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qs, 'e', epoch)
       end
-      redis.call('XADD', KEYS[4], '*', 'order_id', oid, 'campaign', cid, 'user', user,
-                 'qty', tostring(qty), 'idem', idem, 'ts_ms', now_str, 'path', 'redis',
-                 'epoch', epoch)
       answer(CODE.accepted, stock, oid, qty)
     end
   end
 end
-if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
+if stock ~= stock0 then
+  redis.call('SET', KEYS[2], stock)
+  local pairs_ = {}
+  local np = 0
+  for u, v in pairs(changed) do
+    pairs_[np + 1] = u; pairs_[np + 2] = v == true and held[u] or v
+    np = np + 2
+  end
+  redis.call('HSET', KEYS[3], unpack(pairs_))
+  redis.call('HSET', KEYS[5], unpack(statuses))
+  -- the statuses live until the order status ttl after the campaign's end
+  -- (at least that long after each order's decision); the expiry is only
+  -- ever moved later (a re-heat may move the end)
+  local until_ms = math.max(ends, now) + tonumber(ARGV[7])
+  local ttl = redis.call('PTTL', KEYS[5])
+  if ttl < 0 or now + ttl < until_ms then redis.call('PEXPIREAT', KEYS[5], string.format('%.0f', until_ms)) end
+end
 return out
