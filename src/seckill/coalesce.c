@@ -289,12 +289,16 @@ static bool conn_usable(const sk__coalescer *co, int conn)
 /* The data connection for lane l's next batch. While an earlier script of
  * the lane is in flight, the one it went on: a connection runs its
  * commands in order, so the lane's batches are decided in the order they
- * were sent, as one by one. Else a usable one with the fewest batches in
- * flight, the extra connections before the engine's main one (whose lease
- * and probes then do not queue behind a WAIT). */
+ * were sent, as one by one. Unless a WAIT blocks that one (flush sends
+ * then only a full batch, which must not wait there for the replica: it
+ * may be decided before the batch ahead of it, each purchase still
+ * exactly once). Else a usable one with the fewest batches in flight, the
+ * extra connections before the engine's main one (whose lease and probes
+ * then do not queue behind a WAIT). */
 static int pick_conn(const sk__coalescer *co, const sk__lane *l)
 {
-    if (l->inflight > 1 && conn_usable(co, l->conn)) return l->conn; /* flush counted this batch */
+    if (l->inflight > 1 && conn_usable(co, l->conn) && co->conn_waits[l->conn] == 0)
+        return l->conn; /* flush counted this batch */
     int best = 0;
     for (int i = SK__CONNS - 1; i > 0; i--)
         if (conn_usable(co, i) &&
