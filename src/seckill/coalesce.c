@@ -84,6 +84,7 @@ struct sk__coalescer {
     size_t wire_cap;
     int conn_batches[SK__CONNS]; /* batches sent on each data connection and not yet answered */
     int conn_waits[SK__CONNS];   /* WAITs in flight on each (each blocks its connection) */
+    unsigned conn_next;          /* where the next tie between connections starts */
 };
 
 typedef struct sk__batch {
@@ -295,16 +296,17 @@ static bool conn_usable(const sk__coalescer *co, int conn)
  * exactly once). Else a usable one with the fewest batches in flight, the
  * extra connections before the engine's main one (whose lease and probes
  * then do not queue behind a WAIT). */
-static int pick_conn(const sk__coalescer *co, const sk__lane *l)
+static int pick_conn(sk__coalescer *co, const sk__lane *l)
 {
     if (l->inflight > 1 && conn_usable(co, l->conn) && co->conn_waits[l->conn] == 0)
         return l->conn; /* flush counted this batch */
-    int best = 0;
-    for (int i = SK__CONNS - 1; i > 0; i--)
-        if (conn_usable(co, i) &&
-            (best == 0 ? co->conn_batches[i] <= co->conn_batches[0] : co->conn_batches[i] < co->conn_batches[best]))
-            best = i;
-    return best;
+    int best = -1; /* ties go round the extra connections */
+    co->conn_next++;
+    for (int k = 0; k < SK__CONNS - 1; k++) {
+        int i = 1 + (co->conn_next + k) % (SK__CONNS - 1);
+        if (conn_usable(co, i) && (best < 0 || co->conn_batches[i] < co->conn_batches[best])) best = i;
+    }
+    return best < 0 || co->conn_batches[0] < co->conn_batches[best] ? 0 : best;
 }
 
 static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
