@@ -99,6 +99,7 @@ typedef struct sk__batch {
     bool alone;             /* its master lists no replica: confirmed replays are 201 */
     bool wait_later;        /* WAIT follows the script's reply (Cluster) */
     int conn;               /* the data connection of its script and WAIT; -1 until sent */
+    int k;                  /* its campaign's buckets as known when it was sent */
     sk__coalescer *co;
     sk__preq *reqs[];
 } sk__batch;
@@ -360,7 +361,7 @@ static void flush(sk__lane *l)
     if (l->inflight > 0 && n < co->max_batch && co->conn_waits[l->conn] > 0) return;
     sk__batch *b = malloc(sizeof(*b) + (size_t)n * sizeof(sk__preq *));
     if (!b) return; /* stays queued: the next arrival or reply retries */
-    *b = (sk__batch){.lane = l, .co = co, .n = n, .conn = -1};
+    *b = (sk__batch){.lane = l, .co = co, .n = n, .conn = -1, .k = l->camp->k};
     memcpy(b->reqs, l->pending, (size_t)n * sizeof(sk__preq *));
     l->npending = 0;
     l->inflight++;
@@ -472,6 +473,7 @@ static void on_wait_reply(const dlock__reply *r, int err, void *priv)
 }
 
 static void load_layout(sk__camp *c);
+static void redistribute(sk__camp *c);
 
 static bool master_alone(sk__coalescer *co, const sk__lane *l)
 {
@@ -513,9 +515,16 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
         if (b->wait_later && decided) send_wait(co, l, b);
     }
     b->lane = NULL; /* the campaign may go before the WAIT's reply */
+    int b_k = b->k;
     batch_reply_in(co, b);
     if (co->freeing) return;
-    if (c->rerouted && !c->loading) load_layout(c);
+    /* A batch sent before the layout was read (on another connection than
+     * the layout's read, so its reply may come after it): its "reroute"
+     * purchases go to their home lanes, known now. */
+    if (c->rerouted && !c->loading) {
+        if (b_k < c->k) redistribute(c);
+        else load_layout(c);
+    }
     if (c->k > 1 && (l->parked || (l->known == 0 && !c->soldout))) sk__xfer_kick(co->xfer, l);
     if (l->npending) flush(l);
     sk__co_maybe_drop(co, c);
