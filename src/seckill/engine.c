@@ -1,5 +1,8 @@
 /* engine.c: the engine's Redis side: one async connection with reconnect
- * and backoff, a FIFO of in-flight commands with a reply deadline, script
+ * and backoff (plus the extra data connections for purchase batches,
+ * sk__link: a WAIT blocks its connection, so batches spread over
+ * SK__CONNS connections, each WAIT on its batch's), a FIFO of in-flight
+ * commands per connection with a reply deadline, script
  * calls through the one script object (script.h: EVALSHA, EVAL once on
  * NOSCRIPT), the order-id worker lease and the campaign table.
  *

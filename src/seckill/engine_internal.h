@@ -2,8 +2,9 @@
  * struct, which owns its parts (engine_health.h, engine_lease.h,
  * engine_server.h, engine_acks.h: each reaches Redis only through the
  * port engine.c gives it), and the command helpers. Every Redis command
- * goes through sk__call_script/sk__call_cmd, which track it in a FIFO so
- * a late reply (command_timeout_ms) drops the connection. The purchase
+ * goes through sk__call_script/sk__call_cmd (on the engine's connection)
+ * or a data connection's call (sk__link), which track it in that
+ * connection's FIFO so a late reply (command_timeout_ms) drops it. The purchase
  * path (coalesce.c) does not include this: it is given hooks. */
 #ifndef SK_ENGINE_INTERNAL_H
 #define SK_ENGINE_INTERNAL_H
