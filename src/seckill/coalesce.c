@@ -157,6 +157,8 @@ static void batch_free(sk__coalescer *co, sk__batch *b)
     free(b);
 }
 
+static void flush(sk__lane *l);
+
 static void deliver_failed(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -169,6 +171,7 @@ static void deliver_failed(evutil_socket_t fd, short what, void *arg)
         l->inflight--;
         deliver_batch_error(co, b, b->err);
         batch_free(co, b);
+        if (!co->freeing && l->npending) flush(l); /* held behind this batch (flush) */
         sk__co_maybe_drop(co, l->camp);
     }
 }
@@ -191,7 +194,6 @@ static void fail_later(sk__coalescer *co, sk__batch *b, int err)
 /* ---- sending ------------------------------------------------------------ */
 
 static void on_batch_reply(const dlock__reply *r, int err, void *priv);
-static void flush(sk__lane *l);
 
 static void on_linger(evutil_socket_t fd, short what, void *arg)
 {

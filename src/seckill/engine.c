@@ -401,11 +401,22 @@ static int64_t clock_wall(void *ud)
     return dlock__wall_ms();
 }
 
+static void links_open(sk_engine *e);
+
+/* Data connections are opened only beside an engine connection that is up
+ * and whose login was not refused in any way: a refusal is retried there,
+ * at its backoff, and not on every data connection too. */
+static bool links_wanted(const sk_engine *e)
+{
+    return e->up && e->ac && !e->freeing && !e->health.auth_refused && !dlock__aconn_refusal(e->ac, NULL);
+}
+
 /* The server's connect-time facts are in. */
 static void on_server_probed(void *ud)
 {
     sk_engine *e = ud;
     sk__acks_connected(&e->acks);
+    if (links_wanted(e)) links_open(e);
 }
 
 static void init_parts(sk_engine *e)
@@ -541,6 +552,15 @@ static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
 
 /* ---- the extra data connections ------------------------------------------ */
 
+/* The oldest unanswered call of a connection (head) is late: it could start
+ * only when the reply ahead of it came (last_reply_ms). */
+static bool late(const sk_engine *e, const sk__call *head, int64_t last_reply_ms, int64_t now)
+{
+    if (!head) return false;
+    int64_t since = head->sent_ms > last_reply_ms ? head->sent_ms : last_reply_ms;
+    return now - since > e->o.command_timeout_ms + head->block_ms;
+}
+
 static void link_on_state(dlock__aconn *ac, bool up, const char *why, void *priv);
 
 static void link_schedule(sk__link *l)
@@ -586,7 +606,26 @@ static void on_link_timer(evutil_socket_t fd, short what, void *arg)
         dlock__aconn_close(l->dead_ac);
         l->dead_ac = NULL;
     }
-    if (!l->ac) link_connect(l);
+    /* only beside a working engine connection (which opens it again,
+     * links_open): a refused login or a server down is retried there, at
+     * its backoff, not here too */
+    if (!l->ac && links_wanted(l->e)) link_connect(l);
+}
+
+/* The engine's connection knows its server (run id, Cluster mode): the
+ * data connections that are not open connect now. */
+static void links_open(sk_engine *e)
+{
+    for (int i = 0; i < SK__CONNS - 1; i++) {
+        sk__link *l = &e->links[i];
+        if (l->ac) continue;
+        event_del(l->reconnect_ev);
+        if (l->dead_ac) {
+            dlock__aconn_close(l->dead_ac);
+            l->dead_ac = NULL;
+        }
+        link_connect(l);
+    }
 }
 
 /* INFO server on the link: the run id of the server it reached. */
@@ -594,6 +633,7 @@ static void on_link_info(const dlock__reply *r, int err, void *priv)
 {
     sk__link *l = priv;
     if (err || !l->up || dlock__reply_kind(r) != DLOCK__R_STRING) return; /* closed, or refused: stays unused */
+    if (dlock__aconn_refusal(l->ac, NULL)) return; /* its login was refused: not a connection to rely on */
     if (sk__info_field(dlock__reply_str(r, NULL), "run_id", l->runid, sizeof(l->runid))) l->attempt = 0;
 }
 
@@ -638,16 +678,12 @@ static void link_tick(sk_engine *e, sk__link *l, int64_t now)
         link_drop(l, "connect timed out");
         return;
     }
-    if (l->ac && l->head) {
-        sk__call *h = l->head;
-        int64_t since = h->sent_ms > l->last_reply_ms ? h->sent_ms : l->last_reply_ms;
-        if (now - since > e->o.command_timeout_ms + h->block_ms) {
-            /* the server does not answer: the engine's connection goes too
-             * (requests fail fast until it answers again) */
-            link_drop(l, "reply deadline passed");
-            drop_connection(e, "reply deadline passed on a data connection");
-            return;
-        }
+    if (l->ac && late(e, l->head, l->last_reply_ms, now)) {
+        /* the server does not answer: the engine's connection goes too
+         * (requests fail fast until it answers again) */
+        link_drop(l, "reply deadline passed");
+        drop_connection(e, "reply deadline passed on a data connection");
+        return;
     }
     if (l->up && l->runid[0] && e->up && e->srv.due == 0 && !e->srv.cluster && e->srv.runid[0] &&
         strcmp(l->runid, e->srv.runid) != 0)
@@ -670,13 +706,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         return;
     }
     /* the head could start only when the reply ahead of it came */
-    if (e->ac && e->head) {
-        sk__call *h = e->head;
-        int64_t since = h->sent_ms > e->last_reply_ms ? h->sent_ms : e->last_reply_ms;
-        if (now - since > e->o.command_timeout_ms + h->block_ms) {
-            drop_connection(e, "reply deadline passed");
-            return;
-        }
+    if (e->ac && late(e, e->head, e->last_reply_ms, now)) {
+        drop_connection(e, "reply deadline passed");
+        return;
     }
     for (int i = 0; i < SK__CONNS - 1; i++) link_tick(e, &e->links[i], now);
     if (sk__health_tick(&e->health, e->up && e->ac)) {
@@ -794,7 +826,6 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     struct timeval tick = {0, TICK_MS * 1000};
     event_add(e->tick_ev, &tick);
     connect_now(e);
-    for (int i = 0; i < SK__CONNS - 1; i++) link_connect(&e->links[i]);
     *out = e;
     return 0;
 }
