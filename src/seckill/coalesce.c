@@ -157,8 +157,6 @@ static void batch_free(sk__coalescer *co, sk__batch *b)
     free(b);
 }
 
-static void flush(sk__lane *l);
-
 static void deliver_failed(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -171,7 +169,6 @@ static void deliver_failed(evutil_socket_t fd, short what, void *arg)
         l->inflight--;
         deliver_batch_error(co, b, b->err);
         batch_free(co, b);
-        if (!co->freeing && l->npending) flush(l); /* held behind this batch (flush) */
         sk__co_maybe_drop(co, l->camp);
     }
 }
@@ -194,6 +191,7 @@ static void fail_later(sk__coalescer *co, sk__batch *b, int err)
 /* ---- sending ------------------------------------------------------------ */
 
 static void on_batch_reply(const dlock__reply *r, int err, void *priv);
+static void flush(sk__lane *l);
 
 static void on_linger(evutil_socket_t fd, short what, void *arg)
 {
@@ -293,12 +291,13 @@ static bool conn_usable(const sk__coalescer *co, int conn)
 /* The data connection for lane l's next batch. While an earlier script of
  * the lane is in flight, the one it went on: a connection runs its
  * commands in order, so the lane's batches are decided in the order they
- * were sent, as one by one. Unless a WAIT blocks that one (flush sends
- * then only a full batch, which must not wait there for the replica: it
- * may be decided before the batch ahead of it, each purchase still
- * exactly once). Else a usable one with the fewest batches in flight, the
- * extra connections before the engine's main one (whose lease and probes
- * then do not queue behind a WAIT). */
+ * were sent. Unless a WAIT is in flight there: the batch would wait
+ * behind it for the replica, so it goes on another connection and may be
+ * decided before the batch ahead of it. Those purchases were all waiting
+ * at once, none answered yet, so either order is one the same requests
+ * could have come in. Else a usable one with the fewest batches in
+ * flight, the extra connections before the engine's main one (whose lease
+ * and probes then do not queue behind a WAIT). */
 static int pick_conn(sk__coalescer *co, const sk__lane *l)
 {
     if (l->inflight > 1 && conn_usable(co, l->conn) && co->conn_waits[l->conn] == 0)
@@ -356,11 +355,6 @@ static void flush(sk__lane *l)
     }
     int n = l->npending;
     if (!n || l->camp->loading) return;
-    /* The lane's last script is in flight on a connection a WAIT blocks:
-     * sent now the batch would wait there for the replica; the script's
-     * reply (on_batch_reply) sends it instead, on a free connection. A
-     * full queue goes now (its purchases would be refused). */
-    if (l->inflight > 0 && n < co->max_batch && co->conn_waits[l->conn] > 0) return;
     sk__batch *b = malloc(sizeof(*b) + (size_t)n * sizeof(sk__preq *));
     if (!b) return; /* stays queued: the next arrival or reply retries */
     *b = (sk__batch){.lane = l, .co = co, .n = n, .conn = -1, .k = l->camp->k};

@@ -32,7 +32,7 @@ enum {
 /* Data connections a batch may go on: a WAIT blocks its connection for a
  * replica round trip, so batches go to one without a batch in flight
  * (coalesce.c, docs/design/promise.md "Acknowledgements"). */
-#define SK__CONNS 3
+#define SK__CONNS 5
 
 typedef struct sk__coalesce_hooks {
     void *ud;
