@@ -288,6 +288,13 @@ static bool conn_usable(const sk__coalescer *co, int conn)
     return conn == 0 || (co->h.conn_usable && co->h.conn_usable(co->h.ud, conn));
 }
 
+/* How busy connection conn is: one without a WAIT in flight first (a
+ * batch sent there runs at once), then the fewest batches in flight. */
+static int conn_load(const sk__coalescer *co, int conn)
+{
+    return (co->conn_waits[conn] > 0 ? 1 << 20 : 0) + co->conn_batches[conn];
+}
+
 /* The data connection for lane l's next batch. While an earlier script of
  * the lane is in flight, the one it went on: a connection runs its
  * commands in order, so the lane's batches are decided in the order they
@@ -306,9 +313,9 @@ static int pick_conn(sk__coalescer *co, const sk__lane *l)
     co->conn_next++;
     for (int k = 0; k < SK__CONNS - 1; k++) {
         int i = 1 + (co->conn_next + k) % (SK__CONNS - 1);
-        if (conn_usable(co, i) && (best < 0 || co->conn_batches[i] < co->conn_batches[best])) best = i;
+        if (conn_usable(co, i) && (best < 0 || conn_load(co, i) < conn_load(co, best))) best = i;
     }
-    return best < 0 || co->conn_batches[0] < co->conn_batches[best] ? 0 : best;
+    return best < 0 || conn_load(co, 0) < conn_load(co, best) ? 0 : best;
 }
 
 static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
