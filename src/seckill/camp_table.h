@@ -26,6 +26,7 @@ typedef struct sk__lane {
     sk__preq **pending;    /* queued, not yet sent (room for max_batch) */
     int npending;
     int inflight;          /* script calls in flight */
+    int conn;              /* the data connection of the last one sent (coalesce.c keeps the lane's order) */
     struct event *linger;
     bool linger_armed;
     sk__preq *parked;      /* answered "short": waiting for a transfer (FIFO) */

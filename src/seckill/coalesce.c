@@ -12,8 +12,12 @@
  * only if WAIT reported enough replicas, else pending (202); the engine
  * skips the WAIT of a master known to have too few replicas in sync (the
  * batch is then pending at once). A replay of an order the database holds
- * is 201 in any batch. The campaign's next batch may be sent as soon as
- * the script replied (it queues behind the WAIT on the same connection).
+ * is 201 in any batch. WAIT counts the replicas of its own connection's
+ * last write and blocks that connection until they acknowledge, so a
+ * batch goes on the data connection (SK__CONNS, conn_usable) with the
+ * fewest batches in flight, its WAIT on the same one: while one
+ * connection's WAIT waits for the replica, the next batch's script runs
+ * on another instead of queueing behind it.
  * Sharded campaigns (K buckets, buckets.h): each bucket has its own lane
  * (queue, batches); a purchase goes to its user's home bucket. A campaign
  * starts with one lane; a "reroute" answer makes the coalescer read the
@@ -78,6 +82,9 @@ struct sk__coalescer {
     uint64_t wait_ms_sum;
     char *wire;             /* the last batch's RESP arguments (reused) */
     size_t wire_cap;
+    int conn_batches[SK__CONNS]; /* batches sent on each data connection and not yet answered */
+    int conn_waits[SK__CONNS];   /* WAITs in flight on each (each blocks its connection) */
+    unsigned conn_next;          /* where the next tie between connections starts */
 };
 
 typedef struct sk__batch {
@@ -91,6 +98,8 @@ typedef struct sk__batch {
     bool acked;             /* WAIT reported >= acks */
     bool alone;             /* its master lists no replica: confirmed replays are 201 */
     bool wait_later;        /* WAIT follows the script's reply (Cluster) */
+    int conn;               /* the data connection of its script and WAIT; -1 until sent */
+    int k;                  /* its campaign's buckets as known when it was sent */
     sk__coalescer *co;
     sk__preq *reqs[];
 } sk__batch;
@@ -141,6 +150,13 @@ static void deliver_batch_error(sk__coalescer *co, sk__batch *b, int err)
     }
 }
 
+/* A batch is answered (or failed): its connection has one fewer in flight. */
+static void batch_free(sk__coalescer *co, sk__batch *b)
+{
+    if (b->conn >= 0) co->conn_batches[b->conn]--;
+    free(b);
+}
+
 static void deliver_failed(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -152,7 +168,7 @@ static void deliver_failed(evutil_socket_t fd, short what, void *arg)
         sk__lane *l = b->lane;
         l->inflight--;
         deliver_batch_error(co, b, b->err);
-        free(b);
+        batch_free(co, b);
         sk__co_maybe_drop(co, l->camp);
     }
 }
@@ -232,7 +248,8 @@ static void on_fsync_reply(const dlock__reply *r, int err, void *priv)
 }
 
 /* WAIT right behind the script, on the same connection: it covers the
- * script's write (purchase.lua always writes when it decides). On a
+ * script's write (purchase.lua always writes when it decides), and no
+ * other connection's WAIT does (each counts its own writes). On a
  * Cluster it follows the script's reply, to the node serving the
  * campaign's slot (where the script ran). On fsync, the settings are
  * read again behind the script instead. */
@@ -253,14 +270,52 @@ static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
     const char *argv[] = {"WAIT", n, t};
     char route[96];
     snprintf(route, sizeof(route), "%smeta", l->prefix);
-    int rc = co->h.send_wait(co->h.ud, route, 3, argv, on_wait_reply, b);
+    int rc = co->h.send_wait(co->h.ud, b->conn, route, 3, argv, on_wait_reply, b);
     if (rc == 1) { /* too few replicas in sync: pending at once */
         co->ack_skipped++;
         return;
     }
     co->ack_waits++;
-    if (rc == 0) b->replies_due++;
+    if (rc == 0) {
+        b->replies_due++;
+        co->conn_waits[b->conn]++;
+    }
     else co->ack_failures++; /* decided, never acknowledged: pending */
+}
+
+static bool conn_usable(const sk__coalescer *co, int conn)
+{
+    return conn == 0 || (co->h.conn_usable && co->h.conn_usable(co->h.ud, conn));
+}
+
+/* How busy connection conn is: one without a WAIT in flight first (a
+ * batch sent there runs at once), then the fewest batches in flight. */
+static int conn_load(const sk__coalescer *co, int conn)
+{
+    return (co->conn_waits[conn] > 0 ? 1 << 20 : 0) + co->conn_batches[conn];
+}
+
+/* The data connection for lane l's next batch. While an earlier script of
+ * the lane is in flight, the one it went on: a connection runs its
+ * commands in order, so the lane's batches are decided in the order they
+ * were sent. Unless a WAIT is in flight there: the batch would wait
+ * behind it for the replica, so it goes on another connection and may be
+ * decided before the batch ahead of it. Those purchases were all waiting
+ * at once, none answered yet, so either order is one the same requests
+ * could have come in. Else a usable one with the fewest batches in
+ * flight, the extra connections before the engine's main one (whose lease
+ * and probes then do not queue behind a WAIT). */
+static int pick_conn(sk__coalescer *co, const sk__lane *l)
+{
+    if (l->inflight > 1 && conn_usable(co, l->conn) && co->conn_waits[l->conn] == 0)
+        return l->conn; /* flush counted this batch */
+    int best = -1; /* ties go round the extra connections */
+    co->conn_next++;
+    for (int k = 0; k < SK__CONNS - 1; k++) {
+        int i = 1 + (co->conn_next + k) % (SK__CONNS - 1);
+        if (conn_usable(co, i) && (best < 0 || conn_load(co, i) < conn_load(co, best))) best = i;
+    }
+    return best < 0 || conn_load(co, 0) < conn_load(co, best) ? 0 : best;
 }
 
 static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
@@ -275,8 +330,12 @@ static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
     sk__resp_args args;
     w_batch(co->wire, co, l, b, &args);
     b->replies_due = 0;
-    int rc = co->h.send_script(co->h.ud, &args, on_batch_reply, b);
+    int conn = pick_conn(co, l);
+    int rc = co->h.send_script(co->h.ud, conn, &args, on_batch_reply, b);
     if (rc == 0) {
+        b->conn = conn;
+        l->conn = conn;
+        co->conn_batches[conn]++;
         b->replies_due = 1;
         b->wait_later = co->h.wait_after_reply(co->h.ud);
         if (!b->wait_later) send_wait(co, l, b);
@@ -305,7 +364,7 @@ static void flush(sk__lane *l)
     if (!n || l->camp->loading) return;
     sk__batch *b = malloc(sizeof(*b) + (size_t)n * sizeof(sk__preq *));
     if (!b) return; /* stays queued: the next arrival or reply retries */
-    *b = (sk__batch){.lane = l, .co = co, .n = n};
+    *b = (sk__batch){.lane = l, .co = co, .n = n, .conn = -1, .k = l->camp->k};
     memcpy(b->reqs, l->pending, (size_t)n * sizeof(sk__preq *));
     l->npending = 0;
     l->inflight++;
@@ -403,19 +462,21 @@ static void batch_reply_in(sk__coalescer *co, sk__batch *b)
     if (--b->replies_due > 0) return;
     if (b->err) deliver_batch_error(co, b, b->err);
     else deliver_decided(co, b);
-    free(b);
+    batch_free(co, b);
 }
 
 static void on_wait_reply(const dlock__reply *r, int err, void *priv)
 {
     sk__batch *b = priv;
     sk__coalescer *co = b->co;
+    co->conn_waits[b->conn]--;
     b->acked = !err && dlock__reply_kind(r) == DLOCK__R_INTEGER && dlock__reply_int(r) >= b->acks;
     if (!b->acked) co->ack_failures++;
     batch_reply_in(co, b);
 }
 
 static void load_layout(sk__camp *c);
+static void redistribute(sk__camp *c);
 
 static bool master_alone(sk__coalescer *co, const sk__lane *l)
 {
@@ -457,9 +518,16 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
         if (b->wait_later && decided) send_wait(co, l, b);
     }
     b->lane = NULL; /* the campaign may go before the WAIT's reply */
+    int b_k = b->k;
     batch_reply_in(co, b);
     if (co->freeing) return;
-    if (c->rerouted && !c->loading) load_layout(c);
+    /* A batch sent before the layout was read (on another connection than
+     * the layout's read, so its reply may come after it): its "reroute"
+     * purchases go to their home lanes, known now. */
+    if (c->rerouted && !c->loading) {
+        if (b_k < c->k) redistribute(c);
+        else load_layout(c);
+    }
     if (c->k > 1 && (l->parked || (l->known == 0 && !c->soldout))) sk__xfer_kick(co->xfer, l);
     if (l->npending) flush(l);
     sk__co_maybe_drop(co, c);

@@ -29,23 +29,37 @@ enum {
     SK__ACK_WAIT = 2,  /* WAIT <replicas> <timeout> behind the script: 201 when it reports enough */
 };
 
+/* Data connections a batch may go on: a WAIT blocks its connection for a
+ * replica round trip, so batches go to one without a batch in flight
+ * (coalesce.c, docs/design/promise.md "Acknowledgements"). */
+#define SK__CONNS 5
+
 typedef struct sk__coalesce_hooks {
     void *ud;
     /* Sends purchase.lua: its arguments (numkeys, keys, argv) already
      * written as RESP bulk strings, with the slot of their keys
      * (resp_batch.h; the hook adds the array header and EVALSHA <sha>;
      * a->resp is not kept). 0 (fn will run once) or an error (fn will not
-     * run). */
-    int (*send_script)(void *ud, const sk__resp_args *a, sk__reply_fn fn, void *priv);
+     * run). conn: the data connection it goes on (conn_usable); its
+     * WAIT goes on the same one. */
+    int (*send_script)(void *ud, int conn, const sk__resp_args *a, sk__reply_fn fn, void *priv);
     /* Sends transfer.lua (args: numkeys, keys, argv); as send_script. */
     int (*send_xfer)(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv);
     /* Sends a plain command; as send_script. */
     int (*send)(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv);
-    /* Sends WAIT (argv) to the node serving route_key's slot: on a Cluster
-     * a keyless command must name its node. 0 (fn will run), 1 not sent
-     * because that node is known to have too few replicas in sync (the
-     * batch is pending at once), or an error (fn will not run). */
-    int (*send_wait)(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv);
+    /* Sends WAIT (argv) on data connection conn, to the node serving
+     * route_key's slot: on a Cluster a keyless command must name its node.
+     * WAIT counts the replicas of that connection's own last write, so it
+     * goes on the connection its batch's script went on. 0 (fn will run),
+     * 1 not sent because that node is known to have too few replicas in
+     * sync (the batch is pending at once), or an error (fn will not run). */
+    int (*send_wait)(void *ud, int conn, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
+                     void *priv);
+    /* Data connection conn (0 .. SK__CONNS - 1; 0 is the engine's main
+     * connection) may carry a batch now: connected, and on the server
+     * whose run id server_runid gives. Connection 0 is usable whenever
+     * the engine is ready. May be NULL: connection 0 only. */
+    bool (*conn_usable)(void *ud, int conn);
     /* True when WAIT must follow the script's reply instead of being
      * pipelined behind it (a Cluster: only the reply says the script ran,
      * possibly on another node after a redirect; the WAIT must go where it

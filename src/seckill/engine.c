@@ -1,5 +1,8 @@
 /* engine.c: the engine's Redis side: one async connection with reconnect
- * and backoff, a FIFO of in-flight commands with a reply deadline, script
+ * and backoff (plus the extra data connections for purchase batches,
+ * sk__link: a WAIT blocks its connection, so batches spread over
+ * SK__CONNS connections, each WAIT on its batch's), a FIFO of in-flight
+ * commands per connection with a reply deadline, script
  * calls through the one script object (script.h: EVALSHA, EVAL once on
  * NOSCRIPT), the order-id worker lease and the campaign table.
  *
@@ -62,6 +65,7 @@ struct sk__call {
     const char **argv;            /* owned (same allocation); NULL for a RESP call */
     size_t *lens;
     dlock__script_rcall rc;       /* a script call (argv NULL): its arguments (same allocation) and slot */
+    sk__link *link;               /* the extra data connection it went on; NULL: the engine's own */
 };
 
 #define TICK_MS 50
@@ -118,12 +122,22 @@ int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int
 
 /* ---- command tracking ------------------------------------------------ */
 
+/* The connection a call goes on, its FIFO and the time of its last reply. */
+static dlock__aconn *call_ac(const sk__call *c) { return c->link ? c->link->ac : c->e->ac; }
+
+static bool call_up(const sk__call *c) { return c->link ? c->link->up && c->link->ac : c->e->up && c->e->ac; }
+
+static sk__call **fifo_head(sk__call *c) { return c->link ? &c->link->head : &c->e->head; }
+
+static sk__call **fifo_tail(sk__call *c) { return c->link ? &c->link->tail : &c->e->tail; }
+
 static void unlink_call(sk_engine *e, sk__call *c)
 {
+    (void)e;
     if (c->prev) c->prev->next = c->next;
-    else e->head = c->next;
+    else *fifo_head(c) = c->next;
     if (c->next) c->next->prev = c->prev;
-    else e->tail = c->prev;
+    else *fifo_tail(c) = c->prev;
     c->prev = c->next = NULL;
 }
 
@@ -132,12 +146,14 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
 /* Appends a sent command to the FIFO (Redis answers them in order). */
 static void track_call(sk_engine *e, sk__call *c)
 {
+    (void)e;
+    sk__call **head = fifo_head(c), **tail = fifo_tail(c);
     c->sent_ms = dlock__now_ms();
-    c->prev = e->tail;
+    c->prev = *tail;
     c->next = NULL;
-    if (e->tail) e->tail->next = c;
-    else e->head = c;
-    e->tail = c;
+    if (*tail) (*tail)->next = c;
+    else *head = c;
+    *tail = c;
 }
 
 int sk__node_of_slot(const sk_engine *e, int slot, char *out, size_t cap)
@@ -157,9 +173,9 @@ static int aconn_cmd_slot(dlock__aconn *ac, sk__call *c)
 
 static int send_call(sk_engine *e, sk__call *c)
 {
-    if (!e->ac || !e->up) return SK_EUNAVAIL;
-    int rc = c->slot >= 0 ? aconn_cmd_slot(e->ac, c)
-                          : dlock__aconn_cmd(e->ac, on_call_reply, c, c->argc, c->argv, c->lens);
+    if (!call_up(c)) return SK_EUNAVAIL;
+    int rc = c->slot >= 0 ? aconn_cmd_slot(call_ac(c), c)
+                          : dlock__aconn_cmd(call_ac(c), on_call_reply, c, c->argc, c->argv, c->lens);
     if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
     track_call(e, c);
     return 0;
@@ -171,7 +187,7 @@ static int send_call(sk_engine *e, sk__call *c)
  * the script object (script.h): the bytes are sent as the writer made them. */
 static int send_resp(sk_engine *e, sk__call *c)
 {
-    int rc = dlock__script_rcall_send(e->ac, &c->rc, on_call_reply, c);
+    int rc = dlock__script_rcall_send(call_ac(c), &c->rc, on_call_reply, c);
     if (rc) return rc == DLOCK__ENOMEM ? DLOCK_ENOMEM : SK_EUNAVAIL;
     track_call(e, c);
     return 0;
@@ -185,12 +201,26 @@ static bool script_missing(sk__call *c, const dlock__reply *reply)
     return dlock__script_rcall_retry(&c->rc, reply);
 }
 
+/* The extra data connection conn (> 0), NULL for 0 (the engine's own). */
+static sk__link *link_of(sk_engine *e, int conn)
+{
+    return conn > 0 && conn < SK__CONNS ? &e->links[conn - 1] : NULL;
+}
+
 int sk__call_script_resp(sk_engine *e, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv)
 {
-    if (!e->ac || !e->up) return SK_EUNAVAIL;
+    return sk__call_script_resp_on(e, 0, script, a, fn, priv);
+}
+
+int sk__call_script_resp_on(sk_engine *e, int conn, int script, const sk__resp_args *a, sk__reply_fn fn,
+                            void *priv)
+{
+    sk__link *l = link_of(e, conn);
+    if (l ? !l->ac || !l->up : !e->ac || !e->up) return SK_EUNAVAIL;
     sk__call *c = malloc(sizeof(*c) + DLOCK__SCRIPT_HEAD_ROOM + a->len);
     if (!c) return DLOCK_ENOMEM;
-    *c = (sk__call){.e = e, .fn = fn, .priv = priv, .script = script, .slot = -1, .argc = a->nargs + 2};
+    *c = (sk__call){.e = e, .fn = fn, .priv = priv, .script = script, .slot = -1, .argc = a->nargs + 2,
+                    .link = l};
     c->rc = (dlock__script_rcall){.s = lua[script], .nargs = a->nargs, .slot = a->slot,
                                   .args = (char *)(c + 1) + DLOCK__SCRIPT_HEAD_ROOM, .len = a->len};
     memcpy(c->rc.args, a->resp, a->len);
@@ -233,12 +263,12 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     (void)ac;
     sk__call *c = priv;
     sk_engine *e = c->e;
-    if (reply) e->last_reply_ms = dlock__now_ms();
+    if (reply) *(c->link ? &c->link->last_reply_ms : &e->last_reply_ms) = dlock__now_ms();
     if (reply && dlock__reply_kind(reply) != DLOCK__R_ERROR) count_node(e, c);
     if (c->block_ms > 0 && reply && dlock__reply_kind(reply) == DLOCK__R_INTEGER)
         sk__acks_wait_answered(&e->acks, c->slot, strtoll(c->argv[1], NULL, 10), dlock__reply_int(reply));
     unlink_call(e, c);
-    if (e->ac && e->up && script_missing(c, reply)) {
+    if (call_up(c) && script_missing(c, reply)) {
         /* Scripts are gone (restart, SCRIPT FLUSH): send the source once. */
         sk__log(e, DLOCK_LOG_DEBUG, "script %d not loaded on the server: sending it", c->script);
         if (send_resp(e, c) == 0) return;
@@ -322,16 +352,25 @@ int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, 
     return sk__call_cmd_slot(e, -1, argc, argv, lens, fn, priv);
 }
 
-int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
-                      void *priv)
+/* sk__call_cmd_slot on data connection conn (0: the engine's own). */
+static int call_cmd_on(sk_engine *e, int conn, int slot, int argc, const char **argv, const size_t *lens,
+                       sk__reply_fn fn, void *priv)
 {
-    if (!e->ac || !e->up) return SK_EUNAVAIL;
+    sk__link *l = link_of(e, conn);
+    if (l ? !l->ac || !l->up : !e->ac || !e->up) return SK_EUNAVAIL;
     sk__call *c = new_call(e, argc, argv, lens, fn, priv);
     if (!c) return DLOCK_ENOMEM;
     c->slot = slot;
+    c->link = l;
     int rc = send_call(e, c);
     if (rc) free(c);
     return rc;
+}
+
+int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
+                      void *priv)
+{
+    return call_cmd_on(e, 0, slot, argc, argv, lens, fn, priv);
 }
 
 /* ---- the parts' port and clock ------------------------------------------- */
@@ -362,11 +401,22 @@ static int64_t clock_wall(void *ud)
     return dlock__wall_ms();
 }
 
+static void links_open(sk_engine *e);
+
+/* Data connections are opened only beside an engine connection that is up
+ * and whose login was not refused in any way: a refusal is retried there,
+ * at its backoff, and not on every data connection too. */
+static bool links_wanted(const sk_engine *e)
+{
+    return e->up && e->ac && !e->freeing && !e->health.auth_refused && !dlock__aconn_refusal(e->ac, NULL);
+}
+
 /* The server's connect-time facts are in. */
 static void on_server_probed(void *ud)
 {
     sk_engine *e = ud;
     sk__acks_connected(&e->acks);
+    if (links_wanted(e)) links_open(e);
 }
 
 static void init_parts(sk_engine *e)
@@ -500,6 +550,146 @@ static void on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
     schedule_reconnect(e);
 }
 
+/* ---- the extra data connections ------------------------------------------ */
+
+/* The oldest unanswered call of a connection (head) is late: it could start
+ * only when the reply ahead of it came (last_reply_ms). */
+static bool late(const sk_engine *e, const sk__call *head, int64_t last_reply_ms, int64_t now)
+{
+    if (!head) return false;
+    int64_t since = head->sent_ms > last_reply_ms ? head->sent_ms : last_reply_ms;
+    return now - since > e->o.command_timeout_ms + head->block_ms;
+}
+
+static void link_on_state(dlock__aconn *ac, bool up, const char *why, void *priv);
+
+static void link_schedule(sk__link *l)
+{
+    if (l->e->freeing) return;
+    int64_t ms = dlock__backoff_ms(50, l->attempt++, l->e->o.reconnect_max_ms);
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    event_add(l->reconnect_ev, &tv);
+}
+
+/* From the tick (never inside one of the link's callbacks): its calls
+ * in flight run now with no reply (DLOCK_EUNKNOWN: 503 outcome unknown). */
+static void link_drop(sk__link *l, const char *why)
+{
+    dlock__aconn *ac = l->ac;
+    if (!ac) return;
+    sk__log(l->e, DLOCK_LOG_DEBUG, "redis data connection %d dropped: %s", l->conn, why);
+    l->ac = NULL;
+    l->up = false;
+    l->runid[0] = '\0';
+    dlock__aconn_close(ac);
+    link_schedule(l);
+}
+
+static void link_connect(sk__link *l)
+{
+    char err[256] = "";
+    l->runid[0] = '\0';
+    l->up = false;
+    l->connect_ms = dlock__now_ms();
+    if (dlock__aconn_open(l->e->base, &l->e->url, link_on_state, l, &l->ac, err, sizeof(err)) != 0) {
+        l->ac = NULL;
+        link_schedule(l);
+    }
+}
+
+static void on_link_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sk__link *l = arg;
+    if (l->dead_ac) {
+        dlock__aconn_close(l->dead_ac);
+        l->dead_ac = NULL;
+    }
+    /* only beside a working engine connection (which opens it again,
+     * links_open): a refused login or a server down is retried there, at
+     * its backoff, not here too */
+    if (!l->ac && links_wanted(l->e)) link_connect(l);
+}
+
+/* The engine's connection knows its server (run id, Cluster mode): the
+ * data connections that are not open connect now. */
+static void links_open(sk_engine *e)
+{
+    for (int i = 0; i < SK__CONNS - 1; i++) {
+        sk__link *l = &e->links[i];
+        if (l->ac) continue;
+        event_del(l->reconnect_ev);
+        if (l->dead_ac) {
+            dlock__aconn_close(l->dead_ac);
+            l->dead_ac = NULL;
+        }
+        link_connect(l);
+    }
+}
+
+/* INFO server on the link: the run id of the server it reached. */
+static void on_link_info(const dlock__reply *r, int err, void *priv)
+{
+    sk__link *l = priv;
+    if (err || !l->up || dlock__reply_kind(r) != DLOCK__R_STRING) return; /* closed, or refused: stays unused */
+    if (dlock__aconn_refusal(l->ac, NULL)) return; /* its login was refused: not a connection to rely on */
+    if (sk__info_field(dlock__reply_str(r, NULL), "run_id", l->runid, sizeof(l->runid))) l->attempt = 0;
+}
+
+static void link_on_state(dlock__aconn *ac, bool up, const char *why, void *priv)
+{
+    sk__link *l = priv;
+    if (ac != l->ac) return;
+    if (up) {
+        l->up = true;
+        const char *argv[] = {"INFO", "server"};
+        if (call_cmd_on(l->e, l->conn, -1, 2, argv, NULL, on_link_info, l) != 0) l->up = false;
+        return;
+    }
+    sk__log(l->e, DLOCK_LOG_DEBUG, "redis data connection %d lost: %s", l->conn, why ? why : "");
+    l->up = false;
+    l->ac = NULL;
+    l->runid[0] = '\0';
+    l->dead_ac = ac; /* closing must wait until hiredis has returned */
+    link_schedule(l);
+}
+
+/* Data connection conn may carry a batch: the engine's own whenever it is
+ * ready (the coalescer asks only then); an extra one once its server's
+ * run id is known to be the engine's connection's, so its batches pass
+ * the barrier check exactly as the engine's own would (on a Cluster the
+ * script reads the run id of the node it runs on). */
+static bool link_usable(const sk_engine *e, int conn)
+{
+    if (conn == 0) return true;
+    if (conn < 0 || conn >= SK__CONNS) return false;
+    const sk__link *l = &e->links[conn - 1];
+    if (!e->up || !e->ac || !l->up || !l->ac || !l->runid[0] || e->srv.due != 0) return false;
+    return e->srv.cluster || (e->srv.runid[0] && strcmp(l->runid, e->srv.runid) == 0);
+}
+
+/* The link's connect and reply deadlines, as the engine's own (on_tick);
+ * a link on another server than the engine's connection (a failover
+ * moved one of them) connects again. */
+static void link_tick(sk_engine *e, sk__link *l, int64_t now)
+{
+    if (l->ac && !l->up && now - l->connect_ms > e->o.command_timeout_ms) {
+        link_drop(l, "connect timed out");
+        return;
+    }
+    if (l->ac && late(e, l->head, l->last_reply_ms, now)) {
+        /* the server does not answer: the engine's connection goes too
+         * (requests fail fast until it answers again) */
+        link_drop(l, "reply deadline passed");
+        drop_connection(e, "reply deadline passed on a data connection");
+        return;
+    }
+    if (l->up && l->runid[0] && e->up && e->srv.due == 0 && !e->srv.cluster && e->srv.runid[0] &&
+        strcmp(l->runid, e->srv.runid) != 0)
+        link_drop(l, "on another server than the engine's connection");
+}
+
 /* ---- the tick ---------------------------------------------------------- */
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -516,14 +706,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         return;
     }
     /* the head could start only when the reply ahead of it came */
-    if (e->ac && e->head) {
-        sk__call *h = e->head;
-        int64_t since = h->sent_ms > e->last_reply_ms ? h->sent_ms : e->last_reply_ms;
-        if (now - since > e->o.command_timeout_ms + h->block_ms) {
-            drop_connection(e, "reply deadline passed");
-            return;
-        }
+    if (e->ac && late(e, e->head, e->last_reply_ms, now)) {
+        drop_connection(e, "reply deadline passed");
+        return;
     }
+    for (int i = 0; i < SK__CONNS - 1; i++) link_tick(e, &e->links[i], now);
     if (sk__health_tick(&e->health, e->up && e->ac)) {
         drop_connection(e, "credentials refused");
         return;
@@ -538,9 +725,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the coalescer's hooks ---------------------------------------------- */
 
-static int co_send_script(void *ud, const sk__resp_args *a, sk__reply_fn fn, void *priv)
+static int co_send_script(void *ud, int conn, const sk__resp_args *a, sk__reply_fn fn, void *priv)
 {
-    return sk__call_script_resp(ud, SK__LUA_PURCHASE, a, fn, priv);
+    return sk__call_script_resp_on(ud, conn, SK__LUA_PURCHASE, a, fn, priv);
 }
 
 static int co_send_xfer(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv)
@@ -553,11 +740,18 @@ static int co_send(void *ud, int argc, const char **argv, sk__reply_fn fn, void 
     return sk__call_cmd(ud, argc, argv, NULL, fn, priv);
 }
 
-static int co_send_wait(void *ud, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
+/* A batch's WAIT on the connection its script went on: only that
+ * connection's WAIT counts the replicas of that script's write. */
+static int co_send_wait(void *ud, int conn, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
                         void *priv)
 {
-    return sk__acks_wait(&((sk_engine *)ud)->acks, route_key, argc, argv, fn, priv);
+    sk_engine *e = ud;
+    int slot = -1;
+    if (sk__acks_wait_slot(&e->acks, route_key, strtoll(argv[1], NULL, 10), &slot)) return 1;
+    return call_cmd_on(e, conn, slot, argc, argv, NULL, fn, priv);
 }
+
+static bool co_conn_usable(void *ud, int conn) { return link_usable(ud, conn); }
 
 static bool co_master_alone(void *ud, const char *route_key)
 {
@@ -611,6 +805,7 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     e->reconnect_ev = event_new(base, -1, 0, on_reconnect_timer, e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
     sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send_xfer = co_send_xfer, .send = co_send, .send_wait = co_send_wait,
+                                 .conn_usable = co_conn_usable,
                                  .wait_after_reply = co_wait_after_reply, .master_alone = co_master_alone,
                                  .ready = co_ready,
                                  .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
@@ -619,6 +814,14 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     if (rc || !e->reconnect_ev || !e->tick_ev) {
         sk_engine_free(e);
         return DLOCK_ENOMEM;
+    }
+    for (int i = 0; i < SK__CONNS - 1; i++) {
+        sk__link *l = &e->links[i];
+        *l = (sk__link){.e = e, .conn = i + 1, .reconnect_ev = event_new(base, -1, 0, on_link_timer, l)};
+        if (!l->reconnect_ev) {
+            sk_engine_free(e);
+            return DLOCK_ENOMEM;
+        }
     }
     struct timeval tick = {0, TICK_MS * 1000};
     event_add(e->tick_ev, &tick);
@@ -639,6 +842,15 @@ void sk_engine_free(sk_engine *e)
         dlock__aconn_close(ac);
     }
     if (e->dead_ac) dlock__aconn_close(e->dead_ac);
+    for (int i = 0; i < SK__CONNS - 1; i++) {
+        sk__link *l = &e->links[i];
+        dlock__aconn *ac = l->ac;
+        l->ac = NULL;
+        l->up = false;
+        if (ac) dlock__aconn_close(ac);
+        if (l->dead_ac) dlock__aconn_close(l->dead_ac);
+        if (l->reconnect_ev) event_free(l->reconnect_ev);
+    }
     if (e->reconnect_ev) event_free(e->reconnect_ev);
     if (e->tick_ev) event_free(e->tick_ev);
     sk__coalescer_free(e->co); /* after the close: no reply is due any more */

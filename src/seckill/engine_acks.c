@@ -164,12 +164,18 @@ static int route_slot(const sk__acks *a, const char *route_key)
     return a->srv->cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
 }
 
-int sk__acks_wait(sk__acks *a, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv)
+int sk__acks_wait_slot(sk__acks *a, const char *route_key, long long asked, int *slot_out)
 {
     int slot = route_slot(a, route_key);
     int i = entry_of(a, slot, false);
-    long long asked = strtoll(argv[1], NULL, 10);
-    if (i >= 0 && a->nodes[i].known >= 0 && a->nodes[i].known < asked) return 1; /* 202 now, no WAIT */
+    *slot_out = slot;
+    return i >= 0 && a->nodes[i].known >= 0 && a->nodes[i].known < asked; /* 1: 202 now, no WAIT */
+}
+
+int sk__acks_wait(sk__acks *a, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv)
+{
+    int slot = -1;
+    if (sk__acks_wait_slot(a, route_key, strtoll(argv[1], NULL, 10), &slot)) return 1;
     return a->port.cmd(a->port.ud, slot, argc, argv, fn, priv);
 }
 

@@ -55,6 +55,11 @@ void sk__acks_wait_answered(sk__acks *a, int slot, long long asked, long long go
  * it asks for: 0 sent (fn will run), 1 skipped (no WAIT: the batch is
  * pending), or an error. */
 int sk__acks_wait(sk__acks *a, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv);
+/* sk__acks_wait's decision for a WAIT the caller sends on a connection of
+ * its own (a batch's data connection): 1 skip it (the master serving
+ * route_key is known short of asked replicas), 0 send it to *slot_out's
+ * master (-1: wherever a keyless command goes). */
+int sk__acks_wait_slot(sk__acks *a, const char *route_key, long long asked, int *slot_out);
 /* The master serving route_key lists no replica at all (its last INFO
  * replication): a promoted master whose replica is gone, or a server
  * without replicas. False when unknown, and for a master that still lists

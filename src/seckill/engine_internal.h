@@ -2,8 +2,9 @@
  * struct, which owns its parts (engine_health.h, engine_lease.h,
  * engine_server.h, engine_acks.h: each reaches Redis only through the
  * port engine.c gives it), and the command helpers. Every Redis command
- * goes through sk__call_script/sk__call_cmd, which track it in a FIFO so
- * a late reply (command_timeout_ms) drops the connection. The purchase
+ * goes through sk__call_script/sk__call_cmd (on the engine's connection)
+ * or a data connection's call (sk__link), which track it in that
+ * connection's FIFO so a late reply (command_timeout_ms) drops it. The purchase
  * path (coalesce.c) does not include this: it is given hooks. */
 #ifndef SK_ENGINE_INTERNAL_H
 #define SK_ENGINE_INTERNAL_H
@@ -22,6 +23,27 @@
 #include "url.h"
 
 typedef struct sk__call sk__call; /* a command in flight (engine.c) */
+
+/* An extra data connection (coalesce.h SK__CONNS: connection i > 0 is
+ * links[i - 1]) to the server of the engine's own connection: purchase
+ * batches and their WAITs only, so that one batch's script runs while
+ * another connection's WAIT waits for the replica. It reconnects on its
+ * own (Sentinel resolves the master at every open) and carries batches
+ * only while the run id its server gave at connect is the engine's
+ * connection's (off a Cluster; on a Cluster the script reads its node's). */
+typedef struct sk__link {
+    struct sk_engine *e;
+    int conn;               /* its connection number (1 ..) */
+    dlock__aconn *ac;       /* NULL while reconnecting */
+    dlock__aconn *dead_ac;  /* went down inside a callback: closed by its timer */
+    bool up;
+    char runid[41];         /* INFO server run_id on this connection; "" until read */
+    sk__call *head, *tail;  /* in flight, oldest first */
+    int64_t last_reply_ms;
+    int64_t connect_ms;
+    int attempt;
+    struct event *reconnect_ev;
+} sk__link;
 
 struct sk_engine {
     struct event_base *base;
@@ -47,6 +69,7 @@ struct sk_engine {
     sk__acks acks;          /* the acknowledgement plan */
     sk__lease lease;        /* the order-id worker lease and the id generator */
     sk__health health;      /* what /healthz is told */
+    sk__link links[SK__CONNS - 1]; /* the extra data connections */
 };
 
 /* Sends a script (EVALSHA; EVAL again on NOSCRIPT). args = numkeys, keys,
@@ -59,6 +82,9 @@ int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, 
 /* sk__call_script with the arguments after the sha already written as
  * RESP bulk strings, with their keys' slot (a->resp copied): the purchase batch. */
 int sk__call_script_resp(sk_engine *e, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv);
+/* The same on data connection conn (0: the engine's own; coalesce.h). */
+int sk__call_script_resp_on(sk_engine *e, int conn, int script, const sk__resp_args *a, sk__reply_fn fn,
+                            void *priv);
 /* The same for a keyless command that must reach the master of slot (WAIT
  * on a Cluster); slot -1: wherever sk__call_cmd sends. */
 int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,

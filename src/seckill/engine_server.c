@@ -23,8 +23,8 @@
 #include "engine_server.h"
 #include "redis_io.h"
 
-/* The value of "field:" in an INFO text into out; false when absent. */
-static bool info_field(const char *text, const char *field, char *out, size_t cap)
+/* The value of "field:" in an INFO text into out; false when absent (engine_server.h). */
+bool sk__info_field(const char *text, const char *field, char *out, size_t cap)
 {
     size_t fl = strlen(field);
     for (const char *p = text; p && *p; p = strchr(p, '\n')) {
@@ -64,7 +64,7 @@ static void on_info_server(const dlock__reply *r, int err, void *priv)
 {
     sk__server *s = priv;
     bool ok = !err && dlock__reply_kind(r) == DLOCK__R_STRING &&
-              info_field(dlock__reply_str(r, NULL), "run_id", s->runid, sizeof(s->runid));
+              sk__info_field(dlock__reply_str(r, NULL), "run_id", s->runid, sizeof(s->runid));
     if (!ok && news(s, err))
         sk__port_log(&s->port, DLOCK_LOG_ERROR, "INFO server gave no run_id: every campaign answers 503 recovering");
     probe_done(s);
@@ -76,7 +76,7 @@ static void on_info_repl(const dlock__reply *r, int err, void *priv)
     char v[32];
     if (!err && dlock__reply_kind(r) == DLOCK__R_STRING) {
         const char *text = dlock__reply_str(r, NULL);
-        if (info_field(text, "connected_slaves", v, sizeof(v))) s->replicas = (int)strtol(v, NULL, 10);
+        if (sk__info_field(text, "connected_slaves", v, sizeof(v))) s->replicas = (int)strtol(v, NULL, 10);
         s->in_sync = sk__info_replicas_in_sync(text, &s->listed);
     }
     probe_done(s);
@@ -87,7 +87,7 @@ static void on_info_cluster(const dlock__reply *r, int err, void *priv)
     sk__server *s = priv;
     char v[8];
     s->cluster = !err && dlock__reply_kind(r) == DLOCK__R_STRING &&
-                 info_field(dlock__reply_str(r, NULL), "cluster_enabled", v, sizeof(v)) && strcmp(v, "1") == 0;
+                 sk__info_field(dlock__reply_str(r, NULL), "cluster_enabled", v, sizeof(v)) && strcmp(v, "1") == 0;
     probe_done(s);
 }
 

@@ -39,5 +39,8 @@ bool sk__server_read_config(sk__server *s, const dlock__reply *r, int err);
 /* Replicas online (state=online) and in sync (lag <= a bound) in an INFO
  * replication text; *listed_out (may be NULL) gets every replica it lists. */
 int sk__info_replicas_in_sync(const char *info, int *listed_out);
+/* The value of "field:" in an INFO text into out (cut to cap - 1); false
+ * when absent. */
+bool sk__info_field(const char *text, const char *field, char *out, size_t cap);
 
 #endif

@@ -162,7 +162,8 @@ static int send_ack(sk__xfer *x, sk__lane *l, int *acks_out, sk__reply_fn fn, vo
     snprintf(t, sizeof(t), "%lld", (long long)timeout);
     key_of(l, "meta", route, sizeof(route));
     const char *argv[] = {"WAIT", n, t};
-    return x->h.send_wait(x->h.ud, route, 3, argv, fn, priv) == 0 ? 1 : -1;
+    /* transfer.lua went on connection 0 (send_xfer): its WAIT goes there too */
+    return x->h.send_wait(x->h.ud, 0, route, 3, argv, fn, priv) == 0 ? 1 : -1;
 }
 
 static bool acked(const dlock__reply *r, int err, int acks)

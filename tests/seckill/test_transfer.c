@@ -61,9 +61,10 @@ static int h_send_xfer(void *ud, int nargs, const char **args, sk__reply_fn fn, 
     return rc ? DLOCK_EUNKNOWN : 0;
 }
 
-static int h_send_wait(void *ud, const char *route, int argc, const char **argv, sk__reply_fn fn, void *priv)
+static int h_send_wait(void *ud, int conn, const char *route, int argc, const char **argv, sk__reply_fn fn,
+                       void *priv)
 {
-    (void)ud, (void)route, (void)argc, (void)argv, (void)fn, (void)priv;
+    (void)ud, (void)conn, (void)route, (void)argc, (void)argv, (void)fn, (void)priv;
     fail_msg("no WAIT without an acknowledgement plan");
     return -1;
 }

@@ -40,6 +40,7 @@ static int teardown(void **state)
     (void)state;
     int bad = 0;
     test_server_pause(&replica, false);
+    test_server_pause(&master, false);
     if (d.pid > 0) kill(d.pid, SIGCONT); /* a failed case may leave it stopped */
     if (d.pid > 0 && skt_daemon_stop(&d) != 0) bad = -1;
     if (d2.pid > 0 && skt_daemon_stop(&d2) != 0) bad = -1;
@@ -420,15 +421,16 @@ static int buy_ids(const skt_daemon *x, const char *tag, int n, uint64_t *ids, i
 
 /* Sends a purchase to port without reading the answer (the instance may
  * be stopped): the request waits in the socket. Returns the fd. */
-static int send_purchase(int port, const char *user)
+static int send_purchase_of(int port, const char *campaign, const char *user)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     char req[256];
-    int n = snprintf(req, sizeof(req), "POST /v1/campaigns/ls/purchase HTTP/1.1\r\nHost: x\r\n"
-                                       "Connection: close\r\nX-User-Id: %s\r\nContent-Length: 2\r\n\r\n{}", user);
+    int n = snprintf(req, sizeof(req), "POST /v1/campaigns/%s/purchase HTTP/1.1\r\nHost: x\r\n"
+                                       "Connection: close\r\nX-User-Id: %s\r\nContent-Length: 2\r\n\r\n{}",
+                     campaign, user);
     assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
     return fd;
 }
@@ -448,6 +450,113 @@ static int read_status(int fd)
     close(fd);
     int st = 0;
     return sscanf(buf, "HTTP/1.%*d %d", &st) == 1 ? st : 0;
+}
+
+/* Clients of s blocked in WAIT now (CLIENT LIST). */
+static int blocked_waits(const test_server *s)
+{
+    static char out[16384];
+    const char *argv[] = {"CLIENT", "LIST"};
+    redis_cmd(s, out, sizeof(out), 2, argv);
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "cmd=wait")) != NULL; p++) n++;
+    return n;
+}
+
+enum { NCONN_CAMPS = 6 };
+
+/* A master with a paused replica and d on it; NCONN_CAMPS campaigns, each
+ * bought once (201) before the pause, then one purchase of each sent at
+ * once (fds): they go out as batches on several data connections, and
+ * this returns once WAITs block on at least two connections at the same
+ * time, or after 1 s: the most seen at once. */
+static int batches_blocked_on_several_connections(int fds[NCONN_CAMPS], const char *deadline_ms)
+{
+    assert_int_equal(test_redis_start(&master, NULL), 0);
+    assert_int_equal(test_redis_start(&replica, NULL), 0);
+    assert_int_equal(test_redis_replicate(&replica, &master), 0);
+    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "1500",
+                           "--redis-timeout-ms", deadline_ms, NULL};
+    assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
+    /* handshake: the engine's probe sees the replica in sync (250 ms) */
+    for (int64_t end = dlock__now_ms() + 5000; metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < end;)
+        dlock__sleep_ms(20);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
+    char resp[1024];
+    for (int i = 0; i < NCONN_CAMPS; i++) {
+        char id[16], user[16];
+        snprintf(id, sizeof(id), "mc%d", i);
+        snprintf(user, sizeof(user), "first%d", i);
+        assert_int_equal(create_on(d.port, id, 10, NULL), 201);
+        assert_int_equal(buy(d.port, id, user, NULL, resp, sizeof(resp)), 201);
+    }
+    test_server_pause(&replica, true);
+    for (int i = 0; i < NCONN_CAMPS; i++) {
+        char id[16], user[16];
+        snprintf(id, sizeof(id), "mc%d", i);
+        snprintf(user, sizeof(user), "then%d", i);
+        fds[i] = send_purchase_of(d.port, id, user);
+    }
+    /* handshake: the batches' WAITs are blocked in Redis (their 1.5 s timeout) */
+    int most = 0;
+    for (int64_t end = dlock__now_ms() + 1000; most < 2 && dlock__now_ms() < end;) {
+        int n = blocked_waits(&master);
+        if (n > most) most = n;
+    }
+    return most;
+}
+
+/* Batches in flight on several data connections at once: each is
+ * acknowledged only by the WAIT on its own connection (WAIT counts that
+ * connection's writes), so with the replica paused none is 201, and the
+ * short WAITs are counted. */
+static void test_batches_on_several_connections_are_each_acknowledged_by_their_own_wait(void **state)
+{
+    (void)state;
+    int fds[NCONN_CAMPS];
+    int most = batches_blocked_on_several_connections(fds, "3000");
+    for (int i = 0; i < NCONN_CAMPS; i++) {
+        int st = read_status(fds[i]);
+        if (st != 202) fail_msg("campaign mc%d, replica paused: %d, not 202", i, st);
+    }
+    if (most < 2) fail_msg("WAITs blocked on %d connection(s) at once, not several", most);
+    assert_true(metric(d.port, "seckill_ack_failures_total") >= 2);
+    assert_int_equal(metric(d.port, "seckill_answers_total{answer=\"201\"}"), NCONN_CAMPS);
+    assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
+    test_server_pause(&replica, false);
+    char resp[1024];
+    int64_t deadline = dlock__now_ms() + 5000;
+    int st;
+    while ((st = buy(d.port, "mc0", "after", "k-after", resp, sizeof(resp))) == 202 && dlock__now_ms() < deadline)
+        dlock__sleep_ms(50); /* the replay WAITs for its own write once the replica is back */
+    assert_int_equal(st, 201);
+}
+
+/* The master stops (SIGSTOP) while WAITs block on several connections:
+ * their batches are 202 (decided, the WAIT never answered) or 503 outcome
+ * unknown (the script unanswered), never 201; the reply deadline drops
+ * the connections, and once the master runs again purchases are 201. */
+static void test_master_stopped_mid_wait_on_several_connections_is_never_201(void **state)
+{
+    (void)state;
+    int fds[NCONN_CAMPS];
+    int most = batches_blocked_on_several_connections(fds, "500");
+    test_server_pause(&master, true);
+    for (int i = 0; i < NCONN_CAMPS; i++) {
+        int st = read_status(fds[i]);
+        if (st != 202 && st != 503) fail_msg("campaign mc%d, master stopped mid-WAIT: %d", i, st);
+    }
+    if (most < 2) fail_msg("WAITs blocked on %d connection(s) at once, not several", most);
+    test_server_pause(&master, false);
+    test_server_pause(&replica, false);
+    char resp[1024];
+    int64_t deadline = dlock__now_ms() + 10000;
+    int st;
+    while ((st = buy(d.port, "mc1", "after", "k-after", resp, sizeof(resp))) != 201 && dlock__now_ms() < deadline)
+        dlock__sleep_ms(50); /* reconnect, lease, probe */
+    assert_int_equal(st, 201);
+    assert_int_equal(metric(d.port, "seckill_answers_total{answer=\"201\"}"), NCONN_CAMPS + 1);
+    assert_true(metric(d.port, "seckill_redis_reconnects_total") >= 1); /* the deadline dropped it */
 }
 
 static void test_instance_paused_past_its_lease_stops_issuing_ids(void **state)
@@ -472,7 +581,7 @@ static void test_instance_paused_past_its_lease_stops_issuing_ids(void **state)
     for (int i = 0; i < 4; i++) {
         char user[16];
         snprintf(user, sizeof(user), "queued-%d", i);
-        fds[i] = send_purchase(d.port, user);
+        fds[i] = send_purchase_of(d.port, "ls", user);
     }
     dlock__sleep_ms(4000 - 100);
     kill(d.pid, SIGCONT);
@@ -762,6 +871,8 @@ int main(void)
         CASE(test_db_reserve_is_carved_out_of_the_redis_stock),
         CASE(test_a_sharded_campaign_sells_exactly_its_redis_stock),
         CASE(test_replica_acknowledges_and_a_paused_replica_gives_202),
+        CASE(test_batches_on_several_connections_are_each_acknowledged_by_their_own_wait),
+        CASE(test_master_stopped_mid_wait_on_several_connections_is_never_201),
         CASE(test_sentinel_master_without_replica_answers_202_not_201_on_fsync),
         CASE(test_instance_paused_past_its_lease_stops_issuing_ids),
         CASE(test_master_without_replica_answers_202_at_once_then_201_when_one_attaches),
