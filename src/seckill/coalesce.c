@@ -98,6 +98,8 @@ typedef struct sk__batch {
     bool acked;             /* WAIT reported >= acks */
     bool alone;             /* its master lists no replica: confirmed replays are 201 */
     bool wait_later;        /* WAIT follows the script's reply (Cluster) */
+    bool script_in;         /* the script's reply came */
+    bool rewait;            /* an acknowledgement came before the script's reply */
     int conn;               /* the data connection of its script and WAIT; -1 until sent */
     int k;                  /* its campaign's buckets as known when it was sent */
     sk__coalescer *co;
@@ -228,6 +230,21 @@ static void w_batch(char *buf, const sk__coalescer *co, const sk__lane *l, const
 static void on_wait_reply(const dlock__reply *r, int err, void *priv);
 static void batch_reply_in(sk__coalescer *co, sk__batch *b);
 
+/* An acknowledgement covers the batch only if the server ran it after the
+ * script: replies on one connection come in order, so its reply must come
+ * after the script's. One that comes first was answered before the
+ * script ran: the script met NOSCRIPT (SCRIPT FLUSH) and the engine sent
+ * it again with its source behind the WAIT already on its way. Such an
+ * acknowledgement is void; another one is sent once the script's reply is
+ * in (on_batch_reply), so the batch can still be 201. */
+static bool ack_before_script(sk__batch *b)
+{
+    if (b->script_in) return false;
+    b->rewait = true;
+    b->acked = false;
+    return true;
+}
+
 /* CONFIG GET append*'s reply behind a batch: the reply is the
  * acknowledgement only if the AOF was on with appendfsync always once the
  * script had run (the engine's probe read it up to 250 ms before: a switch
@@ -242,8 +259,10 @@ static void on_fsync_reply(const dlock__reply *r, int err, void *priv)
         if (k && v && strcmp(k, "appendonly") == 0) aof = strcmp(v, "yes") == 0;
         if (k && v && strcmp(k, "appendfsync") == 0) always = strcmp(v, "always") == 0;
     }
-    b->acked = aof && always;
-    if (!b->acked) b->co->ack_failures++;
+    if (!ack_before_script(b)) {
+        b->acked = aof && always;
+        if (!b->acked) b->co->ack_failures++;
+    }
     batch_reply_in(b->co, b);
 }
 
@@ -470,8 +489,10 @@ static void on_wait_reply(const dlock__reply *r, int err, void *priv)
     sk__batch *b = priv;
     sk__coalescer *co = b->co;
     co->conn_waits[b->conn]--;
-    b->acked = !err && dlock__reply_kind(r) == DLOCK__R_INTEGER && dlock__reply_int(r) >= b->acks;
-    if (!b->acked) co->ack_failures++;
+    if (!ack_before_script(b)) {
+        b->acked = !err && dlock__reply_kind(r) == DLOCK__R_INTEGER && dlock__reply_int(r) >= b->acks;
+        if (!b->acked) co->ack_failures++;
+    }
     batch_reply_in(co, b);
 }
 
@@ -492,6 +513,7 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     sk__camp *c = l->camp;
     sk__coalescer *co = c->co;
     l->inflight--;
+    b->script_in = true;
     if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != (size_t)(4 * b->n))) {
         sk__co_log(co, DLOCK_LOG_ERROR, "purchase script: unexpected reply shape");
         err = DLOCK_ESERVER;
@@ -515,7 +537,7 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
         /* no WAIT for a batch of refusals (a barrier, sold out): nothing to
          * acknowledge, and a promoted master without replicas would make
          * each such batch wait the whole timeout */
-        if (b->wait_later && decided) send_wait(co, l, b);
+        if ((b->wait_later || b->rewait) && decided) send_wait(co, l, b);
     }
     b->lane = NULL; /* the campaign may go before the WAIT's reply */
     int b_k = b->k;

@@ -859,6 +859,40 @@ static void test_appendfsync_switched_on_a_running_server_is_followed(void **sta
     assert_int_equal(metric(d.port, "seckill_redis_reconnects_total"), 0);
 }
 
+/* After SCRIPT FLUSH a batch's EVALSHA meets NOSCRIPT and the engine sends
+ * the script again with its source: the WAIT already pipelined behind the
+ * EVALSHA runs before the re-sent script writes, so it acknowledges none
+ * of this decision (with a replica that happens to be up to date it
+ * answers 1 at once). Its answer must be void, and another WAIT, sent
+ * once the script's reply is in, acknowledges the batch: the purchase is
+ * 201 after two WAITs, neither counted as short. */
+static void test_a_script_sent_again_after_noscript_is_acknowledged_by_a_later_wait(void **state)
+{
+    (void)state;
+    assert_int_equal(test_redis_start(&master, NULL), 0);
+    assert_int_equal(test_redis_start(&replica, NULL), 0);
+    assert_int_equal(test_redis_replicate(&replica, &master), 0);
+    const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "5000", NULL};
+    assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
+    int64_t synced_by = dlock__now_ms() + 5000;
+    while (metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < synced_by)
+        dlock__sleep_ms(20);
+    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
+    char resp[1024], out[64];
+    assert_int_equal(create_on(d.port, "nsc", 10, NULL), 201);
+    assert_int_equal(buy(d.port, "nsc", "ann", NULL, resp, sizeof(resp)), 201);
+    long waits = metric(d.port, "seckill_ack_waits_total");
+    long shorts = metric(d.port, "seckill_ack_failures_total");
+    const char *flush[] = {"SCRIPT", "FLUSH"};
+    redis_cmd(&master, out, sizeof(out), 2, flush);
+    assert_int_equal(buy(d.port, "nsc", "bob", NULL, resp, sizeof(resp)), 201);
+    assert_int_equal(metric(d.port, "seckill_ack_waits_total"), waits + 2);
+    assert_int_equal(metric(d.port, "seckill_ack_failures_total"), shorts);
+    /* the script is cached again: one WAIT a batch */
+    assert_int_equal(buy(d.port, "nsc", "cal", NULL, resp, sizeof(resp)), 201);
+    assert_int_equal(metric(d.port, "seckill_ack_waits_total"), waits + 3);
+}
+
 #define CASE(f) cmocka_unit_test_teardown(f, teardown)
 
 int main(void)
@@ -879,6 +913,7 @@ int main(void)
         CASE(test_replay_of_a_202_answers_the_201_body_once_persisted),
         CASE(test_appendfsync_switched_on_a_running_server_is_followed),
         CASE(test_confirmed_replay_stays_202_while_the_master_lists_a_silent_replica),
+        CASE(test_a_script_sent_again_after_noscript_is_acknowledged_by_a_later_wait),
     };
     if (getenv("SKT_FILTER")) cmocka_set_test_filter(getenv("SKT_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
