@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "db.h"
@@ -304,7 +305,7 @@ static void answer_accepted(hreq *q, const sk_purchase_result *r)
 {
     dlock__buf b = {0};
     char ref[SK_ORDER_REF_MAX];
-    sk_order_ref_format(q->h->order_key, r->order_id, ref);
+    sk_order_ref_format(&q->h->order_key, r->order_id, ref);
     if (r->pending) {
         char loc[16 + SK_ORDER_REF_MAX];
         snprintf(loc, sizeof(loc), "/v1/orders/%s", ref);
@@ -519,7 +520,7 @@ static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const c
  * (order_ref.h), or a bare id that only the admin token may use. */
 static void route_orders(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const char *query, bool get, bool post)
 {
-    if (strlen(seg[2]) >= sizeof(q->ref) || !sk_order_ref_parse(q->h->order_key, seg[2], &q->order_id, &q->ref_ok)) {
+    if (strlen(seg[2]) >= sizeof(q->ref) || !sk_order_ref_parse(&q->h->order_key, seg[2], &q->order_id, &q->ref_ok)) {
         sk__http_reply_error(q, 404, "not_found", "no such order");
         return;
     }
@@ -588,16 +589,17 @@ static void order_key_init(sk_http *h)
                          : *h->auth.admin_token                    ? h->auth.admin_token
                          : *h->auth.user_secret                    ? h->auth.user_secret
                                                                    : NULL;
+    unsigned char raw[SK_ORDER_KEY_LEN];
     if (secret) {
-        sk_order_key_derive(secret, h->order_key);
-        return;
-    }
-    if (RAND_bytes(h->order_key, SK_ORDER_KEY_LEN) != 1) {
+        sk_order_key_derive(secret, raw);
+    } else if (RAND_bytes(raw, SK_ORDER_KEY_LEN) != 1) {
         /* no entropy source (never seen on Linux): the clock, through the KDF */
         char clock_text[64];
         snprintf(clock_text, sizeof(clock_text), "%lld %p", (long long)dlock__now_us(), (void *)h);
-        sk_order_key_derive(clock_text, h->order_key);
+        sk_order_key_derive(clock_text, raw);
     }
+    sk_order_key_set(&h->order_key, raw);
+    OPENSSL_cleanse(raw, sizeof(raw));
 }
 
 int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *opts,
@@ -619,6 +621,7 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     char terr[128];
     if (sk_trusted_parse(h->o.trusted_proxies, &h->trusted, terr, sizeof(terr)) != 0) {
         sk_auth_free(&h->auth);
+        sk_order_key_clear(&h->order_key);
         free(h);
         return SK_EINVAL;
     }
@@ -686,5 +689,6 @@ void sk_http_free(sk_http *h)
         free(q);
     }
     sk_auth_free(&h->auth);
+    sk_order_key_clear(&h->order_key);
     free(h);
 }

@@ -109,24 +109,39 @@ static void test_client_address_behind_trusted_proxies(void **state)
 static void test_public_order_ids_carry_a_tag_only_the_key_makes(void **state)
 {
     (void)state;
-    unsigned char k1[SK_ORDER_KEY_LEN], k2[SK_ORDER_KEY_LEN];
-    sk_order_key_derive("one", k1);
-    sk_order_key_derive("two", k2);
+    unsigned char r1[SK_ORDER_KEY_LEN], r2[SK_ORDER_KEY_LEN];
+    sk_order_key_derive("one", r1);
+    sk_order_key_derive("two", r2);
+    sk_order_key k1, k2, whole;
+    sk_order_key_set(&k1, r1);
+    sk_order_key_set(&k2, r2);
     char ref[SK_ORDER_REF_MAX];
     uint64_t id = 0;
     bool ok = false;
-    sk_order_ref_format(k1, 121380752888725504ull, ref);
-    assert_true(sk_order_ref_parse(k1, ref, &id, &ok));
+    /* the tag is HMAC-SHA256(key, "order\n" + id, big-endian), as ids
+     * handed out before (and by other instances) were made */
+    sk_order_ref_format(&k1, 121380752888725504ull, ref);
+    assert_string_equal(ref, "121380752888725504-3836e3f6cd684d74");
+    sk_order_ref_format(&k1, 1, ref); /* the keyed states are reused, not consumed */
+    assert_string_equal(ref, "1-9e998f2c05add444");
+    /* a key without its keyed states (out of memory) gives the same tags */
+    memset(&whole, 0, sizeof(whole));
+    memcpy(whole.raw, r1, SK_ORDER_KEY_LEN);
+    sk_order_ref_format(&whole, 121380752888725504ull, ref);
+    assert_string_equal(ref, "121380752888725504-3836e3f6cd684d74");
+    assert_true(sk_order_ref_parse(&k1, ref, &id, &ok));
     assert_true(ok);
     assert_true(id == 121380752888725504ull);
-    assert_true(sk_order_ref_parse(k2, ref, &id, &ok));
+    assert_true(sk_order_ref_parse(&k2, ref, &id, &ok));
     assert_false(ok); /* another deployment's key */
-    assert_true(sk_order_ref_parse(k1, "121380752888725504", &id, &ok));
+    assert_true(sk_order_ref_parse(&k1, "121380752888725504", &id, &ok));
     assert_false(ok); /* a bare id is never a buyer's */
     static const char *const bad[] = {"", "-", "1-", "-0123456789abcdef", "1-0123456789abcde", "1-0123456789abcdefa",
                                       "1-0123456789abcdeg", "18446744073709551616", "1x", "+1", "1-0123456789abcdef-"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        if (sk_order_ref_parse(k1, bad[i], &id, &ok)) fail_msg("'%s' read as an order id", bad[i]);
+        if (sk_order_ref_parse(&k1, bad[i], &id, &ok)) fail_msg("'%s' read as an order id", bad[i]);
+    sk_order_key_clear(&k1);
+    sk_order_key_clear(&k2);
 }
 
 /* A signature's expiry on a fixed clock: accepted up to exp + the
