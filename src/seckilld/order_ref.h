@@ -22,8 +22,8 @@
 void sk_order_key_derive(const char *secret, unsigned char key_out[SK_ORDER_KEY_LEN]);
 
 /* A key ready for tags: HMAC's two keyed SHA-256 states are computed
- * once, so a tag costs two hash blocks and no allocation or algorithm
- * look-up (every accepted purchase makes one). */
+ * once, so a tag costs two hash blocks and two state copies, no algorithm
+ * look-up or key padding (every accepted purchase makes one). */
 typedef struct sk_order_key {
     unsigned char raw[SK_ORDER_KEY_LEN];
     EVP_MD_CTX *inner, *outer, *work; /* NULL (out of memory): each tag is computed whole */
