@@ -18,61 +18,18 @@ void sk_order_key_derive(const char *secret, unsigned char key_out[SK_ORDER_KEY_
     HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)label, sizeof(label) - 1, key_out, &n);
 }
 
-#define SHA256_BLOCK 64
-
-/* HMAC (RFC 2104) with its keyed states computed once: inner = SHA-256
- * after (key ^ ipad), outer = after (key ^ opad); a tag copies them. */
 void sk_order_key_set(sk_order_key *k, const unsigned char raw[SK_ORDER_KEY_LEN])
 {
-    memset(k, 0, sizeof(*k));
-    memcpy(k->raw, raw, SK_ORDER_KEY_LEN);
-    unsigned char ipad[SHA256_BLOCK], opad[SHA256_BLOCK];
-    for (int i = 0; i < SHA256_BLOCK; i++) {
-        unsigned char b = i < SK_ORDER_KEY_LEN ? raw[i] : 0;
-        ipad[i] = b ^ 0x36;
-        opad[i] = b ^ 0x5c;
-    }
-    k->inner = EVP_MD_CTX_new();
-    k->outer = EVP_MD_CTX_new();
-    k->work = EVP_MD_CTX_new();
-    bool ok = k->inner && k->outer && k->work && EVP_DigestInit_ex(k->inner, EVP_sha256(), NULL) == 1 &&
-              EVP_DigestUpdate(k->inner, ipad, sizeof(ipad)) == 1 &&
-              EVP_DigestInit_ex(k->outer, EVP_sha256(), NULL) == 1 &&
-              EVP_DigestUpdate(k->outer, opad, sizeof(opad)) == 1;
-    OPENSSL_cleanse(ipad, sizeof(ipad));
-    OPENSSL_cleanse(opad, sizeof(opad));
-    if (!ok) {
-        sk_order_key_clear(k);
-        memcpy(k->raw, raw, SK_ORDER_KEY_LEN);
-    }
+    sk_hmac_key_set(&k->mac, raw, SK_ORDER_KEY_LEN); /* a block or less: cannot fail */
 }
 
-void sk_order_key_clear(sk_order_key *k)
-{
-    EVP_MD_CTX_free(k->inner);
-    EVP_MD_CTX_free(k->outer);
-    EVP_MD_CTX_free(k->work);
-    OPENSSL_cleanse(k, sizeof(*k));
-}
-
-/* The keyed states' HMAC of msg; false when a step failed (then the
- * caller computes it whole). */
-static bool hmac_keyed(sk_order_key *k, const unsigned char *msg, size_t n, unsigned char md[EVP_MAX_MD_SIZE])
-{
-    unsigned char in[EVP_MAX_MD_SIZE];
-    unsigned int il = 0, ol = 0;
-    return k->work && EVP_MD_CTX_copy_ex(k->work, k->inner) == 1 && EVP_DigestUpdate(k->work, msg, n) == 1 &&
-           EVP_DigestFinal_ex(k->work, in, &il) == 1 && EVP_MD_CTX_copy_ex(k->work, k->outer) == 1 &&
-           EVP_DigestUpdate(k->work, in, il) == 1 && EVP_DigestFinal_ex(k->work, md, &ol) == 1;
-}
+void sk_order_key_clear(sk_order_key *k) { sk_hmac_key_clear(&k->mac); }
 
 static void tag_of(sk_order_key *key, uint64_t id, unsigned char tag[TAG_BYTES])
 {
-    unsigned char msg[14] = {'o', 'r', 'd', 'e', 'r', '\n'}, md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
+    unsigned char msg[14] = {'o', 'r', 'd', 'e', 'r', '\n'}, md[SK_HMAC_LEN];
     for (int i = 0; i < 8; i++) msg[6 + i] = (unsigned char)(id >> (56 - 8 * i));
-    if (!hmac_keyed(key, msg, sizeof(msg), md))
-        HMAC(EVP_sha256(), key->raw, SK_ORDER_KEY_LEN, msg, sizeof(msg), md, &n);
+    sk_hmac_sha256(&key->mac, msg, sizeof(msg), md);
     memcpy(tag, md, TAG_BYTES);
 }
 

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <openssl/types.h>
+#include "hmac_key.h"
 
 #define SK_ORDER_KEY_LEN 32
 #define SK_ORDER_REF_MAX 40 /* 20 digits, '-', 16 hex, NUL */
@@ -21,12 +21,10 @@
  * label), so the same secret used elsewhere yields an unrelated key. */
 void sk_order_key_derive(const char *secret, unsigned char key_out[SK_ORDER_KEY_LEN]);
 
-/* A key ready for tags: HMAC's two keyed SHA-256 states are computed
- * once, so a tag costs two hash blocks and two state copies, no algorithm
- * look-up or key padding (every accepted purchase makes one). */
+/* A key ready for tags (hmac_key.h: HMAC's keyed states made once; every
+ * accepted purchase makes a tag). */
 typedef struct sk_order_key {
-    unsigned char raw[SK_ORDER_KEY_LEN];
-    EVP_MD_CTX *inner, *outer, *work; /* NULL (out of memory): each tag is computed whole */
+    sk_hmac_key mac;
 } sk_order_key;
 
 /* Sets k from raw (k is then released with sk_order_key_clear). A key
