@@ -27,7 +27,10 @@ int sk_auth_init(sk_auth *a, const char *admin_token, const char *user_secret, c
     a->user_secret = strdup(user_secret ? user_secret : "");
     a->user_secret_prev = strdup(user_secret_prev ? user_secret_prev : "");
     a->legacy = legacy;
-    if (a->admin_token && a->user_secret && a->user_secret_prev) return 0;
+    if (a->admin_token && a->user_secret && a->user_secret_prev &&
+        sk_hmac_key_set(&a->mac, a->user_secret, strlen(a->user_secret)) == 0 &&
+        sk_hmac_key_set(&a->mac_prev, a->user_secret_prev, strlen(a->user_secret_prev)) == 0)
+        return 0;
     sk_auth_free(a);
     return DLOCK_ENOMEM;
 }
@@ -37,6 +40,8 @@ void sk_auth_free(sk_auth *a)
     free(a->admin_token);
     free(a->user_secret);
     free(a->user_secret_prev);
+    sk_hmac_key_clear(&a->mac);
+    sk_hmac_key_clear(&a->mac_prev);
     memset(a, 0, sizeof(*a));
 }
 
@@ -53,18 +58,27 @@ bool sk_auth_is_admin(const sk_auth *a, const char *authorization)
     return equal_ct(authorization + 7, strlen(authorization + 7), tok, strlen(tok));
 }
 
-/* Lower-case hex of HMAC-SHA256(secret, msg) into hex (HEX_LEN + 1). */
-static void mac_hex(const char *secret, const char *msg, size_t len, char hex[HEX_LEN + 1])
+/* Lower-case hex of HMAC-SHA256(key, msg) into hex (HEX_LEN + 1). */
+static void mac_hex_key(const sk_hmac_key *key, const char *msg, size_t len, char hex[HEX_LEN + 1])
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
+    unsigned char md[SK_HMAC_LEN];
     static const char digits[] = "0123456789abcdef";
-    HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)msg, len, md, &mdlen);
+    sk_hmac_sha256(key, msg, len, md);
     for (unsigned i = 0; i < MAC_LEN; i++) {
         hex[2 * i] = digits[md[i] >> 4];
         hex[2 * i + 1] = digits[md[i] & 15];
     }
     hex[HEX_LEN] = '\0';
+}
+
+/* The same under a secret used once (signing). */
+static int mac_hex(const char *secret, const char *msg, size_t len, char hex[HEX_LEN + 1])
+{
+    sk_hmac_key key;
+    if (sk_hmac_key_set(&key, secret, strlen(secret)) != 0) return -1;
+    mac_hex_key(&key, msg, len, hex);
+    sk_hmac_key_clear(&key);
+    return 0;
 }
 
 /* The signed text: user "\n" exp, then "\n" campaign when bound; the
@@ -81,8 +95,7 @@ int sk_auth_sign(const char *secret, const char *user, int64_t exp, const char *
     char e[24], text[200], hex[HEX_LEN + 1];
     snprintf(e, sizeof(e), "%lld", (long long)exp);
     int n = signed_text(user, e, campaign, text, sizeof(text));
-    if (n < 0) return -1;
-    mac_hex(secret, text, (size_t)n, hex);
+    if (n < 0 || mac_hex(secret, text, (size_t)n, hex) != 0) return -1;
     int m = campaign ? snprintf(out, cap, "v1=%s;exp=%s;c=%s", hex, e, campaign)
                      : snprintf(out, cap, "v1=%s;exp=%s", hex, e);
     return m < 0 || (size_t)m >= cap ? -1 : 0;
@@ -129,10 +142,10 @@ static bool parse_v1(const char *s, sig_parts *p)
 static bool mac_matches(const sk_auth *a, const char *text, size_t len, const char *given)
 {
     char cur[HEX_LEN + 1], prev[HEX_LEN + 1];
-    mac_hex(a->user_secret, text, len, cur);
+    mac_hex_key(&a->mac, text, len, cur);
     bool ok = equal_ct(given, HEX_LEN, cur, HEX_LEN);
     if (*a->user_secret_prev) {
-        mac_hex(a->user_secret_prev, text, len, prev);
+        mac_hex_key(&a->mac_prev, text, len, prev);
         ok |= equal_ct(given, HEX_LEN, prev, HEX_LEN);
     }
     return ok;

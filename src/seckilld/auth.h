@@ -1,13 +1,16 @@
 /* auth.h: who a request speaks for: the admin bearer token, and the
  * buyer's identity (X-User-Id, signed by X-User-Signature when a user
  * secret is set; docs/http-api.md, "Identity"). Secrets are compared in
- * constant time; nothing here keeps state between requests. */
+ * constant time; nothing here keeps state between requests (an sk_auth
+ * holds its secrets' keyed MAC states, used by one thread at a time). */
 #ifndef SK_AUTH_H
 #define SK_AUTH_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "hmac_key.h"
 
 /* The leeway after a signature's exp during which it is still accepted
  * (clocks of the signer and seckilld may differ by this much). */
@@ -18,6 +21,7 @@ typedef struct sk_auth {
     char *user_secret;      /* "": unsigned mode (X-User-Id believed as is) */
     char *user_secret_prev; /* "": no previous secret (key rotation) */
     bool legacy;            /* the unexpiring form (hex HMAC of the user id) accepted too */
+    sk_hmac_key mac, mac_prev; /* user_secret's and user_secret_prev's (when set) */
 } sk_auth;
 
 /* Copies the strings (NULL = ""). 0 or DLOCK_ENOMEM (a freed a). */

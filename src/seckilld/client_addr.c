@@ -150,8 +150,13 @@ int sk_client_addr(const sk_trusted *t, const char *peer, const char *const *xff
 {
     sk_cidr hops[MAX_HOPS + 1], *pick = NULL;
     size_t nh = 0;
-    snprintf(out, SK_ADDR_MAX, "%s", peer);
-    if (!parse_addr(peer, strlen(peer), &hops[0]) || !has(t, &hops[0]) || (n == 0 && m == 0)) return 0;
+    size_t pl = strnlen(peer, SK_ADDR_MAX - 1); /* the peer, cut to fit as snprintf would */
+    memcpy(out, peer, pl);
+    out[pl] = '\0';
+    /* nothing forwarded, or no proxy trusted: the peer, without parsing it
+     * (the path of every request that reaches seckilld directly) */
+    if (t->n == 0 || (n == 0 && m == 0)) return 0;
+    if (!parse_addr(peer, strlen(peer), &hops[0]) || !has(t, &hops[0])) return 0;
     for (size_t i = 0; i < (n ? n : m); i++)
         if (!add_hops(n ? xff[i] : fwd[i], n == 0, hops, &nh)) return -1;
     for (size_t i = nh; i-- > 0;) {

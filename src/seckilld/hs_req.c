@@ -19,10 +19,19 @@ const char *sk_hs_req_query(const sk_hs_req *r) { return r->query_off ? r->head 
 const char *sk_hs_req_peer(const sk_hs_req *r) { return r->peer; }
 unsigned sk_hs_req_tag(const sk_hs_req *r) { return r->tag; }
 
+/* Whether header i is called name (any case). The first byte, folded,
+ * is compared before strcasecmp: most look-ups are for headers the
+ * request does not have. */
+static bool named(const sk_hs_req *r, size_t i, const char *name)
+{
+    const char *h = r->head + r->hdrs[i].name;
+    return r->hdrs[i].value && (*h | 0x20) == (*name | 0x20) && strcasecmp(h, name) == 0;
+}
+
 const char *sk_hs_req_header(const sk_hs_req *r, const char *name)
 {
     for (size_t i = 0; i < r->nhdrs; i++)
-        if (r->hdrs[i].value && strcasecmp(r->head + r->hdrs[i].name, name) == 0) return r->head + r->hdrs[i].value;
+        if (named(r, i, name)) return r->head + r->hdrs[i].value;
     return NULL;
 }
 
@@ -30,7 +39,7 @@ size_t sk_hs_req_headers(const sk_hs_req *r, const char *name, const char **out,
 {
     size_t n = 0;
     for (size_t i = 0; i < r->nhdrs; i++)
-        if (r->hdrs[i].value && strcasecmp(r->head + r->hdrs[i].name, name) == 0) {
+        if (named(r, i, name)) {
             if (n < max) out[n] = r->head + r->hdrs[i].value;
             n++;
         }
@@ -50,25 +59,39 @@ static bool clean(const char *s, size_t *len_out)
     return s[n] == '\0';
 }
 
+/* Room for n more bytes of answer headers. */
+static int outh_room(sk_hs_req *r, size_t n)
+{
+    size_t need = r->outh_len + n;
+    if (need <= r->outh_cap) return 0;
+    size_t cap = r->outh_cap ? r->outh_cap * 2 : 128;
+    while (cap < need) cap *= 2;
+    char *p = realloc(r->outh, cap);
+    if (!p) return DLOCK_ENOMEM;
+    r->outh = p;
+    r->outh_cap = cap;
+    return 0;
+}
+
 int sk_hs_reply_header(sk_hs_req *r, const char *name, const char *value)
 {
     size_t nl, vl;
     if (!clean(name, &nl) || !clean(value, &vl) || !nl || memchr(name, ':', nl)) return SK_EINVAL;
-    size_t need = r->outh_len + nl + vl + 4;
-    if (need > r->outh_cap) {
-        size_t cap = r->outh_cap ? r->outh_cap * 2 : 128;
-        while (cap < need) cap *= 2;
-        char *p = realloc(r->outh, cap);
-        if (!p) return DLOCK_ENOMEM;
-        r->outh = p;
-        r->outh_cap = cap;
-    }
+    if (outh_room(r, nl + vl + 4)) return DLOCK_ENOMEM;
     char *p = r->outh + r->outh_len;
     memcpy(p, name, nl);
     memcpy(p + nl, ": ", 2);
     memcpy(p + nl + 2, value, vl);
     memcpy(p + nl + 2 + vl, "\r\n", 2);
-    r->outh_len = need;
+    r->outh_len += nl + vl + 4;
+    return 0;
+}
+
+int sk_hs_reply_header_lines(sk_hs_req *r, const char *lines, size_t n)
+{
+    if (outh_room(r, n)) return DLOCK_ENOMEM;
+    memcpy(r->outh + r->outh_len, lines, n);
+    r->outh_len += n;
     return 0;
 }
 
@@ -85,8 +108,8 @@ void sk_hs_reply_error(sk_hs_req *r, int status, const char *code, const char *m
 {
     dlock__buf b = {0};
     sk_hs_error_body(&b, code, msg);
-    sk_hs_reply_header(r, "Content-Type", "application/json");
-    sk_hs_reply_header(r, "Cache-Control", "no-store");
+    static const char lines[] = "Content-Type: application/json\r\nCache-Control: no-store\r\n";
+    sk_hs_reply_header_lines(r, lines, sizeof(lines) - 1);
     if (b.oom) sk_hs_reply(r, 500, NULL, 0);
     else sk_hs_reply(r, status, b.data, b.len);
     dlock__buf_free(&b);

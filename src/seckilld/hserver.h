@@ -117,6 +117,9 @@ unsigned sk_hs_req_tag(const sk_hs_req *r);           /* the listener's tag */
  * Connection are the layer's. 0, SK_EINVAL (CR, LF or NUL in name or
  * value) or DLOCK_ENOMEM. */
 int sk_hs_reply_header(sk_hs_req *r, const char *name, const char *value);
+/* Adds header lines already formatted ("Name: value\r\n"..., n bytes): the
+ * caller's constants, not checked. 0 or DLOCK_ENOMEM. */
+int sk_hs_reply_header_lines(sk_hs_req *r, const char *lines, size_t n);
 /* Answers r (status 100..599, body may be NULL) and frees it; the answer
  * is written once every earlier answer on its connection is. A HEAD
  * request gets the headers only. */

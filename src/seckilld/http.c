@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "db.h"
@@ -298,26 +299,56 @@ static void handle_campaign_get(hreq *q)
 
 /* ---- purchase ------------------------------------------------------------ */
 
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_i64(char *p, int64_t v)
+{
+    char num[24], *e = num + sizeof(num), *d = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--d = '-';
+    return put(p, d, (size_t)(e - d));
+}
+
+#define PUT_LIT(p, lit) put((p), (lit), sizeof(lit) - 1)
+
 /* An accepted purchase (or its replay): 201 when acknowledged, else 202
- * pending with the order's Location (docs/design/promise.md). */
+ * pending with the order's Location (docs/design/promise.md). Written
+ * without printf or a heap buffer: every accepted purchase comes here. */
 static void answer_accepted(hreq *q, const sk_purchase_result *r)
 {
-    dlock__buf b = {0};
     char ref[SK_ORDER_REF_MAX];
-    sk_order_ref_format(q->h->order_key, r->order_id, ref);
+    sk_order_ref_format(&q->h->order_key, r->order_id, ref);
+    size_t rn = strlen(ref);
+    /* q->id is a valid campaign id: [A-Za-z0-9_-], at most 64 */
+    char body[320], *p = body; /* 218 bytes at most */
     if (r->pending) {
         char loc[16 + SK_ORDER_REF_MAX];
-        snprintf(loc, sizeof(loc), "/v1/orders/%s", ref);
+        *put(PUT_LIT(loc, "/v1/orders/"), ref, rn) = '\0';
         sk_hs_reply_header(q->req, "Location", loc);
-        dlock__buf_printf(&b, "{\"order_id\":\"%s\",\"status\":\"pending\"}\n", ref);
-        sk__http_reply_json(q, 202, &b);
+        p = PUT_LIT(p, "{\"order_id\":\"");
+        p = put(p, ref, rn);
+        p = PUT_LIT(p, "\",\"status\":\"pending\"}\n");
+        sk__http_reply_bytes(q, 202, "application/json", body, (size_t)(p - body));
         return;
     }
-    /* q->id is a valid campaign id: [A-Za-z0-9_-], at most 64 */
-    dlock__buf_printf(&b, "{\"order_id\":\"%s\",\"campaign\":\"%s\",\"quantity\":%lld,\"remaining\":%lld,"
-                      "\"status\":\"accepted\"}\n",
-                      ref, q->id, (long long)r->qty, (long long)r->remaining);
-    sk__http_reply_json(q, 201, &b);
+    p = PUT_LIT(p, "{\"order_id\":\"");
+    p = put(p, ref, rn);
+    p = PUT_LIT(p, "\",\"campaign\":\"");
+    p = put(p, q->id, strlen(q->id));
+    p = PUT_LIT(p, "\",\"quantity\":");
+    p = put_i64(p, r->qty);
+    p = PUT_LIT(p, ",\"remaining\":");
+    p = put_i64(p, r->remaining);
+    p = PUT_LIT(p, ",\"status\":\"accepted\"}\n");
+    sk__http_reply_bytes(q, 201, "application/json", body, (size_t)(p - body));
 }
 
 /* Every purchase answer, from the outcome table (outcome.h). */
@@ -519,7 +550,7 @@ static void route_campaigns(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const c
  * (order_ref.h), or a bare id that only the admin token may use. */
 static void route_orders(hreq *q, char seg[MAX_SEGS][SEG_LEN], int n, const char *query, bool get, bool post)
 {
-    if (strlen(seg[2]) >= sizeof(q->ref) || !sk_order_ref_parse(q->h->order_key, seg[2], &q->order_id, &q->ref_ok)) {
+    if (strlen(seg[2]) >= sizeof(q->ref) || !sk_order_ref_parse(&q->h->order_key, seg[2], &q->order_id, &q->ref_ok)) {
         sk__http_reply_error(q, 404, "not_found", "no such order");
         return;
     }
@@ -588,16 +619,17 @@ static void order_key_init(sk_http *h)
                          : *h->auth.admin_token                    ? h->auth.admin_token
                          : *h->auth.user_secret                    ? h->auth.user_secret
                                                                    : NULL;
+    unsigned char raw[SK_ORDER_KEY_LEN];
     if (secret) {
-        sk_order_key_derive(secret, h->order_key);
-        return;
-    }
-    if (RAND_bytes(h->order_key, SK_ORDER_KEY_LEN) != 1) {
+        sk_order_key_derive(secret, raw);
+    } else if (RAND_bytes(raw, SK_ORDER_KEY_LEN) != 1) {
         /* no entropy source (never seen on Linux): the clock, through the KDF */
         char clock_text[64];
         snprintf(clock_text, sizeof(clock_text), "%lld %p", (long long)dlock__now_us(), (void *)h);
-        sk_order_key_derive(clock_text, h->order_key);
+        sk_order_key_derive(clock_text, raw);
     }
+    sk_order_key_set(&h->order_key, raw);
+    OPENSSL_cleanse(raw, sizeof(raw));
 }
 
 int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *opts,
@@ -619,6 +651,7 @@ int sk_http_new(struct event_base *base, sk_engine *engine, const sk_http_opts *
     char terr[128];
     if (sk_trusted_parse(h->o.trusted_proxies, &h->trusted, terr, sizeof(terr)) != 0) {
         sk_auth_free(&h->auth);
+        sk_order_key_clear(&h->order_key);
         free(h);
         return SK_EINVAL;
     }
@@ -686,5 +719,6 @@ void sk_http_free(sk_http *h)
         free(q);
     }
     sk_auth_free(&h->auth);
+    sk_order_key_clear(&h->order_key);
     free(h);
 }

@@ -25,7 +25,7 @@ struct sk_http {
     sk_http_opts o;
     sk_auth auth; /* admin token and user secrets (auth.h) */
     sk_trusted trusted; /* proxies (client_addr.h) */
-    unsigned char order_key[SK_ORDER_KEY_LEN]; /* public order ids (order_ref.h) */
+    sk_order_key order_key; /* public order ids (order_ref.h) */
     size_t inflight;
     sk_http_metrics m;
     struct hreq *free_q; /* recycled request records */

@@ -53,7 +53,7 @@ static void put_order(const hreq *q, dlock__buf *b, uint64_t id, const char *cam
                       int64_t qty, const char *state, const char *status, const char *reason)
 {
     char ref[SK_ORDER_REF_MAX];
-    sk_order_ref_format(q->h->order_key, id, ref);
+    sk_order_ref_format(&q->h->order_key, id, ref);
     dlock__buf_printf(b, "{\"order_id\":\"%s\",", ref);
     if (q->admin) dlock__buf_printf(b, "\"internal_id\":\"%llu\",", (unsigned long long)id);
     dlock__buf_append(b, "\"campaign\":", 11);

@@ -45,8 +45,13 @@ static void hreq_free(sk_http *h, hreq *q)
 void sk__http_reply_bytes(hreq *q, int status, const char *ctype, const char *body, size_t len)
 {
     sk_http *h = q->h;
-    sk_hs_reply_header(q->req, "Content-Type", ctype);
-    sk_hs_reply_header(q->req, "Cache-Control", "no-store");
+    static const char json[] = "Content-Type: application/json\r\nCache-Control: no-store\r\n";
+    if (strcmp(ctype, "application/json") == 0) { /* nearly every answer: one copy */
+        sk_hs_reply_header_lines(q->req, json, sizeof(json) - 1);
+    } else {
+        sk_hs_reply_header(q->req, "Content-Type", ctype);
+        sk_hs_reply_header(q->req, "Cache-Control", "no-store");
+    }
     sk_metrics_observe(&h->m, q->route, status, dlock__now_us() - q->t0_us);
     sk_hs_reply(q->req, status, body, len);
     h->inflight--;

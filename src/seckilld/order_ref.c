@@ -18,16 +18,22 @@ void sk_order_key_derive(const char *secret, unsigned char key_out[SK_ORDER_KEY_
     HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)label, sizeof(label) - 1, key_out, &n);
 }
 
-static void tag_of(const unsigned char key[SK_ORDER_KEY_LEN], uint64_t id, unsigned char tag[TAG_BYTES])
+void sk_order_key_set(sk_order_key *k, const unsigned char raw[SK_ORDER_KEY_LEN])
 {
-    unsigned char msg[14] = {'o', 'r', 'd', 'e', 'r', '\n'}, md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
+    sk_hmac_key_set(&k->mac, raw, SK_ORDER_KEY_LEN); /* a block or less: cannot fail */
+}
+
+void sk_order_key_clear(sk_order_key *k) { sk_hmac_key_clear(&k->mac); }
+
+static void tag_of(sk_order_key *key, uint64_t id, unsigned char tag[TAG_BYTES])
+{
+    unsigned char msg[14] = {'o', 'r', 'd', 'e', 'r', '\n'}, md[SK_HMAC_LEN];
     for (int i = 0; i < 8; i++) msg[6 + i] = (unsigned char)(id >> (56 - 8 * i));
-    HMAC(EVP_sha256(), key, SK_ORDER_KEY_LEN, msg, sizeof(msg), md, &n);
+    sk_hmac_sha256(&key->mac, msg, sizeof(msg), md);
     memcpy(tag, md, TAG_BYTES);
 }
 
-void sk_order_ref_format(const unsigned char key[SK_ORDER_KEY_LEN], uint64_t id, char out[SK_ORDER_REF_MAX])
+void sk_order_ref_format(sk_order_key *key, uint64_t id, char out[SK_ORDER_REF_MAX])
 {
     static const char hex[] = "0123456789abcdef";
     char num[24], *e = num + sizeof(num), *d = e;
@@ -71,7 +77,7 @@ static size_t read_id(const char *s, uint64_t *id_out)
     return i;
 }
 
-bool sk_order_ref_parse(const unsigned char key[SK_ORDER_KEY_LEN], const char *s, uint64_t *id_out,
+bool sk_order_ref_parse(sk_order_key *key, const char *s, uint64_t *id_out,
                         bool *tag_ok_out)
 {
     size_t n = read_id(s, id_out);

@@ -286,6 +286,62 @@ static void test_idempotency_key_replay_returns_the_same_order(void **state)
     assert_string_equal(v, "idem");
 }
 
+/* The head and body of an accepted purchase's answer on the wire: the
+ * headers a client and a proxy see, and the body exactly. */
+static void expect_accepted_bytes(int status, const char *location_of, const char *body)
+{
+    const char *raw = skt_last_response();
+    char line[64], want[256];
+    snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, status == 201 ? "Created" : "Accepted");
+    if (strncmp(raw, line, strlen(line)) != 0) fail_msg("status line of: %s", raw);
+    const char *end = strstr(raw, "\r\n\r\n");
+    assert_non_null(end);
+    assert_string_equal(end + 4, body);
+    snprintf(want, sizeof(want), "\r\nContent-Length: %zu\r\n", strlen(body));
+    if (!strstr(raw, want)) fail_msg("no %s in: %s", want + 2, raw);
+    if (!strstr(raw, "\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"))
+        fail_msg("JSON headers missing in: %s", raw);
+    if (!strstr(raw, "\r\nDate: ")) fail_msg("no Date in: %s", raw);
+    if (location_of) {
+        snprintf(want, sizeof(want), "\r\nLocation: /v1/orders/%s\r\n", location_of);
+        if (!strstr(raw, want)) fail_msg("no %s in: %s", want + 2, raw);
+    } else if (strstr(raw, "\r\nLocation: ")) {
+        fail_msg("a 201 has no Location: %s", raw);
+    }
+}
+
+static void test_accepted_answers_byte_for_byte(void **state)
+{
+    (void)state;
+    char resp[1024], oid[48], want[256];
+    assert_int_equal(create("bytes", 1000000000, 5, -60, 3600), 201);
+    assert_int_equal(buy(d[0].port, "bytes", "ann", 3, NULL, resp, sizeof(resp)), 201);
+    assert_true(skt_json_str(resp, "order_id", oid, sizeof(oid)));
+    snprintf(want, sizeof(want),
+             "{\"order_id\":\"%s\",\"campaign\":\"bytes\",\"quantity\":3,\"remaining\":999999997,"
+             "\"status\":\"accepted\"}\n",
+             oid);
+    expect_accepted_bytes(201, NULL, want);
+    /* a server that does not fsync: pending, with the order's Location */
+    test_server plain;
+    skt_daemon p = {0};
+    const char *extra[] = {"--admin-token", "adm-token", NULL};
+    assert_int_equal(test_redis_start(&plain, NULL), 0);
+    assert_int_equal(skt_daemon_start(&p, plain.url, extra), 0);
+    char body[256];
+    int64_t now = dlock__wall_ms();
+    snprintf(body, sizeof(body),
+             "{\"id\":\"bytes\",\"stock\":9,\"per_user_limit\":1,\"starts_at\":%lld,\"ends_at\":%lld}",
+             (long long)(now - 60000), (long long)(now + 3600000));
+    assert_int_equal(skt_http(p.port, "POST", "/v1/campaigns", ADMIN, body, strlen(body), resp, sizeof(resp)), 201);
+    assert_int_equal(buy(p.port, "bytes", "bob", 1, NULL, resp, sizeof(resp)), 202);
+    assert_true(skt_json_str(resp, "order_id", oid, sizeof(oid)));
+    snprintf(want, sizeof(want), "{\"order_id\":\"%s\",\"status\":\"pending\"}\n", oid);
+    expect_accepted_bytes(202, oid, want);
+    assert_int_equal(skt_daemon_stop(&p), 0);
+    test_server_stop(&plain);
+}
+
 /* One Idempotency-Key rule whatever the number of buckets: the key is
  * scoped to (user, campaign). Three users sending one key get three
  * orders, each user's repeat (through another instance) answers that
@@ -906,6 +962,7 @@ int main(void)
         CASE(test_one_user_with_200_concurrent_requests_gets_its_limit),
         CASE(test_idempotency_key_replay_returns_the_same_order),
         CASE(test_idempotency_key_is_scoped_to_user_and_campaign),
+        CASE(test_accepted_answers_byte_for_byte),
         CASE(test_time_window_uses_the_server_clock),
         CASE(test_unknown_campaign_and_admin_token),
         CASE(test_bad_input_matrix),

@@ -10,9 +10,12 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "auth.h"
 #include "client_addr.h"
+#include "hmac_key.h"
 #include "http.h"
 #include "order_ref.h"
 #include "sk_err.h"
@@ -109,24 +112,66 @@ static void test_client_address_behind_trusted_proxies(void **state)
 static void test_public_order_ids_carry_a_tag_only_the_key_makes(void **state)
 {
     (void)state;
-    unsigned char k1[SK_ORDER_KEY_LEN], k2[SK_ORDER_KEY_LEN];
-    sk_order_key_derive("one", k1);
-    sk_order_key_derive("two", k2);
+    unsigned char r1[SK_ORDER_KEY_LEN], r2[SK_ORDER_KEY_LEN];
+    sk_order_key_derive("one", r1);
+    sk_order_key_derive("two", r2);
+    sk_order_key k1, k2, whole;
+    sk_order_key_set(&k1, r1);
+    sk_order_key_set(&k2, r2);
     char ref[SK_ORDER_REF_MAX];
     uint64_t id = 0;
     bool ok = false;
-    sk_order_ref_format(k1, 121380752888725504ull, ref);
-    assert_true(sk_order_ref_parse(k1, ref, &id, &ok));
+    /* the tag is HMAC-SHA256(key, "order\n" + id, big-endian), as ids
+     * handed out before (and by other instances) were made */
+    sk_order_ref_format(&k1, 121380752888725504ull, ref);
+    assert_string_equal(ref, "121380752888725504-3836e3f6cd684d74");
+    sk_order_ref_format(&k1, 1, ref); /* the keyed states are reused, not consumed */
+    assert_string_equal(ref, "1-9e998f2c05add444");
+    /* a key without its keyed states (out of memory) gives the same tags */
+    sk_order_key_set(&whole, r1);
+    EVP_MD_CTX_free(whole.mac.work);
+    whole.mac.work = NULL;
+    sk_order_ref_format(&whole, 121380752888725504ull, ref);
+    assert_string_equal(ref, "121380752888725504-3836e3f6cd684d74");
+    sk_order_key_clear(&whole);
+    assert_true(sk_order_ref_parse(&k1, ref, &id, &ok));
     assert_true(ok);
     assert_true(id == 121380752888725504ull);
-    assert_true(sk_order_ref_parse(k2, ref, &id, &ok));
+    assert_true(sk_order_ref_parse(&k2, ref, &id, &ok));
     assert_false(ok); /* another deployment's key */
-    assert_true(sk_order_ref_parse(k1, "121380752888725504", &id, &ok));
+    assert_true(sk_order_ref_parse(&k1, "121380752888725504", &id, &ok));
     assert_false(ok); /* a bare id is never a buyer's */
     static const char *const bad[] = {"", "-", "1-", "-0123456789abcdef", "1-0123456789abcde", "1-0123456789abcdefa",
                                       "1-0123456789abcdeg", "18446744073709551616", "1x", "+1", "1-0123456789abcdef-"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        if (sk_order_ref_parse(k1, bad[i], &id, &ok)) fail_msg("'%s' read as an order id", bad[i]);
+        if (sk_order_ref_parse(&k1, bad[i], &id, &ok)) fail_msg("'%s' read as an order id", bad[i]);
+    sk_order_key_clear(&k1);
+    sk_order_key_clear(&k2);
+}
+
+/* A reused key's MAC is HMAC()'s, for keys shorter than, as long as and
+ * longer than a block (hashed first), on every use. */
+static void test_hmac_key_gives_what_hmac_gives(void **state)
+{
+    (void)state;
+    unsigned char key[100], want[EVP_MAX_MD_SIZE], got[SK_HMAC_LEN];
+    for (size_t i = 0; i < sizeof(key); i++) key[i] = (unsigned char)(i * 7 + 1);
+    static const size_t lens[] = {0, 3, 32, 64, 65, 100};
+    static const char *const msgs[] = {"", "alice\n1700000000", "a message longer than one block of SHA-256, "
+                                                                "so that its hash takes more than one block"};
+    for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+        sk_hmac_key k;
+        assert_int_equal(sk_hmac_key_set(&k, key, lens[l]), 0);
+        for (int round = 0; round < 2; round++)
+            for (size_t m = 0; m < sizeof(msgs) / sizeof(msgs[0]); m++) {
+                unsigned int wl = 0;
+                HMAC(EVP_sha256(), key, (int)lens[l], (const unsigned char *)msgs[m], strlen(msgs[m]), want, &wl);
+                sk_hmac_sha256(&k, msgs[m], strlen(msgs[m]), got);
+                if (wl != SK_HMAC_LEN || memcmp(want, got, SK_HMAC_LEN) != 0)
+                    fail_msg("key of %zu bytes, message %zu, round %d: not HMAC()'s", lens[l], m, round);
+            }
+        sk_hmac_key_clear(&k);
+    }
 }
 
 /* A signature's expiry on a fixed clock: accepted up to exp + the
@@ -202,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_rfc3339_times_parse_and_format),
         cmocka_unit_test(test_client_address_behind_trusted_proxies),
         cmocka_unit_test(test_public_order_ids_carry_a_tag_only_the_key_makes),
+        cmocka_unit_test(test_hmac_key_gives_what_hmac_gives),
         cmocka_unit_test(test_signatures_expire_after_the_leeway_with_either_secret),
         cmocka_unit_test(test_signatures_bound_to_a_campaign_and_the_legacy_form),
     };

@@ -19,17 +19,19 @@ fail() { echo "FAIL: $*" >&2; tail -n 20 "$work"/*.log >&2 || true; exit 1; }
 dl_start_redis "$work"
 export REDIS_URL="redis://127.0.0.1:$REDIS_PORT" DATABASE_URL="sqlite://$work/orders.db"
 seckilld=$build/tools/seckilld/seckilld
-start() { # NAME ARGS...: starts one instance, prints its port
-    local name=$1 port
+start() { # NAME ARGS...: starts one instance; its port in PORT. Not run
+    # in $(...): the PID must be tracked by this shell, whose exit stops it
+    local name=$1
     shift
-    port=$(dl_free_port)
-    "$seckilld" --port "$port" --bind 127.0.0.1 --admin-token adm --threads 1 "$@" >"$work/$name.log" 2>&1 &
+    PORT=$(dl_free_port)
+    "$seckilld" --port "$PORT" --bind 127.0.0.1 --admin-token adm --threads 1 "$@" >"$work/$name.log" 2>&1 &
     dl_track $!
-    dl_wait_http "http://127.0.0.1:$port/healthz" >/dev/null || fail "seckilld $name did not start"
-    echo "$port"
+    dl_wait_http "http://127.0.0.1:$PORT/healthz" >/dev/null || fail "seckilld $name did not start"
 }
-pa=$(start a --user-secret new --user-secret-previous old)
-pb=$(start b --user-secret new --user-signature-legacy)
+start a --user-secret new --user-secret-previous old
+pa=$PORT
+start b --user-secret new --user-signature-legacy
+pb=$PORT
 "$PY" "$src/tests/seckilld/user_signatures.py" "$pa" "$pb" || fail "user signatures"
 
 grep -q 'user-signature-legacy' "$work/b.log" || fail "no warning about the legacy form in B's log"
