@@ -394,7 +394,7 @@ static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, c
     if (strategy == S_LUA_SINGLE) eo.max_batch = 1;
     eo.replica_acks = o->replica_acks;
     eo.replica_ack_timeout_ms = (int64_t)o->ack_timeout_ms;
-    eo.order_ttl_ms = 120000; /* the bench's order hashes go away by themselves */
+    eo.order_ttl_ms = 120000; /* the statuses of the bench's orders go 2 min after its campaign ends */
     char err[256];
     r.base = event_base_new();
     if (!r.base || sk_engine_new(r.base, o->redis_url, &eo, &r.e, err, sizeof(err)) != 0) {
