@@ -119,6 +119,15 @@ static long metric_until(const char *series, long want)
     return v;
 }
 
+/* Handshake: a 201 needs x's engine to have seen the replica in sync (its
+ * 250 ms probe); before that a purchase is rightly 202. */
+static void wait_in_sync(const skt_daemon *x)
+{
+    for (int64_t end = dlock__now_ms() + 5000; metric(x->port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < end;)
+        dlock__sleep_ms(20);
+    assert_int_equal(metric(x->port, "seckill_ack_replicas_in_sync"), 1);
+}
+
 static void redis_cmd(const test_server *s, char *out, size_t cap, int argc, const char **argv)
 {
     assert_int_equal(test_redis_cmd(s, out, cap, argc, argv), 0);
@@ -322,12 +331,7 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     assert_int_equal(skt_daemon_start(&d, master.url, patient), 0);
     assert_int_equal(metric(d.port, "seckill_ack_mode"), 2);
     assert_int_equal(metric(d.port, "seckill_ack_replicas"), 1);
-    /* handshake: a 201 needs the engine to have seen the replica in sync
-     * (its 250 ms probe); before that a purchase is rightly 202 */
-    int64_t synced_by = dlock__now_ms() + 5000;
-    while (metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < synced_by)
-        dlock__sleep_ms(20);
-    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
+    wait_in_sync(&d);
     char resp[1024], oid[48], again[48];
     assert_int_equal(create_on(d.port, "rp", 10, NULL), 201);
     int st = buy(d.port, "rp", "fay", NULL, resp, sizeof(resp));
@@ -343,10 +347,7 @@ static void test_replica_acknowledges_and_a_paused_replica_gives_202(void **stat
     const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "200",
                            "--redis-timeout-ms", "500", NULL};
     assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
-    synced_by = dlock__now_ms() + 5000;
-    while (metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < synced_by)
-        dlock__sleep_ms(20);
-    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
+    wait_in_sync(&d);
     test_server_pause(&replica, true);
     int64_t t0 = dlock__now_ms();
     assert_int_equal(buy(d.port, "rp", "gil", "k-gil", resp, sizeof(resp)), 202);
@@ -478,10 +479,7 @@ static int batches_blocked_on_several_connections(int fds[NCONN_CAMPS], const ch
     const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "1500",
                            "--redis-timeout-ms", deadline_ms, NULL};
     assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
-    /* handshake: the engine's probe sees the replica in sync (250 ms) */
-    for (int64_t end = dlock__now_ms() + 5000; metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < end;)
-        dlock__sleep_ms(20);
-    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
+    wait_in_sync(&d);
     char resp[1024];
     for (int i = 0; i < NCONN_CAMPS; i++) {
         char id[16], user[16];
@@ -874,10 +872,7 @@ static void test_a_script_sent_again_after_noscript_is_acknowledged_by_a_later_w
     assert_int_equal(test_redis_replicate(&replica, &master), 0);
     const char *extra[] = {"--admin-token", "adm-token", "--replica-ack-timeout-ms", "5000", NULL};
     assert_int_equal(skt_daemon_start(&d, master.url, extra), 0);
-    int64_t synced_by = dlock__now_ms() + 5000;
-    while (metric(d.port, "seckill_ack_replicas_in_sync") < 1 && dlock__now_ms() < synced_by)
-        dlock__sleep_ms(20);
-    assert_int_equal(metric(d.port, "seckill_ack_replicas_in_sync"), 1);
+    wait_in_sync(&d);
     char resp[1024], out[64];
     assert_int_equal(create_on(d.port, "nsc", 10, NULL), 201);
     assert_int_equal(buy(d.port, "nsc", "ann", NULL, resp, sizeof(resp)), 201);
