@@ -139,7 +139,8 @@ void sk__http_order_get(hreq *q, const char *query)
     if (q->h->o.db) {
         sk_order_row row;
         int rc = sk_db_order_get(q->h->o.db, q->order_id, &row);
-        if (rc == 0 && may_see(q, row.user, row.campaign)) {
+        bool mine = rc == 0 && may_see(q, row.user, row.campaign);
+        if (mine && (!cbuf[0] || strcmp(row.campaign, cbuf) == 0)) {
             dlock__buf b = {0};
             put_order(q, &b, row.order_id, row.campaign, row.user, row.qty, db_state(row.status), row.status,
                       row.reason);
@@ -148,8 +149,11 @@ void sk__http_order_get(hreq *q, const char *query)
         }
         /* not the caller's: Redis is asked all the same (as for an id the
          * database lacks), then the answer is the nonexistent order's */
-        if (rc == 0) q->deny = true;
-        /* not persisted yet (or a database hiccup): Redis knows accepted orders */
+        if (rc == 0 && !mine) q->deny = true;
+        /* the caller's, but another campaign was named: that campaign's
+         * master is asked, as for an id the database lacks (it does not
+         * hold it: 404 "no such order in this campaign"). Not persisted
+         * yet (or a database hiccup): Redis knows accepted orders. */
     }
     int rc = sk_engine_order_get(q->h->engine, q->order_id, cbuf[0] ? cbuf : NULL, on_order, q);
     if (rc) sk__http_reply_err_code(q, rc, "order");

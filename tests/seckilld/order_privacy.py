@@ -100,6 +100,13 @@ def persisted(ref):
 
 # the buyer pays their own order on the other instance; a paid one stays paid
 persisted(victim)
+# read from the database: its own campaign named is the order; another
+# campaign named does not hold it (404, never a false "lost")
+st, body = call(P1, "GET", "/v1/orders/" + victim + "?campaign=priv", who("v0"))
+check(st == 200 and json.loads(body)["state"] == "confirmed", "own campaign named: %d %s" % (st, body))
+st, body = call(P1, "GET", "/v1/orders/" + victim + "?campaign=other", who("v0"))
+b = json.loads(body)
+check(st == 404 and b["error"] == "not_found" and "state" not in b, "another campaign named: %d %s" % (st, body))
 st, body = call(P2, "POST", "/v1/orders/" + victim + "/pay", who("v0"), "")
 check(st == 200 and json.loads(body)["status"] == "paid", "own pay: %d %s" % (st, body))
 st, body = call(P1, "POST", "/v1/orders/" + victim + "/cancel", who("v0"), "")
@@ -125,8 +132,12 @@ for _ in range(100):
         break
     time.sleep(0.1)
 check(remaining() == before + 1, "the unit is back in Redis: %d -> %d" % (before, remaining()))
-st, body = call(P1, "POST", "/v1/campaigns/priv/purchase", who("v1"), '{"quantity":1}')
+# (a route without parameters ignores its query: the body's quantity is
+# what is bought, never the query's)
+st, body = call(P1, "POST", "/v1/campaigns/priv/purchase?quantity=5", who("v1"), '{"quantity":1}')
 check(st == 201, "the buyer's quota is back too: %d %s" % (st, body))
+st, body = call(P1, "GET", "/v1/orders/" + json.loads(body)["order_id"], who("v1"))
+check(st == 200 and json.loads(body)["quantity"] == 1, "the query bought nothing: %d %s" % (st, body))
 
 # the public metrics and health name no worker id and no Redis node
 st, m = call(P1, "GET", "/metrics")
