@@ -7,7 +7,8 @@
 # campaign binding, control characters in titles). Then: B warned about
 # the legacy form at start; a previous secret without a current one is
 # refused (exit 2, also by --check-config); `seckill campaigns` prints a title holding a raw ESC
-# and a newline (written into the database behind seckilld's back) escaped.
+# and a newline (written into the database behind seckilld's back) escaped,
+# and `seckill order` (text and --json) an order row's text fields so.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}
 build=${DLOCK_BUILD_DIR:?}
@@ -63,4 +64,33 @@ for f in campaigns show; do
         fail "seckill $f: title not shown escaped: $(cat "$work/$f.out")"
 done
 echo "ok: seckill campaigns (list and show) escapes control bytes from the database"
+
+# an order row whose text fields hold control bytes, a quote and a
+# backslash (SQL by hand, `seckill cancel --reason TEXT`): `seckill order`
+# prints them escaped, and its --json output stays one valid object
+"$PY" - "$work/orders.db" <<'PYEOF'
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+con.execute("INSERT INTO orders (order_id, campaign, user_id, qty, status, reason, path, created_ms, updated_ms)"
+            " VALUES (999, 'c1', ?, 1, 'cancelled', ?, 'db', 1, 1)",
+            ("u\x1b[2Jx", 'evil"\x1b]0;pwned\x07\nFAKE LOG LINE\\'))
+con.commit()
+PYEOF
+"$build/tools/seckill/seckill" order 999 >"$work/order.out" 2>&1 || fail "seckill order: $(cat "$work/order.out")"
+if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$work/order.out"; then
+    fail "seckill order printed a raw control byte: $(od -c "$work/order.out" | head -20)"
+fi
+grep -q '^FAKE LOG LINE' "$work/order.out" && fail "seckill order printed the reason's newline raw"
+grep -qF 'user u\x1b[2Jx ' "$work/order.out" || fail "seckill order: user not shown escaped: $(cat "$work/order.out")"
+grep -qF 'evil"\x1b]0;pwned\x07\x0aFAKE LOG LINE\x5c' "$work/order.out" ||
+    fail "seckill order: reason not shown escaped: $(cat "$work/order.out")"
+"$build/tools/seckill/seckill" --json order 999 >"$work/order.json" 2>&1 || fail "seckill --json order: $(cat "$work/order.json")"
+"$PY" - "$work/order.json" <<'PYEOF' || fail "seckill --json order: $(cat "$work/order.json")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["user"] == "u\x1b[2Jx", o
+assert o["reason"] == 'evil"\x1b]0;pwned\x07\nFAKE LOG LINE\\', o
+assert o["order_id"] == "999" and o["quantity"] == 1 and o["status"] == "cancelled", o
+PYEOF
+echo "ok: seckill order escapes what it prints from the database (text and JSON)"
 echo "user signatures and admin text: all checks passed"

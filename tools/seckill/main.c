@@ -591,13 +591,35 @@ static int parse_order_id(const char *s, uint64_t *out)
 
 static void print_order(const sk_order_row *r, bool json)
 {
-    if (json)
-        printf("{\"order_id\":\"%" PRIu64 "\",\"campaign\":\"%s\",\"user\":\"%s\",\"quantity\":%" PRId64
-               ",\"status\":\"%s\",\"reason\":\"%s\",\"path\":\"%s\"}\n",
-               r->order_id, r->campaign, r->user, r->qty, r->status, r->reason, r->path);
-    else
-        printf("order %" PRIu64 ": campaign %s user %s qty %" PRId64 " status %s%s%s (path %s)\n", r->order_id,
-               r->campaign, r->user, r->qty, r->status, r->reason[0] ? ", " : "", r->reason, r->path);
+    /* every text field comes from the database: JSON-escaped, or put_text */
+    const char *name[] = {"campaign", "user", "status", "reason", "path"};
+    const char *val[] = {r->campaign, r->user, r->status, r->reason, r->path};
+    dlock__buf o = {0};
+    if (json) {
+        dlock__buf_printf(&o, "{\"order_id\":\"%" PRIu64 "\"", r->order_id);
+        for (size_t k = 0; k < sizeof(name) / sizeof(name[0]); k++) {
+            if (k == 2) dlock__buf_printf(&o, ",\"quantity\":%" PRId64, r->qty);
+            dlock__buf_printf(&o, ",\"%s\":", name[k]);
+            dlock__json_put_str(&o, val[k], strlen(val[k]));
+        }
+        dlock__buf_append(&o, "}\n", 2);
+    } else {
+        dlock__buf_printf(&o, "order %" PRIu64 ": campaign ", r->order_id);
+        put_text(&o, r->campaign);
+        dlock__buf_append(&o, " user ", 6);
+        put_text(&o, r->user);
+        dlock__buf_printf(&o, " qty %" PRId64 " status ", r->qty);
+        put_text(&o, r->status);
+        if (r->reason[0]) {
+            dlock__buf_append(&o, ", ", 2);
+            put_text(&o, r->reason);
+        }
+        dlock__buf_append(&o, " (path ", 7);
+        put_text(&o, r->path);
+        dlock__buf_append(&o, ")\n", 2);
+    }
+    if (o.data) fputs(o.data, stdout);
+    dlock__buf_free(&o);
 }
 
 static int cmd_order(cli *c, const char *what)
