@@ -69,8 +69,8 @@ extern const dlock__lock_ops dlock__redis_lock_ops;
 extern const dlock__lock_ops dlock__etcd_lock_ops;
 
 /* The table for url (by scheme: etcd:// etcds:// -> etcd, redis-cluster://
- * rediss-cluster:// -> Cluster, anything else -> Redis, whose URL parser
- * then judges it). */
+ * -> Cluster, anything else -> Redis, whose URL parser then judges it: a
+ * rediss:// is refused there with DLOCK_ETLS). */
 const dlock__backend *dlock__backend_for_url(const char *url);
 /* The table the client was created with (client.c, like the next). */
 const dlock__backend *dlock__client_backend(const dlock_client *c);

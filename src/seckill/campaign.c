@@ -271,7 +271,7 @@ static int send_heat(camp_req *q, int j, const char *mode, sk__reply_fn fn)
 static int node_of_slot(void *ud, unsigned slot, char *buf, size_t len)
 {
     sk_engine *e = ud;
-    return e->ac ? dlock__aconn_node_of_slot(e->ac, slot, buf, len) : DLOCK_ECONN;
+    return e->ac ? sk_err_from_common(dlock__aconn_node_of_slot(e->ac, slot, buf, len)) : DLOCK_ECONN;
 }
 
 int sk_engine_place_buckets(sk_engine *e, sk_campaign *d)

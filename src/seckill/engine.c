@@ -176,7 +176,7 @@ static int send_call(sk_engine *e, sk__call *c)
     if (!call_up(c)) return SK_EUNAVAIL;
     int rc = c->slot >= 0 ? aconn_cmd_slot(call_ac(c), c)
                           : dlock__aconn_cmd(call_ac(c), on_call_reply, c, c->argc, c->argv, c->lens);
-    if (rc) return rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL;
+    if (rc) return rc == DLOCK__ENOMEM ? DLOCK_ENOMEM : SK_EUNAVAIL;
     track_call(e, c);
     return 0;
 }
@@ -263,6 +263,9 @@ static void on_call_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *
     (void)ac;
     sk__call *c = priv;
     sk_engine *e = c->e;
+    /* the async door's code (a dlock__err) as the engine's, here at the
+     * edge: callers compare with the engine's codes only */
+    if (!reply && err) err = sk_err_from_common(err);
     if (reply) *(c->link ? &c->link->last_reply_ms : &e->last_reply_ms) = dlock__now_ms();
     if (reply && dlock__reply_kind(reply) != DLOCK__R_ERROR) count_node(e, c);
     if (c->block_ms > 0 && reply && dlock__reply_kind(reply) == DLOCK__R_INTEGER)
