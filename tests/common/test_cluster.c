@@ -85,7 +85,9 @@ static void key(char *buf, size_t len, int k, const char *name)
     snprintf(buf, len, "{%s}%s%s", tag[k], test_prefix(), name);
 }
 
-/* The count of error replies of one kind (MOVED, ASK, TRYAGAIN) node i sent. */
+/* The count of error replies of one kind (MOVED, ASK, TRYAGAIN) node i sent.
+ * Server: Redis 7.0 and Valkey 8.0 (both passes), which keep errorstats
+ * alike (docs/compatibility.md). */
 static long errorstat(int i, const char *kind)
 {
     char info[8192], want[64];

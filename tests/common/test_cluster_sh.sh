@@ -25,12 +25,20 @@ cluster_move_slot "$slot" "$to" || fail "move slot"
 [ "$(redis-cli -p "$to" get "sh:{t}k")" = v ] || fail "the key did not move"
 
 # the replica must have the migrated key before its master dies: $to has
-# exactly one replica ($rep), which acknowledged the write (WAIT 1)
+# exactly one replica ($rep). A WAIT counts the replicas that have the
+# writes of its own connection, and a new connection has written nothing
+# (its WAIT answers every connected replica at once, even a stopped one),
+# so the WAIT follows a write on the same connection: a write after the
+# key's RESTORE, which the replication stream carries after it. Then the
+# replica itself is asked for the key.
 info=$(redis-cli -p "$to" info replication | tr -d '\r')
 [ "$(echo "$info" | sed -n 's/^connected_slaves://p')" = 1 ] || fail "$to has not exactly one replica: $info"
 rep=$(echo "$info" | sed -n 's/^slave0:ip=[^,]*,port=\([0-9]*\),.*/\1/p')
 [ -n "$rep" ] || fail "no replica port in: $info"
-[ "$(redis-cli -p "$to" wait 1 5000)" = 1 ] || fail "the replica $rep of $to did not acknowledge"
+acked=$(printf 'SET sh:{t}sync 1\nWAIT 1 5000\n' | redis-cli -p "$to" | tr -d '\r' | tr '\n' ' ')
+[ "$acked" = "OK 1 " ] || fail "the replica $rep of $to did not acknowledge a write after the key's move: $acked"
+onrep=$(printf 'READONLY\nGET sh:{t}k\n' | redis-cli -p "$rep" | tr -d '\r' | tr '\n' ' ')
+[ "$onrep" = "OK v " ] || fail "the replica $rep does not hold the moved key before the kill: $onrep"
 cluster_kill "$to"
 cluster_wait_failover "$to" || fail "no failover"
 # Only that replica can take over $to's slots. Every node's view and the

@@ -2,7 +2,8 @@
 # buy one unit at a time for random users of a set on random instances until
 # the stop file exists (or --seconds pass, or --until-soldout sees every
 # instance answer sold_out); with --answered-file, creates that file at
-# the first decided answer (a handshake for the caller); writes a JSON
+# the first decided answer, with --soldout-file at the first sold_out
+# (handshakes for the caller); writes a JSON
 # summary (answers by code, the accepted order ids, 201 and 202, and the
 # messages of the refusals by code) to --out.
 import argparse, http.client, json, os, random, threading, time
@@ -17,6 +18,7 @@ ap.add_argument("--stop-file", default="")
 ap.add_argument("--until-soldout", action="store_true")
 ap.add_argument("--out", required=True)
 ap.add_argument("--answered-file", default="")  # created at the first 202/409 answer
+ap.add_argument("--soldout-file", default="")   # created at the first 409 sold_out
 a = ap.parse_args()
 
 hosts = a.urls.split(",")
@@ -63,6 +65,8 @@ def run(seed):
                 accepted.append(body["order_id"].split("-")[0])
             if key == "409 sold_out":
                 soldout_seen.add(h)
+                if a.soldout_file:
+                    open(a.soldout_file, "a").close()
             if a.answered_file and key in ("202 pending", "409 sold_out", "201 accepted"):
                 open(a.answered_file, "a").close()
             if "message" in body:

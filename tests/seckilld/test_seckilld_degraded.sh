@@ -76,8 +76,13 @@ load() { # name campaign users [extra args]
 }
 
 # --- phase 1: Redis path; redis dies mid-sale ------------------------------
-load p1 dgA u1:100
-sleep 1
+wait_file() { # file seconds: a handshake from a load
+    for _ in $(seq 1 $(($2 * 20))); do [ -e "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
+load p1 dgA u1:100 --answered-file "$work/p1-answered"
+# mid-sale: once the Redis path has decided a purchase
+wait_file "$work/p1-answered" 20 || fail "no purchase decided on the Redis path"
 kill -9 "$REDIS_PID"
 wait "$REDIS_PID" 2>/dev/null || true
 touch "$work/stop-p1"
@@ -87,8 +92,10 @@ echo "degraded: all 3 instances on the database path"
 
 # --- phase 2: database path (A goes on, B sells out there) -----------------
 load p2 dgA u2:100
-load p2b dgB u2:100 --threads 3
-sleep 2
+load p2b dgB u2:100 --threads 3 --soldout-file "$work/p2b-soldout"
+# dgB's database reserve (20 units) is gone once the load is told sold out
+# (the reserve is the database's, one for every instance)
+wait_file "$work/p2b-soldout" 30 || fail "dgB did not sell out on the database path"
 late=$(curl -s -X POST "http://${hosts[1]}/v1/campaigns/dgB/purchase" -H 'X-User-Id: late' -w ' %{http_code}')
 case "$late" in *'"error":"sold_out"'*' 409') ;; *) fail "dgB on the database path: $late (want 409 sold_out)" ;; esac
 # a purchase under an Idempotency-Key waits for Redis (the database keeps

@@ -641,7 +641,9 @@ static void test_sentinel_master_without_replica_answers_202_not_201_on_fsync(vo
     assert_string_equal(oid, again);
 }
 
-/* WAITs the server has answered (INFO commandstats cmdstat_wait calls). */
+/* WAITs the server has answered (INFO commandstats cmdstat_wait calls).
+ * Server: Redis 7.0 and Valkey 8.0 (both passes): both count a WAIT when
+ * it is answered (docs/compatibility.md). */
 static long wait_calls(const test_server *s)
 {
     static char info[16384];

@@ -51,6 +51,7 @@ startup_refused "redis://127.0.0.1:$REDIS_PORT" ": the server requires a passwor
 startup_refused "redis://:Wrong-Pw@127.0.0.1:$REDIS_PORT" " for user 'default': WRONGPASS" --workers 2
 
 # --- 2. running: refusals are retried with backoff ---------------------------
+# total_connections_received: Redis 7.0 and Valkey 8.0 (both passes)
 conns() { rc INFO stats | awk -F: '/^total_connections_received:/ {print $2 + 0}'; }
 health() { curl -s -m 2 -H "Authorization: Bearer t0k" -w ' %{http_code}' "$base/healthz"; }
 start() { # name url
