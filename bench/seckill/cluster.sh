@@ -25,7 +25,9 @@ bench="$BUILD/tools/seckill-bench/seckill-bench"
 dl_start_redis "$work"
 one="redis://127.0.0.1:$REDIS_PORT"
 mkdir -p "$work/node" "$work/clu"
-dl_start_redis "$work/node" --cluster-enabled yes --cluster-config-file nodes.conf
+# the bus port chosen free too (by default it is the port + 10000, which
+# nobody checked: another process's, or above the range)
+dl_start_redis "$work/node" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-port "$(dl_free_port)"
 port=$REDIS_PORT
 redis-cli -p "$port" cluster addslotsrange 0 16383 >/dev/null
 for _ in $(seq 1 100); do
