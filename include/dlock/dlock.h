@@ -188,6 +188,33 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
  * other threads still use the client. */
 DLOCK_API void dlock_client_destroy(dlock_client *client);
 
+/* The validity rule (docs/locks.md, "When a hold ends"). Every hold of
+ * every object (lock, fair, read-write, semaphore, multi-lock, the etcd
+ * lock) has a validity deadline on this process's monotonic clock: the
+ * moment the command that acquired or last renewed it was *sent*, plus the
+ * lease, minus a drift allowance of lease * drift_ppm / 10^6 + drift_ms.
+ * From that moment on the handle no longer believes it holds (is_held is
+ * false, hold counts are 0, *_validity_ms is 0), whatever the network or
+ * the server is doing, and in watchdog mode the loss is declared then (log
+ * line, lock_lost_total, the object's lost callback) by a timer that never
+ * waits for I/O. The server lets another holder in no earlier than the
+ * lease after it *received* that command; so as long as this machine's
+ * clock runs no more than drift_ppm / 10^6 slower than the server's
+ * (NTP keeps real clocks within 500 ppm), and drift_ms covers scheduling
+ * between the send and the timestamp, a holder stops believing before
+ * anyone else can hold. A pause of this process itself (GC, SIGSTOP, swap)
+ * is not covered: code that acts after it may act late; fencing tokens
+ * (lock.h) are the answer for that case. */
+#define DLOCK_DRIFT_PPM_DEFAULT 10000 /* 1 % of the lease */
+#define DLOCK_DRIFT_MS_DEFAULT 2
+
+/* Sets the drift allowance of the validity rule above for holds acquired
+ * or renewed from now on: drift_ppm in 0..500000 (parts per million of
+ * the lease), drift_ms in 0..60000. Any thread. Returns 0 or
+ * DLOCK_EINVAL (NULL client, a value out of range: nothing changed).
+ * Since 1.1. */
+DLOCK_API int dlock_client_set_clock_drift(dlock_client *client, int64_t drift_ppm, int64_t drift_ms);
+
 /* The client's random 128-bit id as 32 lowercase hex digits + NUL. */
 DLOCK_API const char *dlock_client_id(const dlock_client *client);
 

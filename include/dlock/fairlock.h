@@ -71,6 +71,25 @@ DLOCK_API int dlock_fairlock_hold_count(dlock_fairlock *fl, int64_t *count_out);
  * (one round trip). */
 DLOCK_API int dlock_fairlock_queue_length(dlock_fairlock *fl, int64_t *len_out);
 
+/* ---- validity and loss (since 1.1) ------------------------------------ */
+
+/* Milliseconds until this handle must stop believing it holds: the
+ * validity rule of dlock.h (from the send time of the acquire or of the
+ * last good renewal, lease less the drift allowance); 0 when it holds
+ * nothing or the deadline passed. No Redis call; any thread. */
+DLOCK_API int64_t dlock_fairlock_validity_ms(const dlock_fairlock *h);
+
+/* Called once when a held fairlock is lost: a renewal found it gone, or its
+ * validity deadline passed with no renewal succeeding (watchdog mode; a
+ * fixed lease simply ends: validity_ms says when). It runs on one of the
+ * client's watchdog threads, at the deadline even when the server or the
+ * network does not answer. reason is DLOCK_ELOST. By the time it runs,
+ * validity_ms is 0. It may call the unlock function (which returns
+ * DLOCK_ELOST) but not free. */
+typedef void (*dlock_fairlock_lost_fn)(dlock_fairlock *h, int reason, void *ud);
+/* Sets (fn NULL: clears) the loss callback of this handle. Any thread. */
+DLOCK_API void dlock_fairlock_set_on_lost(dlock_fairlock *h, dlock_fairlock_lost_fn fn, void *ud);
+
 /* Makes a wait on this handle (now, or the next one to start) return
  * DLOCK_ECANCELED; the waiter leaves the queue. Any thread. */
 DLOCK_API void dlock_fairlock_cancel(dlock_fairlock *fl);

@@ -43,10 +43,12 @@ typedef enum dlock_lock_kind {
 /* Longest explicit owner id accepted (bytes). */
 #define DLOCK_OWNER_MAX 256
 
-/* Called on the watchdog thread when a held lock is found lost: the
- * renewal found the key gone or owned by someone else, or renewals failed
- * until the lease must have run out. reason is DLOCK_ELOST. By the time it
- * runs, dlock_lock_is_held() is already false. The callback may call
+/* Called on a watchdog thread when a held lock is found lost: the
+ * renewal found the key gone or owned by someone else, or no renewal
+ * succeeded before its validity deadline (dlock.h), which is declared at
+ * the deadline even when the server or the network does not answer.
+ * reason is DLOCK_ELOST. By the time it runs, dlock_lock_is_held() is
+ * already false. The callback may call
  * dlock_lock_unlock() (which then returns DLOCK_ELOST) but not
  * dlock_lock_free(). */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, int reason, void *ud);
@@ -131,9 +133,15 @@ DLOCK_API int dlock_lock_unlock(dlock_lock *lock);
 DLOCK_API void dlock_lock_cancel(dlock_lock *lock);
 
 /* Local view, no Redis call: true while this handle believes it holds the
- * lock (acquired, not released, not found lost, and with an explicit lease
- * not past it). Any thread. */
+ * lock: acquired, not released, not found lost, and before its validity
+ * deadline (dlock.h: from the send time of the acquire or the last good
+ * renewal, lease less the drift allowance; in watchdog mode as with an
+ * explicit lease). Any thread. */
 DLOCK_API bool dlock_lock_is_held(dlock_lock *lock);
+/* Milliseconds left before that deadline (0: not held, or past it). Code
+ * that must stop before anyone else can hold (a child process, a batch of
+ * writes) schedules its stop from this. No Redis call; any thread. Since 1.1. */
+DLOCK_API int64_t dlock_lock_validity_ms(dlock_lock *lock);
 
 /* Server queries (one round trip each). */
 /* *held_out = the key holds this handle's token / owner field. */

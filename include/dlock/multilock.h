@@ -67,6 +67,25 @@ DLOCK_API int dlock_multilock_unlock(dlock_multilock *ml);
  * object (dlock.h, "Contracts"). Returns 0, DLOCK_EINVAL, transport codes. */
 DLOCK_API int dlock_multilock_hold_count(dlock_multilock *ml, int64_t *count_out);
 
+/* ---- validity and loss (since 1.1) ------------------------------------ */
+
+/* Milliseconds until this handle must stop believing it holds all its names: the
+ * validity rule of dlock.h (from the send time of the acquire or of the
+ * last good renewal, lease less the drift allowance); 0 when it holds
+ * nothing or the deadline passed. No Redis call; any thread. */
+DLOCK_API int64_t dlock_multilock_validity_ms(const dlock_multilock *h);
+
+/* Called once when a held multilock is lost: a renewal found it gone, or its
+ * validity deadline passed with no renewal succeeding (watchdog mode; a
+ * fixed lease simply ends: validity_ms says when). It runs on one of the
+ * client's watchdog threads, at the deadline even when the server or the
+ * network does not answer. reason is DLOCK_ELOST. By the time it runs,
+ * validity_ms is 0. It may call the unlock function (which returns
+ * DLOCK_ELOST) but not free. */
+typedef void (*dlock_multilock_lost_fn)(dlock_multilock *h, int reason, void *ud);
+/* Sets (fn NULL: clears) the loss callback of this handle. Any thread. */
+DLOCK_API void dlock_multilock_set_on_lost(dlock_multilock *h, dlock_multilock_lost_fn fn, void *ud);
+
 /* Makes a wait on this handle (now, or the next one) return
  * DLOCK_ECANCELED. Any thread. */
 DLOCK_API void dlock_multilock_cancel(dlock_multilock *ml);

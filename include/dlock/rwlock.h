@@ -74,7 +74,27 @@ DLOCK_API int dlock_rwlock_write_lock(dlock_rwlock *rw, int64_t wait_ms);
 DLOCK_API int dlock_rwlock_read_unlock(dlock_rwlock *rw);
 DLOCK_API int dlock_rwlock_write_unlock(dlock_rwlock *rw);
 
-/* Local re-entry counts of this handle (0: not held). Any thread. */
+/* ---- validity and loss (since 1.1) ------------------------------------ */
+
+/* Milliseconds until this handle must stop believing it holds either side: the
+ * validity rule of dlock.h (from the send time of the acquire or of the
+ * last good renewal, lease less the drift allowance); 0 when it holds
+ * nothing or the deadline passed. No Redis call; any thread. */
+DLOCK_API int64_t dlock_rwlock_validity_ms(const dlock_rwlock *h);
+
+/* Called once when a held rwlock is lost: a renewal found it gone, or its
+ * validity deadline passed with no renewal succeeding (watchdog mode; a
+ * fixed lease simply ends: validity_ms says when). It runs on one of the
+ * client's watchdog threads, at the deadline even when the server or the
+ * network does not answer. reason is DLOCK_ELOST. By the time it runs,
+ * validity_ms is 0. It may call the unlock function (which returns
+ * DLOCK_ELOST) but not free. */
+typedef void (*dlock_rwlock_lost_fn)(dlock_rwlock *h, int reason, void *ud);
+/* Sets (fn NULL: clears) the loss callback of this handle. Any thread. */
+DLOCK_API void dlock_rwlock_set_on_lost(dlock_rwlock *h, dlock_rwlock_lost_fn fn, void *ud);
+
+/* Local re-entry counts of this handle (0: not held, which includes past
+ * the validity deadline: see dlock_rwlock_validity_ms). Any thread. */
 DLOCK_API int64_t dlock_rwlock_read_count(const dlock_rwlock *rw);
 DLOCK_API int64_t dlock_rwlock_write_count(const dlock_rwlock *rw);
 

@@ -73,8 +73,28 @@ DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *sem, int64_t k, int64_t w
  * DLOCK_EINVAL (k < 1), DLOCK_EUNKNOWN, DLOCK_ECONN, DLOCK_ESERVER. */
 DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t k);
 
-/* Permits this handle believes it holds (local, no Redis call). 0 after a
- * loss was detected by the watchdog. */
+/* ---- validity and loss (since 1.1) ------------------------------------ */
+
+/* Milliseconds until this handle must stop believing it holds its permits: the
+ * validity rule of dlock.h (from the send time of the acquire or of the
+ * last good renewal, lease less the drift allowance); 0 when it holds
+ * nothing or the deadline passed. No Redis call; any thread. */
+DLOCK_API int64_t dlock_semaphore_validity_ms(const dlock_semaphore *h);
+
+/* Called once when a held semaphore is lost: a renewal found it gone, or its
+ * validity deadline passed with no renewal succeeding (watchdog mode; a
+ * fixed lease simply ends: validity_ms says when). It runs on one of the
+ * client's watchdog threads, at the deadline even when the server or the
+ * network does not answer. reason is DLOCK_ELOST. By the time it runs,
+ * validity_ms is 0. It may call the unlock function (which returns
+ * DLOCK_ELOST) but not free. */
+typedef void (*dlock_semaphore_lost_fn)(dlock_semaphore *h, int reason, void *ud);
+/* Sets (fn NULL: clears) the loss callback of this handle. Any thread. */
+DLOCK_API void dlock_semaphore_set_on_lost(dlock_semaphore *h, dlock_semaphore_lost_fn fn, void *ud);
+
+/* Permits this handle believes it holds (local, no Redis call): 0 when
+ * it holds none, and from the validity deadline on (see
+ * dlock_semaphore_validity_ms) or after a loss. */
 DLOCK_API int64_t dlock_semaphore_held(const dlock_semaphore *sem);
 
 /* Permits free now (N when the name was never used); one round trip.

@@ -71,6 +71,13 @@ const char *dlock__cluster_errstr(const dlock__cluster *cl)
     return cl->errstr;
 }
 
+void dlock__cluster_set_timeouts(dlock__cluster *cl, const dlock__conn_opts *opts)
+{
+    cl->opts = *opts;
+    for (int i = 0; i < MAX_NODES; i++)
+        if (cl->conns[i]) dlock__plain_set_timeouts(cl->conns[i], opts);
+}
+
 /* The node's connection, opened on first use. 0, ECONN, EAUTH or ENOMEM. */
 static int node_conn(dlock__cluster *cl, int i, dlock__conn **out)
 {

@@ -15,6 +15,8 @@ typedef struct dlock__cluster dlock__cluster;
 int dlock__cluster_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__cluster **out, char *err,
                         size_t errlen);
 void dlock__cluster_close(dlock__cluster *cl);
+/* dlock__conn_set_timeouts for every node connection, open or not yet. */
+void dlock__cluster_set_timeouts(dlock__cluster *cl, const dlock__conn_opts *opts);
 int dlock__cluster_cmd(dlock__cluster *cl, int argc, const char **argv, const size_t *lens,
                        dlock__reply **reply_out);
 int dlock__cluster_pipeline(dlock__cluster *cl, size_t n, const int *argcs, const char *const *const *argvs,

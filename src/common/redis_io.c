@@ -32,6 +32,13 @@ void dlock__conn_close(dlock__conn *c)
     dlock__plain_close(c);
 }
 
+void dlock__conn_set_timeouts(dlock__conn *c, const dlock__conn_opts *opts)
+{
+    dlock__cluster *cl = dlock__plain_router(c);
+    if (cl) dlock__cluster_set_timeouts(cl, opts);
+    dlock__plain_set_timeouts(c, opts);
+}
+
 int dlock__conn_cmd(dlock__conn *c, int argc, const char **argv, const size_t *lens, dlock__reply **reply_out)
 {
     dlock__cluster *cl = dlock__plain_router(c);

@@ -44,6 +44,11 @@ typedef struct dlock__conn_opts {
 int dlock__conn_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out,
                      char *err, size_t errlen);
 void dlock__conn_close(dlock__conn *c);
+/* Replaces the connection's timeouts (both > 0): the command timeout
+ * applies to the next reply read (an open socket is updated at once), the
+ * connect timeout to the next (re)open; on a Cluster connection, to every
+ * node's. Used to bound one call by a deadline, then to restore. */
+void dlock__conn_set_timeouts(dlock__conn *c, const dlock__conn_opts *opts);
 
 /* Sends one command and reads its reply into *reply_out (which may be an
  * ERROR reply: the command was applied or refused by the server). A broken

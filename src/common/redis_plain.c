@@ -154,6 +154,13 @@ static int reopen(dlock__conn *c)
     return rc;
 }
 
+void dlock__plain_set_timeouts(dlock__conn *c, const dlock__conn_opts *opts)
+{
+    c->opts = *opts;
+    /* a failure leaves the old timeout, which still bounds the call */
+    if (c->ctx) (void)redisSetTimeout(c->ctx, tv_ms(opts->command_timeout_ms));
+}
+
 int dlock__plain_open(const dlock__url *url, const dlock__conn_opts *opts, dlock__conn **out, char *err,
                       size_t errlen)
 {

@@ -17,6 +17,7 @@ int dlock__plain_open(const dlock__url *url, const dlock__conn_opts *opts, dlock
                       size_t errlen);
 /* Frees the connection, not its router (the caller closes that first). */
 void dlock__plain_close(dlock__conn *c);
+void dlock__plain_set_timeouts(dlock__conn *c, const dlock__conn_opts *opts);
 int dlock__plain_cmd(dlock__conn *c, int argc, const char **argv, const size_t *lens,
                      dlock__reply **reply_out);
 int dlock__plain_pipeline(dlock__conn *c, size_t n, const int *argcs, const char *const *const *argvs,

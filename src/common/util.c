@@ -75,6 +75,29 @@ void dlock__sleep_ms(int64_t ms)
     }
 }
 
+void dlock__abstime_ms(int64_t ms, struct timespec *out)
+{
+    if (ms < 0) ms = 0;
+    clock_gettime(CLOCK_MONOTONIC, out);
+    out->tv_sec += (time_t)(ms / 1000);
+    out->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (out->tv_nsec >= 1000000000L) {
+        out->tv_sec++;
+        out->tv_nsec -= 1000000000L;
+    }
+}
+
+int dlock__cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    int rc = pthread_condattr_init(&a);
+    if (rc) return rc;
+    rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    if (rc == 0) rc = pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+    return rc;
+}
+
 void dlock__buf_append(dlock__buf *b, const char *s, size_t n)
 {
     if (b->oom) return;

@@ -3,10 +3,12 @@
 #ifndef DLOCK_COMMON_UTIL_H
 #define DLOCK_COMMON_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Milliseconds / microseconds on CLOCK_MONOTONIC (never jumps). */
 int64_t dlock__now_ms(void);
@@ -24,6 +26,12 @@ uint64_t dlock__random_below(uint64_t bound);
 int64_t dlock__backoff_ms(int64_t base_ms, int attempt, int64_t cap_ms);
 
 void dlock__sleep_ms(int64_t ms);
+
+/* The CLOCK_MONOTONIC time ms from now (a negative ms counts as 0), for
+ * pthread_cond_timedwait on a condition made with dlock__cond_init. */
+void dlock__abstime_ms(int64_t ms, struct timespec *out);
+/* pthread_cond_init on CLOCK_MONOTONIC; 0 or an errno value. */
+int dlock__cond_init(pthread_cond_t *cv);
 
 /* Growable NUL-terminated buffer. On allocation failure it sets oom and
  * ignores further appends, so callers check once at the end. */

@@ -22,7 +22,7 @@ typedef struct dlock__lock_ops {
     int (*try_lock)(void *impl, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out);
     int (*unlock)(void *impl);
     void (*cancel)(void *impl);
-    bool (*is_held)(void *impl);
+    int64_t (*validity_ms)(void *impl); /* the hold's (hold.h); 0: not held */
     int (*hold_count)(void *impl, int64_t *count_out);
     int (*is_locked)(void *impl, bool *locked_out);
     int (*remaining_ttl)(void *impl, int64_t *ttl_ms_out);

@@ -31,6 +31,22 @@ int64_t dlock__client_watchdog_ms(const dlock_client *c)
     return c->opts.watchdog_timeout_ms;
 }
 
+DLOCK_API int dlock_client_set_clock_drift(dlock_client *c, int64_t drift_ppm, int64_t drift_ms)
+{
+    if (!c || drift_ppm < 0 || drift_ppm > 500000 || drift_ms < 0 || drift_ms > 60000) return DLOCK_EINVAL;
+    atomic_store(&c->drift_ppm, drift_ppm);
+    atomic_store(&c->drift_ms, drift_ms);
+    return 0;
+}
+
+int64_t dlock__client_valid_until(const dlock_client *c, int64_t sent_ms, int64_t lease_ms)
+{
+    int64_t ppm = atomic_load(&((dlock_client *)c)->drift_ppm);
+    int64_t fixed = atomic_load(&((dlock_client *)c)->drift_ms);
+    /* lease_ms <= 2^53 in practice; ppm <= 5e5 keeps the product in range */
+    return sent_ms + lease_ms - (lease_ms / 1000) * ppm / 1000 - (lease_ms % 1000) * ppm / 1000000 - fixed;
+}
+
 void dlock__thread_owner(const dlock_client *c, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s:%ld", c->id, (long)syscall(SYS_gettid));

@@ -53,14 +53,10 @@ static int copy_options(dlock_client *c, const dlock_client_options *given)
 
 static int init_sync(dlock_client *c)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     int rc = pthread_mutex_init(&c->mu, NULL) || pthread_mutex_init(&c->sub_mu, NULL) ||
              pthread_mutex_init(&c->wd_mu, NULL) || pthread_mutex_init(&c->m_mu, NULL) ||
-             pthread_cond_init(&c->sub_cv, &ca) || pthread_cond_init(&c->wd_cv, &ca) ||
-             dlock__pool_init(&c->pool);
-    pthread_condattr_destroy(&ca);
+             dlock__cond_init(&c->sub_cv) || dlock__cond_init(&c->wd_cv) ||
+             dlock__cond_init(&c->wd_dl_cv) || dlock__pool_init(&c->pool);
     return rc ? DLOCK_ENOMEM : 0;
 }
 
@@ -72,6 +68,8 @@ DLOCK_API int dlock_client_create(const dlock_client_options *opts, dlock_client
     dlock_client *c = calloc(1, sizeof(*c));
     if (!c) return DLOCK_ENOMEM;
     c->wake_pipe[0] = c->wake_pipe[1] = -1;
+    atomic_init(&c->drift_ppm, DLOCK_DRIFT_PPM_DEFAULT);
+    atomic_init(&c->drift_ms, DLOCK_DRIFT_MS_DEFAULT);
     int rc = init_sync(c);
     if (rc) {
         free(c);
@@ -108,6 +106,7 @@ DLOCK_API void dlock_client_destroy(dlock_client *c)
     pthread_mutex_destroy(&c->m_mu);
     pthread_cond_destroy(&c->sub_cv);
     pthread_cond_destroy(&c->wd_cv);
+    pthread_cond_destroy(&c->wd_dl_cv);
     free(c);
 }
 

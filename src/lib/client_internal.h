@@ -18,6 +18,7 @@
 #define DLOCK_LIB_CLIENT_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -138,20 +139,43 @@ void dlock__wait_notify_local(dlock_client *c, const char *channel);
 void dlock__wait_cancel(dlock__waiter *w);
 void dlock__wait_end(dlock__waiter *w);
 
-/* ---- watchdog -------------------------------------------------------- */
+/* ---- watchdog and validity deadlines --------------------------------- */
+
+/* The validity rule (docs/locks.md, "When a hold ends"): a hold acquired
+ * or renewed by a command sent at sent_ms with lease lease_ms is believed
+ * until sent_ms + lease_ms - drift, where drift = lease_ms * drift_ppm /
+ * 10^6 + drift_ms (the client's dlock_client_set_clock_drift; default 1 %
+ * + 2 ms): the server starts the lease after it received the command, so
+ * as long as the two clocks' rates differ by less than the drift, the
+ * holder stops believing before the server lets anyone else in. */
+int64_t dlock__client_valid_until(const dlock_client *c, int64_t sent_ms, int64_t lease_ms);
 
 /* An object registered with the watchdog is renewed every
- * watchdog_timeout/3. renew() returns 0 (renewed), DLOCK_ELOST (the server
- * says it is gone: the watchdog calls lost() and drops it) or another code
- * (transient: retried; when no renewal succeeded for a full lease, lost()
- * is called with DLOCK_ELOST). Callbacks run on the watchdog thread. The
- * watchdog counts lock_watchdog_renew_total / _fail_total and, when it
- * calls lost(), lock_lost_total: objects must not count those again. */
+ * watchdog_timeout/3 by the watchdog's renewal thread. renew() returns 0
+ * (renewed), DLOCK_ELOST (the server says it is gone: lost() is called and
+ * the object dropped) or another code (transient: retried). A success
+ * moves valid_until_ms forward (dlock__client_valid_until from the round's
+ * send time). Independently, the watchdog's deadline thread, which never
+ * does I/O, calls lost() at valid_until_ms when no renewal moved it: a
+ * frozen server or network ends the belief on time, whatever the renewal
+ * thread is blocked on. Every renewal attempt's I/O is bounded by the
+ * remaining validity (dlock__pool_io_deadline). lost() runs on either
+ * watchdog thread, exactly once per registration. The watchdog counts
+ * lock_watchdog_renew_total / _fail_total and, when it calls lost(),
+ * lock_lost_total: objects must not count those again. */
 struct dlock__renew_cmd;
 typedef struct dlock__renewable {
     int (*renew)(struct dlock__renewable *r, int64_t lease_ms);
-    void (*lost)(struct dlock__renewable *r, int reason);
-    int64_t last_ok_ms;   /* monotonic time of the last successful renewal */
+    /* reason DLOCK_ELOST; late_ms: how long ago the last good renewal (or
+     * the acquire) was sent */
+    void (*lost)(struct dlock__renewable *r, int reason, int64_t late_ms);
+    /* Optional: "lock orders (simple)" for the loss log line. */
+    void (*describe)(struct dlock__renewable *r, char *buf, size_t len);
+    /* monotonic send time of the last successful acquire or renewal */
+    int64_t last_ok_ms;
+    /* Until when the holder may believe it holds (dlock__client_valid_until
+     * of the last success); read without a lock by is_held and friends. */
+    _Atomic int64_t valid_until_ms;
     struct dlock__renewable *next; /* owned by the watchdog */
     /* Optional batching (NULL: renew() is called). prepare() fills cmd with
      * the owner-checked renewal script call; the watchdog pipelines the due
@@ -162,6 +186,8 @@ typedef struct dlock__renewable {
     int (*finish)(struct dlock__renewable *r, const dlock__reply *reply);
     int64_t last_try_ms;  /* owned by the watchdog */
     bool removed;         /* owned by the watchdog */
+    bool renewing;        /* in the renewal thread's current round */
+    bool in_lost;         /* its lost() runs on the deadline thread */
 } dlock__renewable;
 
 #define DLOCK__RENEW_MAXARGS 4
@@ -174,8 +200,11 @@ typedef struct dlock__renew_cmd {
     char num[32]; /* scratch for a numeric argument (e.g. the lease) */
 } dlock__renew_cmd;
 
+/* Registers r (its valid_until_ms and last_ok_ms already set). */
 int dlock__watchdog_add(dlock_client *c, dlock__renewable *r);
-/* Returns after any renew() in progress on r has finished. */
+/* Unregisters r; returns after any renewal or loss callback in progress
+ * on r has finished (except on the watchdog thread running it, e.g. an
+ * unlock inside a lost callback), so r is never touched again. */
 void dlock__watchdog_remove(dlock_client *c, dlock__renewable *r);
 int64_t dlock__client_watchdog_ms(const dlock_client *c);
 

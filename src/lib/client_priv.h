@@ -44,14 +44,17 @@ struct dlock_client {
     dlock__chan *chans;
     struct dlock__sub_node *sub_nodes; /* one connection per master; dispatcher thread only */
 
-    /* ---- watchdog (wd_mu) ---- */
+    /* ---- watchdog (wd_mu): the renewal thread and the deadline thread ---- */
     pthread_mutex_t wd_mu;
-    pthread_cond_t wd_cv;
-    pthread_t wd_thread;
-    bool wd_started;
+    pthread_cond_t wd_cv;      /* renewal thread's tick; a busy flag cleared */
+    pthread_cond_t wd_dl_cv;   /* deadline thread: a registration came */
+    pthread_t wd_thread;       /* renewals (I/O, bounded by the deadlines) */
+    pthread_t wd_dl_thread;    /* losses at the deadline (never any I/O) */
+    bool wd_started, wd_dl_started;
     bool wd_stop;
-    bool wd_round;             /* callbacks of a round are running */
     dlock__renewable *wd_list;
+    /* the validity rule's drift (dlock__client_valid_until) */
+    _Atomic int64_t drift_ppm, drift_ms;
 
     /* ---- metrics (m_mu) ---- */
     pthread_mutex_t m_mu;

@@ -14,13 +14,13 @@ DLOCK_API const char *dlock_strerror(int err)
     switch ((dlock_err)err) {
     case DLOCK_OK: return "success";
     case DLOCK_EINVAL: return "invalid argument";
-    case DLOCK_EURL: return "malformed Redis URL";
+    case DLOCK_EURL: return "malformed URL";
     case DLOCK_ETLS: return "TLS to Redis (rediss://) is not available in this build: use redis:// through a local TLS tunnel (docs/ops/tls.md)";
     case DLOCK_EAUTH: return "authentication failed";
-    case DLOCK_ECONN: return "could not connect to Redis";
+    case DLOCK_ECONN: return "could not connect to the server";
     case DLOCK_ETIMEOUT: return "timed out waiting";
     case DLOCK_EIO: return "I/O error";
-    case DLOCK_ESERVER: return "Redis server error";
+    case DLOCK_ESERVER: return "the server answered an error";
     case DLOCK_EUNKNOWN: return "outcome unknown (sent, then the connection failed or timed out)";
     case DLOCK_ENOMEM: return "out of memory";
     case DLOCK_EBUSY: return "held by another owner";

@@ -53,7 +53,7 @@ typedef struct etcd_lock {
     char owner[17];     /* the lease as 16 hex digits ("" if never) */
     char mykey[KEY_MAX];
     uint64_t fence;
-    int64_t acquired_ms, lease_ms, expires_ms;
+    int64_t acquired_ms, lease_ms;
 } etcd_lock;
 
 /* One acquisition attempt: our lease and key. */
@@ -312,8 +312,8 @@ static int lock_renew(dlock__hold *h, int64_t lease_ms)
     pthread_mutex_lock(&l->mu);
     int64_t lease = l->lease;
     pthread_mutex_unlock(&l->mu);
-    /* last_ok_ms is the watchdog's, and this runs on its thread */
-    return keepalive(l->gw, lease, h->wd.last_ok_ms + dlock__client_watchdog_ms(l->c));
+    /* no answer can help past the validity deadline */
+    return keepalive(l->gw, lease, atomic_load(&h->wd.valid_until_ms));
 }
 
 /* The hold went HELD -> LOST (hold.c; the watchdog logged and counted it). */
@@ -335,10 +335,13 @@ static void became_holder(etcd_lock *l, const session *s, int64_t lease_ms, int6
     snprintf(l->mykey, sizeof(l->mykey), "%s", s->key);
     l->fence = (uint64_t)s->rev;
     l->lease_ms = lease_ms;
-    l->expires_ms = s->ka_sent_ms + lease_ms;
     pthread_mutex_unlock(&l->mu);
     (void)sent_ms;
-    dlock__hold_begin(&l->hold, lease_ms == 0, s->ka_sent_ms);
+    /* the lease was granted (or last kept alive) by a request sent at
+     * ka_sent_ms; its TTL is the requested one rounded up to seconds, so
+     * the requested ms is a safe lease to count */
+    dlock__hold_begin(&l->hold, lease_ms == 0, s->ka_sent_ms,
+                      lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c));
 }
 
 /* Arguments checked by lock_api.c; *fence_out (if any) is 0. */
@@ -348,7 +351,7 @@ static int etcd_try_lock(void *ll, int64_t wait_ms, int64_t lease_ms, uint64_t *
     bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
     pthread_mutex_lock(&l->mu);
     bool was_canceled = l->canceled;
-    bool lapsed = held && l->lease_ms > 0 && dlock__now_ms() >= l->expires_ms;
+    bool lapsed = held && l->lease_ms > 0 && !dlock__hold_valid(&l->hold);
     l->canceled = false;
     pthread_mutex_unlock(&l->mu);
     if (was_canceled) return DLOCK_ECANCELED;
@@ -439,14 +442,9 @@ static void etcd_cancel(void *ll)
     dlock__gw_wait_cancel(l->wait);
 }
 
-static bool etcd_is_held(void *ll)
+static int64_t etcd_validity_ms(void *ll)
 {
-    etcd_lock *l = of(ll);
-    bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
-    pthread_mutex_lock(&l->mu);
-    bool h = held && (l->lease_ms == 0 || dlock__now_ms() < l->expires_ms);
-    pthread_mutex_unlock(&l->mu);
-    return h;
+    return dlock__hold_validity_ms(&of(ll)->hold);
 }
 
 static int etcd_extend(void *ll, int64_t lease_ms)
@@ -573,7 +571,7 @@ static void etcd_free(void *ll)
 
 const dlock__lock_ops dlock__etcd_lock_ops = {
     .lock_new = etcd_lock_new, .try_lock = etcd_try_lock, .unlock = etcd_unlock,
-    .cancel = etcd_cancel, .is_held = etcd_is_held, .hold_count = etcd_hold_count,
+    .cancel = etcd_cancel, .validity_ms = etcd_validity_ms, .hold_count = etcd_hold_count,
     .is_locked = etcd_is_locked, .remaining_ttl = etcd_remaining_ttl, .extend = etcd_extend,
     .name = etcd_name, .key = etcd_key, .owner = etcd_owner, .fence = etcd_fence,
     .free = etcd_free, .force_unlock = dlock__etcd_force_unlock,

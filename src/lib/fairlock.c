@@ -86,6 +86,13 @@ static bool fl_sharded(const dlock_client *c, const char *key, const char *prefi
     return len != n && dlock__client_sharded(c, key, prefix);
 }
 
+static void fl_lost(dlock__hold *h, int reason)
+{
+    void *ud = NULL;
+    dlock_fairlock_lost_fn fn = (dlock_fairlock_lost_fn)dlock__hold_user_lost(h, &ud);
+    if (fn) fn(FL_OF_HOLD(h), reason, ud);
+}
+
 DLOCK_API int dlock_fairlock_new(dlock_client *client, const char *name,
                                  const dlock_fairlock_options *opts, dlock_fairlock **fl_out)
 {
@@ -115,7 +122,7 @@ DLOCK_API int dlock_fairlock_new(dlock_client *client, const char *name,
     fl->sharded = fl_sharded(client, fl->keys[K_LOCK], fl->keys[K_WAKE]);
     fl->waiter_ttl_ms = o.waiter_ttl_ms;
     atomic_init(&fl->count, 0);
-    static const dlock__hold_ops ops = {.renew = fl_renew, .describe = fl_describe};
+    static const dlock__hold_ops ops = {.renew = fl_renew, .lost = fl_lost, .describe = fl_describe};
     if (dlock__hold_init(&fl->hold, client, &ops) != 0) {
         dlock__waitctl_destroy(&fl->ctl);
         free(fl);
@@ -136,6 +143,7 @@ typedef struct fl_try {
     dlock_fairlock *fl;
     char lease[24];
     char ttl[24];
+    int64_t sent_ms; /* when the last attempt was sent */
 } fl_try;
 
 static int fl_attempt(void *ctx, int64_t *hint_ms)
@@ -145,6 +153,7 @@ static int fl_attempt(void *ctx, int64_t *hint_ms)
     const char *keys[3] = {fl->keys[K_LOCK], fl->keys[K_Q], fl->keys[K_QT]};
     const char *args[5] = {fl->owner, t->lease, t->ttl, fl->keys[K_WAKE], dlock__pub_cmd(fl->sharded)};
     long long code = 0, val = 0;
+    t->sent_ms = dlock__now_ms();
     int rc = dlock__fam_eval(fl->c, &dlock__script_fair_acquire, 3, keys, 5, args, &code, &val, NULL);
     if (rc) return rc;
     *hint_ms = val;
@@ -190,7 +199,7 @@ DLOCK_API int dlock_fairlock_lock(dlock_fairlock *fl, int64_t wait_ms, int64_t l
     atomic_fetch_add(&fl->count, 1);
     if (first) {
         fl->lease_ms = lease_ms;
-        dlock__hold_begin(&fl->hold, lease_ms == 0, dlock__now_ms());
+        dlock__hold_begin(&fl->hold, lease_ms == 0, t.sent_ms, lease);
     }
     return 0;
 }
@@ -234,6 +243,16 @@ DLOCK_API int dlock_fairlock_queue_length(dlock_fairlock *fl, int64_t *len_out)
     if (rc == 0) *len_out = dlock__reply_int(r);
     dlock__reply_free(r);
     return rc;
+}
+
+DLOCK_API int64_t dlock_fairlock_validity_ms(const dlock_fairlock *fl)
+{
+    return fl ? dlock__hold_validity_ms(&((dlock_fairlock *)fl)->hold) : 0;
+}
+
+DLOCK_API void dlock_fairlock_set_on_lost(dlock_fairlock *fl, dlock_fairlock_lost_fn fn, void *ud)
+{
+    if (fl) dlock__hold_set_user_lost(&fl->hold, (dlock__any_fn)fn, ud);
 }
 
 DLOCK_API void dlock_fairlock_cancel(dlock_fairlock *fl)

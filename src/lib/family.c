@@ -113,12 +113,7 @@ int dlock__waitctl_init(dlock__waitctl *ctl)
 {
     memset(ctl, 0, sizeof(*ctl));
     if (pthread_mutex_init(&ctl->mu, NULL) != 0) return DLOCK_ENOMEM;
-    pthread_condattr_t a;
-    int ok = pthread_condattr_init(&a) == 0;
-    ok = ok && pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0;
-    ok = ok && pthread_cond_init(&ctl->cv, &a) == 0;
-    pthread_condattr_destroy(&a);
-    if (!ok) {
+    if (dlock__cond_init(&ctl->cv) != 0) {
         pthread_mutex_destroy(&ctl->mu);
         return DLOCK_ENOMEM;
     }
@@ -181,13 +176,7 @@ bool dlock__waitctl_canceled(dlock__waitctl *ctl, uint64_t gen)
 int dlock__waitctl_sleep(dlock__waitctl *ctl, uint64_t gen, int64_t ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    dlock__abstime_ms(ms, &ts);
     pthread_mutex_lock(&ctl->mu);
     int rc = 0;
     while (ctl->gen == gen && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&ctl->cv, &ctl->mu, &ts);

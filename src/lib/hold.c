@@ -36,9 +36,16 @@ static int hold_finish(dlock__renewable *wd, const dlock__reply *reply)
     return h->ops->finish(h, reply);
 }
 
-/* The watchdog dropped wd (it already logged and counted the loss). */
-static void hold_lost(dlock__renewable *wd, int reason)
+static void hold_wd_describe(dlock__renewable *wd, char *buf, size_t len)
 {
+    dlock__hold *h = dlock__hold_of(wd);
+    h->ops->describe(h, buf, len);
+}
+
+/* The watchdog dropped wd (it already logged and counted the loss). */
+static void hold_lost(dlock__renewable *wd, int reason, int64_t late_ms)
+{
+    (void)late_ms;
     dlock__hold *h = dlock__hold_of(wd);
     pthread_mutex_lock(&h->mu);
     bool was = h->state == DLOCK__HOLD_HELD && !h->orphaned;
@@ -81,13 +88,14 @@ int dlock__hold_init(dlock__hold *h, dlock_client *c, const dlock__hold_ops *ops
     h->wd.prepare = ops->prepare ? hold_prepare : NULL;
     h->wd.finish = ops->finish ? hold_finish : NULL;
     h->wd.lost = hold_lost;
+    h->wd.describe = hold_wd_describe;
     h->reg.describe = hold_describe;
     h->reg.orphan = hold_orphan;
     dlock__held_add(c, &h->reg);
     return 0;
 }
 
-void dlock__hold_begin(dlock__hold *h, bool watchdog, int64_t sent_ms)
+void dlock__hold_begin(dlock__hold *h, bool watchdog, int64_t sent_ms, int64_t lease_ms)
 {
     pthread_mutex_lock(&h->mu);
     bool noop = h->state == DLOCK__HOLD_HELD || h->orphaned;
@@ -101,9 +109,10 @@ void dlock__hold_begin(dlock__hold *h, bool watchdog, int64_t sent_ms)
     h->dropped = false;
     h->since_ms = sent_ms;
     h->watched = watchdog;
+    h->wd.last_ok_ms = sent_ms;
+    atomic_store(&h->wd.valid_until_ms, dlock__client_valid_until(h->c, sent_ms, lease_ms));
     pthread_mutex_unlock(&h->mu);
     if (watchdog) {
-        h->wd.last_ok_ms = sent_ms;
         if (dlock__watchdog_add(h->c, &h->wd) != 0) {
             pthread_mutex_lock(&h->mu);
             h->watched = false;
@@ -143,6 +152,47 @@ void dlock__hold_set_unknown(dlock__hold *h, bool unknown)
     if (unknown && h->state == DLOCK__HOLD_FREE) h->state = DLOCK__HOLD_UNKNOWN;
     if (!unknown && h->state == DLOCK__HOLD_UNKNOWN) h->state = DLOCK__HOLD_FREE;
     pthread_mutex_unlock(&h->mu);
+}
+
+void dlock__hold_renewed(dlock__hold *h, int64_t sent_ms, int64_t lease_ms)
+{
+    pthread_mutex_lock(&h->mu);
+    int64_t old = atomic_load(&h->wd.valid_until_ms);
+    int64_t v = dlock__client_valid_until(h->c, sent_ms, lease_ms);
+    bool live = h->state == DLOCK__HOLD_HELD && !h->orphaned && dlock__now_ms() < old;
+    if (live && (!h->watched || v > old)) atomic_store(&h->wd.valid_until_ms, v);
+    pthread_mutex_unlock(&h->mu);
+}
+
+bool dlock__hold_valid(dlock__hold *h)
+{
+    return dlock__hold_validity_ms(h) > 0;
+}
+
+int64_t dlock__hold_validity_ms(dlock__hold *h)
+{
+    pthread_mutex_lock(&h->mu);
+    bool held = h->state == DLOCK__HOLD_HELD && !h->orphaned;
+    int64_t left = atomic_load(&h->wd.valid_until_ms) - dlock__now_ms();
+    pthread_mutex_unlock(&h->mu);
+    return held && left > 0 ? left : 0;
+}
+
+void dlock__hold_set_user_lost(dlock__hold *h, dlock__any_fn fn, void *ud)
+{
+    pthread_mutex_lock(&h->mu);
+    h->user_lost = fn;
+    h->user_lost_ud = ud;
+    pthread_mutex_unlock(&h->mu);
+}
+
+dlock__any_fn dlock__hold_user_lost(dlock__hold *h, void **ud_out)
+{
+    pthread_mutex_lock(&h->mu);
+    dlock__any_fn fn = h->user_lost;
+    *ud_out = h->user_lost_ud;
+    pthread_mutex_unlock(&h->mu);
+    return fn;
 }
 
 dlock__hold_state dlock__hold_get(dlock__hold *h)

@@ -3,7 +3,8 @@
  * semaphore, multi-lock) embeds a dlock__hold and changes state only here:
  *
  *   FREE --begin--> HELD --end--> FREE
- *   HELD --watchdog finds it gone--> LOST --take_lost--> FREE
+ *   HELD --watchdog finds it gone, or its validity deadline passes--> LOST
+ *   LOST --take_lost--> FREE
  *   FREE --acquire outcome unknown--> UNKNOWN --resolved--> FREE or HELD
  *   any --client destroyed--> orphaned (FREE, never touches the client again)
  *
@@ -11,7 +12,11 @@
  * dlock_client_destroy reports every held object of every kind and
  * orphans every handle, and dlock__hold_free is safe before or after the
  * client is gone. The hold's mutex is a leaf: no call out is made while
- * it is held. Internal only. */
+ * it is held.
+ * Every HELD hold has a validity deadline (the rule in dlock.h), set by
+ * begin and moved by renewals: dlock__hold_valid is what every "do I hold
+ * it" answer of every object reads, so belief ends at the deadline even
+ * before the watchdog's deadline thread declared the loss. Internal only. */
 #ifndef DLOCK_LIB_HOLD_H
 #define DLOCK_LIB_HOLD_H
 
@@ -30,6 +35,7 @@ typedef enum dlock__hold_state {
 } dlock__hold_state;
 
 typedef struct dlock__hold dlock__hold;
+typedef void (*dlock__any_fn)(void); /* a function pointer of any type, cast back before a call */
 
 /* What an object tells its hold. renew is required for watchdog mode;
  * prepare/finish batch renewals (see dlock__renewable); lost, if set, runs
@@ -54,13 +60,31 @@ struct dlock__hold {
     bool dropped;               /* the watchdog dropped it (loss): remove before reuse */
     bool orphaned;              /* the client was destroyed */
     int64_t since_ms;           /* when the current hold began */
+    dlock__any_fn user_lost;    /* dlock__hold_set_user_lost */
+    void *user_lost_ud;
 };
 
 /* Registers h with c for the handle's life. 0 or DLOCK_ENOMEM. */
 int dlock__hold_init(dlock__hold *h, dlock_client *c, const dlock__hold_ops *ops);
-/* FREE/UNKNOWN/LOST -> HELD since sent_ms; with watchdog, renewals start
- * (last good renewal = sent_ms). A no-op while already HELD. */
-void dlock__hold_begin(dlock__hold *h, bool watchdog, int64_t sent_ms);
+/* FREE/UNKNOWN/LOST -> HELD by a command sent at sent_ms that set a lease
+ * of lease_ms on the server: valid until dlock__client_valid_until(sent_ms,
+ * lease_ms). With watchdog, renewals start. A no-op while already HELD
+ * (the earlier, shorter validity stays). */
+void dlock__hold_begin(dlock__hold *h, bool watchdog, int64_t sent_ms, int64_t lease_ms);
+/* A command sent at sent_ms set the lease to lease_ms again (extend,
+ * re-entry): the deadline follows it, earlier or later; on a watched hold
+ * it only moves later (the watchdog's renewals set the same lease). Only
+ * while HELD and still valid: a hold past its deadline stays past it. */
+void dlock__hold_renewed(dlock__hold *h, int64_t sent_ms, int64_t lease_ms);
+/* HELD and before its validity deadline. */
+bool dlock__hold_valid(dlock__hold *h);
+/* Milliseconds of validity left: > 0 while dlock__hold_valid, else 0. */
+int64_t dlock__hold_validity_ms(dlock__hold *h);
+/* The object's user callback for a loss, kept with the hold (so the
+ * watchdog threads read it under the hold's mutex): fn is the object's own
+ * public callback type, cast; the object casts it back to call it. */
+void dlock__hold_set_user_lost(dlock__hold *h, dlock__any_fn fn, void *ud);
+dlock__any_fn dlock__hold_user_lost(dlock__hold *h, void **ud_out);
 /* Whatever the state -> FREE, renewals stopped; a released HELD records
  * its hold time. */
 void dlock__hold_end(dlock__hold *h, bool released);
@@ -68,6 +92,8 @@ void dlock__hold_end(dlock__hold *h, bool released);
 bool dlock__hold_take_lost(dlock__hold *h);
 /* FREE <-> UNKNOWN (an acquire whose outcome is not known). */
 void dlock__hold_set_unknown(dlock__hold *h, bool unknown);
+/* The state as recorded (a HELD hold may be past its deadline: use
+ * dlock__hold_valid for belief). */
 dlock__hold_state dlock__hold_get(dlock__hold *h);
 bool dlock__hold_watched(dlock__hold *h);
 /* Stops renewals of a HELD hold for a while (extend changes the lease):

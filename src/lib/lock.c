@@ -67,7 +67,6 @@ typedef struct rlock {
     char owner[DLOCK_OWNER_MAX + 1];
     uint64_t fence;
     int64_t lease_ms;   /* 0: watchdog mode */
-    int64_t expires_ms; /* lease mode: local deadline (from the send time) */
 
     dlock__waitctl ctl; /* waits and their cancellation (family.h); own lock */
 } rlock;
@@ -358,9 +357,9 @@ static void became_holder(rlock *l, const char *owner, const attempt_result *res
     snprintf(l->owner, sizeof(l->owner), "%s", owner);
     l->fence = res->fence;
     l->lease_ms = lease_ms;
-    l->expires_ms = sent_ms + lease_ms;
     pthread_mutex_unlock(&l->mu);
-    dlock__hold_begin(&l->hold, lease_ms == 0, sent_ms);
+    dlock__hold_begin(&l->hold, lease_ms == 0, sent_ms,
+                      lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c));
 }
 
 /* Ends a hold (released or found lost by us). */
@@ -433,8 +432,10 @@ static int reenter(rlock *l, uint64_t *fence_out)
 {
     pthread_mutex_lock(&l->mu);
     int64_t lease = l->lease_ms ? l->lease_ms : dlock__client_watchdog_ms(l->c);
+    bool watchdog = l->lease_ms == 0;
     pthread_mutex_unlock(&l->mu);
     attempt_result res = {0};
+    int64_t sent = dlock__now_ms();
     int rc = attempt(l, l->owner, lease, &res);
     if (rc) return rc;
     if (res.state == 0) { /* someone else holds it: ours was lost */
@@ -447,6 +448,12 @@ static int reenter(rlock *l, uint64_t *fence_out)
     if (res.state == 1 && want > 0 && res.acked < want) { /* a new hold without its promise */
         end_hold(l, false);
         return undo_unreplicated(l, l->owner, res.acked, lease);
+    }
+    if (res.state == 1) { /* a new hold: its validity counts from this send */
+        dlock__hold_end(&l->hold, false);
+        dlock__hold_begin(&l->hold, watchdog, sent, lease);
+    } else {
+        dlock__hold_renewed(&l->hold, sent, lease); /* the script set the lease again */
     }
     pthread_mutex_lock(&l->mu);
     if (res.state == 1) { /* expired and taken afresh: a new first hold */
@@ -533,7 +540,7 @@ static int redis_try_lock(void *impl, int64_t wait_ms, int64_t lease_ms, uint64_
     bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
     pthread_mutex_lock(&l->mu);
     bool same_owner = strcmp(owner, l->owner) == 0;
-    bool lapsed = held && l->lease_ms > 0 && dlock__now_ms() >= l->expires_ms;
+    bool lapsed = held && l->lease_ms > 0 && !dlock__hold_valid(&l->hold);
     pthread_mutex_unlock(&l->mu);
     if (lapsed) { /* the explicit lease ran out while "held": that hold is over */
         dlock__log(l->c, DLOCK_LOG_WARN, "lock %s: lease ran out before unlock", l->name);
@@ -631,6 +638,11 @@ static int redis_extend(void *impl, int64_t lease_ms)
     rlock *l = impl;
     dlock__hold_state st = dlock__hold_get(&l->hold);
     if (st != DLOCK__HOLD_HELD) return st == DLOCK__HOLD_LOST ? DLOCK_ELOST : DLOCK_ENOTHELD;
+    if (!dlock__hold_valid(&l->hold)) { /* past its deadline: another may hold it by now */
+        if (!dlock__hold_take_lost(&l->hold)) dlock__metrics_lost(l->c); /* not declared yet */
+        end_hold(l, false);
+        return DLOCK_ELOST;
+    }
     int64_t sent = dlock__now_ms();
     bool watched = dlock__hold_unwatch(&l->hold); /* owner stays stable below */
     int rc = renew_script(l, l->owner, lease_ms);
@@ -642,8 +654,8 @@ static int redis_extend(void *impl, int64_t lease_ms)
     if (rc == 0) {
         pthread_mutex_lock(&l->mu);
         l->lease_ms = lease_ms;
-        l->expires_ms = sent + lease_ms;
         pthread_mutex_unlock(&l->mu);
+        dlock__hold_renewed(&l->hold, sent, lease_ms);
     } else if (watched) {
         dlock__hold_rewatch(&l->hold); /* failed: keep renewing as before */
     }
@@ -655,14 +667,9 @@ static void redis_cancel(void *impl)
     dlock__waitctl_cancel(&((rlock *)impl)->ctl);
 }
 
-static bool redis_is_held(void *impl)
+static int64_t redis_validity_ms(void *impl)
 {
-    rlock *l = impl;
-    bool held = dlock__hold_get(&l->hold) == DLOCK__HOLD_HELD;
-    pthread_mutex_lock(&l->mu);
-    bool h = held && (l->lease_ms == 0 || dlock__now_ms() < l->expires_ms);
-    pthread_mutex_unlock(&l->mu);
-    return h;
+    return dlock__hold_validity_ms(&((rlock *)impl)->hold);
 }
 
 /* ---- queries ------------------------------------------------------------ */
@@ -837,7 +844,7 @@ static int redis_fence_guard(dlock_client *c, const char *resource, uint64_t tok
 
 const dlock__lock_ops dlock__redis_lock_ops = {
     .lock_new = redis_lock_new, .try_lock = redis_try_lock, .unlock = redis_unlock,
-    .cancel = redis_cancel, .is_held = redis_is_held, .hold_count = redis_hold_count,
+    .cancel = redis_cancel, .validity_ms = redis_validity_ms, .hold_count = redis_hold_count,
     .is_locked = redis_is_locked, .remaining_ttl = redis_remaining_ttl, .extend = redis_extend,
     .name = redis_name, .key = redis_key, .owner = redis_owner, .fence = redis_fence,
     .free = redis_free, .force_unlock = redis_force_unlock, .status_get = redis_status_get,

@@ -66,7 +66,12 @@ DLOCK_API void dlock_lock_cancel(dlock_lock *l)
 
 DLOCK_API bool dlock_lock_is_held(dlock_lock *l)
 {
-    return l ? l->ops->is_held(l->impl) : false;
+    return l ? l->ops->validity_ms(l->impl) > 0 : false;
+}
+
+DLOCK_API int64_t dlock_lock_validity_ms(dlock_lock *l)
+{
+    return l ? l->ops->validity_ms(l->impl) : 0;
 }
 
 DLOCK_API int dlock_lock_hold_count(dlock_lock *l, int64_t *count_out)

@@ -93,6 +93,13 @@ static int fill_keys(dlock_multilock *ml, const char *const *names)
     return 0;
 }
 
+static void ml_lost(dlock__hold *h, int reason)
+{
+    void *ud = NULL;
+    dlock_multilock_lost_fn fn = (dlock_multilock_lost_fn)dlock__hold_user_lost(h, &ud);
+    if (fn) fn(ML_OF_HOLD(h), reason, ud);
+}
+
 DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names, size_t n,
                                   dlock_multilock **ml_out)
 {
@@ -117,7 +124,7 @@ DLOCK_API int dlock_multilock_new(dlock_client *client, const char *const *names
         return rc;
     }
     atomic_init(&ml->count, 0);
-    static const dlock__hold_ops ops = {.renew = ml_renew, .describe = ml_describe};
+    static const dlock__hold_ops ops = {.renew = ml_renew, .lost = ml_lost, .describe = ml_describe};
     if (dlock__hold_init(&ml->hold, client, &ops) != 0) {
         dlock__waitctl_destroy(&ml->ctl);
         ml_destroy(ml);
@@ -190,6 +197,7 @@ static int ml_renew(dlock__hold *r, int64_t lease_ms)
 typedef struct ml_try {
     dlock_multilock *ml;
     char lease[24];
+    int64_t sent_ms; /* when the last attempt began: its first name's lease counts from then */
 } ml_try;
 
 static void rollback(dlock_multilock *ml, size_t taken)
@@ -209,6 +217,7 @@ static int ml_attempt(void *ctx, int64_t *hint_ms)
     dlock_multilock *ml = t->ml;
     const char *args[2] = {ml->owner, t->lease};
     long long code = 0, idx = 0, pttl = 0;
+    t->sent_ms = dlock__now_ms();
     if (ml->atomic) {
         int rc = run_range(ml, &dlock__script_multi_acquire, 0, ml->n, 2, args, &code, &idx, &pttl);
         if (rc) return rc;
@@ -262,7 +271,7 @@ DLOCK_API int dlock_multilock_lock(dlock_multilock *ml, int64_t wait_ms, int64_t
     atomic_fetch_add(&ml->count, 1);
     if (first) {
         ml->lease_ms = lease_ms;
-        dlock__hold_begin(&ml->hold, lease_ms == 0, dlock__now_ms());
+        dlock__hold_begin(&ml->hold, lease_ms == 0, t.sent_ms, lease);
     }
     return 0;
 }
@@ -300,6 +309,16 @@ DLOCK_API int dlock_multilock_hold_count(dlock_multilock *ml, int64_t *count_out
     }
     *count_out = least == INT64_MAX ? 0 : least;
     return 0;
+}
+
+DLOCK_API int64_t dlock_multilock_validity_ms(const dlock_multilock *ml)
+{
+    return ml ? dlock__hold_validity_ms(&((dlock_multilock *)ml)->hold) : 0;
+}
+
+DLOCK_API void dlock_multilock_set_on_lost(dlock_multilock *ml, dlock_multilock_lost_fn fn, void *ud)
+{
+    if (ml) dlock__hold_set_user_lost(&ml->hold, (dlock__any_fn)fn, ud);
 }
 
 DLOCK_API void dlock_multilock_cancel(dlock_multilock *ml)

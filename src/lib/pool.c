@@ -57,6 +57,41 @@ void dlock__pool_reresolve(dlock__pool *p)
 
 /* ---- pool ----------------------------------------------------------------- */
 
+/* The calling thread's deadline (dlock__pool_io_deadline); 0: none. */
+static _Thread_local int64_t io_until_ms;
+
+void dlock__pool_io_deadline(int64_t until_ms)
+{
+    io_until_ms = until_ms;
+}
+
+/* The connection options for a call starting now: the pool's, each
+ * shortened to what is left before the thread's deadline. */
+static dlock__conn_opts call_opts(const dlock__pool *p)
+{
+    dlock__conn_opts o = p->copts;
+    if (io_until_ms == 0) return o;
+    int64_t left = io_until_ms - dlock__now_ms();
+    if (left < 1) left = 1;
+    if (o.connect_timeout_ms > left) o.connect_timeout_ms = left;
+    if (o.command_timeout_ms > left) o.command_timeout_ms = left;
+    return o;
+}
+
+/* Waits for a free connection slot; false when the thread's deadline
+ * passed first. mu held. */
+static bool wait_slot(dlock__pool *p)
+{
+    if (io_until_ms == 0) {
+        pthread_cond_wait(&p->cv, &p->mu);
+        return true;
+    }
+    struct timespec ts;
+    dlock__abstime_ms(io_until_ms - dlock__now_ms(), &ts);
+    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    return dlock__now_ms() < io_until_ms;
+}
+
 static int pool_get(dlock__pool *p, dlock__pooled *out)
 {
     pthread_mutex_lock(&p->mu);
@@ -78,7 +113,10 @@ static int pool_get(dlock__pool *p, dlock__pooled *out)
             continue;
         }
         if (p->n_open < p->opts->pool_size) break;
-        pthread_cond_wait(&p->cv, &p->mu);
+        if (!wait_slot(p)) {
+            pthread_mutex_unlock(&p->mu);
+            return DLOCK_ETIMEOUT;
+        }
     }
     p->n_open++;
     dlock__url m;
@@ -87,7 +125,8 @@ static int pool_get(dlock__pool *p, dlock__pooled *out)
     pthread_mutex_unlock(&p->mu);
     char err[256] = "";
     if (rc == 0) {
-        rc = dlock__err_from_common(dlock__conn_open(&m, &p->copts, &out->conn, err, sizeof(err)));
+        dlock__conn_opts o = call_opts(p);
+        rc = dlock__err_from_common(dlock__conn_open(&m, &o, &out->conn, err, sizeof(err)));
         dlock__url_free(&m);
         if (rc) dlock__log_opts(p->opts, DLOCK_LOG_WARN, "connect: %s", err);
     }
@@ -119,6 +158,19 @@ static void pool_put(dlock__pool *p, dlock__pooled *pc)
  * ECONN, i.e. nothing was sent. fn returns a dlock code. */
 typedef int (*conn_fn)(dlock__pool *p, dlock__conn *conn, void *ctx);
 
+/* fn on conn, its timeouts bounded by the thread's deadline for the call
+ * and the pool's restored after it (the connection goes back to the pool). */
+static int run_bounded(dlock__pool *p, dlock__conn *conn, conn_fn fn, void *ctx)
+{
+    if (io_until_ms == 0) return fn(p, conn, ctx);
+    if (dlock__now_ms() >= io_until_ms) return DLOCK_ETIMEOUT;
+    dlock__conn_opts o = call_opts(p);
+    dlock__conn_set_timeouts(conn, &o);
+    int rc = fn(p, conn, ctx);
+    dlock__conn_set_timeouts(conn, &p->copts);
+    return rc;
+}
+
 static int with_conn(dlock__pool *p, conn_fn fn, void *ctx)
 {
     if (!p->started) return DLOCK_ENOTSUP; /* no Redis behind this client (etcd) */
@@ -127,12 +179,14 @@ static int with_conn(dlock__pool *p, conn_fn fn, void *ctx)
         dlock__pooled pc;
         rc = pool_get(p, &pc);
         if (rc == 0) {
-            rc = fn(p, pc.conn, ctx);
+            rc = run_bounded(p, pc.conn, fn, ctx);
             pool_put(p, &pc);
         }
         if (rc != DLOCK_ECONN || attempt >= p->opts->retry_attempts) break;
         dlock__pool_reresolve(p);
-        dlock__sleep_ms(dlock__backoff_ms(p->opts->retry_delay_ms, attempt, 2000));
+        int64_t pause = dlock__backoff_ms(p->opts->retry_delay_ms, attempt, 2000);
+        if (io_until_ms && dlock__now_ms() + pause >= io_until_ms) break; /* no time for another try */
+        dlock__sleep_ms(pause);
     }
     return rc;
 }
@@ -397,7 +451,7 @@ int dlock__pool_pipeline_eval(dlock__pool *p, size_t n, const dlock__renew_cmd *
 int dlock__pool_init(dlock__pool *p)
 {
     if (pthread_mutex_init(&p->mu, NULL) != 0) return DLOCK_ENOMEM;
-    if (pthread_cond_init(&p->cv, NULL) != 0) {
+    if (dlock__cond_init(&p->cv) != 0) { /* timed waits: dlock__pool_io_deadline */
         pthread_mutex_destroy(&p->mu);
         return DLOCK_ENOMEM;
     }

@@ -76,6 +76,15 @@ int dlock__pool_node_for(dlock__pool *p, const char *channel, bool refresh, dloc
  * changed master bumps the generation, so older connections are dropped. */
 void dlock__pool_reresolve(dlock__pool *p);
 
+/* A deadline (monotonic ms; 0: none) bounding every pool call the calling
+ * thread makes until it is cleared: the wait for a free connection, each
+ * connect, each reply and the retries between them. A call that would
+ * start at or past it returns DLOCK_ETIMEOUT with nothing sent; a reply
+ * it cuts short is DLOCK_EUNKNOWN as usual. The watchdog sets it to the
+ * validity deadline of what it renews, so a frozen server delays no
+ * renewal beyond the point where it could still matter. */
+void dlock__pool_io_deadline(int64_t until_ms);
+
 /* The implementations of dlock__client_cmd / _eval_wait / dlock__script_sha
  * (client_internal.h), on this pool. */
 int dlock__pool_cmd(dlock__pool *p, int argc, const char **argv, const size_t *lens,

@@ -68,6 +68,13 @@ static int rw_renew_cb(dlock__hold *r, int64_t lease_ms)
     return (mask & want) == want ? 0 : DLOCK_ELOST;
 }
 
+static void rw_lost(dlock__hold *h, int reason)
+{
+    void *ud = NULL;
+    dlock_rwlock_lost_fn fn = (dlock_rwlock_lost_fn)dlock__hold_user_lost(h, &ud);
+    if (fn) fn(RW_OF_HOLD(h), reason, ud);
+}
+
 static void rw_describe(const dlock__hold *h, char *buf, size_t len)
 {
     const dlock_rwlock *rw = RW_OF_HOLD(h);
@@ -102,7 +109,7 @@ DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
     rw->intent_ms = o.writer_intent_ms;
     atomic_init(&rw->rcount, 0);
     atomic_init(&rw->wcount, 0);
-    static const dlock__hold_ops ops = {.renew = rw_renew_cb, .describe = rw_describe};
+    static const dlock__hold_ops ops = {.renew = rw_renew_cb, .lost = rw_lost, .describe = rw_describe};
     if (dlock__hold_init(&rw->hold, client, &ops) != 0) {
         dlock__waitctl_destroy(&rw->ctl);
         free(rw);
@@ -126,6 +133,7 @@ typedef struct rw_try {
     bool write;
     char lease[24];
     char intent[24];
+    int64_t sent_ms; /* when the last attempt was sent */
 } rw_try;
 
 static int rw_attempt(void *ctx, int64_t *hint_ms)
@@ -136,6 +144,7 @@ static int rw_attempt(void *ctx, int64_t *hint_ms)
     const char *args[3] = {rw->owner, t->lease, t->intent};
     long long code = 0, val = 0;
     const dlock__script *s = t->write ? &dlock__script_rw_write_acquire : &dlock__script_rw_read_acquire;
+    t->sent_ms = dlock__now_ms();
     int rc = dlock__fam_eval(rw->c, s, 4, keys, t->write ? 3 : 2, args, &code, &val, NULL);
     if (rc) return rc;
     if (code == -1) return DLOCK_EUPGRADE;
@@ -178,7 +187,8 @@ static int acquire(dlock_rwlock *rw, bool write, int64_t wait_ms)
         withdraw_intent(rw);
     if (rc) return rc;
     atomic_fetch_add(write ? &rw->wcount : &rw->rcount, 1);
-    dlock__hold_begin(&rw->hold, rw->lease_ms == 0, dlock__now_ms());
+    /* a side taken while holding the other keeps the earlier deadline */
+    dlock__hold_begin(&rw->hold, rw->lease_ms == 0, t.sent_ms, lease);
     return 0;
 }
 
@@ -224,14 +234,33 @@ DLOCK_API int dlock_rwlock_write_unlock(dlock_rwlock *rw)
     return release(rw, true);
 }
 
+/* A count is believed only while the hold is valid (dlock.h's rule). */
+static int64_t valid_count(const dlock_rwlock *rw, bool write)
+{
+    if (!rw) return 0;
+    dlock_rwlock *w = (dlock_rwlock *)rw;
+    if (!dlock__hold_valid(&w->hold)) return 0;
+    return atomic_load(write ? &w->wcount : &w->rcount);
+}
+
 DLOCK_API int64_t dlock_rwlock_read_count(const dlock_rwlock *rw)
 {
-    return rw ? atomic_load(&((dlock_rwlock *)rw)->rcount) : 0;
+    return valid_count(rw, false);
 }
 
 DLOCK_API int64_t dlock_rwlock_write_count(const dlock_rwlock *rw)
 {
-    return rw ? atomic_load(&((dlock_rwlock *)rw)->wcount) : 0;
+    return valid_count(rw, true);
+}
+
+DLOCK_API int64_t dlock_rwlock_validity_ms(const dlock_rwlock *rw)
+{
+    return rw ? dlock__hold_validity_ms(&((dlock_rwlock *)rw)->hold) : 0;
+}
+
+DLOCK_API void dlock_rwlock_set_on_lost(dlock_rwlock *rw, dlock_rwlock_lost_fn fn, void *ud)
+{
+    if (rw) dlock__hold_set_user_lost(&rw->hold, (dlock__any_fn)fn, ud);
 }
 
 DLOCK_API void dlock_rwlock_cancel(dlock_rwlock *rw)

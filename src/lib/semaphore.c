@@ -66,6 +66,13 @@ static int sem_renew(dlock__hold *r, int64_t lease_ms)
     return code == 1 ? 0 : DLOCK_ELOST;
 }
 
+static void sem_lost(dlock__hold *h, int reason)
+{
+    void *ud = NULL;
+    dlock_semaphore_lost_fn fn = (dlock_semaphore_lost_fn)dlock__hold_user_lost(h, &ud);
+    if (fn) fn(SEM_OF_HOLD(h), reason, ud);
+}
+
 static void sem_describe(const dlock__hold *h, char *buf, size_t len)
 {
     const dlock_semaphore *s = SEM_OF_HOLD(h);
@@ -100,7 +107,7 @@ DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
     s->lease_ms = o.lease_ms;
     dlock__fam_fmt_i64(s->limit_s, sizeof(s->limit_s), o.permits);
     atomic_init(&s->held, 0);
-    static const dlock__hold_ops ops = {.renew = sem_renew, .describe = sem_describe};
+    static const dlock__hold_ops ops = {.renew = sem_renew, .lost = sem_lost, .describe = sem_describe};
     if (dlock__hold_init(&s->hold, client, &ops) != 0) {
         dlock__waitctl_destroy(&s->ctl);
         free(s);
@@ -117,6 +124,7 @@ typedef struct sem_try {
     const char *id;
     char k[24];
     char lease[24];
+    int64_t sent_ms; /* when the last attempt was sent */
 } sem_try;
 
 static int sem_attempt(void *ctx, int64_t *hint_ms)
@@ -126,6 +134,7 @@ static int sem_attempt(void *ctx, int64_t *hint_ms)
     const char *keys[3] = {s->keys[K_META], s->keys[K_EXP], s->keys[K_CNT]};
     const char *args[6] = {t->id, t->k, t->lease, s->limit_s, s->keys[K_CHAN], dlock__pub_cmd(s->sharded)};
     long long code = 0, val = 0;
+    t->sent_ms = dlock__now_ms();
     int rc = dlock__fam_eval(s->c, &dlock__script_sem_acquire, 3, keys, 6, args, &code, &val, NULL);
     if (rc) return rc;
     if (code == -2) {
@@ -144,7 +153,9 @@ static const char *sem_channel(void *ctx, bool *sharded_out)
     return ((sem_try *)ctx)->s->keys[K_CHAN];
 }
 
-static int take(dlock_semaphore *s, const char *id, int64_t k, int64_t lease_ms, int64_t wait_ms)
+/* *sent_out (may be NULL): when the successful attempt was sent. */
+static int take(dlock_semaphore *s, const char *id, int64_t k, int64_t lease_ms, int64_t wait_ms,
+                int64_t *sent_out)
 {
     sem_try t = {.s = s, .id = id};
     dlock__fam_fmt_i64(t.k, sizeof(t.k), k);
@@ -154,6 +165,7 @@ static int take(dlock_semaphore *s, const char *id, int64_t k, int64_t lease_ms,
                            .max_nap_ms = 2000};
     int rc = dlock__fam_wait(&sp);
     dlock__metrics_acquire(s->c, rc);
+    if (sent_out) *sent_out = t.sent_ms;
     return rc;
 }
 
@@ -171,10 +183,13 @@ DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *sem, int64_t k, int64_t w
     if (k > sem->limit) return DLOCK_ELIMIT;
     sync_lost(sem);
     int64_t lease = sem->lease_ms ? sem->lease_ms : dlock__client_watchdog_ms(sem->c);
-    int rc = take(sem, sem->owner, k, lease, wait_ms);
+    int64_t sent = 0;
+    int rc = take(sem, sem->owner, k, lease, wait_ms, &sent);
     if (rc) return rc;
     atomic_fetch_add(&sem->held, k);
-    dlock__hold_begin(&sem->hold, sem->lease_ms == 0, dlock__now_ms()); /* no-op while holding */
+    /* the script set the holder's one expiry (all its permits) anew */
+    dlock__hold_begin(&sem->hold, sem->lease_ms == 0, sent, lease); /* no-op while holding */
+    dlock__hold_renewed(&sem->hold, sent, lease);
     return 0;
 }
 
@@ -207,7 +222,17 @@ DLOCK_API int64_t dlock_semaphore_held(const dlock_semaphore *sem)
 {
     if (!sem) return 0;
     dlock_semaphore *s = (dlock_semaphore *)sem;
-    return dlock__hold_get(&s->hold) == DLOCK__HOLD_LOST ? 0 : atomic_load(&s->held);
+    return dlock__hold_valid(&s->hold) ? atomic_load(&s->held) : 0; /* dlock.h's validity rule */
+}
+
+DLOCK_API int64_t dlock_semaphore_validity_ms(const dlock_semaphore *sem)
+{
+    return sem ? dlock__hold_validity_ms(&((dlock_semaphore *)sem)->hold) : 0;
+}
+
+DLOCK_API void dlock_semaphore_set_on_lost(dlock_semaphore *sem, dlock_semaphore_lost_fn fn, void *ud)
+{
+    if (sem) dlock__hold_set_user_lost(&sem->hold, (dlock__any_fn)fn, ud);
 }
 
 DLOCK_API int dlock_semaphore_available(dlock_semaphore *sem, int64_t *available_out)
@@ -254,7 +279,7 @@ DLOCK_API int dlock_permits_acquire(dlock_semaphore *sem, int64_t lease_ms, int6
     char id[DLOCK_PERMIT_ID_LEN];
     int rc = dlock__err_from_common(dlock__random_hex(id, (DLOCK_PERMIT_ID_LEN - 1) / 2));
     if (rc) return rc;
-    rc = take(sem, id, 1, lease_ms, wait_ms);
+    rc = take(sem, id, 1, lease_ms, wait_ms, NULL);
     if (rc == 0) memcpy(id_out, id, DLOCK_PERMIT_ID_LEN);
     return rc;
 }

@@ -79,13 +79,7 @@ static void wake_dispatcher(dlock_client *c)
 static struct timespec deadline_ts(int64_t ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    dlock__abstime_ms(ms, &ts);
     return ts;
 }
 
@@ -104,11 +98,10 @@ static int begin(dlock_client *c, const char *channel, bool sharded, bool one, d
     if (!channel || !*channel) return DLOCK_EINVAL;
     dlock__waiter *w = calloc(1, sizeof(*w));
     if (!w) return DLOCK_ENOMEM;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    if (dlock__cond_init(&w->cv) != 0) {
+        free(w);
+        return DLOCK_ENOMEM;
+    }
     w->c = c;
     w->one = one;
     pthread_mutex_lock(&c->sub_mu);

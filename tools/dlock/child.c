@@ -200,27 +200,37 @@ typedef struct run_state {
     cli_child_result *res;
 } run_state;
 
-static void lock_lost(run_state *st, const char *why)
+/* Stops COMMAND as --on-lost says; left_ms of validity remain (0: none). */
+static void lock_lost(run_state *st, int64_t left_ms)
 {
     if (st->res->lost) return;
     st->res->lost = true;
-    switch (st->o->on_lost) {
+    const cli_options *o = st->o;
+    char why[160];
+    if (left_ms <= 0)
+        snprintf(why, sizeof(why), "it was found gone, or no renewal succeeded before its validity ended");
+    else if (o->lease_ms > 0)
+        snprintf(why, sizeof(why), "its --lease ends in %lld ms", (long long)left_ms);
+    else
+        snprintf(why, sizeof(why), "no renewal succeeded: its validity ends in %lld ms", (long long)left_ms);
+    switch (o->on_lost) {
     case CLI_ON_LOST_IGNORE:
-        cli_err("lock '%s' lost (%s); COMMAND keeps running (--on-lost=ignore)",
-                st->o->name, why);
+        cli_err("lock '%s' lost (%s); COMMAND keeps running (--on-lost=ignore)", o->name, why);
         return;
     case CLI_ON_LOST_KILL:
-        cli_err("lock '%s' lost (%s); killing COMMAND (pid %ld)", st->o->name, why,
-                (long)st->pid);
+        cli_err("lock '%s' lost (%s); killing COMMAND (pid %ld)", o->name, why, (long)st->pid);
         kill(-st->pid, SIGKILL);
         break;
-    case CLI_ON_LOST_TERM:
+    case CLI_ON_LOST_TERM: {
+        int64_t margin = cli_kill_margin_ms(cli_lease_ms(o)), grace = left_ms - margin;
+        if (grace < 0) grace = 0;
         cli_err("lock '%s' lost (%s); sending SIGTERM to COMMAND (pid %ld), SIGKILL in %.3g s",
-                st->o->name, why, (long)st->pid, (double)st->o->kill_grace_ms / 1000.0);
+                o->name, why, (long)st->pid, (double)grace / 1000.0);
         kill(-st->pid, SIGTERM);
         kill(-st->pid, SIGCONT); /* a stopped (^Z) job must see it too */
-        st->kill_at_ms = cli_now_ms() + st->o->kill_grace_ms;
+        st->kill_at_ms = cli_now_ms() + (grace > 0 ? grace : 1);
         break;
+    }
     }
     st->res->stopped_by_us = true;
 }
@@ -263,23 +273,28 @@ static bool reap(run_state *st)
     return true;
 }
 
-/* Milliseconds until the next deadline (SIGKILL, lease end), -1: none. */
-static int64_t next_timeout(const run_state *st, int64_t lease_deadline_ms)
+/* Validity below which COMMAND is stopped: SIGTERM then, SIGKILL margin
+ * before the deadline. */
+static int64_t stop_below_ms(const cli_options *o)
 {
-    int64_t t = -1;
-    if (st->kill_at_ms) t = st->kill_at_ms;
-    if (lease_deadline_ms && !st->res->lost && (t < 0 || lease_deadline_ms < t))
-        t = lease_deadline_ms;
-    if (t < 0) return -1;
-    t -= cli_now_ms();
-    return t > 0 ? t : 0;
+    int64_t margin = cli_kill_margin_ms(cli_lease_ms(o));
+    return o->on_lost == CLI_ON_LOST_TERM ? o->kill_grace_ms + margin : margin;
 }
 
-/* How often kinds without a lost-lock callback are checked. */
-#define CLI_POLL_MS 200
+/* Milliseconds until something is due (the stop point, SIGKILL). */
+static int64_t next_timeout(const run_state *st, int64_t left_ms)
+{
+    int64_t t = -1;
+    if (!st->res->lost) t = left_ms - stop_below_ms(st->o);
+    if (st->kill_at_ms) {
+        int64_t k = st->kill_at_ms - cli_now_ms();
+        if (t < 0 || k < t) t = k;
+    }
+    if (t < 0 && !st->res->lost) t = 0;
+    return t < 0 ? -1 : t;
+}
 
-int cli_child_run(const cli_options *o, cli_lock *lk, int64_t lease_deadline_ms,
-                  cli_child_result *res)
+int cli_child_run(const cli_options *o, cli_lock *lk, cli_child_result *res)
 {
     memset(res, 0, sizeof(*res));
     bool tty = owns_terminal();
@@ -287,22 +302,16 @@ int cli_child_run(const cli_options *o, cli_lock *lk, int64_t lease_deadline_ms,
     if (pid < 0) return -pid;
     cli_verbose(o, "started COMMAND, pid %ld", (long)pid);
     run_state st = {.o = o, .pid = pid, .tty = tty, .res = res};
-    bool poll = cli_lock_needs_poll(lk);
     while (!reap(&st)) {
-        int64_t timeout = next_timeout(&st, lease_deadline_ms);
-        if (poll && (timeout < 0 || timeout > CLI_POLL_MS)) timeout = CLI_POLL_MS;
-        int ev = cli_events_next(timeout);
-        int64_t now = cli_now_ms();
-        if (ev == CLI_EV_LOST || (poll && !res->lost && cli_lock_poll_lost(lk)))
-            lock_lost(&st, "it was found gone or could not be renewed for a whole lease");
+        int ev = cli_events_next(next_timeout(&st, cli_lock_validity_ms(lk)));
         if (ev > 0 && ev != SIGCHLD && ev < CLI_EV_ACQUIRED) {
             cli_verbose(o, "forwarding signal %d to COMMAND", ev);
             kill(-pid, ev);
         }
-        if (lease_deadline_ms && now >= lease_deadline_ms) lock_lost(&st, "its --lease ran out");
-        if (st.kill_at_ms && now >= st.kill_at_ms) {
-            cli_err("COMMAND still running %.3g s after SIGTERM: sending SIGKILL",
-                    (double)o->kill_grace_ms / 1000.0);
+        int64_t left = cli_lock_validity_ms(lk); /* read after any wake: renewals move it */
+        if (!res->lost && left <= stop_below_ms(o)) lock_lost(&st, left);
+        if (st.kill_at_ms && cli_now_ms() >= st.kill_at_ms) {
+            cli_err("COMMAND still running at the end of its grace: sending SIGKILL");
             kill(-pid, SIGKILL);
             st.kill_at_ms = 0;
         }

@@ -23,12 +23,13 @@ typedef struct cli_child_result {
 } cli_child_result;
 
 /* Runs COMMAND (o->cmd, or /bin/sh -c o->shell_cmd) and waits for it,
- * forwarding signals and applying o->on_lost when lk is lost (posted
- * CLI_EV_LOST, or polled for kinds without a callback). lease_deadline_ms is the
- * monotonic time the lease runs out in fixed-lease mode (0: watchdog
- * mode). Returns 0 with *res filled, or an exit code (126/127/71) when
- * COMMAND could not be started (message already printed). */
-int cli_child_run(const cli_options *o, cli_lock *lk, int64_t lease_deadline_ms,
-                  cli_child_result *res);
+ * forwarding signals. COMMAND must be gone before the lock's validity
+ * deadline (cli_lock_validity_ms): when no more than kill-grace + margin
+ * (cli_kill_margin_ms) of it is left - a lease running out, renewals
+ * failing, a loss posted as CLI_EV_LOST - o->on_lost is applied: SIGTERM
+ * now and SIGKILL at the deadline less the margin (term), SIGKILL now
+ * (kill), or a warning (ignore). Returns 0 with *res filled, or an exit
+ * code (126/127/71) when COMMAND could not be started (message printed). */
+int cli_child_run(const cli_options *o, cli_lock *lk, cli_child_result *res);
 
 #endif

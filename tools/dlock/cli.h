@@ -56,7 +56,7 @@ typedef struct cli_options {
     int conflict_code;      /* -E */
     int64_t lease_ms;       /* --lease; 0: watchdog mode */
     int64_t watchdog_ms;    /* --watchdog-lease; 0: library default */
-    int64_t kill_grace_ms;  /* --kill-grace */
+    int64_t kill_grace_ms;  /* --kill-grace; fitted under the lease (cli_parse) */
     cli_on_lost on_lost;
     const char *url;        /* --url, else $DLOCK_URL, else the default */
     const char *prefix;     /* --prefix */
@@ -71,6 +71,19 @@ typedef struct cli_options {
 } cli_options;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+#define CLI_DEFAULT_LEASE_MS 30000      /* the library's watchdog lease */
+#define CLI_DEFAULT_KILL_GRACE_MS 10000
+
+/* The lease COMMAND runs under: --lease, else --watchdog-lease, else 30 s. */
+int64_t cli_lease_ms(const cli_options *o);
+/* How long before the lock's validity deadline COMMAND must already be
+ * gone: SIGKILL lands at deadline - margin, SIGTERM kill-grace before that.
+ * A twentieth of the lease, within 100 ms..1 s: time for SIGKILL to be
+ * delivered and COMMAND reaped on a loaded machine. */
+int64_t cli_kill_margin_ms(int64_t lease_ms);
+/* The longest --kill-grace that fits under lease_ms: half the lease less
+ * the margin (a healthy watchdog keeps 2/3 of it ahead), or 0. */
+int64_t cli_kill_grace_max_ms(int64_t lease_ms);
 
 /* options.c */
 /* Parses argv into *o. Returns 0, or CLI_EXIT_USAGE after printing one

@@ -123,36 +123,43 @@ static int refine(int rc, const char *detail)
     return rc;
 }
 
+/* "etcd" or "Redis": what the URL names, for messages. */
+static const char *server_kind(const char *url)
+{
+    return strncmp(url, "etcd://", 7) == 0 || strncmp(url, "etcds://", 8) == 0 ? "etcd" : "Redis";
+}
+
 /* One line: what failed, why, and where. */
 static void print_failure(const cli_options *o, int rc, const char *what)
 {
+    const char *srv = server_kind(o->url);
     char where[600], detail[512];
     cli_redact_url(o->url, where, sizeof(where));
     last_log(detail, sizeof(detail));
     const char *d = detail[0] ? log_detail(detail) : dlock_strerror(rc);
     switch (rc) {
     case DLOCK_EURL:
-        cli_err("bad Redis URL '%s': %s", where, d);
+        cli_err("bad URL '%s': %s", where, d);
         break;
     case DLOCK_ETLS:
-        cli_err("bad Redis URL '%s': %s", where, dlock_strerror(rc));
+        cli_err("bad URL '%s': %s", where, dlock_strerror(rc));
         break;
     case DLOCK_ECONN:
     case DLOCK_EIO:
-        cli_err("cannot connect to Redis at %s: %s", where, d);
+        cli_err("cannot connect to %s at %s: %s", srv, where, d);
         break;
     case DLOCK_EAUTH:
-        cli_err("Redis at %s refused authentication: %s", where, d);
+        cli_err("%s at %s refused authentication: %s", srv, where, d);
         break;
     case DLOCK_EUNKNOWN:
         if (strcmp(what, "cannot acquire lock") == 0)
-            cli_err("%s '%s': no reply from Redis at %s (outcome unknown; a lock taken "
-                    "then expires on its lease)", what, o->name, where);
+            cli_err("%s '%s': no reply from %s at %s (outcome unknown; a lock taken "
+                    "then expires on its lease)", what, o->name, srv, where);
         else if (strcmp(what, "cannot release lock") == 0)
-            cli_err("%s '%s': no reply from Redis at %s (outcome unknown; if still held "
-                    "it expires on its lease)", what, o->name, where);
+            cli_err("%s '%s': no reply from %s at %s (outcome unknown; if still held "
+                    "it expires on its lease)", what, o->name, srv, where);
         else
-            cli_err("%s '%s': Redis at %s did not answer in time", what, o->name, where);
+            cli_err("%s '%s': %s at %s did not answer in time", what, o->name, srv, where);
         break;
     default:
         if (detail[0]) cli_err("%s '%s': %s (%s)", what, o->name, dlock_strerror(rc), d);
@@ -201,12 +208,38 @@ int cli_client_open(const cli_options *o, dlock_client **client_out)
 
 /* ---- the lock kinds ----------------------------------------------------- */
 
+/* Every kind's loss callback: wake the main loop (events.c). */
+static void post(cli_lock *lk)
+{
+    if (lk->lost) lk->lost(lk->lost_ud);
+}
+
 static void on_lost(dlock_lock *lock, int reason, void *ud)
 {
     (void)lock;
     (void)reason;
-    cli_lock *lk = ud;
-    if (lk->lost) lk->lost(lk->lost_ud);
+    post(ud);
+}
+
+static void on_fair_lost(dlock_fairlock *fl, int reason, void *ud)
+{
+    (void)fl;
+    (void)reason;
+    post(ud);
+}
+
+static void on_rw_lost(dlock_rwlock *rw, int reason, void *ud)
+{
+    (void)rw;
+    (void)reason;
+    post(ud);
+}
+
+static void on_sem_lost(dlock_semaphore *sem, int reason, void *ud)
+{
+    (void)sem;
+    (void)reason;
+    post(ud);
 }
 
 /* SIMPLE and REENTRANT. A reentrant holder is named "<client id>:<pid>":
@@ -266,6 +299,9 @@ int cli_lock_open(const cli_options *o, cli_lost_fn lost, void *lost_ud, cli_loc
         int rc = open_kind(lk);
         if (rc != 0) code = cli_fail(lk, rc, "cannot use lock");
     }
+    if (lk->fair) dlock_fairlock_set_on_lost(lk->fair, on_fair_lost, lk);
+    if (lk->rw) dlock_rwlock_set_on_lost(lk->rw, on_rw_lost, lk);
+    if (lk->sem) dlock_semaphore_set_on_lost(lk->sem, on_sem_lost, lk);
     if (code != 0) {
         cli_lock_close(lk);
         return code;
@@ -307,37 +343,13 @@ int cli_lock_release(cli_lock *lk)
     return DLOCK_EINVAL;
 }
 
-int cli_lock_ttl(cli_lock *lk, int64_t *ttl_ms_out)
+int64_t cli_lock_validity_ms(cli_lock *lk)
 {
-    if (!lk->lock) return DLOCK_EINVAL;
-    return dlock_lock_remaining_ttl(lk->lock, ttl_ms_out);
-}
-
-bool cli_lock_needs_poll(const cli_lock *lk)
-{
-    return lk->lock == NULL;
-}
-
-/* The fair, read-write and semaphore handles have no lost-lock callback;
- * the client's lock_lost_total counter (it serves only this one handle)
- * goes up when the watchdog finds the hold lost. */
-bool cli_lock_poll_lost(cli_lock *lk)
-{
-    if (lk->sem && dlock_semaphore_held(lk->sem) == 0) return true;
-    char *text = NULL;
-    if (dlock_metrics_render(lk->client, &text) != 0) return false;
-    bool lost = false;
-    for (const char *p = text; p && *p;) {
-        static const char name[] = "lock_lost_total ";
-        if (strncmp(p, name, sizeof(name) - 1) == 0) {
-            lost = strtoull(p + sizeof(name) - 1, NULL, 10) > 0;
-            break;
-        }
-        p = strchr(p, '\n');
-        if (p) p++;
-    }
-    dlock_free(text);
-    return lost;
+    if (lk->lock) return dlock_lock_validity_ms(lk->lock);
+    if (lk->fair) return dlock_fairlock_validity_ms(lk->fair);
+    if (lk->rw) return dlock_rwlock_validity_ms(lk->rw);
+    if (lk->sem) return dlock_semaphore_validity_ms(lk->sem);
+    return 0;
 }
 
 void cli_lock_close(cli_lock *lk)

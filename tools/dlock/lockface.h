@@ -31,11 +31,10 @@ int cli_lock_acquire(cli_lock *lk, int64_t wait_ms, int64_t lease_ms, uint64_t *
                      bool *has_fence_out);
 void cli_lock_cancel(cli_lock *lk); /* any thread */
 int cli_lock_release(cli_lock *lk);
-int cli_lock_ttl(cli_lock *lk, int64_t *ttl_ms_out);
-/* Kinds without a lost-lock callback (semaphore) are polled: true when
- * the library has found the hold lost. */
-bool cli_lock_needs_poll(const cli_lock *lk);
-bool cli_lock_poll_lost(cli_lock *lk);
+/* Milliseconds before the hold's validity deadline (libdlock's rule, the
+ * same for every kind); 0 when not held or lost. Every kind also posts
+ * its loss through the lost callback given to cli_lock_open. */
+int64_t cli_lock_validity_ms(cli_lock *lk);
 void cli_lock_close(cli_lock *lk); /* frees the handle and the client */
 
 /* Maps a library code to an exit code. */

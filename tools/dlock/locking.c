@@ -62,22 +62,6 @@ static int acquire_interruptibly(cli_lock *lk, acquire_job *j, int *sig_out)
     return j->rc;
 }
 
-/* In fixed-lease mode: the monotonic time by which the lease surely ends.
- * Mutex kinds ask the server for the TTL (measured from before asking, so
- * it errs early). Other kinds: a single attempt began at t_start; after a
- * wait, the winning attempt was sent a round trip before it returned, so
- * a margin of a tenth of the lease (at most 250 ms) is kept. */
-static int64_t lease_deadline(const cli_options *o, cli_lock *lk, int64_t t_start)
-{
-    if (o->lease_ms <= 0) return 0;
-    int64_t before = cli_now_ms();
-    int64_t ttl = -1;
-    if (cli_lock_ttl(lk, &ttl) == 0 && ttl > 0 && ttl <= o->lease_ms) return before + ttl;
-    if (o->wait_ms == 0) return t_start + o->lease_ms;
-    int64_t margin = o->lease_ms / 10 < 250 ? o->lease_ms / 10 : 250;
-    return before + o->lease_ms - margin;
-}
-
 static int report_acquire_failure(const cli_options *o, cli_lock *lk, int rc)
 {
     switch (rc) {
@@ -96,11 +80,16 @@ static int report_acquire_failure(const cli_options *o, cli_lock *lk, int rc)
     }
 }
 
-/* Exports DLOCK_NAME and DLOCK_FENCE for COMMAND. */
+/* Exports DLOCK_NAME, DLOCK_FENCE, DLOCK_LEASE_MS and DLOCK_KILL_GRACE_MS
+ * for COMMAND (dlock(1), ENVIRONMENT). */
 static int export_env(const cli_options *o, const acquire_job *j)
 {
-    char fence[32];
-    if (setenv("DLOCK_NAME", o->name, 1) != 0) return -1;
+    char fence[32], lease[32], grace[32];
+    snprintf(lease, sizeof(lease), "%lld", (long long)cli_lease_ms(o));
+    snprintf(grace, sizeof(grace), "%lld", (long long)o->kill_grace_ms);
+    if (setenv("DLOCK_NAME", o->name, 1) != 0 || setenv("DLOCK_LEASE_MS", lease, 1) != 0 ||
+        setenv("DLOCK_KILL_GRACE_MS", grace, 1) != 0)
+        return -1;
     if (!j->has_fence) return unsetenv("DLOCK_FENCE");
     snprintf(fence, sizeof(fence), "%" PRIu64, j->fence);
     return setenv("DLOCK_FENCE", fence, 1);
@@ -145,7 +134,6 @@ int cli_cmd_run(const cli_options *o)
 
     acquire_job j = {.lk = lk, .wait_ms = o->wait_ms, .lease_ms = o->lease_ms};
     int sig = 0;
-    int64_t t_start = cli_now_ms();
     if (o->wait_ms < 0) cli_verbose(o, "acquiring lock '%s' (no time limit)", o->name);
     else cli_verbose(o, "acquiring lock '%s' (waiting up to %.3f s)", o->name,
                      (double)o->wait_ms / 1000.0);
@@ -173,7 +161,7 @@ int cli_cmd_run(const cli_options *o)
         return CLI_EXIT_OSERR;
     }
     cli_child_result res;
-    code = cli_child_run(o, lk, lease_deadline(o, lk, t_start), &res);
+    code = cli_child_run(o, lk, &res);
     if (code != 0) {
         cli_lock_release(lk);
     } else {

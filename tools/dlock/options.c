@@ -67,7 +67,9 @@ void cli_print_usage(void)
           "      --semaphore N         at most N holders at once\n"
           "      --on-lost=term|kill|ignore  what to do to COMMAND if the lock is lost\n"
           "                            (default term)\n"
-          "      --kill-grace DUR      SIGKILL this long after SIGTERM (default 10s)\n"
+          "      --kill-grace DUR      SIGTERM this long before SIGKILL, which lands before\n"
+          "                            the lock's validity ends (default 10s, or the most\n"
+          "                            that fits: half the lease less a margin)\n"
           "      --json                status: print JSON\n"
           "      --force               release: confirm removing the lock whoever holds it\n"
           "  -v, --verbose             say what dlock is doing on stderr\n"
@@ -210,11 +212,47 @@ static void defaults(cli_options *o)
     o->kind = CLI_KIND_SIMPLE;
     o->wait_ms = -1;
     o->conflict_code = CLI_EXIT_CONFLICT;
-    o->kill_grace_ms = 10000;
+    o->kill_grace_ms = -1; /* not given: fitted (fit_kill_grace) */
     o->on_lost = CLI_ON_LOST_TERM;
     const char *env = getenv("DLOCK_URL");
     o->url = (env && *env) ? env : CLI_DEFAULT_URL;
     o->prefix = "";
+}
+
+int64_t cli_lease_ms(const cli_options *o)
+{
+    if (o->lease_ms > 0) return o->lease_ms;
+    return o->watchdog_ms > 0 ? o->watchdog_ms : CLI_DEFAULT_LEASE_MS;
+}
+
+int64_t cli_kill_margin_ms(int64_t lease_ms)
+{
+    int64_t m = lease_ms / 20;
+    return m < 100 ? 100 : m > 1000 ? 1000 : m;
+}
+
+int64_t cli_kill_grace_max_ms(int64_t lease_ms)
+{
+    int64_t max = lease_ms / 2 - cli_kill_margin_ms(lease_ms);
+    return max > 0 ? max : 0;
+}
+
+/* COMMAND must be gone before the lock's validity ends (child.c), so the
+ * grace between SIGTERM and SIGKILL has to fit under the lease. A given
+ * --kill-grace that does not fit is refused; the default is fitted. */
+static int fit_kill_grace(cli_options *o)
+{
+    int64_t lease = cli_lease_ms(o), max = cli_kill_grace_max_ms(lease);
+    if (o->kill_grace_ms < 0) {
+        o->kill_grace_ms = CLI_DEFAULT_KILL_GRACE_MS < max ? CLI_DEFAULT_KILL_GRACE_MS : max;
+        return 0;
+    }
+    if (o->kill_grace_ms <= max || o->on_lost != CLI_ON_LOST_TERM) return 0;
+    return usage_error("--kill-grace %.3gs does not fit under the %.3gs lease: COMMAND must be gone "
+                       "%.3gs before the lock's validity ends; use at most --kill-grace %lldms "
+                       "(half the lease less that margin), or a longer lease",
+                       (double)o->kill_grace_ms / 1000.0, (double)lease / 1000.0,
+                       (double)cli_kill_margin_ms(lease) / 1000.0, (long long)max);
 }
 
 /* Checks options that only make sense in some modes. */
@@ -279,5 +317,6 @@ int cli_parse(int argc, char **argv, cli_options *o)
     } else if (!o->name) {
         return usage_error("no lock NAME given");
     }
-    return check_mode(o);
+    int rc = check_mode(o);
+    return rc ? rc : fit_kill_grace(o);
 }

@@ -1,13 +1,20 @@
 # test_cli_lost.sh: when the lock is lost while COMMAND runs (Redis stopped
-# with SIGSTOP past the watchdog lease, a fixed --lease running out, or an
-# admin's release --force), dlock stops COMMAND (SIGTERM, then SIGKILL
-# after --kill-grace) and exits 75; --on-lost=ignore lets it finish.
+# with SIGSTOP, a fixed --lease running out, or an admin's release
+# --force), dlock stops COMMAND (SIGTERM, then SIGKILL a margin before the
+# lock's validity ends) and exits 75; --on-lost=ignore lets it finish; a
+# --kill-grace that cannot fit under the lease is refused.
 . "$(dirname "$0")/lib.sh"
 start_redis
 
-# 1. Redis frozen past a 1 s watchdog lease: COMMAND gets SIGTERM, exit 75.
+# 0. A grace that cannot end before the lock's validity does is refused.
+run_rc "$DLOCK_BIN" --watchdog-lease 1 --kill-grace 2 toolong -- true 2> "$T_DIR/err"
+expect_eq "$RC" 64 "--kill-grace longer than half the lease -> usage error"
+expect_match "$(cat "$T_DIR/err")" "does not fit under the 1s lease.*at most --kill-grace 400ms" \
+    "the error says the most that fits"
+
+# 1. Redis frozen under a 1 s watchdog lease: COMMAND gets SIGTERM, exit 75.
 rm -f "$T_DIR/pid"
-bg "$DLOCK_BIN" --watchdog-lease 1 --kill-grace 2 frozen -- sh -c "echo \$\$ > $T_DIR/pid; exec sleep 30"
+bg "$DLOCK_BIN" --watchdog-lease 1 --kill-grace 0.3 frozen -- sh -c "echo \$\$ > $T_DIR/pid; exec sleep 30"
 p=$BG_PID
 wait_until 5 test -s "$T_DIR/pid"
 child=$(cat "$T_DIR/pid")
@@ -18,24 +25,26 @@ wait_rc "$p"
 el=$(($(now_ms) - t0))
 kill -CONT "$REDIS_PID"
 expect_eq "$RC" 75 "lock lost (Redis stopped) -> exit 75"
-expect_range "$el" 300 6000 "loss noticed within the lease plus slack (ms)"
+expect_range "$el" 100 3000 "stopped within the lease plus slack (ms)"
 kill -0 "$child" 2>/dev/null && fail "COMMAND (pid $child) still running after the loss"
 pass "COMMAND was stopped"
 
-# 2. A fixed --lease that runs out while COMMAND runs counts as lost.
+# 2. A fixed --lease about to run out while COMMAND runs counts as lost:
+# SIGTERM at lease - grace (fitted: 300 ms) - margin (100 ms).
 t0=$(now_ms)
 run_rc "$DLOCK_BIN" --lease 0.8 leased -- sleep 30 2> "$T_DIR/err"
 el=$(($(now_ms) - t0))
 expect_eq "$RC" 75 "--lease ran out while COMMAND ran -> 75"
-expect_range "$el" 500 4000 "stopped at the end of the lease (ms)"
+expect_range "$el" 300 4000 "stopped before the end of the lease (ms)"
 expect_match "$(cat "$T_DIR/err")" "lost" "a clear message names the loss"
 
-# 3. COMMAND ignoring SIGTERM is killed after --kill-grace.
+# 3. COMMAND ignoring SIGTERM is killed after --kill-grace: SIGTERM at
+# 1 s - 0.3 - 0.1 = 0.6 s, SIGKILL at 0.9 s.
 t0=$(now_ms)
-run_rc "$DLOCK_BIN" --lease 0.5 --kill-grace 0.5 stubborn -- sh -c "trap '' TERM; while :; do sleep 0.05; done" 2> "$T_DIR/err"
+run_rc "$DLOCK_BIN" --lease 1 --kill-grace 0.3 stubborn -- sh -c "trap '' TERM; while :; do sleep 0.05; done" 2> "$T_DIR/err"
 el=$(($(now_ms) - t0))
 expect_eq "$RC" 75 "stubborn COMMAND: still exit 75"
-expect_range "$el" 800 4500 "SIGKILL came after lease + grace (ms)"
+expect_range "$el" 850 4500 "SIGKILL came after the grace (ms)"
 expect_match "$(cat "$T_DIR/err")" "SIGKILL" "message says SIGKILL was sent"
 
 # 4. --on-lost=kill kills at once.
