@@ -39,6 +39,7 @@ void sk_http_opts_init(sk_http_opts *o)
     o->body_timeout_ms = hs.body_timeout_ms;
     o->max_connections = 10000;
     o->max_conns_per_addr = 1024;
+    o->ipv6_prefix = SK_IPV6_PREFIX_DEFAULT;
 }
 
 size_t sk_http_inflight(const sk_http *h) { return h->inflight; }
@@ -75,8 +76,12 @@ static bool client_ip(hreq *q, char ip[SK_ADDR_MAX])
     const char *xff[16], *fwd[16];
     size_t n = sk_hs_req_headers(q->req, "X-Forwarded-For", xff, 16);
     size_t m = sk_hs_req_headers(q->req, "Forwarded", fwd, 16);
-    if (n <= 16 && m <= 16 && sk_client_addr(&q->h->trusted, sk_hs_req_peer(q->req), xff, n, fwd, m, ip) == 0)
+    char addr[SK_ADDR_MAX];
+    if (n <= 16 && m <= 16 && sk_client_addr(&q->h->trusted, sk_hs_req_peer(q->req), xff, n, fwd, m, addr) == 0) {
+        /* the rate limit's key: an IPv6 client's network, a mapped IPv4 as IPv4 */
+        sk_addr_group(addr, q->h->o.ipv6_prefix, ip);
         return true;
+    }
     sk__http_reply_error(q, 400, "bad_request", "X-Forwarded-For / Forwarded: not a list of IP addresses");
     return false;
 }
@@ -743,6 +748,7 @@ int sk_http_listen_fd(sk_http *h, int fd)
     if (h->o.max_connections) lo.max_conns = h->o.max_connections;
     lo.door = h->o.door;
     lo.max_conns_per_addr = h->o.max_conns_per_addr;
+    lo.ipv6_prefix = h->o.ipv6_prefix;
     if (sk_hs_listen(h->hs, fd, &lo) != 0) {
         close(fd);
         return DLOCK_EIO;
