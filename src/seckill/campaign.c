@@ -42,6 +42,8 @@ typedef struct camp_req {
     sk_campaign_info info;
     sk_campaign def;       /* heat: the definition */
     sk_heat_mode mode;
+    int64_t apart;         /* heat: units the database path keeps apart from Redis's buyers (-1: db_reserve) */
+    bool heated;           /* heat: Redis took it (an error after this is not a refusal) */
     sk_buckets layout;
 } camp_req;
 
@@ -53,6 +55,8 @@ static int64_t field_int(const char *s)
 static void info_done(camp_req *q)
 {
     sk_campaign_info *info = &q->info;
+    /* the pre-heat was written: a failed read-back is not a refusal */
+    if (q->err && q->heated) q->err = DLOCK_EUNKNOWN;
     if (q->err) {
         q->cb(q->err, NULL, q->arg);
         free(q);
@@ -198,12 +202,13 @@ static void heat_done(camp_req *q)
         /* The snapshot queued after the writes sees them (their replies are in). */
         q->err = 0;
         q->others = 0;
+        q->heated = true;
         if (send_info(e, q) == 0) {
             /* remember the campaign: a new stock clears a local sold-out flag */
             sk__coalescer_restocked(e->co, q->id);
             return;
         }
-        err = SK_EUNAVAIL;
+        err = DLOCK_EUNKNOWN; /* written, not read back */
     }
     q->cb(err, NULL, q->arg);
     free(q);
@@ -250,7 +255,7 @@ static int send_heat(camp_req *q, int j, const char *mode, sk__reply_fn fn)
     sk_bucket_key(b, j, "meta", meta, sizeof(meta));
     sk_bucket_key(b, j, "stock", stock, sizeof(stock));
     sk_bucket_key(b, j, "buyers", buyers, sizeof(buyers));
-    char n[6][24], k[16] = "", jj[16] = "", share[24] = "";
+    char n[6][24], k[16] = "", jj[16] = "", share[24] = "", apart[24] = "";
     const int64_t v[6] = {d->stock, d->per_user_limit, d->starts_at_ms, d->ends_at_ms, d->price_cents,
                           d->db_reserve};
     for (int i = 0; i < 6; i++) snprintf(n[i], sizeof(n[i]), "%lld", (long long)v[i]);
@@ -260,12 +265,13 @@ static int send_heat(camp_req *q, int j, const char *mode, sk__reply_fn fn)
         snprintf(jj, sizeof(jj), "%d", j);
         snprintf(share, sizeof(share), "%lld", (long long)(redis_units / b->k + (j < redis_units % b->k)));
     }
+    if (q->apart >= 0) snprintf(apart, sizeof(apart), "%lld", (long long)q->apart);
     const char *tags = j == 0 && b->k > 1 ? d->bucket_tags : "";
     /* the run id of the server this connection reached (read at connect;
      * "" on a Cluster: the script reads its own node's) */
     const char *args[] = {"3", meta, stock, buyers, mode, d->title, n[0], n[1], n[2], n[3], n[4],
-                          sk__script_runid(q->e), n[5], k, jj, tags, share};
-    return sk__call_script(q->e, SK__LUA_HEAT, 17, args, NULL, fn, q);
+                          sk__script_runid(q->e), n[5], k, jj, tags, share, apart};
+    return sk__call_script(q->e, SK__LUA_HEAT, 18, args, NULL, fn, q);
 }
 
 static int node_of_slot(void *ud, unsigned slot, char *buf, size_t len)
@@ -290,7 +296,13 @@ int sk_engine_place_buckets(sk_engine *e, sk_campaign *d)
 int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
                             sk_campaign_cb cb, void *arg)
 {
-    if (!cb || sk_campaign_check(d, NULL, 0)) return SK_EINVAL;
+    return sk_engine_campaign_heat_apart(e, d, mode, -1, cb, arg);
+}
+
+int sk_engine_campaign_heat_apart(sk_engine *e, const sk_campaign *d, sk_heat_mode mode, int64_t apart,
+                                  sk_campaign_cb cb, void *arg)
+{
+    if (!cb || sk_campaign_check(d, NULL, 0) || apart < -1 || apart > d->stock) return SK_EINVAL;
     /* meta.runid comes from the connect-time probe: not before it answered */
     if (e->srv.due > 0 || !e->srv.runid[0]) return SK_EUNAVAIL;
     camp_req *q = calloc(1, sizeof(*q));
@@ -299,6 +311,7 @@ int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mod
     q->cb = cb;
     q->arg = arg;
     q->mode = mode;
+    q->apart = apart;
     q->def = *d;
     snprintf(q->id, sizeof(q->id), "%s", d->id);
     int rc = 0;

@@ -94,6 +94,38 @@ fail:
     return SK_EDB;
 }
 
+static const char SQL_CAMP_ORDERS[] = "SELECT COUNT(*) FROM orders WHERE campaign = $1";
+static const char SQL_STOCK_DELETE[] = "DELETE FROM campaign_stock WHERE campaign = $1";
+static const char SQL_CAMP_DELETE[] = "DELETE FROM campaigns WHERE id = $1";
+
+/* Undoes a creation Redis never took (the caller answers 503 or 409), in
+ * one transaction behind the stock row's lock, so an order the degraded
+ * path took meanwhile is seen: then nothing is deleted (SK_ECONFLICT). */
+int sk_db_campaign_delete_unsold(sk_db *db, const char *id)
+{
+    if (!sk_valid_campaign_id(id)) return SK_EINVAL;
+    if (sk__db_begin(db)) return SK_EDB;
+    int64_t orders = 0, gone = 0;
+    sk__arg a = SK_T(id);
+    if (sk__db_lock_stock(db, id) || sk__db_run(db, SQL_CAMP_ORDERS, 1, &a, NULL, sk__db_int_cb, &orders))
+        goto fail;
+    if (orders) {
+        sk__db_rollback(db);
+        return SK_ECONFLICT;
+    }
+    if (sk__db_run(db, SQL_STOCK_DELETE, 1, &a, NULL, NULL, NULL) ||
+        sk__db_run(db, SQL_CAMP_DELETE, 1, &a, &gone, NULL, NULL))
+        goto fail;
+    if (!gone) {
+        sk__db_rollback(db);
+        return SK_ENOTFOUND;
+    }
+    return sk__db_commit(db) ? SK_EDB : 0;
+fail:
+    sk__db_rollback(db);
+    return SK_EDB;
+}
+
 typedef struct camp_acc {
     sk_campaign c;
     int64_t remaining;

@@ -49,6 +49,10 @@ int sk_db_schema_version(sk_db *db, int *version_out);
  * 0..stock, shards outside 0..SK_MAX_SHARDS, tags sk_buckets_parse refuses
  * for shards) or SK_EDB. get and list fill shards (>= 1) and bucket_tags. */
 int sk_db_campaign_create(sk_db *db, const sk_campaign *c);
+/* Deletes a campaign that has no order at all (its campaign_stock row
+ * too): the undo of a creation Redis did not take. 0, SK_ECONFLICT (it
+ * has orders: kept), SK_ENOTFOUND, SK_EINVAL or SK_EDB. */
+int sk_db_campaign_delete_unsold(sk_db *db, const char *id);
 /* 0 or SK_ENOTFOUND / SK_EDB; remaining_out may be NULL. */
 int sk_db_campaign_get(sk_db *db, const char *id, sk_campaign *out, int64_t *remaining_out);
 /* Calls cb for every campaign, ordered by id. 0 or SK_EDB. */

@@ -136,6 +136,18 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen);
  * with its share. info.remaining is the sum over the buckets. */
 int sk_engine_campaign_heat(sk_engine *e, const sk_campaign *d, sk_heat_mode mode,
                             sk_campaign_cb cb, void *arg);
+/* The same, for a campaign the database path may have sold from: apart is
+ * the units the database keeps apart from what Redis's buyers hold (the
+ * reserve left, plus its orders not yet mirrored into Redis, plus a
+ * handback not yet applied), so a re-heat sets stock = stock - apart -
+ * units held by buyers and counts each database-path sale once (the
+ * mirrored ones are among the buyers). -1: db_reserve, as
+ * sk_engine_campaign_heat. Only a campaign of one bucket uses it (an
+ * existing bucket keeps its stock). SK_EINVAL when apart > stock. An
+ * error after Redis took the pre-heat (the read-back failed) is
+ * DLOCK_EUNKNOWN, never a refusal. */
+int sk_engine_campaign_heat_apart(sk_engine *e, const sk_campaign *d, sk_heat_mode mode, int64_t apart,
+                                  sk_campaign_cb cb, void *arg);
 /* Chooses d's bucket tags (d->shards > 1) so the buckets land on
  * different masters of the slot map the engine holds now; "" for one
  * bucket. Call before storing a new campaign in the database, so both

@@ -5,6 +5,7 @@
 #include "client_addr.h"
 
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,4 +166,31 @@ int sk_client_addr(const sk_trusted *t, const char *peer, const char *const *xff
     }
     if (pick && !inet_ntop(pick->family, pick->addr, out, SK_ADDR_MAX)) return -1;
     return 0;
+}
+
+void sk_addr_group(const char *ip, int v6_prefix, char out[SK_ADDR_MAX])
+{
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    size_t n = strnlen(ip, SK_ADDR_MAX - 1);
+    memcpy(out, ip, n);
+    out[n] = '\0';
+    sk_cidr a;
+    if (!parse_addr(ip, strlen(ip), &a) || a.family != AF_INET6) return;
+    if (memcmp(a.addr, mapped, sizeof(mapped)) == 0) {
+        inet_ntop(AF_INET, a.addr + 12, out, SK_ADDR_MAX);
+        return;
+    }
+    char net[SK_ADDR_MAX], key[64];
+    bool whole = v6_prefix < 1 || v6_prefix >= 128;
+    if (!whole) {
+        int full = v6_prefix / 8, rest = v6_prefix % 8;
+        if (rest) a.addr[full++] &= (unsigned char)(0xff << (8 - rest));
+        memset(a.addr + full, 0, (size_t)(16 - full));
+    }
+    if (!inet_ntop(AF_INET6, a.addr, net, sizeof(net))) return;
+    if (whole) snprintf(key, sizeof(key), "%s", net);
+    else snprintf(key, sizeof(key), "%s/%d", net, v6_prefix);
+    n = strnlen(key, SK_ADDR_MAX - 1); /* at most 39 + "/127": always fits */
+    memcpy(out, key, n);
+    out[n] = '\0';
 }

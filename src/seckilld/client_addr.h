@@ -39,4 +39,15 @@ bool sk_trusted_has(const sk_trusted *t, const char *ip);
 int sk_client_addr(const sk_trusted *t, const char *peer, const char *const *xff, size_t n,
                    const char *const *fwd, size_t m, char out[SK_ADDR_MAX]);
 
+/* The key one client address counts under for the per-address limits
+ * (connections, purchase rate): an IPv4-mapped IPv6 address
+ * (::ffff:a.b.c.d) as its IPv4 address a.b.c.d; another IPv6 address as
+ * its network of v6_prefix bits ("2001:db8:1:2::/64"; 128, or a value
+ * outside 1..127: the address itself, canonical); IPv4 as it is; text that
+ * is no address (a Unix socket's "unix") unchanged, cut to fit. One IPv6
+ * host commonly holds a whole /64, so counting each /128 alone lets one
+ * client take any number of shares. */
+#define SK_IPV6_PREFIX_DEFAULT 64
+void sk_addr_group(const char *ip, int v6_prefix, char out[SK_ADDR_MAX]);
+
 #endif

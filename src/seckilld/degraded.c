@@ -47,6 +47,7 @@ typedef struct job {
     /* written by the worker */
     int err;
     int64_t remaining, value, found;
+    bool empty; /* SK_ESOLDOUT and the reserve read back as 0 */
 } job;
 
 typedef struct jlist {
@@ -122,7 +123,11 @@ static void run_buy(sk_degraded *d, job *j)
         j->remaining = rem;
         sk_db_handback hb;
         /* sold out here: what this path could still sell (the reserve), not Redis's share */
-        if (rc == SK_ESOLDOUT) j->remaining = sk_db_handback_get(d->db, j->campaign, &hb) ? 0 : hb.reserve_remaining;
+        if (rc == SK_ESOLDOUT) {
+            bool read = sk_db_handback_get(d->db, j->campaign, &hb) == 0;
+            j->remaining = read ? hb.reserve_remaining : 0;
+            j->empty = read && hb.reserve_remaining == 0;
+        }
         if (rc == SK_ENOTSTARTED) j->value = c.starts_at_ms - now;
         else if (rc == SK_EINVAL) j->value = c.per_user_limit;
         else if (rc == SK_ELIMIT) j->value = -1;
@@ -190,7 +195,10 @@ static void deliver_buy(sk_degraded *d, job *j, bool freeing)
         return;
     }
     if (err == SK_EDB || err == SK_EEXIST) err = SK_EUNAVAIL;
-    if (err == SK_ESOLDOUT) sk_soldout_mark(&d->sold, j->campaign);
+    /* only a reserve seen empty flags the campaign: a quantity above what
+     * is left is refused ("only N left") and the next smaller one may
+     * still sell, as on the Redis path (coalesce.c flags at remaining 0) */
+    if (err == SK_ESOLDOUT && j->empty) sk_soldout_mark(&d->sold, j->campaign);
     d->st.outcomes[sk_outcome_of_err(err, false)]++;
     answer(j, err);
     free(j);

@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "client_addr.h"
 #include "dlock/dlock.h"
 #include "sk_err.h"
 #include "util.h"
@@ -49,6 +50,7 @@ void sk_hs_listen_opts_init(sk_hs_listen_opts *o)
     memset(o, 0, sizeof(*o));
     o->max_conns = 10000;
     o->max_conns_per_addr = 1024;
+    o->ipv6_prefix = SK_IPV6_PREFIX_DEFAULT;
     o->evict_after_ms = 500;
 }
 
@@ -151,8 +153,10 @@ static int addr_add(const hs_listener *l, sk_hs_door *d, const char *addr, int d
 
 /* Counts a new connection from addr: 0, 1 when addr is at its cap, or
  * DLOCK_ENOMEM. */
-static int door_enter(hs_listener *l, const char *addr)
+static int door_enter(hs_listener *l, const char *peer)
 {
+    char addr[SK_ADDR_MAX]; /* the peer's count: its IPv6 network, a mapped IPv4 as IPv4 */
+    sk_addr_group(peer, l->o.ipv6_prefix, addr);
     sk_hs_door *d = l->door;
     pthread_mutex_lock(&d->mu);
     int rc = 0;
@@ -166,8 +170,10 @@ static int door_enter(hs_listener *l, const char *addr)
     return rc;
 }
 
-static void door_leave(hs_listener *l, const char *addr)
+static void door_leave(hs_listener *l, const char *peer)
 {
+    char addr[SK_ADDR_MAX];
+    sk_addr_group(peer, l->o.ipv6_prefix, addr);
     sk_hs_door *d = l->door;
     pthread_mutex_lock(&d->mu);
     d->nconns--;

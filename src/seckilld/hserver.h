@@ -57,6 +57,8 @@ typedef struct sk_hs_listen_opts {
     size_t max_conns;           /* open connections of this listener (10000) */
     size_t max_conns_per_addr;  /* from one client address (1024; 0: no limit): beyond,
                                  * a 503 JSON answer and close */
+    int ipv6_prefix;            /* IPv6 peers count per network of this many bits (64; 128:
+                                 * each address); ::ffff:a.b.c.d as a.b.c.d (sk_addr_group) */
     int64_t evict_after_ms;     /* at max_conns, a new connection replaces the one that has
                                  * waited longest for a complete head, if it waited this
                                  * long (500; 0: never evict, pause accepting instead) */

@@ -39,6 +39,7 @@ void sk_http_opts_init(sk_http_opts *o)
     o->body_timeout_ms = hs.body_timeout_ms;
     o->max_connections = 10000;
     o->max_conns_per_addr = 1024;
+    o->ipv6_prefix = SK_IPV6_PREFIX_DEFAULT;
 }
 
 size_t sk_http_inflight(const sk_http *h) { return h->inflight; }
@@ -75,8 +76,12 @@ static bool client_ip(hreq *q, char ip[SK_ADDR_MAX])
     const char *xff[16], *fwd[16];
     size_t n = sk_hs_req_headers(q->req, "X-Forwarded-For", xff, 16);
     size_t m = sk_hs_req_headers(q->req, "Forwarded", fwd, 16);
-    if (n <= 16 && m <= 16 && sk_client_addr(&q->h->trusted, sk_hs_req_peer(q->req), xff, n, fwd, m, ip) == 0)
+    char addr[SK_ADDR_MAX];
+    if (n <= 16 && m <= 16 && sk_client_addr(&q->h->trusted, sk_hs_req_peer(q->req), xff, n, fwd, m, addr) == 0) {
+        /* the rate limit's key: an IPv6 client's network, a mapped IPv4 as IPv4 */
+        sk_addr_group(addr, q->h->o.ipv6_prefix, ip);
         return true;
+    }
     sk__http_reply_error(q, 400, "bad_request", "X-Forwarded-For / Forwarded: not a list of IP addresses");
     return false;
 }
@@ -202,6 +207,57 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
     return sk_campaign_check(d, msg, msglen);
 }
 
+/* Creation is atomic with its answer (a 503 or 409 stores nothing, a 201
+ * stores both). The database is written first: a campaign Redis knows but
+ * the database does not could sell orders the pipeline must reject. So a
+ * Redis that is down is found before the database is written, and a
+ * pre-heat Redis did not take (refused, or never sent) is undone in the
+ * database (sk_db_campaign_delete_unsold). Only an outcome unknown (Redis
+ * may hold it) keeps the row, and says so. false: answered. */
+static bool create_in_db(hreq *q, const sk_campaign *d)
+{
+    const char *why = NULL;
+    if (sk_engine_redis_health(q->h->engine, &why) != SK_REDIS_OK || !sk_engine_ready(q->h->engine)) {
+        sk__http_reply_error(q, 503, "unavailable", "Redis unavailable: campaign not created (nothing stored)");
+        return false;
+    }
+    int rc = sk_db_campaign_create(q->h->o.db, d);
+    if (rc == SK_EEXIST) sk__http_reply_error(q, 409, "exists", "campaign already exists");
+    else if (rc) sk__http_reply_error(q, 503, "unavailable", "database error storing the campaign");
+    q->stored_db = rc == 0;
+    return rc == 0;
+}
+
+/* The pre-heat of a new campaign failed with err: the database row this
+ * request wrote goes again, unless Redis may hold the campaign. */
+static void created_fail(hreq *q, int err)
+{
+    if (q->stored_db && err != DLOCK_EUNKNOWN) {
+        int rc = sk_db_campaign_delete_unsold(q->h->o.db, q->id);
+        if (rc == SK_ECONFLICT) {
+            sk__http_reply_error(q, 503, "unavailable", "campaign stored in the database but not in Redis, and "
+                                                        "sold there meanwhile: pre-heat it once Redis is back");
+            return;
+        }
+        if (rc && rc != SK_ENOTFOUND) {
+            sk__http_reply_error(q, 503, "unavailable", "campaign stored in the database but not in Redis "
+                                                        "(database error undoing it): pre-heat it or retry");
+            return;
+        }
+    } else if (q->stored_db) {
+        sk__http_reply_error(q, 503, "outcome_unknown", "campaign stored in the database; Redis did not answer: "
+                                                        "GET it, or pre-heat it");
+        return;
+    }
+    on_campaign(err, NULL, q);
+}
+
+static void on_created(int err, const sk_campaign_info *ci, void *arg)
+{
+    if (err) created_fail(arg, err);
+    else on_campaign(0, ci, arg);
+}
+
 static void handle_campaign_create(hreq *q)
 {
     if (!sk__http_admin_ok(q)) return;
@@ -220,26 +276,15 @@ static void handle_campaign_create(hreq *q)
         sk__http_reply_error(q, 400, "bad_request", msg);
         return;
     }
+    snprintf(q->id, sizeof(q->id), "%s", d.id);
     rc = sk_engine_place_buckets(q->h->engine, &d);
     if (rc) {
         sk__http_reply_err_code(q, rc, "bucket placement");
         return;
     }
-    if (q->h->o.db) {
-        /* The system of record first: a campaign Redis knows but the
-         * database does not could sell orders the pipeline must reject. */
-        rc = sk_db_campaign_create(q->h->o.db, &d);
-        if (rc == SK_EEXIST) {
-            sk__http_reply_error(q, 409, "exists", "campaign already exists");
-            return;
-        }
-        if (rc) {
-            sk__http_reply_error(q, 503, "unavailable", "database error storing the campaign");
-            return;
-        }
-    }
-    rc = sk_engine_campaign_heat(q->h->engine, &d, SK_HEAT_CREATE, on_campaign, q);
-    if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
+    if (q->h->o.db && !create_in_db(q, &d)) return;
+    rc = sk_engine_campaign_heat(q->h->engine, &d, SK_HEAT_CREATE, on_created, q);
+    if (rc) created_fail(q, rc);
 }
 
 static void on_preheat_def(int err, const sk_campaign_info *ci, void *arg)
@@ -251,6 +296,23 @@ static void on_preheat_def(int err, const sk_campaign_info *ci, void *arg)
     }
     int rc = sk_engine_campaign_heat(q->h->engine, &ci->def, q->mode, on_campaign, q);
     if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
+}
+
+static void add_qty(const sk_order_row *row, void *ud) { *(int64_t *)ud += row->qty; }
+
+/* The units the database path keeps apart from what Redis's buyers hold
+ * (sk_engine_campaign_heat_apart): the reserve left, its orders not yet
+ * mirrored into Redis (sold from the reserve, not yet among the buyers)
+ * and a handback Redis has not applied yet (it adds them when it does).
+ * Mirrored database-path orders are among the buyers: counted once. */
+static int reserve_apart(sk_db *db, const char *id, int64_t *apart)
+{
+    sk_db_handback hb;
+    int64_t unmirrored = 0;
+    if (sk_db_handback_get(db, id, &hb) != 0) return SK_EDB;
+    if (sk_db_orders_mirror_pending(db, id, INT32_MAX, add_qty, &unmirrored) < 0) return SK_EDB;
+    *apart = hb.reserve_remaining + unmirrored + (hb.id[0] && !hb.done ? hb.units : 0);
+    return 0;
 }
 
 /* The pre-heat query, read as a whole: at most one parameter, force,
@@ -276,9 +338,11 @@ static void handle_campaign_preheat(hreq *q, const char *query)
     q->mode = force ? SK_HEAT_FORCE : SK_HEAT_REHEAT;
     if (q->h->o.db) {
         sk_campaign c;
+        int64_t apart = -1;
         int rc = sk_db_campaign_get(q->h->o.db, q->id, &c, NULL);
+        if (rc == 0 && c.shards <= 1 && reserve_apart(q->h->o.db, q->id, &apart) != 0) rc = SK_EDB;
         if (rc == 0) {
-            rc = sk_engine_campaign_heat(q->h->engine, &c, q->mode, on_campaign, q);
+            rc = sk_engine_campaign_heat_apart(q->h->engine, &c, q->mode, apart, on_campaign, q);
             if (rc) sk__http_reply_err_code(q, rc, "pre-heat");
             return;
         }
@@ -355,6 +419,8 @@ static void answer_accepted(hreq *q, const sk_purchase_result *r)
 static void answer_purchase(hreq *q, const sk_purchase_result *r)
 {
     sk_outcome_id id = sk_outcome_of_err(r->err, r->replay);
+    /* a replay answers what the order is now, never a stale acceptance */
+    if (id == SK_OUT_REPLAY && sk__http_order_replay(q, r->order_id)) return;
     if (!sk_outcome_get(id)->error) answer_accepted(q, r);
     else sk__http_reply_outcome(q, id, r->remaining, r->value);
 }
@@ -682,6 +748,7 @@ int sk_http_listen_fd(sk_http *h, int fd)
     if (h->o.max_connections) lo.max_conns = h->o.max_connections;
     lo.door = h->o.door;
     lo.max_conns_per_addr = h->o.max_conns_per_addr;
+    lo.ipv6_prefix = h->o.ipv6_prefix;
     if (sk_hs_listen(h->hs, fd, &lo) != 0) {
         close(fd);
         return DLOCK_EIO;

@@ -43,6 +43,8 @@ typedef struct sk_http_opts {
     size_t max_connections;      /* open connections; at the cap the one waiting longest for a
                                   * head (>= 500 ms) makes room (default 10000) */
     size_t max_conns_per_addr;   /* from one client address (default 1024; 0 = no cap) */
+    int ipv6_prefix;             /* per-address limits count IPv6 clients per network of this
+                                  * many bits (default 64; 128: each address; sk_addr_group) */
     const char *trusted_proxies; /* "CIDR[,CIDR...]": peers whose X-Forwarded-For / Forwarded
                                   * is believed (client_addr.h); NULL/"": none */
     struct sk_db *db;            /* NULL: Redis only */

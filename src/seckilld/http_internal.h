@@ -65,6 +65,7 @@ typedef struct hreq {
     bool in_campaign;           /* ?campaign= narrowed the look-up: a miss is not "lost" */
     char sig_campaign[65];      /* the campaign a signed identity is bound to ("": none) */
     sk_heat_mode mode;
+    bool stored_db;             /* campaign creation: this request wrote the database row */
 } hreq;
 
 /* http_reply.c: a fresh request record (NULL: out of memory); the
@@ -97,5 +98,9 @@ void sk__http_order_cancel(hreq *q);
 /* http_orders.c: GET /v1/orders/{id}, POST /v1/orders/{id}/pay. */
 void sk__http_order_get(hreq *q, const char *query);
 void sk__http_order_pay(hreq *q);
+/* http_orders.c: a replayed acceptance whose order has moved on since
+ * (cancelled, rejected, paid) answered with its current state (200, the
+ * GET document); false when the replay's own answer stands. */
+bool sk__http_order_replay(hreq *q, uint64_t order_id);
 
 #endif

@@ -102,6 +102,23 @@ static void on_order(int err, const sk_order_info *o, void *arg)
     sk__http_reply_json(q, 200, &b);
 }
 
+/* A replayed Idempotency-Key whose order has moved on since (cancelled,
+ * expired, rejected, paid): the answer is the order's current state, the
+ * document GET returns, with 200 (no new success is claimed: 201 and 202
+ * speak of an acceptance). false: nothing answered (no database, the
+ * order not stored yet or still as accepted, or a database error: the
+ * replay's own answer stands). */
+bool sk__http_order_replay(hreq *q, uint64_t order_id)
+{
+    sk_order_row row;
+    if (!q->h->o.db || sk_db_order_get(q->h->o.db, order_id, &row) != 0) return false;
+    if (!strcmp(row.status, "persisted") || !strcmp(row.status, "pending")) return false;
+    dlock__buf b = {0};
+    put_order(q, &b, row.order_id, row.campaign, row.user, row.qty, db_state(row.status), row.status, row.reason);
+    sk__http_reply_json(q, 200, &b);
+    return true;
+}
+
 /* Who asks: the admin token, or a buyer's identity (401 when missing or
  * badly signed: that says nothing about any order). false: answered. */
 static bool order_caller(hreq *q)

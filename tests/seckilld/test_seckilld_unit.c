@@ -109,6 +109,61 @@ static void test_client_address_behind_trusted_proxies(void **state)
     assert_string_equal(out, "198.51.100.7");
 }
 
+/* Per-address limits: one IPv6 client holds a network (default /64), and
+ * an IPv4 client seen through an IPv6 socket (::ffff:a.b.c.d) is that
+ * IPv4 client. */
+static void test_ipv6_clients_count_per_network_and_mapped_ipv4_as_ipv4(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *ip;
+        int bits;
+        const char *key;
+    } cases[] = {
+        {"::ffff:192.0.2.7", 64, "192.0.2.7"},
+        {"::FFFF:192.0.2.7", 128, "192.0.2.7"},
+        {"::ffff:c000:207", 48, "192.0.2.7"},
+        {"192.0.2.7", 64, "192.0.2.7"},
+        {"2001:db8:1:2:aaaa:bbbb:cccc:dddd", 64, "2001:db8:1:2::/64"},
+        {"2001:db8:1:2::1", 64, "2001:db8:1:2::/64"},
+        {"2001:DB8:1:2:0:0:0:ffff", 64, "2001:db8:1:2::/64"},
+        {"2001:db8:1:2:3:4:5:6", 56, "2001:db8:1::/56"},
+        {"2001:db8:1:2ff:3:4:5:6", 57, "2001:db8:1:280::/57"},
+        {"2001:db8:1:2:3:4:5:6", 1, "::/1"},
+        {"ffff:db8:1:2:3:4:5:6", 1, "8000::/1"},
+        {"2001:db8:1:2:3:4:5:6", 128, "2001:db8:1:2:3:4:5:6"},
+        {"2001:0db8:0000:0000:0000:0000:0000:0001", 128, "2001:db8::1"},
+        {"::1", 64, "::/64"},
+        {"::1", 128, "::1"},
+        {"unix", 64, "unix"},
+        {"", 64, ""},
+        {"not an address", 64, "not an address"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[SK_ADDR_MAX];
+        memset(out, 'x', sizeof(out));
+        sk_addr_group(cases[i].ip, cases[i].bits, out);
+        if (strcmp(out, cases[i].key) != 0) fail_msg("%s /%d: '%s', want '%s'", cases[i].ip, cases[i].bits, out,
+                                                     cases[i].key);
+    }
+    /* two hosts of one /64 are one client; of two /64s, two */
+    char a[SK_ADDR_MAX], b[SK_ADDR_MAX], c[SK_ADDR_MAX];
+    sk_addr_group("2001:db8:0:1::a", SK_IPV6_PREFIX_DEFAULT, a);
+    sk_addr_group("2001:db8:0:1:ffff::b", SK_IPV6_PREFIX_DEFAULT, b);
+    sk_addr_group("2001:db8:0:2::a", SK_IPV6_PREFIX_DEFAULT, c);
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, c);
+    /* the longest text there is still fits, NUL-terminated */
+    char longest[] = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff";
+    sk_addr_group(longest, 127, a);
+    assert_string_equal(a, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe/127");
+    char huge[200];
+    memset(huge, '1', sizeof(huge) - 1);
+    huge[sizeof(huge) - 1] = '\0';
+    sk_addr_group(huge, 64, a);
+    assert_int_equal(strlen(a), SK_ADDR_MAX - 1);
+}
+
 static void test_public_order_ids_carry_a_tag_only_the_key_makes(void **state)
 {
     (void)state;
@@ -246,6 +301,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rfc3339_times_parse_and_format),
         cmocka_unit_test(test_client_address_behind_trusted_proxies),
+        cmocka_unit_test(test_ipv6_clients_count_per_network_and_mapped_ipv4_as_ipv4),
         cmocka_unit_test(test_public_order_ids_carry_a_tag_only_the_key_makes),
         cmocka_unit_test(test_hmac_key_gives_what_hmac_gives),
         cmocka_unit_test(test_signatures_expire_after_the_leeway_with_either_secret),

@@ -93,4 +93,45 @@ assert o["reason"] == 'evil"\x1b]0;pwned\x07\nFAKE LOG LINE\\', o
 assert o["order_id"] == "999" and o["quantity"] == 1 and o["status"] == "cancelled", o
 PYEOF
 echo "ok: seckill order escapes what it prints from the database (text and JSON)"
+
+# bidi controls and invisible characters (a title that reads reversed, a
+# reason with a hidden line separator, a C1 control, a tag character):
+# shown as \uXXXX in the text form; the --json form escapes them too and
+# stays valid JSON that reads back as the same text
+hidden_title='pay\u202eexe.txt\u200bzw\u2028ls\u2029ps\u2066i\u2067r\u2068f\u2069p\u200el\u200fr\ufeffbom'
+"$PY" - "$work/orders.db" <<'PYEOF'
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+title = "pay\u202eexe.txt\u200bzw\u2028ls\u2029ps\u2066i\u2067r\u2068f\u2069p\u200el\u200fr\ufeffbom"
+con.execute("UPDATE campaigns SET title = ? WHERE id = 'c1'", (title,))
+con.execute("INSERT INTO orders (order_id, campaign, user_id, qty, status, reason, path, created_ms, updated_ms)"
+            " VALUES (998, 'c1', 'u2', 1, 'cancelled', ?, 'db', 1, 1)", ("why\u2028\u0085c1\U000e0041tag\u00e9",))
+con.commit()
+PYEOF
+"$build/tools/seckill/seckill" campaigns >"$work/campaigns.out" 2>&1 || fail "seckill campaigns: $(cat "$work/campaigns.out")"
+"$build/tools/seckill/seckill" campaigns show c1 >"$work/show.out" 2>&1 || fail "seckill campaigns show: $(cat "$work/show.out")"
+"$build/tools/seckill/seckill" order 998 >"$work/order.out" 2>&1 || fail "seckill order: $(cat "$work/order.out")"
+"$build/tools/seckill/seckill" --json order 998 >"$work/order.json" 2>&1 || fail "seckill --json order: $(cat "$work/order.json")"
+"$build/tools/seckill/seckill" --json campaigns show c1 >"$work/show.json" 2>&1 ||
+    fail "seckill --json campaigns show: $(cat "$work/show.json")"
+for f in campaigns.out show.out order.out order.json show.json; do
+    # UTF-8 of U+200B-U+200F, U+2028-U+202E, U+2060-U+206F, U+FEFF, C1, tags
+    if LC_ALL=C grep -qP '\xe2\x80[\x8b-\x8f\xa8-\xae]|\xe2\x81[\xa0-\xaf]|\xef\xbb\xbf|\xc2[\x80-\x9f]|\xf3\xa0' "$work/$f"; then
+        fail "seckill printed a raw bidi or invisible character ($f): $(od -c "$work/$f" | head -20)"
+    fi
+done
+for f in campaigns show; do
+    grep -qF "$hidden_title" "$work/$f.out" || fail "seckill $f: title not shown escaped: $(cat "$work/$f.out")"
+done
+grep -qF 'why\u2028\xc2\x85c1\U000e0041tag'$'\u00e9' "$work/order.out" ||
+    fail "seckill order: reason not shown escaped: $(cat "$work/order.out")"
+"$PY" - "$work/order.json" "$work/show.json" <<'PYEOF' || fail "seckill --json: $(cat "$work/order.json" "$work/show.json")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["reason"] == "why\u2028\u0085c1\U000e0041tag\u00e9", o
+s = json.load(open(sys.argv[2]))
+assert s["database"]["title"] == ("pay\u202eexe.txt\u200bzw\u2028ls\u2029ps\u2066i\u2067r\u2068f\u2069p"
+                                  "\u200el\u200fr\ufeffbom"), s
+PYEOF
+echo "ok: seckill shows bidi controls and invisible characters escaped (text and JSON)"
 echo "user signatures and admin text: all checks passed"

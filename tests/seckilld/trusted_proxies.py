@@ -28,7 +28,7 @@ def check(cond, what):
 
 
 now = int(time.time() * 1000)
-for cid in ("viaproxy", "direct", "bad"):
+for cid in ("viaproxy", "direct", "bad", "v6net", "mapped"):
     camp = {"id": cid, "stock": 1000, "per_user_limit": 1, "starts_at": now - 60000, "ends_at": now + 3600000}
     st, body = call("127.0.0.1", "POST", "/v1/campaigns", [("Authorization", "Bearer adm")], json.dumps(camp))
     check(st == 201, "create %s: %d %s" % (cid, st, body))
@@ -48,6 +48,18 @@ check(st == 429, "the rightmost untrusted entry is the client: %d" % st)
 # Forwarded: for= counts the same way, in its own header
 st, _ = buy("127.0.0.2", "viaproxy", "p-fwd", [("Forwarded", 'for="[2001:db8::1]:4711";proto=https')])
 check(st in (201, 202), "Forwarded for= a new client: %d" % st)
+# IPv6 clients count per /64 (--ipv6-prefix, default 64): ten hosts of one
+# network are one client; a host of another /64 is another client
+codes = [buy("127.0.0.2", "v6net", "n%d" % i, [("X-Forwarded-For", "2001:db8:0:1:%x::%x" % (i * 4099, i + 1))])[0]
+         for i in range(10)]
+check(sum(c in (201, 202) for c in codes) == 5 and codes.count(429) == 5, "one IPv6 /64: %s" % codes)
+st, _ = buy("127.0.0.2", "v6net", "n-other", [("X-Forwarded-For", "2001:db8:0:2::1")])
+check(st in (201, 202), "another /64 is another client: %d" % st)
+# ::ffff:a.b.c.d is the IPv4 client a.b.c.d
+codes = [buy("127.0.0.2", "mapped", "m%d" % i,
+             [("X-Forwarded-For", ("::ffff:198.51.100.9", "198.51.100.9", "::FFFF:c633:6409")[i % 3])])[0]
+         for i in range(10)]
+check(sum(c in (201, 202) for c in codes) == 5 and codes.count(429) == 5, "IPv4-mapped: %s" % codes)
 # an untrusted peer is keyed on itself whatever it forwards
 codes = [buy("127.0.0.1", "direct", "d%d" % i, [("X-Forwarded-For", "203.0.113.%d" % i)])[0] for i in range(10)]
 check(sum(c in (201, 202) for c in codes) == 5 and codes.count(429) == 5, "direct: %s" % codes)

@@ -25,6 +25,7 @@
 #include "reconcile.h"
 #include "seckill_urls.h"
 #include "sk_err.h"
+#include "text.h"
 #include "url.h"
 #include "json.h"
 #include "util.h"
@@ -373,43 +374,22 @@ typedef struct camp_print {
     int n;
 } camp_print;
 
-/* s as text safe on a terminal and in a log: control characters (C0,
- * DEL, and C1 as UTF-8 C2 80..9F) and the backslash as \xNN; the rest as
- * it is. Everything printed from Redis or the database goes through it
- * (or through the JSON writer, which escapes the same bytes). */
-static void put_text(dlock__buf *o, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
-        if (*p >= 0x20 && *p != 0x7f && *p != '\\' && !c1) {
-            dlock__buf_append(o, (const char *)p, 1);
-            continue;
-        }
-        for (int k = 0; k < (c1 ? 2 : 1); k++) {
-            char esc[4] = {'\\', 'x', hex[p[k] >> 4], hex[p[k] & 15]};
-            dlock__buf_append(o, esc, 4);
-        }
-        if (c1) p++;
-    }
-}
-
 static void camp_print_cb(const sk_campaign *cp, int64_t remaining, void *ud)
 {
     camp_print *p = ud;
     dlock__buf o = {0};
     if (p->json) {
         dlock__buf_printf(&o, "%s{\"id\":", p->n ? "," : "");
-        dlock__json_put_str(&o, cp->id, strlen(cp->id));
+        sk_tool_put_json(&o, cp->id);
         dlock__buf_printf(&o, ",\"stock\":%" PRId64 ",\"remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64
                               ",\"starts_at_ms\":%" PRId64 ",\"ends_at_ms\":%" PRId64 ",\"price_cents\":%" PRId64 "}",
                           cp->stock, remaining, cp->per_user_limit, cp->starts_at_ms, cp->ends_at_ms, cp->price_cents);
     } else {
         dlock__buf id = {0};
-        put_text(&id, cp->id);
+        sk_tool_put_text(&id, cp->id);
         dlock__buf_printf(&o, "%-24s remaining %8" PRId64 " of %8" PRId64 "  limit %" PRId64 "  ",
                           id.data ? id.data : "", remaining, cp->stock, cp->per_user_limit);
-        put_text(&o, cp->title);
+        sk_tool_put_text(&o, cp->title);
         dlock__buf_append(&o, "\n", 1);
         dlock__buf_free(&id);
     }
@@ -446,7 +426,7 @@ static void show_json(const show_ctx *s, dlock__buf *o)
     dlock__buf_printf(o, "{\"id\":\"%s\",\"database\":", rep->campaign);
     if (s->def) {
         dlock__buf_printf(o, "{\"title\":");
-        dlock__json_put_str(o, s->def->title, strlen(s->def->title));
+        sk_tool_put_json(o, s->def->title);
         dlock__buf_printf(o, ",\"stock\":%" PRId64 ",\"remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64
                              ",\"db_reserve\":%" PRId64 "}",
                           s->def->stock, s->remaining, s->def->per_user_limit, s->def->db_reserve);
@@ -459,9 +439,9 @@ static void show_json(const show_ctx *s, dlock__buf *o)
     for (int j = 0; j < rep->nbuckets; j++) {
         const sk_reconcile_bucket *bk = &rep->bucket[j];
         dlock__buf_printf(o, "%s{\"bucket\":%d,\"tag\":", j ? "," : "", j);
-        dlock__json_put_str(o, bk->tag, strlen(bk->tag));
+        sk_tool_put_json(o, bk->tag);
         dlock__buf_append(o, ",\"master\":", 10);
-        dlock__json_put_str(o, s->master[j], strlen(s->master[j]));
+        sk_tool_put_json(o, s->master[j]);
         dlock__buf_printf(o, ",\"present\":%s,\"remaining\":%" PRId64 ",\"buyers\":%" PRId64 ",\"bought_units\":%" PRId64
                              ",\"journal_entries\":%" PRId64 ",\"in_transit_out\":%" PRId64
                              ",\"in_transit_out_transfers\":%" PRId64 ",\"transfers_in\":%" PRId64
@@ -475,7 +455,7 @@ static void show_json(const show_ctx *s, dlock__buf *o)
     const char *p = rep->diffs.data;
     for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) {
         if (i) dlock__buf_append(o, ",", 1);
-        dlock__json_put_str(o, p, strlen(p));
+        sk_tool_put_json(o, p);
     }
     dlock__buf_printf(o, "]}\n");
 }
@@ -485,7 +465,7 @@ static void show_text(const show_ctx *s, dlock__buf *o)
     const sk_reconcile_report *rep = s->rep;
     if (s->def) {
         dlock__buf_printf(o, "campaign %s: ", rep->campaign);
-        put_text(o, s->def->title);
+        sk_tool_put_text(o, s->def->title);
         dlock__buf_printf(o, "\n  database: stock %" PRId64 ", remaining %" PRId64 " (reserve %" PRId64
                              "), limit %" PRId64 "\n",
                           s->def->stock, s->remaining, s->def->db_reserve, s->def->per_user_limit);
@@ -501,9 +481,9 @@ static void show_text(const show_ctx *s, dlock__buf *o)
     for (int j = 0; j < rep->nbuckets; j++) {
         const sk_reconcile_bucket *bk = &rep->bucket[j];
         dlock__buf_printf(o, "  bucket %d {", j);
-        put_text(o, bk->tag);
+        sk_tool_put_text(o, bk->tag);
         dlock__buf_append(o, "} on ", 5);
-        put_text(o, s->master[j]);
+        sk_tool_put_text(o, s->master[j]);
         dlock__buf_printf(o, ": %s%" PRId64 ", buyers %" PRId64 " (%" PRId64
                              " units), journal %" PRId64 " out (%" PRId64 " units in transit), %" PRId64
                              " transfers in, stream %" PRId64 " entries (pending %" PRId64 ", lag %" PRId64
@@ -515,7 +495,7 @@ static void show_text(const show_ctx *s, dlock__buf *o)
     const char *p = rep->diffs.data;
     for (int i = 0; i < rep->ndiffs; i++, p += strlen(p) + 1) {
         dlock__buf_append(o, "  - ", 4);
-        put_text(o, p);
+        sk_tool_put_text(o, p);
         dlock__buf_append(o, "\n", 1);
     }
 }
@@ -591,7 +571,7 @@ static int parse_order_id(const char *s, uint64_t *out)
 
 static void print_order(const sk_order_row *r, bool json)
 {
-    /* every text field comes from the database: JSON-escaped, or put_text */
+    /* every text field comes from the database: sk_tool_put_json or sk_tool_put_text (text.h) */
     const char *name[] = {"campaign", "user", "status", "reason", "path"};
     const char *val[] = {r->campaign, r->user, r->status, r->reason, r->path};
     dlock__buf o = {0};
@@ -600,22 +580,22 @@ static void print_order(const sk_order_row *r, bool json)
         for (size_t k = 0; k < sizeof(name) / sizeof(name[0]); k++) {
             if (k == 2) dlock__buf_printf(&o, ",\"quantity\":%" PRId64, r->qty);
             dlock__buf_printf(&o, ",\"%s\":", name[k]);
-            dlock__json_put_str(&o, val[k], strlen(val[k]));
+            sk_tool_put_json(&o, val[k]);
         }
         dlock__buf_append(&o, "}\n", 2);
     } else {
         dlock__buf_printf(&o, "order %" PRIu64 ": campaign ", r->order_id);
-        put_text(&o, r->campaign);
+        sk_tool_put_text(&o, r->campaign);
         dlock__buf_append(&o, " user ", 6);
-        put_text(&o, r->user);
+        sk_tool_put_text(&o, r->user);
         dlock__buf_printf(&o, " qty %" PRId64 " status ", r->qty);
-        put_text(&o, r->status);
+        sk_tool_put_text(&o, r->status);
         if (r->reason[0]) {
             dlock__buf_append(&o, ", ", 2);
-            put_text(&o, r->reason);
+            sk_tool_put_text(&o, r->reason);
         }
         dlock__buf_append(&o, " (path ", 7);
-        put_text(&o, r->path);
+        sk_tool_put_text(&o, r->path);
         dlock__buf_append(&o, ")\n", 2);
     }
     if (o.data) fputs(o.data, stdout);

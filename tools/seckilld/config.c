@@ -114,6 +114,9 @@ static const opt_spec opts[] = {
        "a request body not complete this long after its head: 408, closed"),
     I64("max-connections-per-address", "SECKILL_MAX_CONNECTIONS_PER_ADDRESS", "1024", max_conns_per_addr, 0, BIG,
         "open connections from one client address (0 = no cap; beyond: 503, closed)"),
+    INT("ipv6-prefix", "SECKILL_IPV6_PREFIX", "64", ipv6_prefix, 1, 128,
+        "per-address limits (connections, ip-rate-limit) count an IPv6 client by its network of this many bits "
+        "(128: each address); ::ffff:a.b.c.d counts as a.b.c.d"),
     I64("max-body", "SECKILL_MAX_BODY", "8192", max_body, 1, BIG, "request body limit in bytes (413 above)"),
     I64("max-headers", "SECKILL_MAX_HEADERS", "8192", max_headers, 256, BIG,
         "request header limit in bytes (at least 256)"),

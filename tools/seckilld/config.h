@@ -31,6 +31,7 @@ typedef struct seckilld_config {
     int64_t idle_timeout_ms;
     int64_t head_timeout_ms, body_timeout_ms;
     int64_t max_conns_per_addr;
+    int ipv6_prefix;
     int64_t max_body;
     int64_t max_headers;
     bool trust_forwarded; /* deprecated: trusted_proxies SK_TRUSTED_PRIVATE */

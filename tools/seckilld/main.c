@@ -193,6 +193,7 @@ static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, 
     ho->body_timeout_ms = c->body_timeout_ms;
     ho->max_connections = (size_t)c->max_connections;
     ho->max_conns_per_addr = (size_t)c->max_conns_per_addr;
+    ho->ipv6_prefix = c->ipv6_prefix;
     ho->max_body = (size_t)c->max_body;
     ho->max_headers = (size_t)c->max_headers;
     ho->trusted_proxies = c->trusted_proxies;

@@ -1,6 +1,6 @@
 -- campaign_heat.lua: pre-heats a campaign into Redis (meta, stock).
 -- mode "create": refused if the campaign exists. mode "reheat": rewrites
--- meta and sets stock = max(0, stock - db_reserve - units held by buyers);
+-- meta and sets stock = max(0, stock - db_reserve (or ARGV[14]) - units held by buyers);
 -- refused while the campaign is live (server clock inside [starts, ends))
 -- unless mode is "force". Never resets what buyers hold, so a re-heat
 -- cannot oversell. db_reserve units are carved out for the database path
@@ -29,6 +29,12 @@
 --   holds now); a missing one is created with its share. Mode "bucket"
 --   (the buckets after bucket 0 at creation, which bucket 0's "create"
 --   has just proven new) writes everything, stock included.
+-- ARGV[14] units the database path keeps apart from what buyers hold
+--   ("" = db_reserve): on a re-heat after database-path sales, the reserve
+--   left + its orders not yet mirrored + a handback not yet applied. The
+--   mirrored ones are among the buyers, so each sale counts once and
+--   initial = remaining + bought + database reserve holds (reconcile).
+--   db_reserve stays the definition's (meta).
 -- Returns {0, remaining} | {-1, 0} exists | {-2, 0} live (not forced)
 local mode = ARGV[1]
 local sharded = ARGV[10] ~= ''
@@ -41,7 +47,9 @@ if exists and mode == 'reheat' then
   if now >= tonumber(w[1]) and now < tonumber(w[2]) then return {-2, 0} end
 end
 local reserve = tonumber(ARGV[9]) or 0
-local remaining = tonumber(ARGV[3]) - reserve
+local apart = reserve
+if ARGV[14] and ARGV[14] ~= '' then apart = tonumber(ARGV[14]) end
+local remaining = tonumber(ARGV[3]) - apart
 if sharded then remaining = tonumber(ARGV[13]) end
 local keep = sharded and exists and mode ~= 'bucket'
 local held = redis.call('HVALS', KEYS[3])
