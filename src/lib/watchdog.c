@@ -117,31 +117,44 @@ static void settle(dlock_client *c, dlock__renewable *r, int rc, int64_t sent_ms
                             : "the renewal found it gone");
 }
 
-/* Pipelines the renewals of batch[0..nb) (prepared in cmds); settles each. */
-static void renew_batch(dlock_client *c, dlock__renewable **batch, dlock__renew_cmd *cmds,
-                        dlock__reply **replies, size_t nb)
+/* One renewal of r on its own, its I/O bounded by r's own deadline. */
+static void renew_one(dlock_client *c, dlock__renewable *r)
 {
-    int64_t lease = c->opts.watchdog_timeout_ms;
+    dlock__pool_io_deadline(atomic_load(&r->valid_until_ms));
     int64_t sent = dlock__now_ms(); /* before the send: validity counts from no later */
+    settle(c, r, r->renew(r, c->opts.watchdog_timeout_ms), sent);
+    dlock__pool_io_deadline(0);
+}
+
+/* Pipelines the renewals of batch[0..nb) (prepared in cmds); settles each.
+ * Renewals are owner-checked and idempotent, so when the pipeline as a
+ * whole failed (a node of a Cluster that did not answer makes it
+ * EUNKNOWN) each is sent again on its own: the ones whose server answers
+ * are renewed, one frozen node costs the others one bounded call. */
+static void renew_batch(dlock_client *c, dlock__renewable **batch, dlock__renew_cmd *cmds,
+                        dlock__reply **replies, size_t nb, int64_t until)
+{
+    dlock__pool_io_deadline(until);
+    int64_t sent = dlock__now_ms();
     int rc = dlock__pool_pipeline_eval(&c->pool, nb, cmds, replies);
+    dlock__pool_io_deadline(0);
     for (size_t i = 0; i < nb; i++) {
-        int rr;
-        if (rc == 0 && !dlock__reply_is_error(replies[i], "NOSCRIPT")) rr = batch[i]->finish(batch[i], replies[i]);
-        else if (rc == 0 || rc == DLOCK_ECONN) rr = batch[i]->renew(batch[i], lease); /* not applied: redo singly */
-        else rr = rc;
-        settle(c, batch[i], rr, sent);
+        if (rc == 0 && !dlock__reply_is_error(replies[i], "NOSCRIPT"))
+            settle(c, batch[i], batch[i]->finish(batch[i], replies[i]), sent);
+        else if (rc == 0 || rc == DLOCK_ECONN || rc == DLOCK_EUNKNOWN || rc == DLOCK_ETIMEOUT)
+            renew_one(c, batch[i]);
+        else
+            settle(c, batch[i], rc, sent);
         dlock__reply_free(replies[i]);
     }
 }
 
-/* Renews the due objects in items[0..n): batchable ones in one pipeline,
- * no call running past the latest validity deadline among them. */
+/* Renews the due objects in items[0..n): batchable ones in one pipeline
+ * (its calls bounded by the latest validity deadline among them), the rest
+ * one by one, each bounded by its own deadline. */
 static void renew_round(dlock_client *c, dlock__renewable **items, size_t n)
 {
     int64_t lease = c->opts.watchdog_timeout_ms, until = 0;
-    for (size_t i = 0; i < n; i++)
-        if (atomic_load(&items[i]->valid_until_ms) > until) until = atomic_load(&items[i]->valid_until_ms);
-    dlock__pool_io_deadline(until);
     dlock__renew_cmd *cmds = calloc(n, sizeof(*cmds));
     dlock__renewable **batch = calloc(n, sizeof(*batch));
     dlock__reply **replies = calloc(n, sizeof(*replies));
@@ -150,13 +163,12 @@ static void renew_round(dlock_client *c, dlock__renewable **items, size_t n)
         dlock__renewable *r = items[i];
         if (cmds && batch && replies && r->prepare && r->finish && r->prepare(r, lease, &cmds[nb]) == 0) {
             batch[nb++] = r;
+            if (atomic_load(&r->valid_until_ms) > until) until = atomic_load(&r->valid_until_ms);
             continue;
         }
-        int64_t sent = dlock__now_ms();
-        settle(c, r, r->renew(r, lease), sent);
+        renew_one(c, r);
     }
-    if (nb > 0) renew_batch(c, batch, cmds, replies, nb);
-    dlock__pool_io_deadline(0);
+    if (nb > 0) renew_batch(c, batch, cmds, replies, nb, until);
     free(cmds);
     free(batch);
     free(replies);
