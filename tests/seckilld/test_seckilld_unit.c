@@ -44,6 +44,18 @@ static void test_rfc3339_times_parse_and_format(void **state)
                                       "2026-12-01T24:00:00Z", "2026-12-01T10:00:00Zx", "x026-12-01T10:00:00Z"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(sk_http_parse_time(bad[i], strlen(bad[i]), &ms), SK_EINVAL);
+    /* issue 37: only instants RFC 3339 writes back (years 0000-9999, UTC) */
+    s = "9999-12-31T23:59:59.999Z";
+    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
+    assert_int_equal(ms, SK_HTTP_TIME_MAX_MS);
+    sk_http_format_time(ms, out);
+    assert_string_equal(out, s);
+    s = "0000-01-01T00:00:00Z";
+    assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
+    assert_int_equal(ms, SK_HTTP_TIME_MIN_MS);
+    static const char *const beyond[] = {"9999-12-31T23:00:00-02:00", "0000-01-01T00:30:00+01:00"};
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(sk_http_parse_time(beyond[i], strlen(beyond[i]), &ms), SK_EINVAL);
 }
 
 typedef struct addr_case {
