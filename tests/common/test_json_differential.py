@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""test_json_differential.py JSON_CANON CORPUS_DIR [--write-corpus DIR]
+"""test_json_differential.py JSON_CANON CORPUS_DIR
+   test_json_differential.py --write-corpus DIR
 
 One JSON body, one reading: every input (the files of CORPUS_DIR, the
 crafted cases below, and deterministic mutations of both) goes to the
@@ -266,10 +267,10 @@ def judge(data, got):
 
 def main():
     args = sys.argv[1:]
-    if len(args) == 3 and args[1] == "--write-corpus":
-        os.makedirs(args[2], exist_ok=True)
+    if len(args) == 2 and args[0] == "--write-corpus":
+        os.makedirs(args[1], exist_ok=True)
         for name, data in crafted().items():
-            with open(os.path.join(args[2], name), "wb") as f:
+            with open(os.path.join(args[1], name), "wb") as f:
                 f.write(data)
         return 0
     if len(args) != 2:
@@ -282,7 +283,7 @@ def main():
     seeds += list(crafted().values())
     inputs = seeds + mutations(seeds, 20000, random.Random(37))
     got = server_readings(canon_prog, inputs)
-    bad, accepted, strict = [], 0, 0
+    bad, accepted = [], 0
     for data, g in zip(inputs, got):
         why = judge(data, g)
         if why:

@@ -208,6 +208,11 @@ static void test_signatures_expire_after_the_leeway_with_either_secret(void **st
     /* an expired signature of the wrong secret is "bad", not "expired" */
     assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp + 1000, bound), SK_SIG_BAD);
     assert_int_equal(sk_auth_check_sig(&a, "alice", NULL, NULL, exp, bound), SK_SIG_MISSING);
+    /* issue 37: exp is a time like any other, within years 0000-9999 */
+    assert_int_equal(sk_auth_sign("new", "alice", SK_SIG_EXP_MAX_S, NULL, sig, sizeof(sig)), 0);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp, bound), SK_SIG_OK);
+    assert_int_equal(sk_auth_sign("new", "alice", SK_SIG_EXP_MAX_S + 1, NULL, sig, sizeof(sig)), 0);
+    assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp, bound), SK_SIG_MALFORMED);
     sk_auth_free(&a);
 }
 
