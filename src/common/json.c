@@ -112,9 +112,12 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end)
     return n;
 }
 
-/* Parses a string at ps->p (opening quote) into the arena. */
-static int parse_string(parser *ps, const char **s_out, size_t *len_out)
+/* Parses a string at ps->p (opening quote) into the arena. A key may not
+ * hold U+0000: every reader compares keys by their bytes, but a C string
+ * would end there, so "quantity\u0000" would read as a second "quantity". */
+static int parse_string(parser *ps, bool key, const char **s_out, size_t *len_out)
 {
+    const unsigned char *at = ps->p;
     ps->p++; /* opening quote */
     char *o = ps->doc->arena + ps->arena_len;
     size_t n = 0;
@@ -161,6 +164,10 @@ static int parse_string(parser *ps, const char **s_out, size_t *len_out)
         n += u;
         ps->p += u;
     }
+    if (key && memchr(o, '\0', n)) {
+        ps->p = at;
+        return fail(ps, "key contains U+0000");
+    }
     o[n] = '\0';
     ps->arena_len += n + 1;
     *s_out = o;
@@ -168,51 +175,69 @@ static int parse_string(parser *ps, const char **s_out, size_t *len_out)
     return 0;
 }
 
-static int parse_number(parser *ps, dlock__json_val *v)
+/* Advances over the JSON number grammar (RFC 8259 6); false when the
+ * text there is not a number. *integral: no fraction, no exponent. */
+static bool scan_number(parser *ps, bool *integral)
 {
-    const unsigned char *s = ps->p;
-    bool integral = true;
+    *integral = true;
     if (ps->p < ps->end && *ps->p == '-') ps->p++;
-    if (ps->p >= ps->end) return fail(ps, "bad number");
+    if (ps->p >= ps->end) return false;
     if (*ps->p == '0') {
         ps->p++;
-        if (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') return fail(ps, "leading zero");
+        if (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') return false; /* leading zero */
     } else if (*ps->p >= '1' && *ps->p <= '9') {
         while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') ps->p++;
     } else {
-        return fail(ps, "bad number");
+        return false;
     }
     if (ps->p < ps->end && *ps->p == '.') {
-        integral = false;
+        *integral = false;
         ps->p++;
-        if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return fail(ps, "bad fraction");
+        if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return false;
         while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') ps->p++;
     }
     if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
-        integral = false;
+        *integral = false;
         ps->p++;
         if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-')) ps->p++;
-        if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return fail(ps, "bad exponent");
+        if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') return false;
         while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') ps->p++;
     }
-    char tmp[64];
+    return true;
+}
+
+/* A number is an integer of int64 (no fraction, no exponent) or a finite
+ * double (correctly rounded, as every other reader rounds it); anything
+ * else is refused, never read as a nearby value. */
+static int parse_number(parser *ps, dlock__json_val *v)
+{
+    const unsigned char *s = ps->p;
+    bool integral;
+    if (!scan_number(ps, &integral)) return fail(ps, "bad number");
+    /* A NUL-terminated copy in the arena's unused tail: the arena holds
+     * len + 1 bytes and what it holds so far came from input bytes before
+     * s (a string's decoded bytes and NUL never outgrow it with its quotes),
+     * so the n + 1 bytes fit. arena_len does not move: the copy is scratch. */
     size_t n = (size_t)(ps->p - s);
-    if (n >= sizeof(tmp)) {
-        /* Too long for int64 anyway: keep it as a non-integral double. */
-        v->d = integral ? (s[0] == '-' ? -HUGE_VAL : HUGE_VAL) : 0.0;
-        v->is_int = false;
-        return 0;
-    }
+    char *tmp = ps->doc->arena + ps->arena_len;
     memcpy(tmp, s, n);
     tmp[n] = '\0';
-    v->d = strtod(tmp, NULL);
+    errno = 0;
     if (integral) {
-        errno = 0;
         long long x = strtoll(tmp, NULL, 10);
-        if (errno == 0) {
-            v->is_int = true;
-            v->i = x;
+        if (errno == ERANGE) {
+            ps->p = s;
+            return fail(ps, "integer out of range (int64)");
         }
+        v->is_int = true;
+        v->i = x;
+        v->d = (double)x;
+        return 0;
+    }
+    v->d = strtod(tmp, NULL);
+    if (isinf(v->d)) {
+        ps->p = s;
+        return fail(ps, "number out of range (double)");
     }
     return 0;
 }
@@ -231,11 +256,15 @@ static int parse_container(parser *ps, int depth, int idx, bool object)
         size_t key_len = 0;
         if (object) {
             if (ps->p >= ps->end || *ps->p != '"') return fail(ps, "expected a key string");
-            if (parse_string(ps, &key, &key_len)) return DLOCK__EINVAL;
+            const unsigned char *at = ps->p;
+            if (parse_string(ps, true, &key, &key_len)) return DLOCK__EINVAL;
+            /* decoded bytes: "quant\u0069ty" is "quantity" */
             for (int c = ps->doc->nodes[idx].first; c >= 0; c = ps->doc->nodes[c].next) {
                 const dlock__json_val *m = &ps->doc->nodes[c];
-                if (m->key_len == key_len && memcmp(m->key, key, key_len) == 0)
+                if (m->key_len == key_len && memcmp(m->key, key, key_len) == 0) {
+                    ps->p = at;
                     return fail(ps, "duplicate key");
+                }
             }
             skip_ws(ps);
             if (ps->p >= ps->end || *ps->p != ':') return fail(ps, "expected ':'");
@@ -264,7 +293,6 @@ static int parse_container(parser *ps, int depth, int idx, bool object)
 
 static int parse_value(parser *ps, int depth, int *idx_out)
 {
-    if (depth > DLOCK__JSON_MAX_DEPTH) return fail(ps, "nesting too deep");
     skip_ws(ps);
     if (ps->p >= ps->end) return fail(ps, "expected a value");
     unsigned c = *ps->p;
@@ -276,6 +304,9 @@ static int parse_value(parser *ps, int depth, int *idx_out)
     else if (c == 'n') t = DLOCK__JSON_NULL;
     else if (c == '-' || (c >= '0' && c <= '9')) t = DLOCK__JSON_NUMBER;
     else return fail(ps, "unexpected character");
+    /* depth counts the containers around this value: at most MAX open */
+    if ((t == DLOCK__JSON_OBJECT || t == DLOCK__JSON_ARRAY) && depth >= DLOCK__JSON_MAX_DEPTH)
+        return fail(ps, "nesting deeper than 32");
     int idx = new_node(ps, t);
     if (idx < 0) return fail(ps, "too many values");
     *idx_out = idx;
@@ -283,7 +314,7 @@ static int parse_value(parser *ps, int depth, int *idx_out)
     switch (t) {
     case DLOCK__JSON_OBJECT: return parse_container(ps, depth, idx, true);
     case DLOCK__JSON_ARRAY: return parse_container(ps, depth, idx, false);
-    case DLOCK__JSON_STRING: return parse_string(ps, &v->s, &v->len);
+    case DLOCK__JSON_STRING: return parse_string(ps, false, &v->s, &v->len);
     case DLOCK__JSON_BOOL:
         v->b = c == 't';
         return expect_word(ps, v->b ? "true" : "false");
@@ -312,6 +343,11 @@ int dlock__json_parse(const char *in, size_t len, dlock__json_doc *doc, char *er
                  .end = (const unsigned char *)in + len, .doc = doc, .cap = cap,
                  .err = err, .errlen = errlen};
     int root;
+    /* RFC 8259 8.1: no BOM; said by name, as some readers skip it silently */
+    if (len >= 3 && memcmp(in, "\xEF\xBB\xBF", 3) == 0) {
+        dlock__json_free(doc);
+        return fail(&ps, "byte-order mark");
+    }
     int rc = parse_value(&ps, 0, &root);
     if (rc == 0) {
         skip_ws(&ps);
@@ -328,14 +364,17 @@ void dlock__json_free(dlock__json_doc *doc)
     memset(doc, 0, sizeof(*doc));
 }
 
+bool dlock__json_key_is(const dlock__json_val *member, const char *key)
+{
+    size_t kl = strlen(key);
+    return member->key && member->key_len == kl && memcmp(member->key, key, kl) == 0;
+}
+
 const dlock__json_val *dlock__json_get(const dlock__json_doc *doc, const dlock__json_val *obj, const char *key)
 {
     if (!obj || obj->type != DLOCK__JSON_OBJECT) return NULL;
-    size_t kl = strlen(key);
-    for (int c = obj->first; c >= 0; c = doc->nodes[c].next) {
-        const dlock__json_val *m = &doc->nodes[c];
-        if (m->key_len == kl && memcmp(m->key, key, kl) == 0) return m;
-    }
+    for (int c = obj->first; c >= 0; c = doc->nodes[c].next)
+        if (dlock__json_key_is(&doc->nodes[c], key)) return &doc->nodes[c];
     return NULL;
 }
 

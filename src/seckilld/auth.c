@@ -102,7 +102,8 @@ int sk_auth_sign(const char *secret, const char *user, int64_t exp, const char *
 }
 
 /* The parts of v1=<hex>;exp=<digits>[;c=<campaign id>], in that order,
- * each once; exp a decimal without a leading zero. false: malformed. */
+ * each once; exp a decimal without a leading zero, at most
+ * SK_SIG_EXP_MAX_S. false: malformed. */
 typedef struct sig_parts {
     char hex[HEX_LEN + 1];
     char exp[16];
@@ -128,6 +129,7 @@ static bool parse_v1(const char *s, sig_parts *p)
     if (n == 0 || n > 12 || (s[0] == '0' && n > 1)) return false;
     memcpy(p->exp, s, n);
     p->exp_s = strtoll(p->exp, NULL, 10);
+    if (p->exp_s > SK_SIG_EXP_MAX_S) return false;
     s += n;
     if (!*s) return true;
     if (strncmp(s, ";c=", 3) != 0 || strlen(s + 3) >= sizeof(p->campaign) || !sk_valid_campaign_id(s + 3))

@@ -15,6 +15,9 @@
 /* The leeway after a signature's exp during which it is still accepted
  * (clocks of the signer and seckilld may differ by this much). */
 #define SK_SIG_SKEW_S 30
+/* The latest exp read (9999-12-31T23:59:59Z): like every time seckilld
+ * reads, within what RFC 3339 writes; a later one is malformed. */
+#define SK_SIG_EXP_MAX_S INT64_C(253402300799)
 
 typedef struct sk_auth {
     char *admin_token;      /* "": the admin API answers 401 */

@@ -61,9 +61,14 @@ static int read_json(hreq *q, dlock__json_doc *doc)
     char msg[200];
     size_t len = 0;
     const char *body = sk_hs_req_body(q->req, &len);
-    int rc = len ? dlock__json_parse(body, len, doc, msg, sizeof(msg)) : 0;
+    int rc = len ? dlock__json_parse(body, len, doc, msg + 14, sizeof(msg) - 14) : 0;
+    if (rc == DLOCK__EINVAL) {
+        memcpy(msg, "invalid JSON: ", 14); /* the reader's refusal, json.h */
+        sk__http_reply_error(q, 400, "bad_request", msg);
+        return -1;
+    }
     if (rc) {
-        sk__http_reply_error(q, 400, "bad_request", rc == DLOCK__EINVAL ? msg : "out of memory");
+        sk__http_reply_error(q, 500, "internal", "out of memory");
         return -1;
     }
     return len ? 0 : 1;
@@ -139,13 +144,15 @@ static bool has_control(const char *s, size_t len)
     return false;
 }
 
+/* A time: unix ms, or RFC 3339 text; either within what RFC 3339 writes
+ * back (SK_HTTP_TIME_MAX_MS), else SK_EINVAL. */
 static int json_time(const dlock__json_val *v, int64_t *ms_out)
 {
-    if (v->type == DLOCK__JSON_NUMBER && v->is_int && v->i >= 0) {
+    if (v->type == DLOCK__JSON_NUMBER && v->is_int && v->i >= 0 && v->i <= SK_HTTP_TIME_MAX_MS) {
         *ms_out = v->i;
         return 0;
     }
-    if (v->type == DLOCK__JSON_STRING) return sk_http_parse_time(v->s, v->len, ms_out);
+    if (v->type == DLOCK__JSON_STRING && strlen(v->s) == v->len) return sk_http_parse_time(v->s, v->len, ms_out);
     return SK_EINVAL;
 }
 
@@ -162,29 +169,30 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
     }
     for (int c = root->first; c >= 0; c = doc->nodes[c].next) {
         const dlock__json_val *v = &doc->nodes[c];
-        const char *k = v->key;
+        const char *k = v->key; /* no \0 inside (json.h): printable as a C string */
         bool ok = true;
-        if (strcmp(k, "id") == 0) {
+        if (dlock__json_key_is(v, "id")) {
             ok = v->type == DLOCK__JSON_STRING && v->len < sizeof(d->id) && strlen(v->s) == v->len;
             if (ok) snprintf(d->id, sizeof(d->id), "%s", v->s);
             has_id = true;
-        } else if (strcmp(k, "title") == 0) {
+        } else if (dlock__json_key_is(v, "title")) {
             ok = v->type == DLOCK__JSON_STRING && v->len < sizeof(d->title) && strlen(v->s) == v->len;
             if (ok) snprintf(d->title, sizeof(d->title), "%s", v->s);
-        } else if (strcmp(k, "stock") == 0) {
+        } else if (dlock__json_key_is(v, "stock")) {
             ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             d->stock = v->i;
             has_stock = true;
-        } else if (strcmp(k, "per_user_limit") == 0) {
+        } else if (dlock__json_key_is(v, "per_user_limit")) {
             ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             d->per_user_limit = v->i;
-        } else if (strcmp(k, "price_cents") == 0 || strcmp(k, "db_reserve") == 0 || strcmp(k, "shards") == 0) {
+        } else if (dlock__json_key_is(v, "price_cents") || dlock__json_key_is(v, "db_reserve") ||
+                   dlock__json_key_is(v, "shards")) {
             ok = v->type == DLOCK__JSON_NUMBER && v->is_int;
             *(k[0] == 'p' ? &d->price_cents : k[0] == 'd' ? &d->db_reserve : &d->shards) = v->i;
-        } else if (strcmp(k, "starts_at") == 0) {
+        } else if (dlock__json_key_is(v, "starts_at")) {
             ok = json_time(v, &d->starts_at_ms) == 0;
             has_start = true;
-        } else if (strcmp(k, "ends_at") == 0) {
+        } else if (dlock__json_key_is(v, "ends_at")) {
             ok = json_time(v, &d->ends_at_ms) == 0;
             has_end = true;
         } else {
@@ -192,7 +200,8 @@ static int parse_campaign(const dlock__json_doc *doc, sk_campaign *d, char *msg,
             return SK_EINVAL;
         }
         if (!ok) {
-            snprintf(msg, msglen, "bad value for \"%s\"", k);
+            /* only starts_at and ends_at among the known fields hold "_at" */
+            snprintf(msg, msglen, "bad value for \"%s\"%s", k, strstr(k, "_at") ? ": " SK_HTTP_TIME_RULE : "");
             return SK_EINVAL;
         }
     }
@@ -434,7 +443,7 @@ static const char *parse_quantity(const dlock__json_doc *doc, int64_t *qty)
     if (root->type != DLOCK__JSON_OBJECT) return "body must be a JSON object";
     for (int c = root->first; c >= 0; c = doc->nodes[c].next) {
         const dlock__json_val *v = &doc->nodes[c];
-        if (strcmp(v->key, "quantity") != 0) return "unknown field (only \"quantity\")";
+        if (!dlock__json_key_is(v, "quantity")) return "unknown field (only \"quantity\")";
         if (v->type != DLOCK__JSON_NUMBER || !v->is_int || v->i < 1 || v->i > 1000000)
             return "quantity must be a positive integer";
         *qty = v->i;

@@ -76,8 +76,15 @@ size_t sk_http_inflight(const sk_http *h);
 size_t sk_http_unflushed(const sk_http *h);
 void sk_http_free(sk_http *h);
 
+/* The times RFC 3339 can write (years 0000-9999, UTC): every time the
+ * server reads is refused outside them, so each reads back as it came. */
+#define SK_HTTP_TIME_MIN_MS INT64_C(-62167219200000) /* 0000-01-01T00:00:00Z */
+#define SK_HTTP_TIME_MAX_MS INT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */
+#define SK_HTTP_TIME_RULE "RFC 3339 (years 0000-9999) or unix ms 0..253402300799999"
+
 /* RFC 3339 time ("2026-12-01T10:00:00+08:00", fraction optional) to unix
- * ms; 0 or SK_EINVAL. */
+ * ms; 0, or SK_EINVAL (also for an instant outside SK_HTTP_TIME_MIN_MS ..
+ * SK_HTTP_TIME_MAX_MS, which an offset can reach: "9999-12-31T23:00:00-02:00"). */
 int sk_http_parse_time(const char *s, size_t len, int64_t *ms_out);
 /* Unix ms to RFC 3339 UTC ("2026-12-01T02:00:00Z", ".mmm" when needed). */
 void sk_http_format_time(int64_t ms, char out[40]);

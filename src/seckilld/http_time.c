@@ -82,7 +82,9 @@ int sk_http_parse_time(const char *s, size_t len, int64_t *ms_out)
     }
     if (i != len) return SK_EINVAL;
     int64_t secs = days_from_civil(Y, M, D) * 86400 + h * 3600 + mi * 60 + sec - off_min * 60;
-    *ms_out = secs * 1000 + ms;
+    int64_t t = secs * 1000 + ms;
+    if (t < SK_HTTP_TIME_MIN_MS || t > SK_HTTP_TIME_MAX_MS) return SK_EINVAL;
+    *ms_out = t;
     return 0;
 }
 

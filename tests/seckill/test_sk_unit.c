@@ -1,5 +1,6 @@
 /* test_sk_unit.c: the flash-sale pieces that need no server: the strict
- * JSON parser (valid and invalid documents, then thousands of randomly
+ * JSON parser (valid and invalid documents, keys read once by their bytes,
+ * then thousands of randomly
  * mutated inputs that must parse or fail cleanly - run it under ASan),
  * JSON string escaping, order ids and identifiers (RFC 3339 times are the
  * front end's: tests/seckilld/test_seckilld_unit.c). */
@@ -51,11 +52,61 @@ static void test_json_accepts_valid_documents(void **state)
     assert_int_equal(parse("9223372036854775807", &d), 0);
     assert_true(d.nodes[0].is_int);
     dlock__json_free(&d);
-    assert_int_equal(parse("9223372036854775808", &d), 0);
-    assert_false(d.nodes[0].is_int); /* out of int64: not an integer for us */
+    assert_int_equal(parse("-9223372036854775808", &d), 0);
+    assert_true(d.nodes[0].is_int);
     dlock__json_free(&d);
     assert_int_equal(parse("1.0", &d), 0);
     assert_false(d.nodes[0].is_int);
+    dlock__json_free(&d);
+    /* a long number is read whole (it was read as 0 past 63 bytes) */
+    char longnum[128] = "0.";
+    memset(longnum + 2, '0', 90);
+    memcpy(longnum + 92, "15", 3);
+    assert_int_equal(parse(longnum, &d), 0);
+    assert_true(d.nodes[0].d > 1.4e-91 && d.nodes[0].d < 1.6e-91);
+    dlock__json_free(&d);
+    /* the same key never twice, by its decoded bytes; a NUL-free key kept */
+    assert_int_equal(parse("{\"a/b\":1,\"\u00e9\":2,\"Quantity\":3,\"quantity\":4}", &d), 0);
+    assert_non_null(dlock__json_get(&d, &d.nodes[0], "a/b"));
+    assert_null(dlock__json_get(&d, &d.nodes[0], "quantit"));
+    assert_int_equal(dlock__json_get(&d, &d.nodes[0], "quantity")->i, 4);
+    dlock__json_free(&d);
+}
+
+/* Issue 37: a key is compared by its full decoded bytes, and a key holding
+ * U+0000 is refused, so no reader can see "quantity" twice. */
+static void test_json_keys_are_read_once_by_their_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *why;
+    } bad[] = {
+        {"{\"quantity\":1,\"quantity\\u0000\":3}", "key contains U+0000 at byte 14"},
+        {"{\"id\":\"D6\",\"id\\u0000x\":\"zz\"}", "key contains U+0000 at byte 11"},
+        {"{\"\\u0000\":1}", "key contains U+0000 at byte 1"},
+        {"{\"quantity\":1,\"quant\\u0069ty\":3}", "duplicate key at byte 14"},
+        {"{\"quantity\":1,\"\\u0071\\u0075\\u0061\\u006E\\u0074\\u0069\\u0074\\u0079\":3}",
+         "duplicate key at byte 14"},
+        {"{\"a/b\":1,\"a\\/b\":2}", "duplicate key at byte 9"},
+        {"{\"\xc3\xa9\":1,\"\\u00e9\":2}", "duplicate key at byte 8"},
+        {"{\"o\":{\"k\":1,\"\\u006b\":2}}", "duplicate key at byte 12"},
+        {"9223372036854775808", "integer out of range (int64) at byte 0"},
+        {"{\"quantity\":-9223372036854775809}", "integer out of range (int64) at byte 12"},
+        {"[1e309]", "number out of range (double) at byte 1"},
+        {"\xef\xbb\xbf{}", "byte-order mark at byte 0"},
+        {"{\"quantity\":1}x", "trailing characters at byte 14"},
+        {"\"\\ud800\"", "lone high surrogate at byte 7"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        dlock__json_doc d;
+        char err[128] = "";
+        int rc = dlock__json_parse(bad[i].in, strlen(bad[i].in), &d, err, sizeof(err));
+        if (rc != DLOCK__EINVAL) fail_msg("accepted #%zu: %s", i, bad[i].in);
+        if (strcmp(err, bad[i].why) != 0) fail_msg("#%zu %s: said \"%s\", want \"%s\"", i, bad[i].in, err, bad[i].why);
+    }
+    dlock__json_doc d; /* a NUL in a value is kept (its readers check the length) */
+    assert_int_equal(parse("{\"title\":\"a\\u0000b\"}", &d), 0);
+    assert_int_equal(d.nodes[1].len, 3);
     dlock__json_free(&d);
 }
 
@@ -75,12 +126,19 @@ static void test_json_rejects_invalid_documents(void **state)
         if (rc != DLOCK__EINVAL) fail_msg("accepted invalid JSON #%zu: %s", i, bad[i]);
         assert_true(err[0] != '\0');
     }
-    /* nesting limit */
+    /* nesting limit: 32 containers open at once, not 33 */
     char deep[200];
     memset(deep, '[', 100);
     memset(deep + 100, ']', 100);
     dlock__json_doc d;
     assert_int_equal(dlock__json_parse(deep, sizeof(deep), &d, NULL, 0), DLOCK__EINVAL);
+    memset(deep, '[', 32);
+    memset(deep + 32, ']', 32);
+    assert_int_equal(dlock__json_parse(deep, 64, &d, NULL, 0), 0);
+    dlock__json_free(&d);
+    memset(deep, '[', 33);
+    memset(deep + 33, ']', 33);
+    assert_int_equal(dlock__json_parse(deep, 66, &d, NULL, 0), DLOCK__EINVAL);
 }
 
 /* Randomized mutation fuzzing: flips, inserts, deletes and splices bytes
@@ -331,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_every_common_code_is_mapped_and_named),
         cmocka_unit_test(test_json_accepts_valid_documents),
         cmocka_unit_test(test_json_rejects_invalid_documents),
+        cmocka_unit_test(test_json_keys_are_read_once_by_their_bytes),
         cmocka_unit_test(test_json_survives_mutation_fuzzing),
         cmocka_unit_test(test_json_string_escaping_round_trips),
         cmocka_unit_test(test_order_ids_are_unique_ordered_and_decodable),

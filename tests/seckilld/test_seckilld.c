@@ -519,6 +519,52 @@ static void test_bad_input_matrix(void **state)
     assert_int_equal(buy(d[0].port, "m", "u", 2, NULL, resp, sizeof(resp)), 201);
 }
 
+/* Issue 37: one JSON body, one reading. A key holding \u0000 is no second
+ * "quantity" or "id", a key spelled with escapes is the same key, and a
+ * time is bounded to what RFC 3339 writes: each is 400 and changes nothing. */
+static void test_one_json_reading_for_every_body(void **state)
+{
+    (void)state;
+    assert_int_equal(create("jr", 10, 5, -60, 3600), 201);
+    const char *P = "/v1/campaigns/jr/purchase", *U = "X-User-Id: u\r\n";
+    const char *purchases[] = {"{\"quantity\":1,\"quantity\\u0000\":3}", "{\"quantity\\u0000\":3,\"quantity\":1}",
+                               "{\"quantity\":1,\"quant\\u0069ty\":3}", "{\"quantity\":1,\"\\u0071uantity\":3}",
+                               "\xef\xbb\xbf{\"quantity\":1}", "{\"quantity\":3e0}", "{\"quantity\":1}\n{}"};
+    char resp[1024];
+    for (size_t i = 0; i < sizeof(purchases) / sizeof(purchases[0]); i++) {
+        int st = skt_http(d[i % 3].port, "POST", P, U, purchases[i], strlen(purchases[i]), resp, sizeof(resp));
+        if (st != 400) fail_msg("purchase %zu (%s): %d, want 400: %s", i, purchases[i], st, resp);
+        expect_error(resp, "bad_request");
+    }
+    assert_non_null(strstr(resp, "invalid JSON: trailing characters at byte 15"));
+    const char *held_argv[] = {"HLEN", "{c:jr}:buyers"};
+    char held[32] = "";
+    assert_int_equal(test_redis_cmd(&redis, held, sizeof(held), 2, held_argv), 0);
+    assert_string_equal(held, "0"); /* nothing bought, by anyone */
+    /* the campaign reproduction: neither D6 nor zz exists afterwards */
+    const char *camps[] = {
+        "{\"id\":\"D6\",\"id\\u0000x\":\"zz\",\"stock\":5,\"starts_at\":0,\"ends_at\":4102444800000}",
+        "{\"id\":\"D6\",\"i\\u0064\":\"zz\",\"stock\":5,\"starts_at\":0,\"ends_at\":4102444800000}",
+        "{\"id\":\"D6\",\"stock\":5,\"starts_at\":0,\"ends_at\":4611686018427387904}",
+        "{\"id\":\"D6\",\"stock\":5,\"starts_at\":0,\"ends_at\":253402300800000}",
+        "{\"id\":\"D6\",\"stock\":5,\"starts_at\":0,\"ends_at\":\"9999-12-31T23:00:00-02:00\"}",
+        "{\"id\":\"D6\",\"stock\":5,\"starts_at\":0,\"ends_at\":1,\"price_cents\":99999999999999999999}"};
+    for (size_t i = 0; i < sizeof(camps) / sizeof(camps[0]); i++) {
+        int st = skt_http(d[0].port, "POST", "/v1/campaigns", ADMIN, camps[i], strlen(camps[i]), resp, sizeof(resp));
+        if (st != 400) fail_msg("campaign %zu (%s): %d, want 400: %s", i, camps[i], st, resp);
+        expect_error(resp, "bad_request");
+        if (i == 2) assert_non_null(strstr(resp, "bad value for \\\"ends_at\\\": RFC 3339 (years 0000-9999)"));
+    }
+    assert_int_equal(skt_http(d[1].port, "GET", "/v1/campaigns/zz", NULL, NULL, 0, resp, sizeof(resp)), 404);
+    assert_int_equal(skt_http(d[1].port, "GET", "/v1/campaigns/D6", NULL, NULL, 0, resp, sizeof(resp)), 404);
+    /* the last instant RFC 3339 writes is accepted and read back as written */
+    const char *last = "{\"id\":\"D7\",\"stock\":5,\"starts_at\":0,\"ends_at\":253402300799999}";
+    assert_int_equal(skt_http(d[0].port, "POST", "/v1/campaigns", ADMIN, last, strlen(last), resp, sizeof(resp)), 201);
+    assert_non_null(strstr(resp, "\"ends_at\":\"9999-12-31T23:59:59.999Z\""));
+    /* and the service is fine */
+    assert_int_equal(buy(d[2].port, "jr", "u", 1, NULL, resp, sizeof(resp)), 201);
+}
+
 static int raw_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -966,6 +1012,7 @@ int main(void)
         CASE(test_time_window_uses_the_server_clock),
         CASE(test_unknown_campaign_and_admin_token),
         CASE(test_bad_input_matrix),
+        CASE(test_one_json_reading_for_every_body),
         CASE(test_slow_and_silent_clients_are_timed_out),
         CASE(test_signature_and_graceful_shutdown),
         CASE(test_rate_limit_stops_a_scalper_with_retry_after),

@@ -24,6 +24,7 @@
 #include "buckets.h"
 #include "compare.h"
 #include "httpload.h"
+#include "json.h"
 #include "options.h"
 #include "util.h"
 
@@ -185,18 +186,36 @@ static int next_request(void *ud, hl_request *req)
     return 1;
 }
 
+/* The string member key of an answer's top-level object, read by the one
+ * JSON reader (json.h) as seckilld's answers are meant, never by searching
+ * the text (a message may quote another answer); cut to cap - 1 bytes.
+ * false: no such string, or the body is no JSON object. */
+static bool answer_str(const char *body, size_t len, const char *key, char *out, size_t cap)
+{
+    dlock__json_doc d;
+    out[0] = '\0';
+    if (!len || dlock__json_parse(body, len, &d, NULL, 0) != 0) return false;
+    const dlock__json_val *v = dlock__json_get(&d, &d.nodes[0], key);
+    bool ok = v && v->type == DLOCK__JSON_STRING && strlen(v->s) == v->len;
+    if (ok) {
+        size_t n = v->len < cap - 1 ? v->len : cap - 1;
+        memcpy(out, v->s, n);
+        out[n] = '\0';
+    }
+    dlock__json_free(&d);
+    return ok;
+}
+
+static bool is_outcome_unknown(const char *body, size_t len)
+{
+    char code[32];
+    return answer_str(body, len, "error", code, sizeof(code)) && strcmp(code, "outcome_unknown") == 0;
+}
+
 static void count_code(bench *b, const char *body, size_t len)
 {
-    char code[32] = "";
-    const char *e = len ? strstr(body, "\"error\":\"") : NULL;
-    if (e && (size_t)(e - body) < len) {
-        e += 9;
-        size_t n = strcspn(e, "\"");
-        if (n >= sizeof(code)) n = sizeof(code) - 1;
-        memcpy(code, e, n);
-        code[n] = '\0';
-    }
-    if (!code[0]) return;
+    char code[32];
+    if (!answer_str(body, len, "error", code, sizeof(code)) || !code[0]) return;
     for (int i = 0; i < b->n_codes; i++)
         if (strcmp(b->codes[i], code) == 0) {
             b->code_count[i]++;
@@ -208,10 +227,11 @@ static void count_code(bench *b, const char *body, size_t len)
     }
 }
 
+/* The internal id of an answer's "order_id" ("<id>-<tag>"), or 0. */
 static uint64_t order_id_of(const char *body)
 {
-    const char *p = strstr(body, "\"order_id\":\"");
-    return p ? strtoull(p + 12, NULL, 10) : 0;
+    char ref[96];
+    return answer_str(body, strlen(body), "order_id", ref, sizeof(ref)) ? strtoull(ref, NULL, 10) : 0;
 }
 
 static void ts_add(bench *b, int kind)
@@ -276,10 +296,8 @@ static size_t copy_body(char *copy, size_t cap, const char *body, size_t len)
 /* Every answer (final or not) into the timeline, by kind. */
 static void note_answer(bench *b, intptr_t i, int status, const char *body, size_t len)
 {
-    char head[256];
-    copy_body(head, sizeof(head), body, len);
     int kind = status == 201 ? TS_201 : status == 202 ? TS_202 : status / 100 == 4 ? TS_4XX : TS_503;
-    if (status == 0 || (status == 503 && strstr(head, "\"outcome_unknown\""))) kind = TS_UNKNOWN;
+    if (status == 0 || (status == 503 && is_outcome_unknown(body, len))) kind = TS_UNKNOWN;
     ts_add(b, kind);
     if (kind == TS_4XX && i >= 0 && b->plan[i].kind != K_BAD) ts_add(b, TS_DECIDED);
 }
@@ -301,9 +319,7 @@ static int resend(void *ud, void *tag, int status, const char *body, size_t len)
         return safe;
     }
     if (status == 503) {
-        char head[1024];
-        copy_body(head, sizeof(head), body, len);
-        bool unknown = strstr(head, "\"outcome_unknown\"") != NULL;
+        bool unknown = is_outcome_unknown(body, len);
         if (unknown && i >= 0) b->plan[i].unknown = 1;
         return safe || !unknown;
     }
