@@ -330,6 +330,24 @@ def attack_identity_in_a_trailer(port):
           "the victim's own purchase (limit 1) answered %d" % st)
 
 
+def attack_unterminated_last_trailer(port):
+    """X-User-Id as the last trailer of a loop's first purchase: the old
+    layer never terminated it, and read past its buffer (ASan:
+    heap-buffer-overflow in the user-id check)."""
+    raw = raw_req("/v1/campaigns/trl/purchase", [("Host", "x"), ("Transfer-Encoding", "chunked"),
+                                                  ("Connection", "close")], chunks(BUY, "X-User-Id: v%s\r\n" % TAG))
+    try:
+        st = one(port, raw)[0]
+    except OSError as e:
+        st = "%s" % e
+    check("attack_unterminated_last_trailer_is_refused", st in (400, 401), "answered %s" % st)
+    try:
+        st = one(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0]
+    except OSError as e:
+        st = "%s" % e
+    check("attack_unterminated_last_trailer_server_alive", st == 200, "healthz answered %s" % st)
+
+
 def attack_admin_token_from_stale_bytes(port):
     """An admin request, then one with no token whose only trailer is
     Authorization: B, placed where the admin's value was."""
@@ -384,6 +402,7 @@ def main():
             assert st in (201, 409), "creating campaign %s: %d" % (cid, st)
         fresh = start()  # the first request a loop reads: no earlier bytes in its buffers
         attack_identity_in_a_trailer(fresh)
+        attack_unterminated_last_trailer(start())
         attack_admin_token_from_stale_bytes(port)
         signed = start("--user-secret", SECRET)
         attack_signature_from_stale_bytes(signed)
