@@ -31,7 +31,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg);
 static void after_io(hs_conn *c);
 
 /* Requests are recycled with their buffers (a purchase then allocates
- * nothing in the layer); orphans, whose server may be gone, are freed. */
+ * nothing in the layer), cleared (at most 4 KiB each); orphans, whose
+ * server may be gone, are freed. */
 #define HS_FREE_MAX 256
 
 static void req_destroy(sk_hs_req *r)
@@ -54,6 +55,9 @@ sk_hs_req *hs__req_new(sk_hs *s)
     hs_hdr *hdrs = r->hdrs;
     size_t hc = r->head_cap, bc = r->body_cap, oc = r->outh_cap, dc = r->hdr_cap;
     memset(r, 0, sizeof(*r));
+    /* no byte of an earlier request stays readable through this one */
+    if (head) memset(head, 0, hc);
+    if (body) memset(body, 0, bc);
     r->head = head;
     r->head_cap = hc;
     r->body = body;
@@ -232,7 +236,7 @@ static void pump(hs_conn *c)
     }
 }
 
-static bool has_room(const hs_conn *c)
+bool hs__has_room(const hs_conn *c)
 {
     return c->nq < c->s->o.max_pipeline && evbuffer_get_length(c->out) <= HS_OUT_HIGH;
 }
@@ -314,7 +318,7 @@ static void after_io(hs_conn *c)
         }
         pump(c);
         if (flush(c) < 0) return;
-        if (!c->paused || !has_room(c)) break;
+        if (!c->paused || !hs__has_room(c)) break;
         resume(c);
     }
     if (!settle(c)) return;
@@ -357,9 +361,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (n == 0) {
         /* half-close: whatever was sent completely is still answered */
         c->eof = true;
-        hs__req_free(c->s, c->cur);
-        c->cur = NULL;
-        c->phase = HS_IDLE;
+        hs__parse_abort(c);
     } else {
         c->last_io = dlock__now_ms();
         c->in_read = true;
@@ -394,9 +396,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         free_conn(c); /* lingered enough, a client that does not read, or idle */
         return;
     }
-    hs__req_free(c->s, c->cur); /* a request not complete in time */
-    c->cur = NULL;
-    c->phase = HS_IDLE;
+    hs__parse_abort(c); /* a request not complete in time */
     hs__refuse(c, 408, "request_timeout", "request not complete in time");
     after_io(c);
 }

@@ -1,7 +1,8 @@
 /* hs_internal.h: the structures shared by hserver.c (server, listeners,
- * accepting), hs_conn.c (a connection's I/O, answer queue and deadlines)
- * and hs_parse.c (libhttp-parser callbacks building requests). Not a
- * public interface: everything here is owned by one event loop. */
+ * accepting), hs_conn.c (a connection's I/O, answer queue and deadlines),
+ * hs_parse.c (libhttp-parser callbacks building requests) and hs_frame.c
+ * (the head's line rules, the chunked body). Not a public interface:
+ * everything here is owned by one event loop. */
 #ifndef SK_HS_INTERNAL_H
 #define SK_HS_INTERNAL_H
 
@@ -96,6 +97,26 @@ struct sk_hs_req {
 
 enum hs_phase { HS_IDLE, HS_HEAD, HS_BODY };
 
+/* Where hs__head_lines is in a request head. */
+typedef struct hs_lines {
+    bool cr;      /* the last byte was a CR */
+    bool started; /* the request line has begun */
+    bool mid;     /* inside a line */
+} hs_lines;
+
+/* A chunked body being decoded (hs__chunked); the budgets are set from
+ * the limits when the head is complete and count down. */
+typedef struct hs_chunked {
+    int st;
+    uint64_t size;     /* the chunk's size, then what is left of its data */
+    size_t line;       /* bytes of the current chunk-size line */
+    size_t body_left;  /* data and extension bytes still allowed */
+    size_t head_left;  /* trailer bytes still allowed (max_head less the head) */
+    size_t lines_left; /* trailer lines still allowed */
+    int status;        /* a refusal: 400, 413 or 431, and why */
+    const char *msg;
+} hs_chunked;
+
 struct hs_conn {
     sk_hs *s;
     hs_listener *l; /* NULL: adopted */
@@ -107,6 +128,9 @@ struct hs_conn {
     struct event *rev, *wev, *tev;
     struct evbuffer *out;
     http_parser p;
+    hs_lines lines;          /* the head being read (phase idle or head) */
+    hs_chunked ck;           /* the chunked body being read, when chunked */
+    bool chunked;
     sk_hs_req *cur;          /* being parsed */
     sk_hs_req *qhead, *qtail; /* dispatched or refused, in order */
     size_t nq, in_out;       /* queued; answers in out */
@@ -130,6 +154,9 @@ void hs__wait_leave(hs_conn *c);
 /* Queues a complete request (dispatch) or a refusal (status != 0). */
 void hs__enqueue(hs_conn *c, sk_hs_req *r);
 void hs__refuse(hs_conn *c, int status, const char *code, const char *msg);
+/* Room for another request: the pipeline and the answers waiting in
+ * memory are under their caps (else reading pauses). */
+bool hs__has_room(const hs_conn *c);
 sk_hs_req *hs__req_new(sk_hs *s);
 void hs__req_free(sk_hs *s, sk_hs_req *r); /* s NULL: never recycled */
 void hs__req_pool_free(sk_hs *s);
@@ -139,6 +166,22 @@ void hs__parser_settings(http_parser_settings *ps);
 /* Feeds input to the connection's parser; returns bytes consumed (less
  * than n only when parsing paused or stopped). */
 size_t hs__feed(hs_conn *c, const char *data, size_t n);
+/* Drops the request being read (timeout, end of input). */
+void hs__parse_abort(hs_conn *c);
+
+/* hs_frame.c */
+/* A header or trailer value byte: HTAB, SP, VCHAR or obs-text. */
+bool hs__field_byte_ok(unsigned char ch);
+/* Scans d[0..n) of a request head. Returns 1 with *used the bytes up to
+ * and including the blank line that ends it, 0 with *used = n while the
+ * head goes on, -1 with *msg when a line does not end in CRLF, a CR has no
+ * LF, or a line folds (starts with SP or HTAB). Blank lines before the
+ * request line are skipped (RFC 9112 2.2). */
+int hs__head_lines(hs_lines *s, const char *d, size_t n, size_t *used, const char **msg);
+/* Decodes d[0..n) of a chunked body: returns 0 after *used bytes, with
+ * *dlen bytes of data at *data (0: none yet), 1 when the message ended
+ * after *used bytes, -1 when refused (k->status, k->msg). */
+int hs__chunked(hs_chunked *k, const char *d, size_t n, size_t *used, const char **data, size_t *dlen);
 
 /* hserver.c */
 void hs__listener_conn_gone(hs_listener *l, const char *peer);

@@ -1,8 +1,10 @@
 /* hs_parse.c: libhttp-parser callbacks that build one sk_hs_req per
  * message and enforce the request limits (hserver.h). Invariant: a
- * request reaches hs__enqueue only complete and inside every limit; any
- * refusal stops parsing on that connection (framing is no longer known)
- * and queues a JSON error after the answers already owed. */
+ * request reaches hs__enqueue only complete and inside every limit; the
+ * parser reads only a head hs__head_lines has passed and a Content-Length
+ * body (a chunked body is hs__chunked's, its trailers never become
+ * headers); any refusal stops parsing on that connection (framing is no
+ * longer known) and queues a JSON error after the answers already owed. */
 #include "hs_internal.h"
 
 #include <event2/buffer.h>
@@ -117,11 +119,9 @@ static int on_value(http_parser *p, const char *at, size_t n)
     /* NUL or another control byte would cut or bend the value for a
      * handler (X-User-Id "al\0ice" read as "al"): refused, whatever the
      * parser build lets through */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)at[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+    for (size_t i = 0; i < n; i++)
+        if (!hs__field_byte_ok((unsigned char)at[i]))
             return refuse_cb(p, 400, "bad_request", "control character in a header value");
-    }
     if (r->last != HS_VALUE) {
         if (head_end(p)) return -1;
         r->hdrs[r->nhdrs - 1].value = (uint32_t)r->head_len;
@@ -206,6 +206,50 @@ static int transfer_coding(http_parser *p, sk_hs_req *r)
     return refuse_cb(p, 501, "not_implemented", "only Transfer-Encoding: chunked is supported");
 }
 
+/* A Host value: uri-host (reg-name or [IP-literal]) and an optional
+ * port (RFC 9112 3.2, RFC 3986 3.2.2). Empty is allowed. */
+static bool host_ok(const char *h)
+{
+    static const char reg[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=";
+    if (*h == '[') {
+        size_t n = strspn(h + 1, "0123456789abcdefABCDEF:.vV-_~!$&'()*+,;=");
+        if (h[1 + n] != ']') return false;
+        h += n + 2;
+    } else {
+        h += strspn(h, reg);
+    }
+    if (*h == ':') h += 1 + strspn(h + 1, "0123456789");
+    return *h == '\0';
+}
+
+/* One Host (none is allowed in HTTP/1.0 only): a proxy and this server
+ * must not read two different targets from one request. */
+static int host_rule(http_parser *p, sk_hs_req *r)
+{
+    const char *h[2];
+    size_t n = sk_hs_req_headers(r, "Host", h, 2);
+    if (n > 1) return refuse_cb(p, 400, "bad_request", "more than one Host header");
+    if (n == 0 && p->http_minor >= 1) return refuse_cb(p, 400, "bad_request", "HTTP/1.1 request without a Host header");
+    if (n == 1 && !host_ok(h[0])) return refuse_cb(p, 400, "bad_request", "bad Host header");
+    return 0;
+}
+
+/* A chunked body is decoded by hs__chunked from here on; the parser is
+ * fed again only from the next message. HTTP/1.0 has no chunked coding:
+ * its framing cannot be trusted (RFC 9112 6.1). */
+static int chunked_start(http_parser *p, sk_hs_req *r)
+{
+    hs_conn *c = p->data;
+    const sk_hs_opts *o = &c->s->o;
+    if (!(p->flags & F_CHUNKED)) return 0;
+    if (p->http_minor == 0) return refuse_cb(p, 400, "bad_request", "Transfer-Encoding in an HTTP/1.0 request");
+    c->ck = (hs_chunked){.body_left = o->max_body,
+                         .head_left = o->max_head - r->head_bytes,
+                         .lines_left = o->max_headers_count - r->nhdrs};
+    c->chunked = true;
+    return 0;
+}
+
 static int on_headers_done(http_parser *p)
 {
     hs_conn *c = p->data;
@@ -216,10 +260,10 @@ static int on_headers_done(http_parser *p)
     if (p->http_major != 1) return refuse_cb(p, 505, "version_not_supported", "only HTTP/1.0 and 1.1");
     if (p->method >= 32 || !(o->methods & (1u << p->method)))
         return refuse_cb(p, 501, "not_implemented", "method not implemented");
-    if (split_target(p, r) || transfer_coding(p, r)) return -1;
+    if (split_target(p, r) || transfer_coding(p, r) || host_rule(p, r)) return -1;
     if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX && p->content_length > o->max_body)
         return refuse_cb(p, 413, "too_large", "body over the size limit");
-    if (expectation(p, r)) return -1;
+    if (expectation(p, r) || chunked_start(p, r)) return -1;
     r->method = (int)p->method;
     r->head_only = p->method == HTTP_HEAD;
     r->keep_alive = http_should_keep_alive(p) != 0;
@@ -230,7 +274,7 @@ static int on_headers_done(http_parser *p)
     return 0;
 }
 
-static int on_body(http_parser *p, const char *at, size_t n)
+static int body_add(http_parser *p, const char *at, size_t n)
 {
     sk_hs_req *r = cur_of(p);
     if (r->body_len + n > ((hs_conn *)p->data)->s->o.max_body)
@@ -241,25 +285,22 @@ static int on_body(http_parser *p, const char *at, size_t n)
     return 0;
 }
 
-static int on_chunk(http_parser *p)
+/* The request is complete: queued for its handler. */
+static void message_end(hs_conn *c)
 {
-    sk_hs_req *r = cur_of(p);
-    if (p->content_length > ((hs_conn *)p->data)->s->o.max_body - r->body_len)
-        return refuse_cb(p, 413, "too_large", "body over the size limit");
-    return 0;
-}
-
-static int on_complete(http_parser *p)
-{
-    hs_conn *c = p->data;
     sk_hs_req *r = c->cur;
     c->cur = NULL;
     c->phase = HS_IDLE;
     if (r->body) r->body[r->body_len] = '\0';
     hs__enqueue(c, r);
+}
+
+static int on_complete(http_parser *p)
+{
+    hs_conn *c = p->data;
+    message_end(c);
     if (c->closing || c->dead) return -1; /* no request after this one */
-    if (c->nq >= c->s->o.max_pipeline || evbuffer_get_length(c->out) > HS_OUT_HIGH)
-        http_parser_pause(p, 1);
+    http_parser_pause(p, 1);              /* the next head is scanned before the parser reads it */
     return 0;
 }
 
@@ -271,8 +312,7 @@ void hs__parser_settings(http_parser_settings *ps)
     ps->on_header_field = on_field;
     ps->on_header_value = on_value;
     ps->on_headers_complete = on_headers_done;
-    ps->on_body = on_body;
-    ps->on_chunk_header = on_chunk;
+    ps->on_body = body_add;
     ps->on_message_complete = on_complete;
 }
 
@@ -317,33 +357,101 @@ static void map_error(hs_conn *c, enum http_errno e, int bad)
     }
 }
 
+static void reset_parser(hs_conn *c)
+{
+    void *d = c->p.data;
+    http_parser_init(&c->p, HTTP_REQUEST);
+    c->p.data = d;
+}
+
+/* The parser over d[0..n): a head only as far as hs__head_lines passed
+ * it, a Content-Length body, up to the end of one message. Returns the
+ * bytes used; *bad when refused. */
+static size_t feed_parser(hs_conn *c, const char *d, size_t n, bool *bad)
+{
+    size_t lim = n;
+    const char *msg;
+    if (c->phase != HS_BODY && hs__head_lines(&c->lines, d, n, &lim, &msg) < 0) {
+        c->err_status = 400;
+        c->err_code = "bad_request";
+        c->err_msg = msg;
+        *bad = true;
+        return n;
+    }
+    size_t k = http_parser_execute(&c->p, &c->s->ps, d, lim);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->p);
+    if (e == HPE_PAUSED) { /* a message ended (on_complete) */
+        http_parser_pause(&c->p, 0);
+        if (!hs__has_room(c)) c->paused = true;
+    } else if (e != HPE_OK) {
+        if (c->closing || c->dead) return k; /* stopped on purpose after a message */
+        if (!c->err_status) map_error(c, e, k < lim ? (unsigned char)d[k] : -1);
+        *bad = true;
+        return k;
+    }
+    /* Upgrade: is not offered; the message was answered as plain
+     * HTTP/1.1, the next one starts afresh */
+    if (c->phase == HS_IDLE && c->p.upgrade) reset_parser(c);
+    return k;
+}
+
+static const char *code_of(int status)
+{
+    return status == 413 ? "too_large" : status == 431 ? "headers_too_large" : "bad_request";
+}
+
+/* hs__chunked over d[0..n), up to the end of the message. */
+static size_t feed_chunked(hs_conn *c, const char *d, size_t n, bool *bad)
+{
+    size_t used = 0;
+    while (used < n) {
+        size_t k, dlen;
+        const char *data = NULL;
+        int rc = hs__chunked(&c->ck, d + used, n - used, &k, &data, &dlen);
+        used += k;
+        if (rc < 0) {
+            c->err_status = c->ck.status;
+            c->err_code = code_of(c->ck.status);
+            c->err_msg = c->ck.msg;
+            *bad = true;
+            return used;
+        }
+        if (dlen && body_add(&c->p, data, dlen)) {
+            *bad = true;
+            return used;
+        }
+        if (rc == 1) {
+            c->chunked = false;
+            reset_parser(c); /* it stopped at the body: read the next head afresh */
+            message_end(c);
+            if (!c->closing && !c->dead && !hs__has_room(c)) c->paused = true;
+            break;
+        }
+    }
+    return used;
+}
+
+void hs__parse_abort(hs_conn *c)
+{
+    hs__req_free(c->s, c->cur);
+    c->cur = NULL;
+    c->phase = HS_IDLE;
+    c->chunked = false;
+    c->lines = (hs_lines){0};
+}
+
 size_t hs__feed(hs_conn *c, const char *data, size_t n)
 {
     size_t done = 0;
     while (done < n && !c->closing && !c->dead && !c->paused) {
-        size_t k = http_parser_execute(&c->p, &c->s->ps, data + done, n - done);
-        enum http_errno e = HTTP_PARSER_ERRNO(&c->p);
-        done += k;
-        if (e == HPE_PAUSED) {
-            http_parser_pause(&c->p, 0);
-            c->paused = true;
-            break;
+        bool bad = false;
+        if (c->chunked) done += feed_chunked(c, data + done, n - done, &bad);
+        else done += feed_parser(c, data + done, n - done, &bad);
+        if (bad) {
+            hs__parse_abort(c);
+            hs__refuse(c, c->err_status, c->err_code, c->err_msg);
+            return n;
         }
-        if (e == HPE_OK) {
-            if (!c->p.upgrade) continue;
-            /* Upgrade: is not offered; the message was answered as plain
-             * HTTP/1.1, the next one starts afresh */
-            void *d = c->p.data;
-            http_parser_init(&c->p, HTTP_REQUEST);
-            c->p.data = d;
-            continue;
-        }
-        if (c->closing || c->dead) break; /* stopped on purpose after a message */
-        if (!c->err_status) map_error(c, e, done < n ? (unsigned char)data[done] : -1);
-        hs__req_free(c->s, c->cur);
-        c->cur = NULL;
-        hs__refuse(c, c->err_status, c->err_code, c->err_msg);
-        return n;
     }
     return c->paused ? done : n;
 }

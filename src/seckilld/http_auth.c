@@ -1,7 +1,7 @@
 /* http_auth.c: the identity of a request, read from its headers through
- * auth.h. Invariants: one identity per request (a repeated identity header
- * is refused); a refusal says what was wrong with the credential, never
- * anything about the resource asked for. */
+ * auth.h. Invariants: one identity per request (a repeated identity or
+ * Idempotency-Key header is refused); a refusal says what was wrong with
+ * the credential, never anything about the resource asked for. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -75,7 +75,9 @@ bool sk__http_user_ok(hreq *q, int missing_status)
 
 bool sk__http_identity_unique(hreq *q)
 {
-    static const char *const names[] = {"X-User-Id", "X-User-Signature", "Authorization"};
+    /* an Idempotency-Key names the order: two would let a proxy and this
+     * server (first one wins) disagree on which order a retry is */
+    static const char *const names[] = {"X-User-Id", "X-User-Signature", "Authorization", "Idempotency-Key"};
     const char *v[2];
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (sk_hs_req_headers(q->req, names[i], v, 2) > 1) {
