@@ -101,6 +101,7 @@ for o in ${objects//,/ }; do
         verdict="FAIL (stopped later than lease + 1 s after the cut)"
     fi
     grep -q "^$o validity_mismatch" "$work/holder.out" && verdict="FAIL (not held, validity still positive)"
+    grep -q "^$o held_past_validity" "$work/holder.out" && verdict="FAIL (held past the validity it stated)"
     [ "$verdict" = ok ] || fail=1
     say "$line: $verdict"
     json="$json,\"$o\":{\"stop_ms\":$([ -n "$s" ] && echo $((s - cut)) || echo null),\"other_ms\":$([ -n "$a" ] && echo $((a - cut)) || echo null)}"

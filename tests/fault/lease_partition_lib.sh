@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lease_partition_lib.sh: the cut of the lease-partition tests
 # (lease_partition.sh: every lock object; lease_partition_cli.sh: the dlock
 # CLI). A live holder is cut off from a live server in one of two ways:

@@ -20,9 +20,9 @@
  *       "<object> not_acquired <ms> <error>").
  *
  * The holder also prints "<object> lost_callback <ms>" when the library
- * calls a lock's on_lost, and, where the library has validity deadlines
- * (DLOCK_HAVE_VALIDITY), "<object> validity_mismatch <ms> <v>" when an
- * object reads "not held" while its validity is still positive. Library
+ * calls a lock's on_lost, and, where the library states validity deadlines
+ * (DLOCK_HAVE_VALIDITY: dlock_*_validity_ms), checks them (lp_poll).
+ * Library
  * log lines go to stderr with the same clock. Exit 0, 1 on a failed
  * acquire, 2 on bad usage. */
 #include <pthread.h>
@@ -49,6 +49,7 @@ typedef struct lp_obj {
     dlock_rwlock *rw;
     dlock_semaphore *sem;
     bool reported; /* holder: stopped_believing printed */
+    int64_t deadline_ms; /* holder: latest "held until" the library stated (INT64_MAX: none) */
     int64_t bound_ms; /* waiter: how long to wait */
     dlock_client *client;
 } lp_obj;
@@ -64,12 +65,17 @@ static int64_t lp_now_ms(void)
 
 /* One whole line per event, flushed at once: the script reads the file
  * while the process runs, and a killed process must not lose lines. */
-static void lp_say(const char *object, const char *event, const char *extra)
+static void lp_say_at(const char *object, const char *event, int64_t at_ms, const char *extra)
 {
     pthread_mutex_lock(&lp_out_mu);
-    printf("%s %s %lld%s%s\n", object, event, (long long)lp_now_ms(), extra ? " " : "", extra ? extra : "");
+    printf("%s %s %lld%s%s\n", object, event, (long long)at_ms, extra ? " " : "", extra ? extra : "");
     fflush(stdout);
     pthread_mutex_unlock(&lp_out_mu);
+}
+
+static void lp_say(const char *object, const char *event, const char *extra)
+{
+    lp_say_at(object, event, lp_now_ms(), extra);
 }
 
 static void lp_log(dlock_log_level level, const char *msg, void *ud)
@@ -170,13 +176,31 @@ static int64_t lp_validity(const lp_obj *ob)
 }
 #endif
 
-static void lp_report_stop(lp_obj *ob)
+/* One poll of one object; prints stopped_believing the first time it reads
+ * "not held". The time printed is when this poll saw it, or, where the
+ * library states its validity, the deadline it stated while still held if
+ * that is earlier: a poll delayed by a loaded machine must not count
+ * against the library. That deadline is checked, not trusted: "held" read
+ * past it is reported as held_past_validity, and "not held" with validity
+ * left as validity_mismatch (the script fails on either). */
+static void lp_poll(lp_obj *ob)
 {
     const char *name = lp_kind_name[ob->kind];
-    lp_say(name, "stopped_believing", NULL);
+    int64_t t0 = lp_now_ms(), v = 0;
+#ifdef DLOCK_HAVE_VALIDITY
+    v = lp_validity(ob);
+#endif
+    bool held = lp_believes(ob);
+    int64_t t1 = lp_now_ms();
+    if (held) {
+        if (t0 > ob->deadline_ms + 5) lp_say_at(name, "held_past_validity", t0, NULL);
+        if (v > 0) ob->deadline_ms = t1 + v;
+        return;
+    }
+    lp_say_at(name, "stopped_believing", t1 < ob->deadline_ms ? t1 : ob->deadline_ms, NULL);
     ob->reported = true;
 #ifdef DLOCK_HAVE_VALIDITY
-    int64_t v = lp_validity(ob);
+    v = lp_validity(ob);
     if (v > 0) {
         char extra[32];
         snprintf(extra, sizeof extra, "%lld", (long long)v);
@@ -196,15 +220,16 @@ static int lp_holder(const char *url, int64_t lease_ms, lp_obj *objs, int n, int
                     dlock_strerror(rc));
             return 1;
         }
+        objs[i].deadline_ms = INT64_MAX;
         lp_say(lp_kind_name[objs[i].kind], "held", NULL);
     }
     int64_t end = lp_now_ms() + bound_ms;
     int left = n;
     while (left > 0 && lp_now_ms() < end) {
         for (int i = 0; i < n; i++) {
-            if (objs[i].reported || lp_believes(&objs[i])) continue;
-            lp_report_stop(&objs[i]);
-            left--;
+            if (objs[i].reported) continue;
+            lp_poll(&objs[i]);
+            left -= objs[i].reported;
         }
         usleep(5000);
     }
