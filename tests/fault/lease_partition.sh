@@ -109,7 +109,7 @@ done
 lp_summary "$SCENARIO" "{$json,\"pass\":$([ $fail = 0 ] && echo true || echo false)}"
 if [ $fail != 0 ]; then
     say "holder log (library lines):"; tail -n 20 "$work/holder.err"
-    say "FAIL: the cut-off holder kept believing past the moment another client held"
+    say "FAIL: the cut-off holder did not stop believing in time (objects above)"
     exit 1
 fi
 say "PASS: every object stopped being believed before anyone else held it"

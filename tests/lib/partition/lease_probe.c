@@ -193,7 +193,7 @@ static void lp_poll(lp_obj *ob)
     bool held = lp_believes(ob);
     int64_t t1 = lp_now_ms();
     if (held) {
-        if (t0 > ob->deadline_ms + 5) lp_say_at(name, "held_past_validity", t0, NULL);
+        if (ob->deadline_ms != INT64_MAX && t0 > ob->deadline_ms + 5) lp_say_at(name, "held_past_validity", t0, NULL);
         if (v > 0) ob->deadline_ms = t1 + v;
         return;
     }
