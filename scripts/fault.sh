@@ -45,10 +45,27 @@ for f in tests/fault/scenario_*.sh; do
     case $s in *_lib) continue ;; esac
     case " $scenarios clock " in *" $s "*) ;; *) echo "fault.sh: $f is not in the scenario list" >&2; exit 2 ;; esac
 done
+# The lease partitions (issue 36; tests/fault/lease_partition*.sh): a live
+# holder cut off from a live server, named lease_partition[_cli]_WHAT_Ns
+# (WHAT: the topology, or the CLI's mode; N: the lease in seconds).
+lease_scenarios=""
+for t in redis sentinel cluster etcd cli_redis; do
+    lease_scenarios="$lease_scenarios lease_partition_${t}_3s lease_partition_${t}_10s"
+done
+lease_scenarios="$lease_scenarios lease_partition_cli_etcd_3s lease_partition_cli_etcd_revoke_3s"
+# lease_run NAME: runs that lease-partition scenario's script.
+lease_run() {
+    local what=${1%_*} lease=${1##*_}
+    lease=${lease%s}
+    case $what in
+        lease_partition_cli_*) bash tests/fault/lease_partition_cli.sh "${what#lease_partition_cli_}" "$lease" ;;
+        *) bash tests/fault/lease_partition.sh "${what#lease_partition_}" "$lease" ;;
+    esac
+}
 # FAULT_ONLY="a b": those scenarios only (to try the generator); the report
 # then says it is partial
-run_list=${FAULT_ONLY:-$scenarios clock lock_nemesis etcd_nemesis}
-for s in $scenarios clock lock_nemesis etcd_nemesis; do pass[$s]=0; fail[$s]=0; skip[$s]=0; done
+run_list=${FAULT_ONLY:-$scenarios clock lock_nemesis etcd_nemesis $lease_scenarios}
+for s in $scenarios clock lock_nemesis etcd_nemesis $lease_scenarios; do pass[$s]=0; fail[$s]=0; skip[$s]=0; done
 for i in $(seq 1 "$RUNS"); do
     for s in $run_list; do
         log="$logdir/$s-$i.log"
@@ -60,6 +77,8 @@ for i in $(seq 1 "$RUNS"); do
             DLOCK_NEMESIS_HISTORY="$logdir/$s-$i.history" DLOCK_NEMESIS_LEASE=1s \
                 "$BUILD/tests/lib/etcd/etcd_run" 3 DLOCK_NEMESIS_URL \
                 bash tests/fault/test_lock_nemesis.sh 20 4 >"$log" 2>&1 || rc=$?
+        elif [ "${s#lease_partition_}" != "$s" ]; then
+            lease_run "$s" >"$log" 2>&1 || rc=$?
         else
             bash "tests/fault/scenario_$s.sh" >"$log" 2>&1 || rc=$?
         fi
@@ -107,6 +126,8 @@ print("Each sale scenario runs seckilld instances and persisters on real servers
 print("requests; the *sale* column is what each run's log says it started (buyers, rate, stock). The checker is")
 print("scripts/sale_check.py, which judges what buyers were told (docs/design/promise.md). Logs: %s/.\n"
       % os.path.relpath(logdir, os.getcwd()))
+lease_counts = [c for c in counts if c.startswith("lease_partition_")]
+counts = [c for c in counts if not c.startswith("lease_partition_")]
 print("| scenario | sale | runs | passed | failed | skipped | told 201 | told 202 | 202 confirmed | 202 lost | broken promises | oversold | duplicates | lost | rejected by the guard | retried requests | time to recover (median ms) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for c in counts:
@@ -119,6 +140,30 @@ for c in counts:
         s, sale_of(s), int(p) + int(f) + int(k), p, f, k, tot("told_201"), tot("told_202"), tot("confirmed_202"),
         tot("lost_202"), tot("broken_promises"), tot("oversold"), tot("duplicates"), tot("lost"),
         tot("guard_rejected"), tot("retried"), int(statistics.median(rec)) if rec else "-"))
+if lease_counts:
+    print("""
+Lease partitions (issue 36): a live holder cut off from a live server, the other client on a direct connection.
+Times are ms after the cut, on CLOCK_MONOTONIC, taken in the processes; per object of every run. *stopped*: the
+holder's local held state turned false (the CLI: its COMMAND had exited); *other*: the other client held it (the CLI:
+the second COMMAND started); *margin*: other minus stopped, which must be positive every time. *never*: objects the
+holder still believed held when the run ended (lease + 3 s after the cut).
+""")
+    print("| scenario | lease (ms) | runs | passed | failed | skipped | objects | stopped (max ms) | other (min ms) | margin (min ms) | never |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+for c in lease_counts:
+    s, p, f, k = c.split(":")
+    rs = by.get(s, [])
+    objs = sorted({o for r in rs for o, v in r.items() if isinstance(v, dict)})
+    vals = [v for r in rs for v in r.values() if isinstance(v, dict)]
+    stops = [v["stop_ms"] for v in vals if v.get("stop_ms") is not None]
+    others = [v["other_ms"] for v in vals if v.get("other_ms") is not None]
+    margins = [v["other_ms"] - v["stop_ms"] for v in vals
+               if v.get("stop_ms") is not None and v.get("other_ms") is not None]
+    never = sum(1 for v in vals if v.get("stop_ms") is None)
+    print("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        s, rs[0]["lease_ms"] if rs else "-", int(p) + int(f) + int(k), p, f, k, ", ".join(objs) or "-",
+        max(stops) if stops else "-", min(others) if others else "-", min(margins) if margins else "-",
+        never if rs else "-"))
 print("""
 Notes:
 - *broken promises*: orders a buyer was answered 201 for that did not end persisted, paid or cancelled by
@@ -149,6 +194,10 @@ Notes:
   history of every holding and pause is in the logs' directory (lock_nemesis-N.history).
 - `etcd_nemesis` is the same lock workload through an `etcd://` URL on a 3-member etcd cluster (1 s leases,
   tokens = revisions); its logs and histories are etcd_nemesis-N.*.
+- `lease_partition_*`: tests/fault/lease_partition.sh (every lock object on one holder client: simple, reentrant,
+  read-write lock's write side, 1-permit semaphore; etcd: the lock) and lease_partition_cli.sh (the dlock CLI; `revoke`:
+  the etcd lease revoked behind the holder). Standalone Redis and etcd are cut with a frozen TCP proxy
+  (tests/support/dl_freeze_proxy.c), Sentinel and Cluster by taking down the veth link of the holder's network namespace.
 - `clock` runs dlock processes with clocks 3 h ahead/behind (libfaketime): exclusion, server-side expiry and
   fencing order hold.
 """)

@@ -136,15 +136,20 @@ dl_start_replica() {
     done
 }
 
-# dl_start_sentinels DIR MASTER_PORT NAME: three sentinels, quorum 2,
-# down-after 1000 ms; sets SENTINEL_PORTS (space separated).
+# dl_start_sentinels DIR MASTER_PORT NAME [HOST]: three sentinels, quorum 2,
+# down-after 1000 ms; sets SENTINEL_PORTS (space separated). HOST (default
+# 127.0.0.1): the master's address as the sentinels monitor and hand it
+# out; another HOST (a host veth address that clients in a network
+# namespace reach) is also bound and announced by the sentinels.
 dl_start_sentinels() {
     dir=$1
+    host=${4:-127.0.0.1}
     SENTINEL_PORTS=""
     for i in 1 2 3; do
         p=$(dl_free_port)
-        printf 'port %s\nbind 127.0.0.1\ndir %s\nprotected-mode no\nsentinel monitor %s 127.0.0.1 %s 2\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n' \
-            "$p" "$dir" "$3" "$2" "$3" "$3" >"$dir/sentinel-$p.conf"
+        printf 'port %s\nbind 127.0.0.1%s\ndir %s\nprotected-mode no\nsentinel monitor %s %s %s 2\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n' \
+            "$p" "$([ "$host" = 127.0.0.1 ] || echo " $host")" "$dir" "$3" "$host" "$2" "$3" "$3" >"$dir/sentinel-$p.conf"
+        [ "$host" = 127.0.0.1 ] || printf 'sentinel announce-ip %s\n' "$host" >>"$dir/sentinel-$p.conf"
         "${DL_PDEATHSIG[@]}" redis-sentinel "$dir/sentinel-$p.conf" >"$dir/sentinel-$p.log" 2>&1 &
         dl_track $!
         SENTINEL_PORTS="$SENTINEL_PORTS $p"

@@ -14,6 +14,11 @@
 #                                          its slots, the cluster is ok again
 #   cluster_move_slot SLOT TO_PORT         moves a slot (keys included) by hand
 #
+# CLUSTER_ANNOUNCE_IP (optional, set before cluster_start): nodes also bind
+# that local address and announce it (cluster-announce-ip), and the cluster
+# is created on it, so clients in a network namespace that reach the host
+# by that address follow MOVED replies; CLUSTER_URL then names it too.
+#
 # After cluster_start: CLUSTER_PORTS (all nodes, space-separated),
 # CLUSTER_PIDS (same order), CLUSTER_PID_<port>, CLUSTER_URL
 # (redis-cluster://127.0.0.1:p1,127.0.0.1:p2), all exported.
@@ -30,10 +35,12 @@ cluster__start_node() {
     port=$(dl_free_port)
     bus=$(dl_free_port)
     mkdir -p "$dir/node-$port"
+    local ann=()
+    [ -z "${CLUSTER_ANNOUNCE_IP:-}" ] || ann=(--bind 127.0.0.1 "$CLUSTER_ANNOUNCE_IP" --cluster-announce-ip "$CLUSTER_ANNOUNCE_IP")
     "${DL_PDEATHSIG[@]}" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/node-$port" \
         --save '' --appendonly no --protected-mode no --enable-debug-command local \
         --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 1000 \
-        --cluster-replica-validity-factor 0 --cluster-port "$bus" \
+        --cluster-replica-validity-factor 0 --cluster-port "$bus" "${ann[@]}" \
         >"$dir/node-$port/redis.log" 2>&1 &
     local pid=$!
     dl_track "$pid"
@@ -56,7 +63,8 @@ cluster_start() {
     CLUSTER_PORTS="" CLUSTER_PIDS=""
     n=$((masters * (1 + replicas)))
     for ((i = 0; i < n; i++)); do cluster__start_node "$dir" || return 1; done
-    for p in $CLUSTER_PORTS; do addrs="$addrs 127.0.0.1:$p"; done
+    local host=${CLUSTER_ANNOUNCE_IP:-127.0.0.1}
+    for p in $CLUSTER_PORTS; do addrs="$addrs $host:$p"; done
     # shellcheck disable=SC2086
     if ! timeout 60 redis-cli --cluster create $addrs --cluster-replicas "$replicas" --cluster-yes \
         >"$dir/cluster-create.log" 2>&1; then
@@ -68,7 +76,7 @@ cluster_start() {
     read -r p1 p2 _ <<<"$CLUSTER_PORTS"
     CLUSTER_PORTS=${CLUSTER_PORTS# } CLUSTER_PIDS=${CLUSTER_PIDS# }
     export CLUSTER_PORTS CLUSTER_PIDS
-    export CLUSTER_URL="redis-cluster://127.0.0.1:$p1,127.0.0.1:$p2"
+    export CLUSTER_URL="redis-cluster://$host:$p1,$host:$p2"
 }
 
 cluster_stop() {
