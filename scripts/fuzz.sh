@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 total=${1:-60}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 # target (as built by CMake: directory/name) and the seeds it starts from
-targets="tests/seckill/fuzz_sk_json"
+targets="tests/seckill/fuzz_sk_json tests/seckilld/fuzz_hs_request"
 command -v clang >/dev/null || { echo "fuzz.sh: clang is not installed (scripts/setup.sh)" >&2; exit 2; }
 CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
@@ -31,6 +31,8 @@ for t in $targets; do
     fuzz_sk_json)
         cp tests/common/json_corpus/* "$work/$name.seeds/"
         python3 tests/common/test_json_differential.py --write-corpus "$work/$name.seeds" ;;
+    fuzz_hs_request)
+        cp tests/seckilld/fuzz_hs_corpus/* "$work/$name.seeds/" ;;
     esac
     echo "fuzz.sh: $name for ${each}s"
     # the first directory takes new findings; the seeds stay as they are

@@ -99,6 +99,8 @@ for o in ${objects//,/ }; do
         verdict="FAIL (both believed they held it)"
     elif [ $((s - cut)) -gt $((lease_ms + 1000)) ]; then
         verdict="FAIL (stopped later than lease + 1 s after the cut)"
+    elif [ -z "$l" ] || [ "$l" -ge "$a" ]; then
+        verdict="FAIL (no loss callback before the other client acquired)"
     fi
     grep -q "^$o validity_mismatch" "$work/holder.out" && verdict="FAIL (not held, validity still positive)"
     grep -q "^$o held_past_validity" "$work/holder.out" && verdict="FAIL (held past the validity it stated)"

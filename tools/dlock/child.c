@@ -222,8 +222,10 @@ static void lock_lost(run_state *st, int64_t left_ms)
         kill(-st->pid, SIGKILL);
         break;
     case CLI_ON_LOST_TERM: {
-        int64_t margin = cli_kill_margin_ms(cli_lease_ms(o)), grace = left_ms - margin;
-        if (grace < 0) grace = 0;
+        /* SIGKILL a margin before the deadline; a lock found gone with no
+         * validity left (revoked, removed) gives COMMAND that margin */
+        int64_t margin = cli_kill_margin_ms(cli_lease_ms(o));
+        int64_t grace = left_ms <= 0 ? margin : left_ms > margin ? left_ms - margin : 0;
         cli_err("lock '%s' lost (%s); sending SIGTERM to COMMAND (pid %ld), SIGKILL in %.3g s",
                 o->name, why, (long)st->pid, (double)grace / 1000.0);
         kill(-st->pid, SIGTERM);

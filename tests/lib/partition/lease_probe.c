@@ -21,9 +21,8 @@
  *
  * The holder also prints "<object> lost_callback <ms>" when the library
  * calls a lock's on_lost, and, where the library states validity deadlines
- * (DLOCK_HAVE_VALIDITY: dlock_*_validity_ms), checks them (lp_poll).
- * Library
- * log lines go to stderr with the same clock. Exit 0, 1 on a failed
+ * (dlock_*_validity_ms), checks them (lp_poll); the read-write lock and
+ * the semaphore report their loss callbacks too. Library log lines go to stderr with the same clock. Exit 0, 1 on a failed
  * acquire, 2 on bad usage. */
 #include <pthread.h>
 #include <stdbool.h>
@@ -91,6 +90,18 @@ static void lp_on_lost(dlock_lock *lock, int reason, void *ud)
     lp_say(lp_kind_name[((lp_obj *)ud)->kind], "lost_callback", NULL);
 }
 
+static void lp_on_rw_lost(dlock_rwlock *rw, int reason, void *ud)
+{
+    (void)rw;
+    lp_on_lost(NULL, reason, ud);
+}
+
+static void lp_on_sem_lost(dlock_semaphore *sem, int reason, void *ud)
+{
+    (void)sem;
+    lp_on_lost(NULL, reason, ud);
+}
+
 static int lp_parse_ms(const char *s, int64_t *out)
 {
     char *end = NULL;
@@ -153,9 +164,11 @@ static int lp_acquire(lp_obj *ob, dlock_client *c, int64_t wait_ms, bool with_on
     }
     if (ob->kind == LP_RWLOCK) {
         rc = dlock_rwlock_new(c, name, NULL, &ob->rw);
+        if (rc == 0 && with_on_lost) dlock_rwlock_set_on_lost(ob->rw, lp_on_rw_lost, ob);
         return rc ? rc : dlock_rwlock_write_lock(ob->rw, wait_ms);
     }
     rc = dlock_semaphore_new(c, name, NULL, &ob->sem);
+    if (rc == 0 && with_on_lost) dlock_semaphore_set_on_lost(ob->sem, lp_on_sem_lost, ob);
     return rc ? rc : dlock_semaphore_acquire(ob->sem, 1, wait_ms);
 }
 
@@ -167,14 +180,12 @@ static bool lp_believes(const lp_obj *ob)
     return dlock_semaphore_held(ob->sem) > 0;
 }
 
-#ifdef DLOCK_HAVE_VALIDITY
 static int64_t lp_validity(const lp_obj *ob)
 {
     if (ob->lock) return dlock_lock_validity_ms(ob->lock);
     if (ob->rw) return dlock_rwlock_validity_ms(ob->rw);
     return dlock_semaphore_validity_ms(ob->sem);
 }
-#endif
 
 /* One poll of one object; prints stopped_believing the first time it reads
  * "not held". The time printed is when this poll saw it, or, where the
@@ -186,10 +197,7 @@ static int64_t lp_validity(const lp_obj *ob)
 static void lp_poll(lp_obj *ob)
 {
     const char *name = lp_kind_name[ob->kind];
-    int64_t t0 = lp_now_ms(), v = 0;
-#ifdef DLOCK_HAVE_VALIDITY
-    v = lp_validity(ob);
-#endif
+    int64_t t0 = lp_now_ms(), v = lp_validity(ob);
     bool held = lp_believes(ob);
     int64_t t1 = lp_now_ms();
     if (held) {
@@ -199,14 +207,12 @@ static void lp_poll(lp_obj *ob)
     }
     lp_say_at(name, "stopped_believing", t1 < ob->deadline_ms ? t1 : ob->deadline_ms, NULL);
     ob->reported = true;
-#ifdef DLOCK_HAVE_VALIDITY
     v = lp_validity(ob);
     if (v > 0) {
         char extra[32];
         snprintf(extra, sizeof extra, "%lld", (long long)v);
         lp_say(name, "validity_mismatch", extra);
     }
-#endif
 }
 
 static int lp_holder(const char *url, int64_t lease_ms, lp_obj *objs, int n, int64_t bound_ms)
