@@ -15,101 +15,18 @@ import hashlib
 import hmac
 import json
 import os
-import random
-import signal
-import socket
-import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_wire import HEALTHZ, Servers, exchange, is_json_error, parse_args  # noqa: E402
+
 ADMIN = "adm-token"
 SECRET = "conf-secret"
-args = sys.argv[1:]
-redis_url = None
-if args[:1] == ["--redis-url"]:
-    redis_url, args = args[1], args[2:]
-if args[:1] == ["--"]:
-    args = args[1:]
-CMD, PIDS, RESULTS = args, [], []
+redis_url, CMD = parse_args(sys.argv[1:])
+SERVERS, RESULTS = Servers(CMD, "http-conf"), []
 TAG = "%x" % int(time.time() * 1000)
 PING = "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-
-
-def free_port():
-    """A free port below the ephemeral range (as scripts/lib.sh's dl_free_port)."""
-    try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    while True:
-        p = random.randint(10000, low - 1)
-        if p in (6379, 2379):
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p))
-            return p
-        except OSError:
-            pass
-        finally:
-            s.close()
-
-
-class Reader:
-    """Responses off one socket (Content-Length framing)."""
-
-    def __init__(self, sock):
-        self.s, self.buf, self.eof = sock, b"", False
-
-    def fill(self):
-        try:
-            d = self.s.recv(65536)
-        except socket.timeout:
-            return False
-        except ConnectionResetError:
-            d = b""
-        self.eof = not d
-        self.buf += d
-        return bool(d)
-
-    def response(self):
-        while b"\r\n\r\n" not in self.buf:
-            if self.eof or not self.fill():
-                return None
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        hdrs = {}
-        for ln in lines[1:]:
-            k, _, v = ln.partition(":")
-            hdrs[k.strip().lower()] = v.strip()
-        status = int(lines[0].split()[1])
-        n = int(hdrs.get("content-length", "0")) if status >= 200 else 0
-        while len(self.buf) < n:
-            if self.eof or not self.fill():
-                return None
-        body, self.buf = self.buf[:n], self.buf[n:]
-        return status, hdrs, body
-
-    def rest(self, seconds=3):
-        """(every answer until the server closes or seconds pass, closed)."""
-        out, end = [], time.time() + seconds
-        while time.time() < end:
-            r = self.response()
-            if r is None:
-                break
-            out.append(r)
-        return out, self.eof
-
-
-def exchange(port, raw, seconds=3):
-    """(answers, closed): the answers to raw on one connection, and whether
-    the server closed it within seconds."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=seconds)
-    s.settimeout(seconds)
-    s.sendall(raw.encode("latin-1") if isinstance(raw, str) else raw)
-    got = Reader(s).rest(seconds)
-    s.close()
-    return got
 
 
 def one(port, raw):
@@ -118,53 +35,20 @@ def one(port, raw):
 
 
 def start(*extra):
-    port = free_port()
-    cmd = CMD + ["--bind", "127.0.0.1", "--port", str(port), "--admin-token", ADMIN, "--threads", "1",
-                 "--redis-url", redis_url] + list(extra)
-    path = "%s/http-conf-%d-%d.log" % (os.environ.get("TMPDIR", "/tmp"), os.getpid(), port)
-    log = open(path, "w")
-    p = subprocess.Popen(cmd, stdout=log, stderr=log)
-    p.log_path = path
-    PIDS.append(p)
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        try:
-            if one(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0] == 200:
-                return port
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit("server %s did not become healthy (log %s)" % (cmd, path))
+    return SERVERS.start(["--admin-token", ADMIN, "--threads", "1", "--redis-url", redis_url] + list(extra), 15)
 
 
 def stop_all():
-    for p in PIDS:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in PIDS:
-        try:
-            code = p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            code = "killed after 20 s"
+    """Each instance must exit 0 (under ASan a memory error fails the run)."""
+    for p, code in SERVERS.stop_all(20):
         ok = code == 0
         RESULTS.append(("server pid %d exits 0" % p.pid, ok))
         print("%s server pid %d exited with %s (log %s)" % ("PASS" if ok else "FAIL", p.pid, code, p.log_path))
-        if ok:
-            os.unlink(p.log_path)
 
 
 def check(name, cond, why=""):
     RESULTS.append((name, bool(cond)))
     print("%s %s%s" % ("PASS" if cond else "FAIL", name, "" if cond else ": " + why), flush=True)
-
-
-def is_json_error(resp):
-    try:
-        j = json.loads(resp[2])
-    except ValueError:
-        return False
-    return resp[1].get("content-type", "").startswith("application/json") and "error" in j
 
 
 def create(port, cid, limit=1):
@@ -342,7 +226,7 @@ def attack_unterminated_last_trailer(port):
         st = "%s" % e
     check("attack_unterminated_last_trailer_is_refused", st in (400, 401), "answered %s" % st)
     try:
-        st = one(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0]
+        st = one(port, HEALTHZ)[0]
     except OSError as e:
         st = "%s" % e
     check("attack_unterminated_last_trailer_server_alive", st == 200, "healthz answered %s" % st)
@@ -409,7 +293,7 @@ def main():
         for name, raw, want in TABLE:
             run_row(port, name, raw, want)
         for p in (port, fresh, signed):
-            st = one(p, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0]
+            st = one(p, HEALTHZ)[0]
             check("alive_after_every_case_%d" % p, st == 200, "healthz answered %d" % st)
     finally:
         stop_all()

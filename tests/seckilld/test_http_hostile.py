@@ -13,68 +13,23 @@ same script runs against an older binary (to show what it got wrong)."""
 import json
 import os
 import resource
-import signal
-import random
 import socket
-import subprocess
 import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_wire import Reader, Servers, connect, is_json_error, parse_args, request  # noqa: E402
+
 ADMIN = "adm-token"
-args = sys.argv[1:]
-redis_url = None
-if args[:1] == ["--redis-url"]:
-    redis_url, args = args[1], args[2:]
-if args[:1] == ["--"]:
-    args = args[1:]
-CMD = args
-PIDS = []
-
-
-def free_port():
-    """A free port below the kernel's ephemeral range (as scripts/lib.sh's
-    dl_free_port): a port-0 pick could be taken by any outgoing connection
-    before the server binds it."""
-    try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    while True:
-        p = random.randint(10000, low - 1)
-        if p in (6379, 2379):
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p))
-            return p
-        except OSError:
-            pass
-        finally:
-            s.close()
+redis_url, CMD = parse_args(sys.argv[1:])
+SERVERS = Servers(CMD, "http-hostile")
 
 
 def start(*extra):
     """An instance of the server under test; returns its port."""
-    port = free_port()
-    cmd = CMD + ["--bind", "127.0.0.1", "--port", str(port), "--admin-token", ADMIN] + list(extra)
-    if redis_url:
-        cmd += ["--redis-url", redis_url]
-    path = "%s/http-hostile-%d-%d.log" % (os.environ.get("TMPDIR", "/tmp"), os.getpid(), port)
-    log = open(path, "w")
-    p = subprocess.Popen(cmd, stdout=log, stderr=log)
-    p.log_path = path
-    PIDS.append(p)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            if request(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[0] == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.05)
-    else:
-        raise SystemExit("server %s did not become healthy" % cmd)
+    redis = ["--redis-url", redis_url] if redis_url else []
+    port = SERVERS.start(["--admin-token", ADMIN] + list(extra) + redis, 10)
     if redis_url:
         now = int(time.time() * 1000)
         body = json.dumps({"id": "c", "stock": 100000000, "per_user_limit": 1,
@@ -86,93 +41,12 @@ def start(*extra):
 
 
 def stop_all():
-    """SIGTERM each instance; one that does not exit 0 (under ASan: a leak
-    or a memory error) is a failed case."""
-    for p in PIDS:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in PIDS:
-        try:
-            code = p.wait(15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            code = "killed after 15 s"
+    """An instance that does not exit 0 (under ASan: a leak or a memory
+    error) is a failed case."""
+    for p, code in SERVERS.stop_all(15):
         if code != 0:
             RESULTS.append(("exit of %s" % " ".join(p.args[:1]), False, str(code)))
             print("FAIL server pid %d exited with %s (log %s)" % (p.pid, code, p.log_path))
-        else:
-            os.unlink(p.log_path)
-
-
-def connect(port, timeout=5):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    s.settimeout(timeout)
-    return s
-
-
-class Reader:
-    """Responses read off one socket (Content-Length framing)."""
-
-    def __init__(self, sock):
-        self.s, self.buf, self.eof = sock, b"", False
-
-    def fill(self):
-        try:
-            d = self.s.recv(65536)
-        except socket.timeout:
-            return False
-        except ConnectionResetError:
-            d = b""
-        if not d:
-            self.eof = True
-        self.buf += d
-        return bool(d)
-
-    def response(self):
-        """(status, headers, body) or None at EOF/timeout."""
-        while b"\r\n\r\n" not in self.buf:
-            if self.eof or not self.fill():
-                return None
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        hdrs = {}
-        for ln in lines[1:]:
-            k, _, v = ln.partition(":")
-            hdrs[k.strip().lower()] = v.strip()
-        n = int(hdrs.get("content-length", "0")) if status >= 200 else 0
-        while len(self.buf) < n:
-            if self.eof or not self.fill():
-                return None
-        body, self.buf = self.buf[:n], self.buf[n:]
-        return status, hdrs, body
-
-    def closed_within(self, seconds):
-        """True when the server closes the socket within seconds."""
-        end = time.time() + seconds
-        while time.time() < end and not self.eof:
-            self.s.settimeout(max(0.05, end - time.time()))
-            self.fill()
-        return self.eof
-
-
-def request(port, raw, timeout=5):
-    s = connect(port, timeout)
-    s.sendall(raw.encode("latin-1") if isinstance(raw, str) else raw)
-    r = Reader(s).response()
-    s.close()
-    return r if r else (0, {}, b"")
-
-
-def is_json_error(resp):
-    st, h, body = resp
-    if not h.get("content-type", "").startswith("application/json"):
-        return False
-    try:
-        j = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(j, dict) and "error" in j and "message" in j
 
 
 RESULTS = []
