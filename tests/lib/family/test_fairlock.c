@@ -337,6 +337,49 @@ static void test_watchdog_detects_a_deleted_lock_and_the_handle_recovers(void **
     dlock_fairlock_free(fl);
 }
 
+static atomic_int fl_lost_calls;
+static atomic_llong fl_lost_validity;
+
+static void on_fl_lost(dlock_fairlock *fl, int reason, void *ud)
+{
+    assert_int_equal(reason, DLOCK_ELOST);
+    assert_ptr_equal(ud, &fl_lost_calls);
+    atomic_store(&fl_lost_validity, dlock_fairlock_validity_ms(fl));
+    atomic_fetch_add(&fl_lost_calls, 1);
+}
+
+/* The validity rule (dlock.h): with Redis frozen (SIGSTOP: sockets open,
+ * nothing answers) the loss is declared at the deadline - send time of the
+ * last good renewal + lease - drift - by the watchdog's deadline thread,
+ * not when some blocked renewal returns; validity counts down to it. */
+static void test_frozen_server_loss_is_declared_at_the_validity_deadline(void **state)
+{
+    (void)state;
+    LT_STANDALONE_ONLY("freezes the one server");
+    dlock_client *c = fam_client(&fam_srv, 900);
+    dlock_fairlock *fl = fair(c, "fl:frozen", 0);
+    atomic_store(&fl_lost_calls, 0);
+    dlock_fairlock_set_on_lost(fl, on_fl_lost, &fl_lost_calls);
+    assert_int_equal(dlock_fairlock_validity_ms(fl), 0);
+    assert_int_equal(dlock_fairlock_lock(fl, 0, 0), 0);
+    int64_t v = dlock_fairlock_validity_ms(fl);
+    assert_true(v > 0 && v <= 900 - 9 - 2); /* lease less 1 % + 2 ms */
+    dlock__sleep_ms(1000); /* renewals keep it valid past one lease */
+    assert_true(dlock_fairlock_validity_ms(fl) > 0);
+    test_server_pause(&fam_srv, true);
+    int64_t cut = dlock__now_ms();
+    while (atomic_load(&fl_lost_calls) == 0 && dlock__now_ms() - cut < 900 + FAM_SLACK_MS) dlock__sleep_ms(5);
+    int64_t took = dlock__now_ms() - cut;
+    test_server_pause(&fam_srv, false);
+    assert_int_equal(atomic_load(&fl_lost_calls), 1);
+    assert_true(took <= 900 + FAM_SLACK_MS); /* at most one lease after the cut */
+    assert_int_equal(atomic_load(&fl_lost_validity), 0);
+    assert_int_equal(dlock_fairlock_validity_ms(fl), 0);
+    assert_int_equal(dlock_fairlock_unlock(fl), DLOCK_ELOST);
+    dlock_fairlock_free(fl);
+    dlock_client_destroy(c);
+}
+
 static void test_bad_input_is_refused(void **state)
 {
     (void)state;
@@ -371,6 +414,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_killed_holder_lock_returns_within_its_lease),
         cmocka_unit_test(test_timeout_and_cancel_leave_the_queue),
         cmocka_unit_test(test_watchdog_detects_a_deleted_lock_and_the_handle_recovers),
+        cmocka_unit_test(test_frozen_server_loss_is_declared_at_the_validity_deadline),
         cmocka_unit_test(test_bad_input_is_refused),
     };
     return cmocka_run_group_tests(tests, fam_setup, fam_teardown);

@@ -194,6 +194,49 @@ static void test_watchdog_keeps_all_names(void **state)
     dlock_multilock_free(m2);
 }
 
+static atomic_int ml_lost_calls;
+
+static void on_ml_lost(dlock_multilock *ml, int reason, void *ud)
+{
+    assert_int_equal(reason, DLOCK_ELOST);
+    assert_int_equal(dlock_multilock_validity_ms(ml), 0);
+    atomic_fetch_add((atomic_int *)ud, 1);
+}
+
+/* The validity rule (dlock.h) for a multi-lock: a fixed lease's validity
+ * counts down from the send time and ends without a callback; in watchdog
+ * mode a frozen server (SIGSTOP) makes the deadline thread declare the
+ * loss within a lease of the cut, with validity 0 from then on. */
+static void test_validity_ends_at_the_deadline_even_with_the_server_frozen(void **state)
+{
+    (void)state;
+    LT_STANDALONE_ONLY("freezes the one server");
+    const char *names[2] = {"val:a", "val:b"};
+    dlock_client *c = fam_client(&fam_srv, 900);
+    dlock_multilock *ml = multi(c, names, 2);
+    atomic_store(&ml_lost_calls, 0);
+    dlock_multilock_set_on_lost(ml, on_ml_lost, &ml_lost_calls);
+    assert_int_equal(dlock_multilock_lock(ml, 0, 300), 0);
+    int64_t v = dlock_multilock_validity_ms(ml);
+    assert_true(v > 0 && v <= 300 - 3 - 2);
+    dlock__sleep_ms(v + 20);
+    assert_int_equal(dlock_multilock_validity_ms(ml), 0);
+    assert_int_equal(atomic_load(&ml_lost_calls), 0); /* a fixed lease just ends */
+    assert_int_equal(dlock_multilock_unlock(ml), DLOCK_ELOST);
+
+    assert_int_equal(dlock_multilock_lock(ml, 1000, 0), 0);
+    test_server_pause(&fam_srv, true);
+    int64_t cut = dlock__now_ms();
+    while (atomic_load(&ml_lost_calls) == 0 && dlock__now_ms() - cut < 900 + FAM_SLACK_MS) dlock__sleep_ms(5);
+    int64_t took = dlock__now_ms() - cut;
+    test_server_pause(&fam_srv, false);
+    assert_int_equal(atomic_load(&ml_lost_calls), 1);
+    assert_true(took <= 900 + FAM_SLACK_MS);
+    assert_int_equal(dlock_multilock_unlock(ml), DLOCK_ELOST);
+    dlock_multilock_free(ml);
+    dlock_client_destroy(c);
+}
+
 static int dying_holder(const test_server *srv_, const char *arg)
 {
     (void)arg;
@@ -283,6 +326,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cross_slot_names_roll_back_and_wait_for_a_reentrant_lock),
         cmocka_unit_test(test_opposite_name_orders_do_not_deadlock),
         cmocka_unit_test(test_watchdog_keeps_all_names),
+        cmocka_unit_test(test_validity_ends_at_the_deadline_even_with_the_server_frozen),
         cmocka_unit_test(test_killed_holder_names_return_within_the_lease),
         cmocka_unit_test(test_cancel_wakes_a_waiting_lock),
         cmocka_unit_test(test_bad_input_is_refused),
