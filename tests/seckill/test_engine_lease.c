@@ -123,6 +123,9 @@ static void test_lease_is_lost_when_renewals_fail_past_its_deadline(void **state
     sk__lease_tick(&l, true);
     assert_int_equal(l.lost, 1);
     assert_int_equal(pf_logged(&f, "worker lease not renewed"), 1);
+    char end[64]; /* the tick came at the deadline: it ended at this wall ms */
+    snprintf(end, sizeof(end), "validity ended at %lld ms (wall clock)", (long long)f.wall_ms);
+    assert_int_equal(pf_logged(&f, end), 1);
     /* the fence is kept: the next renewal asks whether it is still ours */
     assert_string_equal(pf_cmd_at(&f, f.sent - 1)->argv[5], "7");
     answer(7, f.wall_ms);
