@@ -56,8 +56,11 @@ int sk__lease_worker(const sk__lease *l) { return sk__lease_valid(l) ? l->gen.wo
 
 int sk__lease_next_id(sk__lease *l, uint64_t *id_out)
 {
+    /* the wall clock before the check: an id's ms is never later than the
+     * check that let it out, even if this process pauses in between */
+    int64_t wall = l->clock.wall_ms(l->clock.ud);
     if (!sk__lease_valid(l)) return SK_EUNAVAIL;
-    return sk_orderid_next(&l->gen, l->clock.wall_ms(l->clock.ud), id_out);
+    return sk_orderid_next(&l->gen, wall, id_out);
 }
 
 /* No id of this generator goes below server_ms (see the file comment). */
