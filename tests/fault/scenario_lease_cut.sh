@@ -24,7 +24,9 @@ LEASE_MS=6000
 # one loop per instance (--threads 1): one worker id each
 SECKILLD_EXTRA="--worker-lease-ms $LEASE_MS --threads 1"
 SECKILLD_COUNT=2
-STOCK=${FAULT_STOCK:-3000}
+# Redis's share sells out after the cut-off instance's lease ends (~6 s),
+# so it sells on the database path until then
+STOCK=${FAULT_STOCK:-6000}
 BUYERS=${FAULT_BUYERS:-9000}
 BENCH_EXTRA="--keyless 30" # keyless buyers take the database path (it refuses keyed purchases)
 DB_RESERVE=400
@@ -52,6 +54,10 @@ late="http://127.0.0.1:$late_port"
 SECKILLD_URLS=("$cut" "${SECKILLD_URLS[@]}" "$late")
 wid=$(worker_of "$cut")
 case $wid in '' | *[!0-9]*) fail "no worker id on $cut" ;; esac
+# a campaign of its own for the probe: whatever the sale's stock does, a
+# database-path purchase there needs an order id
+"$bin/seckill-bench/seckill-bench" --url "$cut" --campaign "${CAMPAIGN}p" --create --admin-token "$TOKEN" \
+    --stock 10 --limit 1 --db-reserve 5 --buyers 0 --scalpers 0 --bad 0 >/dev/null
 start_sale
 sleep 1
 # every worker id but the cut-off instance's is taken: the late one must wait for it
@@ -70,7 +76,7 @@ for _ in $(seq 1 300); do # the lease ends within 5 s of the cut
     sleep 0.05
 done
 [ "$lwid" = "$wid" ] || fail "the late instance holds worker id '$lwid', not the cut-off one's $wid"
-code=$(curl -s -o "$work/cut.json" -w '%{http_code}' -X POST "$cut/v1/campaigns/$CAMPAIGN/purchase" \
+code=$(curl -s -o "$work/cut.json" -w '%{http_code}' -X POST "$cut/v1/campaigns/${CAMPAIGN}p/purchase" \
     -H 'X-User-Id: lease-probe')
 [ "$code" = 503 ] || problem "the cut-off instance answered $code while its worker id is another's: $(cat "$work/cut.json")"
 ip link set "$hv" up
