@@ -37,7 +37,7 @@ trap 'rm -f "$results"' EXIT
 export FAULT_RESULTS="$results"
 declare -A pass fail skip
 skip_code=$(. scripts/lib.sh && echo "$DL_SKIP_CODE") # a skipped scenario's exit code
-scenarios="kill_seckilld kill_persister failover failover_synced failover_no_return aof_restart redis_outage lease_pause redis_restart partition split_brain cluster_reshard cluster_failover shards shards_limit shards_transfer_crash shards_reshard"
+scenarios="kill_seckilld kill_persister failover failover_synced failover_no_return aof_restart redis_outage lease_pause lease_cut redis_restart partition split_brain cluster_reshard cluster_failover shards shards_limit shards_transfer_crash shards_reshard"
 # every scenario file under tests/fault must be in the list: the report
 # covers them all
 for f in tests/fault/scenario_*.sh; do

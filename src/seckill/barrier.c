@@ -5,7 +5,11 @@
  *    the connected server; purchase.lua refuses to decide meanwhile;
  *  - the lock {c:<id>}:barrier (SET NX PX, value = owner) keeps one runner
  *    per campaign; every step renews it; the open is written only while
- *    it is held (barrier_mirror.lua "open");
+ *    it is held (barrier_mirror.lua "open", checked by Redis); the seal,
+ *    each mirror page and the handback only while the runner still
+ *    believes it by libdlock's validity rule (lock_valid: send time of the
+ *    last renewal + lock_ms - drift), so a frozen Redis cannot make it
+ *    write after that (the writes are idempotent anyway: below);
  *  - steps never block: while the group has entries pending or unread the
  *    caller keeps consuming and calls again, so a single persister drains
  *    its own backlog and then finishes the barrier;
@@ -131,9 +135,12 @@ static int read_meta(dlock__conn *rc, const char *key, meta_view *m)
 }
 
 /* Takes or renews lock key for owner: 2 taken now, 1 held (renewed), 0
- * held by another, < 0. */
-static int lock_hold(dlock__conn *rc, const char *key, const char *owner, int64_t lock_ms)
+ * held by another, < 0. On 1 and 2, *sent_ms is when its first command
+ * was sent (monotonic): Redis's PX runs later, so the lock lasts at least
+ * lock_ms from then. */
+static int lock_hold(dlock__conn *rc, const char *key, const char *owner, int64_t lock_ms, int64_t *sent_ms)
 {
+    int64_t t0 = dlock__now_ms();
     char px[24];
     snprintf(px, sizeof(px), "%" PRId64, lock_ms);
     const char *set[] = {"SET", key, owner, "NX", "PX", px};
@@ -142,7 +149,10 @@ static int lock_hold(dlock__conn *rc, const char *key, const char *owner, int64_
     if (err) return err;
     bool took = dlock__reply_kind(r) == DLOCK__R_STATUS;
     dlock__reply_free(r);
-    if (took) return 2;
+    if (took) {
+        *sent_ms = t0;
+        return 2;
+    }
     /* ours from an earlier step? then renew (a lost race only shortens it) */
     const char *get[] = {"GET", key};
     if ((err = cmd(rc, 2, get, &r))) return err;
@@ -152,7 +162,19 @@ static int lock_hold(dlock__conn *rc, const char *key, const char *owner, int64_
     const char *pexpire[] = {"PEXPIRE", key, px};
     if ((err = cmd(rc, 3, pexpire, &r))) return err;
     dlock__reply_free(r);
+    *sent_ms = t0;
     return 1;
+}
+
+/* The validity rule of libdlock (dlock.h): a lock taken or renewed by a
+ * command sent at sent_ms is believed until sent_ms + lock_ms - drift, on
+ * this process's clock, whatever the I/O did since. Writes that need the
+ * lock check it just before they go, so a step slowed by a frozen Redis
+ * (each command waits up to its timeout) never writes after that. */
+static bool lock_valid(const sk_barrier_run *b, int64_t sent_ms)
+{
+    int64_t drift = b->lock_ms * DLOCK_DRIFT_PPM_DEFAULT / 1000000 + DLOCK_DRIFT_MS_DEFAULT;
+    return dlock__now_ms() < sent_ms + b->lock_ms - drift;
 }
 
 /* The keys of bucket j the barrier uses. */
@@ -270,7 +292,8 @@ static int mirror_all(sk_db *db, dlock__conn *rc, const char *campaign, const bk
             rc_out = found < 0 ? found : 1;
             break;
         }
-        int held = lock_hold(rc, bk->lock, b->owner, b->lock_ms);
+        int held = lock_hold(rc, bk->lock, b->owner, b->lock_ms, &b->lock_sent_ms);
+        if (held > 0 && !lock_valid(b, b->lock_sent_ms)) held = 0; /* renewed too late to act on */
         int err = held > 0 ? mirror_page(rc, campaign, bk, &p, b) : held;
         if (err || held <= 0) {
             rc_out = held == 0 ? 0 : err;
@@ -384,7 +407,7 @@ static int seal_shared(sk_db *db, dlock__conn *rc, const char *campaign, const b
     char lock[128], owner[200];
     sk_bucket_key(bk->lay, 0, "sealing", lock, sizeof(lock));
     seal_owner(b, bk->j, owner, sizeof(owner));
-    int held = lock_hold(rc, lock, owner, b->lock_ms);
+    int held = lock_hold(rc, lock, owner, b->lock_ms, &b->seal_sent_ms);
     if (held <= 0) return held < 0 ? held : SK_BARRIER_WAITING;
     if (held == 2) seal_reset(b); /* a new holding: whatever was chosen before may be stale */
     int err = b->seal_epoch ? 0 : seal_choose(db, rc, campaign, bk->lay, &b->seal_epoch);
@@ -397,6 +420,7 @@ static int seal_shared(sk_db *db, dlock__conn *rc, const char *campaign, const b
         done &= r;
     }
     if (!done) return SK_BARRIER_WAITING;
+    if (!lock_valid(b, b->seal_sent_ms) || !lock_valid(b, b->lock_sent_ms)) return SK_BARRIER_WAITING;
     if ((err = sk_db_campaign_seal(db, campaign, b->seal_epoch))) return err;
     int64_t now = 0;
     if ((err = sk_db_campaign_epoch(db, campaign, &now))) return err;
@@ -429,6 +453,7 @@ static int finish(sk_db *db, dlock__conn *rc, const char *campaign, const bkeys 
     int err;
     if (bk->lay->k == 1) {
         b->epoch = m->epoch + 1;
+        if (!lock_valid(b, b->lock_sent_ms)) return SK_BARRIER_WAITING; /* the next step renews it */
         if ((err = sk_db_campaign_seal(db, campaign, b->epoch))) return err;
     } else if ((err = seal_shared(db, rc, campaign, bk, b)) != 0) {
         return err;
@@ -438,6 +463,7 @@ static int finish(sk_db *db, dlock__conn *rc, const char *campaign, const bkeys 
     if (bk->j == 0) { /* handbacks are bucket 0's stock */
         sk_db_handback hb;
         if ((err = sk_db_handback_get(db, campaign, &hb))) return err;
+        if (!lock_valid(b, b->lock_sent_ms)) return SK_BARRIER_WAITING;
         int h = sk_reserve_handback_apply(rc, campaign, &hb);
         if (h < 0) return h;
         b->handbacks += h;
@@ -468,7 +494,7 @@ int sk_barrier_step_bucket(sk_db *db, dlock__conn *rc, const char *campaign, con
     }
     bool first = !b->started_ms;
     if (first) b->started_ms = dlock__now_ms();
-    int held = lock_hold(rc, bk.lock, b->owner, b->lock_ms);
+    int held = lock_hold(rc, bk.lock, b->owner, b->lock_ms, &b->lock_sent_ms);
     if (held <= 0) return held < 0 ? held : SK_BARRIER_WAITING;
     if (first) mark_running(rc, &bk, true);
     int64_t pending = 0, lag = 0;

@@ -43,6 +43,9 @@ typedef struct sk_barrier_run {
     int64_t lock_ms;      /* lock lifetime, renewed at every step (default 10000) */
     int batch;            /* orders per barrier_mirror.lua call (default 200) */
     int64_t started_ms;   /* in/out: monotonic ms the drain began, 0 = not yet */
+    /* monotonic send time of the last take/renewal of the bucket's lock and
+     * of the seal lock: each is believed until then + lock_ms - drift */
+    int64_t lock_sent_ms, seal_sent_ms;
     /* K > 1, while holding the seal lock: the epoch chosen, and per other
      * bucket the stream id it must be persisted through */
     int64_t seal_epoch;

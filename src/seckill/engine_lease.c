@@ -40,9 +40,14 @@ void sk__lease_init(sk__lease *l, const sk__port *port, const sk__clock *clock, 
     sk_orderid_init(&l->gen, -1);
 }
 
+/* The monotonic ms from which no id is issued: the send time of the last
+ * successful take/renew + lease - margin, whatever the I/O is doing (a
+ * frozen Redis answers nothing, and nothing here waits for it). */
+static int64_t valid_until(const sk__lease *l) { return l->ok_ms + l->lease_ms - margin_ms(l); }
+
 static bool valid_at(const sk__lease *l, int64_t now_ms)
 {
-    return l->held && l->gen.worker >= 0 && now_ms - l->ok_ms < l->lease_ms - margin_ms(l);
+    return l->held && l->gen.worker >= 0 && now_ms < valid_until(l);
 }
 
 bool sk__lease_valid(const sk__lease *l) { return valid_at(l, sk__clock_now(&l->clock)); }
@@ -51,8 +56,11 @@ int sk__lease_worker(const sk__lease *l) { return sk__lease_valid(l) ? l->gen.wo
 
 int sk__lease_next_id(sk__lease *l, uint64_t *id_out)
 {
+    /* the wall clock before the check: an id's ms is never later than the
+     * check that let it out, even if this process pauses in between */
+    int64_t wall = l->clock.wall_ms(l->clock.ud);
     if (!sk__lease_valid(l)) return SK_EUNAVAIL;
-    return sk_orderid_next(&l->gen, l->clock.wall_ms(l->clock.ud), id_out);
+    return sk_orderid_next(&l->gen, wall, id_out);
 }
 
 /* No id of this generator goes below server_ms (see the file comment). */
@@ -76,8 +84,8 @@ static void lease_taken(sk__lease *l, uint64_t fence, int64_t server_ms)
 {
     if (l->sent_fence == 0) {
         floor_ids(&l->gen, server_ms);
-        sk__port_log(&l->port, DLOCK_LOG_INFO, "order-id worker id %d leased (fence %llu)", l->n,
-                     (unsigned long long)fence);
+        sk__port_log(&l->port, DLOCK_LOG_INFO, "order-id worker id %d leased (fence %llu) at %lld ms "
+                     "(Redis clock)", l->n, (unsigned long long)fence, (long long)server_ms);
     }
     l->fence = fence;
     l->held = true;
@@ -127,8 +135,11 @@ void sk__lease_tick(sk__lease *l, bool connected)
 {
     int64_t now = sk__clock_now(&l->clock);
     if (l->held && !valid_at(l, now)) {
-        sk__port_log(&l->port, DLOCK_LOG_WARN, "worker lease not renewed for %lld ms: no new order ids until it is",
-                     (long long)(now - l->ok_ms));
+        /* the end on the wall clock too, to set beside other processes' */
+        int64_t end = valid_until(l), end_wall = l->clock.wall_ms(l->clock.ud) - (now - end);
+        sk__port_log(&l->port, DLOCK_LOG_WARN, "worker id %d: worker lease not renewed for %lld ms: no new order ids "
+                     "since its validity ended at %lld ms (wall clock) until it is", l->n,
+                     (long long)(now - l->ok_ms), (long long)end_wall);
         lease_gone(l); /* the fence is kept: a renewal still finds out whether it is ours */
     }
     if (!connected || l->busy) return;

@@ -6,7 +6,8 @@
  * master's stock, buyers, Idempotency-Key answers and order statuses match
  * the database, meta.runid names it, an old-timeline entry is refused,
  * the new master sells only what nobody holds, and a second barrier
- * changes nothing. SQLite, or PostgreSQL with SK_TEST_PG=1. */
+ * changes nothing; a runner whose lock is past its validity writes
+ * nothing. SQLite, or PostgreSQL with SK_TEST_PG=1. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -320,11 +321,41 @@ static void test_admin_barrier_runs_by_hand(void **state)
     assert_non_null(strstr(text, "seckill_tentative_finalised_total{campaign=\"bar\",result=\"confirmed\"}"));
 }
 
+/* The runner writes under its lock only while it believes it (the send
+ * time of its last renewal + lock_ms - drift, barrier.c): a lock of 2 ms,
+ * all of it drift allowance, is never believed by the time a step could
+ * seal - as when every reply comes after the lock's validity (a frozen
+ * Redis). Nothing is sealed, mirrored or opened; with a real lock the
+ * same barrier finishes. */
+static void test_barrier_writes_nothing_once_its_lock_is_past_validity(void **state)
+{
+    (void)state;
+    char new_id[41];
+    run_id(new_rc, new_id);
+    int64_t meta_epoch = pf_redis_int_on(new_rc, "HGET", "bar", "meta", "epoch"), db_epoch = 0, now = 0;
+    assert_int_equal(sk_db_campaign_epoch(pf_db, "bar", &db_epoch), 0);
+    assert_int_equal(sk_barrier_force(new_rc, "bar", "test"), 0);
+    sk_barrier_run run;
+    sk_barrier_run_init(&run, "test");
+    run.lock_ms = 2;
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(sk_barrier_step(pf_db, new_rc, "bar", new_id, &run), SK_BARRIER_WAITING);
+    assert_int_equal(sk_db_campaign_epoch(pf_db, "bar", &now), 0);
+    assert_int_equal(now, db_epoch); /* not sealed */
+    assert_int_equal(pf_redis_int_on(new_rc, "HGET", "bar", "meta", "epoch"), meta_epoch); /* not opened */
+    run.lock_ms = 10000;
+    int st = SK_BARRIER_WAITING;
+    for (int i = 0; i < 100 && st == SK_BARRIER_WAITING; i++) st = sk_barrier_step(pf_db, new_rc, "bar", new_id, &run);
+    assert_int_equal(st, SK_BARRIER_OPEN);
+    assert_int_equal(pf_redis_int_on(new_rc, "HGET", "bar", "meta", "epoch"), meta_epoch + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_barrier_gives_the_new_master_what_the_database_holds),
         cmocka_unit_test(test_admin_barrier_runs_by_hand),
+        cmocka_unit_test(test_barrier_writes_nothing_once_its_lock_is_past_validity),
     };
     return cmocka_run_group_tests(tests, new_setup, new_teardown);
 }

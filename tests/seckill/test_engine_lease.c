@@ -2,8 +2,9 @@
  * on a fake port and clock: it is taken, renewed at a third of its length
  * before it expires, declared lost when renewals fail past its deadline
  * (checked at the moment an id is asked for, not only by the tick), taken
- * anew when a renewal finds the fence gone, and its ids never start below
- * the server's clock. */
+ * anew when a renewal finds the fence gone, its ids never start below
+ * the server's clock, and an id is never dated after the check that let it
+ * out (a pause in between). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -123,6 +124,9 @@ static void test_lease_is_lost_when_renewals_fail_past_its_deadline(void **state
     sk__lease_tick(&l, true);
     assert_int_equal(l.lost, 1);
     assert_int_equal(pf_logged(&f, "worker lease not renewed"), 1);
+    char end[64]; /* the tick came at the deadline: it ended at this wall ms */
+    snprintf(end, sizeof(end), "validity ended at %lld ms (wall clock)", (long long)f.wall_ms);
+    assert_int_equal(pf_logged(&f, end), 1);
     /* the fence is kept: the next renewal asks whether it is still ours */
     assert_string_equal(pf_cmd_at(&f, f.sent - 1)->argv[5], "7");
     answer(7, f.wall_ms);
@@ -162,6 +166,37 @@ static void test_ids_never_start_below_the_servers_clock(void **state)
     assert_true(ms >= server_ms);
 }
 
+/* A wall clock read just after a pause (SIGSTOP, swap) that took the
+ * process past the lease's end while an id was being issued. */
+static int64_t paused_deadline;
+
+static int64_t wall_after_a_pause(void *ud)
+{
+    part_fake *pf = ud;
+    pf->now_ms = paused_deadline;
+    pf->wall_ms += LEASE_MS;
+    return pf->wall_ms;
+}
+
+static void test_an_id_is_never_dated_after_the_check_that_let_it_out(void **state)
+{
+    (void)state;
+    take();
+    paused_deadline = f.now_ms + LEASE_MS - LEASE_MS / 6;
+    l.clock.wall_ms = wall_after_a_pause;
+    int64_t before = f.wall_ms;
+    uint64_t id;
+    int rc = sk__lease_next_id(&l, &id);
+    if (rc == 0) { /* let out: then dated no later than the check */
+        int64_t ms;
+        int worker, seq;
+        sk_orderid_decode(id, &ms, &worker, &seq);
+        assert_true(ms <= before);
+    } else {
+        assert_int_equal(rc, SK_EUNAVAIL); /* or refused: the check came after the pause */
+    }
+}
+
 static void test_a_lost_connection_lets_the_next_take_go(void **state)
 {
     (void)state;
@@ -179,6 +214,7 @@ int main(void)
         cmocka_unit_test_setup(test_lease_is_lost_when_renewals_fail_past_its_deadline, setup),
         cmocka_unit_test_setup(test_renewal_finding_the_fence_gone_takes_a_new_lease, setup),
         cmocka_unit_test_setup(test_ids_never_start_below_the_servers_clock, setup),
+        cmocka_unit_test_setup(test_an_id_is_never_dated_after_the_check_that_let_it_out, setup),
         cmocka_unit_test_setup(test_a_lost_connection_lets_the_next_take_go, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
