@@ -72,14 +72,34 @@ void opt_format_duration(int64_t ms, char *out, size_t outlen)
         }
 }
 
+/* Up to three examples inside [lo_ms, hi_ms], so a message never suggests
+ * a value it would refuse ("250ms" to an option that starts at 300ms). */
+static void examples(int64_t lo_ms, int64_t hi_ms, char *out, size_t outlen)
+{
+    static const int64_t picks[] = {250, 1500, 120000, 3600000};
+    size_t len = 0;
+    int n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < OPT_COUNT(picks) && n < 3; i++) {
+        if (picks[i] < lo_ms || picks[i] > hi_ms) continue;
+        char one[32];
+        if (picks[i] == 1500) snprintf(one, sizeof(one), "1.5s");
+        else opt_format_duration(picks[i], one, sizeof(one));
+        len += (size_t)snprintf(out + len, len < outlen ? outlen - len : 0, "%s%s", n ? ", " : "", one);
+        n++;
+    }
+    if (n == 0) opt_format_duration(lo_ms ? lo_ms : hi_ms, out, outlen);
+}
+
 static int bad_duration(const char *name, const char *s, opt_unit bare, int64_t lo_ms, int64_t hi_ms,
                         const char *why, char *err, size_t errlen)
 {
-    char lo[32], hi[32];
+    char lo[32], hi[32], eg[96];
     opt_format_duration(lo_ms, lo, sizeof(lo));
     opt_format_duration(hi_ms, hi, sizeof(hi));
-    return fail(err, errlen, "invalid %s '%s': %sexpected a duration from %s to %s (e.g. 250ms, 1.5s, 2m; "
-                "a bare number is %s)", name, s ? s : "", why, lo, hi,
+    examples(lo_ms, hi_ms, eg, sizeof(eg));
+    return fail(err, errlen, "invalid %s '%s': %sexpected a duration from %s to %s (e.g. %s; "
+                "a bare number is %s)", name, s ? s : "", why, lo, hi, eg,
                 bare == OPT_UNIT_S ? "seconds" : "milliseconds");
 }
 
@@ -135,8 +155,47 @@ static int check_str(const opt_spec *spec, const char *name, const char *value, 
     return fail(err, errlen, "invalid %s: %s", name, why[0] ? why : "refused");
 }
 
+static opt_warn_fn warn_fn;
+
+void opt_set_warn(opt_warn_fn fn) { warn_fn = fn; }
+
+bool opt_names_unit(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 3 && (strcmp(name + n - 3, "-ms") == 0 || strcmp(name + n - 3, "_MS") == 0);
+}
+
+/* A bare number other than 0 reads differently by program (seconds in
+ * dlock, milliseconds in the seckill programs): deprecated, so warn, unless
+ * the option's own name says the unit ("--worker-lease-ms 250"). */
+static void warn_bare(const opt_spec *spec, const char *name, const char *value)
+{
+    if ((spec->type != OPT_DURATION && spec->type != OPT_SECONDS) || !warn_fn || opt_names_unit(name)) return;
+    double v = 0;
+    const char *end = NULL;
+    if (parse_decimal(value, &v, &end) != 0 || *end || v == 0) return;
+    char msg[256];
+    snprintf(msg, sizeof(msg), "warning: %s %s: a bare number is %s here but %s in other programs of "
+             "dlock; write %s%s (bare numbers are deprecated and will be refused in 2.0)", name, value,
+             spec->unit == OPT_UNIT_S ? "seconds" : "milliseconds",
+             spec->unit == OPT_UNIT_S ? "milliseconds" : "seconds", value, spec->unit == OPT_UNIT_S ? "s" : "ms");
+    warn_fn(msg);
+}
+
+static int set_value(const opt_spec *spec, const char *name, void *base, const char *value, char *err,
+                     size_t errlen);
+
 int opt_set_named(const opt_spec *spec, const char *name, void *base, const char *value, char *err,
                   size_t errlen)
+{
+    int rc = set_value(spec, name, base, value, err, errlen);
+    if (rc == 0 && value) warn_bare(spec, name, value);
+    return rc;
+}
+
+/* opt_set_named without the warning: defaults are the program's own. */
+static int set_value(const opt_spec *spec, const char *name, void *base, const char *value, char *err,
+                     size_t errlen)
 {
     void *p = (char *)base + spec->off;
     int64_t v = 0;
@@ -178,8 +237,11 @@ int opt_set(const opt_spec *spec, void *base, const char *value, char *err, size
 
 int opt_set_defaults(const opt_spec *specs, size_t n, void *base, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < n; i++)
-        if (specs[i].def && opt_set(&specs[i], base, specs[i].def, err, errlen)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        char name[72];
+        snprintf(name, sizeof(name), "--%s", specs[i].name);
+        if (specs[i].def && set_value(&specs[i], name, base, specs[i].def, err, errlen)) return -1;
+    }
     return 0;
 }
 

@@ -12,7 +12,10 @@
  * followed by a unit, `ms`, `s`, `m` or `h`: `250ms`, `1.5s`, `30s`, `2m`,
  * `1h`. A bare number is in the option's historical unit (seconds for
  * dlock's -w/--lease, milliseconds for seckilld's *-ms settings), so old
- * spellings keep working. The result is whole milliseconds; a value that is
+ * spellings keep working; but since that unit differs between programs, a
+ * bare number other than 0 is deprecated (refused from 2.0) and reported
+ * through the warning sink (opt_set_warn), except for an option whose name
+ * says its unit (`--worker-lease-ms`, `SECKILL_IDLE_TIMEOUT_MS`). The result is whole milliseconds; a value that is
  * not 0 but rounds to less than 1 ms, and anything outside the option's
  * range, is refused with a message naming the accepted range. No sign, no
  * exponent, no inf/nan.
@@ -33,6 +36,14 @@ typedef enum opt_unit {
     OPT_UNIT_MS = 1,
     OPT_UNIT_S = 1000,
 } opt_unit;
+
+/* Where deprecation warnings go (one line, without the program's name);
+ * NULL (the default): nowhere. Set from main before parsing. */
+typedef void (*opt_warn_fn)(const char *msg);
+void opt_set_warn(opt_warn_fn fn);
+
+/* Whether an option or variable name states its unit (ends in -ms / _MS). */
+bool opt_names_unit(const char *name);
 
 /* Parses a whole decimal integer in [lo, hi] (optional leading '-'; no
  * spaces, no trailing junk, no overflow). 0, or -1 with err filled:

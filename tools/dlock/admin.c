@@ -96,8 +96,7 @@ static int semaphore_status(const cli_options *o, dlock_client *c)
     if (rc == 0) rc = dlock_semaphore_available(sem, &avail);
     dlock_semaphore_free(sem);
     if (rc == DLOCK_EINVAL) {
-        cli_err("semaphore '%s' is in use with a different N than %d", o->name, o->permits);
-        return CLI_EXIT_USAGE;
+        return cli_sem_mismatch(o);
     }
     if (rc != 0) return cli_fail_name(o, rc, "cannot read semaphore");
     if (o->json) {

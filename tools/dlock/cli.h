@@ -71,6 +71,8 @@ typedef struct cli_options {
 } cli_options;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+/* Every scheme --url takes, for messages. */
+#define CLI_URL_SCHEMES "redis://, unix://, redis-sentinel://, redis-cluster://, etcd:// or etcds://"
 #define CLI_DEFAULT_LEASE_MS 30000      /* the library's watchdog lease */
 #define CLI_DEFAULT_KILL_GRACE_MS 10000
 

@@ -139,7 +139,11 @@ static void print_failure(const cli_options *o, int rc, const char *what)
     const char *d = detail[0] ? log_detail(detail) : dlock_strerror(rc);
     switch (rc) {
     case DLOCK_EURL:
-        cli_err("bad URL '%s': %s", where, d);
+        /* the Redis URL parser lists only its own schemes; dlock takes etcd's too */
+        if (strncmp(d, "unknown scheme", 14) == 0)
+            cli_err("bad URL '%s': unknown scheme (expected " CLI_URL_SCHEMES ")", where);
+        else
+            cli_err("bad URL '%s': %s", where, d);
         break;
     case DLOCK_ETLS:
         cli_err("bad URL '%s': %s", where, dlock_strerror(rc));
@@ -175,6 +179,22 @@ int cli_fail_name(const cli_options *o, int rc, const char *what)
     rc = refine(rc, detail);
     print_failure(o, rc, what);
     return cli_exit_code(rc);
+}
+
+int cli_sem_mismatch(const cli_options *o)
+{
+    char detail[512];
+    long long n = 0;
+    last_log(detail, sizeof(detail));
+    const char *p = strstr(detail, "recorded with ");
+    if (p && sscanf(p, "recorded with %lld permits", &n) == 1 && n > 0)
+        cli_err("semaphore '%s' is in use with N = %lld, not %d: give --semaphore %lld (every user of a "
+                "name gives the same N); to change N, stop its holders, then delete the keys '{%s%s}:sem', "
+                "'{%s%s}:sem:exp' and '{%s%s}:sem:cnt'", o->name, n, o->permits, n, o->prefix, o->name,
+                o->prefix, o->name, o->prefix, o->name);
+    else
+        cli_err("semaphore '%s' is in use with a different N than %d: give the N its other users give", o->name, o->permits);
+    return CLI_EXIT_USAGE;
 }
 
 int cli_fail(cli_lock *lk, int rc, const char *what)

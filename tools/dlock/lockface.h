@@ -43,6 +43,10 @@ int cli_exit_code(int rc);
  * library's last logged detail where that helps) and returns cli_exit_code. */
 int cli_fail_name(const cli_options *o, int rc, const char *what);
 int cli_fail(cli_lock *lk, int rc, const char *what);
+/* Prints why --semaphore N does not match the N the semaphore is recorded
+ * with (read from the library's last logged line) and how to fix it;
+ * returns CLI_EXIT_USAGE. */
+int cli_sem_mismatch(const cli_options *o);
 
 /* Writes url with any password replaced by "***" into out. */
 void cli_redact_url(const char *url, char *out, size_t outlen);

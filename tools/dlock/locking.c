@@ -73,8 +73,7 @@ static int report_acquire_failure(const cli_options *o, cli_lock *lk, int rc)
         return o->conflict_code;
     case DLOCK_EINVAL:
         if (o->kind != CLI_KIND_SEMAPHORE) return cli_fail(lk, rc, "cannot acquire lock");
-        cli_err("semaphore '%s' is in use with a different N than %d", o->name, o->permits);
-        return CLI_EXIT_USAGE;
+        return cli_sem_mismatch(o);
     default:
         return cli_fail(lk, rc, "cannot acquire lock");
     }

@@ -8,10 +8,15 @@
 
 #include "cli.h"
 #include "dlock/dlock.h"
+#include "options.h"
 #include "torture.h"
+
+/* The options module's deprecation warnings (a bare duration). */
+static void warn_line(const char *msg) { fprintf(stderr, "dlock: %s\n", msg); }
 
 int main(int argc, char **argv)
 {
+    opt_set_warn(warn_line);
     /* torture has options of its own (torture.c) */
     if (argc >= 2 && strcmp(argv[1], "torture") == 0) return cli_cmd_torture(argc - 1, argv + 1);
     cli_options o;

@@ -41,16 +41,18 @@ void cli_print_usage(void)
     fputs("Usage:\n"
           "  dlock [options] NAME -- COMMAND [ARGS...]\n"
           "  dlock [options] NAME -c SHELL-COMMAND\n"
-          "  dlock status [--json] [--semaphore N] [options] NAME\n"
-          "  dlock release --force [options] NAME\n"
+          "  dlock [options] status [--json] [--semaphore N] [options] NAME\n"
+          "  dlock [options] release --force [options] NAME\n"
           "  dlock torture --prefix P [--url URL] [options]   (see dlock torture --help)\n"
           "\n"
           "Run COMMAND while holding the distributed lock NAME in Redis or etcd;\n"
           "release it when COMMAND exits. The exit status is COMMAND's (128+N if\n"
-          "killed by signal N).\n"
+          "killed by signal N). Options go before NAME (after it comes COMMAND);\n"
+          "for status and release they may come before or after the subcommand.\n"
+          "A lock named status or release: dlock [options] -- status -- COMMAND.\n"
           "\n"
           "Options:\n"
-          "  -w, --wait DUR            give up after DUR (e.g. 0.5, 10, 250ms, 2m);\n"
+          "  -w, --wait DUR            give up after DUR (e.g. 500ms, 10s, 2m);\n"
           "                            --timeout is the same option\n"
           "  -n, --nonblock, --nb      fail at once if the lock is held (same as -w 0)\n"
           "  -E, --conflict-exit-code N  exit code when -n/-w gives up (default 1)\n"
@@ -76,7 +78,8 @@ void cli_print_usage(void)
           "  -h, --help                show this help\n"
           "  -V, --version             show the version\n"
           "\n"
-          "DUR is a duration: 250ms, 1.5s, 30s, 2m, 1h; a bare number is seconds.\n"
+          "DUR is a duration: 250ms, 1.5s, 30s, 2m, 1h. A bare number still means\n"
+          "seconds but is deprecated (a warning; refused from 2.0): give a unit.\n"
           "\n"
           "Exit codes: COMMAND's status; 1 (or -E) lock busy; 64 usage; 69 Redis\n"
           "unreachable; 70 internal/server error; 71 OS error; 75 lock lost while\n"
@@ -267,6 +270,9 @@ static int check_mode(const cli_options *o)
                            "confirm with --force");
     if (o->mode != CLI_MODE_RUN && o->shell_cmd)
         return usage_error("-c is only for running a command");
+    if (o->lease_ms > 0 && o->watchdog_ms > 0)
+        return usage_error("--lease (fixed, never renewed) and --watchdog-lease (renewed) exclude each "
+                           "other: give one of them");
     if (o->name && !*o->name) return usage_error("NAME must not be empty");
     if (o->url && !*o->url) return usage_error("--url must not be empty");
     return 0;
@@ -291,32 +297,54 @@ static int parse_command(int argc, char **argv, int i, cli_options *o)
     return 0;
 }
 
+/* The subcommand named by the first operand (argv[i]), or CLI_MODE_RUN. An
+ * operand after "--" is always NAME: `dlock [options] -- status -- COMMAND`
+ * runs COMMAND under a lock called "status". */
+static cli_mode subcommand_at(int argc, char **argv, int i)
+{
+    if (i >= argc || (i > 1 && strcmp(argv[i - 1], "--") == 0)) return CLI_MODE_RUN;
+    if (strcmp(argv[i], "status") == 0) return CLI_MODE_STATUS;
+    if (strcmp(argv[i], "release") == 0) return CLI_MODE_RELEASE;
+    return CLI_MODE_RUN;
+}
+
+/* Options may come before a subcommand and after it; in run mode they stop
+ * at NAME: COMMAND's own options must stay COMMAND's. */
+static int parse_words(int argc, char **argv, parse_state *ps, int *next_out)
+{
+    char err[512];
+    int next = argc;
+    if (opt_parse_from(specs, OPT_COUNT(specs), argc, argv, 1, true, ps, NULL, &next, err, sizeof(err)) != 0)
+        return usage_error("%s", err);
+    ps->o.mode = subcommand_at(argc, argv, next);
+    if (ps->o.mode != CLI_MODE_RUN &&
+        opt_parse_from(specs, OPT_COUNT(specs), argc, argv, next + 1, false, ps, sub_operand, NULL, err,
+                       sizeof(err)) != 0)
+        return usage_error("%s", err);
+    *next_out = next;
+    return 0;
+}
+
 int cli_parse(int argc, char **argv, cli_options *o)
 {
     parse_state ps = {.kind_set = false};
     defaults(&ps.o);
-    if (argc >= 2 && strcmp(argv[1], "status") == 0) ps.o.mode = CLI_MODE_STATUS;
-    if (argc >= 2 && strcmp(argv[1], "release") == 0) ps.o.mode = CLI_MODE_RELEASE;
-    bool sub = ps.o.mode != CLI_MODE_RUN;
-    /* run mode stops at NAME: COMMAND's own options must stay COMMAND's */
     int next = argc;
-    char err[512];
-    if (opt_parse_from(specs, OPT_COUNT(specs), argc, argv, sub ? 2 : 1, !sub, &ps, sub ? sub_operand : NULL,
-                       &next, err, sizeof(err)) != 0)
-        return usage_error("%s", err);
+    int rc = parse_words(argc, argv, &ps, &next);
+    if (rc != 0) return rc;
     *o = ps.o;
     if (o->help || o->version) {
         o->mode = o->help ? CLI_MODE_HELP : CLI_MODE_VERSION;
         return 0;
     }
-    if (!sub) {
+    if (o->mode == CLI_MODE_RUN) {
         if (next >= argc) return usage_error("no lock NAME given");
         o->name = argv[next];
-        int rc = parse_command(argc, argv, next + 1, o);
+        rc = parse_command(argc, argv, next + 1, o);
         if (rc != 0) return rc;
     } else if (!o->name) {
         return usage_error("no lock NAME given");
     }
-    int rc = check_mode(o);
+    rc = check_mode(o);
     return rc ? rc : fit_kill_grace(o);
 }

@@ -68,7 +68,8 @@ static void usage(FILE *f)
           "Options:\n",
           f);
     opt_print_help(f, specs, OPT_COUNT(specs));
-    fputs("\nDUR is a duration: 250ms, 1.5s, 30s, 2m; a bare number is seconds.\n"
+    fputs("\nDUR is a duration: 250ms, 1.5s, 30s, 2m; a bare number is seconds\n"
+          "(deprecated: give a unit).\n"
           "\n"
           "Exit codes: 0 SAFE; 2 UNSAFE (a violation was found); 3 INCONCLUSIVE\n"
           "(the run proved nothing); 4 keys exist under P (see --force); 64 usage;\n"

@@ -866,8 +866,12 @@ static int run_http(bench *b)
     return ok ? 0 : 1;
 }
 
+/* The options module's deprecation warnings (a bare duration). */
+static void warn_line(const char *msg) { fprintf(stderr, "seckill-bench: %s\n", msg); }
+
 int main(int argc, char **argv)
 {
+    opt_set_warn(warn_line);
     if (cmp_wanted(argc, argv)) return cmp_main(argc, argv);
     static bench b;
     int rc = parse_args(&b, argc, argv);

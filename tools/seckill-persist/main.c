@@ -90,7 +90,7 @@ static void usage(FILE *f)
 {
     fputs("usage: seckill-persist [options]\n", f);
     opt_print_help(f, specs, OPT_COUNT(specs));
-    fputs("Durations: 250ms, 1.5s, 30s, 15m, 2h (a bare number is milliseconds).\n"
+    fputs("Durations: 250ms, 1.5s, 30s, 15m, 2h (a bare number is milliseconds, deprecated).\n"
           "Exit status: 0 ok, 1 runtime failure, 2 usage or configuration error.\n", f);
 }
 
@@ -139,9 +139,13 @@ static int run(sk_persist_opts *o)
     return 0;
 }
 
+/* The options module's deprecation warnings (a bare duration). */
+static void warn_line(const char *msg) { fprintf(stderr, "seckill-persist: %s\n", msg); }
+
 int main(int argc, char **argv)
 {
     args a = {0};
+    opt_set_warn(warn_line);
     int rc = parse(&a, argc, argv);
     if (rc) return rc;
     if (a.help) usage(stdout);

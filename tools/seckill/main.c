@@ -65,7 +65,7 @@ static void usage(FILE *f)
                "  cancel ORDER_ID [--reason TEXT]      cancel a persisted order; stock returns once\n"
                "  migrate                              create / migrate the schema, print its version\n"
                "  --help, --version\n"
-               "Durations: 250ms, 1.5s, 30s, 2m (a bare number is milliseconds).\n"
+               "Durations: 250ms, 1.5s, 30s, 2m (a bare number is milliseconds, deprecated).\n"
                "--env-file FILE: first set the variables of FILE (NAME=VALUE lines, the units'\n"
                "EnvironmentFile=, e.g. /etc/dlock/seckill.env), then read the environment.\n"
                "URLs: --redis-url redis://, unix://, redis-sentinel:// or redis-cluster:// (env REDIS_URL,\n"
@@ -779,10 +779,14 @@ static int parse(cli *c, int argc, char **argv, const struct command **cmd_out)
     return 0;
 }
 
+/* The options module's deprecation warnings (a bare duration). */
+static void warn_line(const char *msg) { fprintf(stderr, "seckill: %s\n", msg); }
+
 int main(int argc, char **argv)
 {
     cli c = {0};
     const struct command *cmd = NULL;
+    opt_set_warn(warn_line);
     int rc = parse(&c, argc, argv, &cmd);
     if (rc) return rc == 1 ? 0 : rc;
     rc = open_db(&c);

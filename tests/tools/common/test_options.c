@@ -93,6 +93,80 @@ static void test_durations_refuse_junk_naming_the_accepted_range(void **state)
     assert_int_equal(ms, 7);
 }
 
+/* A refusal's examples lie inside the option's own range (issue 39: the
+ * message for a 300ms minimum suggested 250ms). */
+static void test_duration_examples_are_valid_for_the_option(void **state)
+{
+    (void)state;
+    int64_t ms = 7;
+    assert_int_equal(opt_parse_duration("--watchdog-lease", "200ms", OPT_UNIT_S, 300, 30 * DAY_MS, &ms, err,
+                                        sizeof(err)), -1);
+    assert_string_equal(err, "invalid --watchdog-lease '200ms': expected a duration from 300ms to 720h "
+                             "(e.g. 1.5s, 2m, 1h; a bare number is seconds)");
+    assert_int_equal(opt_parse_duration("--block", "x", OPT_UNIT_MS, 0, 1000, &ms, err, sizeof(err)), -1);
+    assert_string_equal(err, "invalid --block 'x': expected a duration from 0 to 1s "
+                             "(e.g. 250ms; a bare number is milliseconds)");
+    assert_int_equal(opt_parse_duration("--w", "x", OPT_UNIT_MS, 2, 3, &ms, err, sizeof(err)), -1);
+    expect_err_has("(e.g. 2ms;");
+    /* every example any refusal gives parses in its own range */
+    static const int64_t ranges[][2] = {{0, 1000}, {1, 30 * DAY_MS}, {300, 30 * DAY_MS}, {2000, 60000},
+                                        {100, 600000}, {1000, 3600000}};
+    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+        assert_int_equal(opt_parse_duration("--d", "junk", OPT_UNIT_S, ranges[i][0], ranges[i][1], &ms, err,
+                                            sizeof(err)), -1);
+        char eg[128], *save = NULL;
+        const char *p = strstr(err, "(e.g. ");
+        assert_non_null(p);
+        snprintf(eg, sizeof(eg), "%s", p + 6);
+        *strchr(eg, ';') = '\0';
+        for (char *t = strtok_r(eg, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+            if (opt_parse_duration("--d", t, OPT_UNIT_S, ranges[i][0], ranges[i][1], &ms, err, sizeof(err)))
+                fail_msg("example '%s' refused: %s", t, err);
+    }
+}
+
+static char warned[512];
+static int nwarned;
+static void on_warn(const char *msg)
+{
+    snprintf(warned, sizeof(warned), "%s", msg);
+    nwarned++;
+}
+
+/* A bare number (not 0) is deprecated: one warning through the sink; a
+ * unit, 0, a name that says its unit, or a default: none. */
+static void test_bare_durations_warn_unless_the_name_says_the_unit(void **state)
+{
+    (void)state;
+    static int64_t ms;
+    static const opt_spec sp[] = {
+        {.name = "wait", .type = OPT_DURATION, .lo = 0, .hi = DAY_MS, .unit = OPT_UNIT_S, .def = "10"},
+        {.name = "block", .type = OPT_DURATION, .lo = 0, .hi = DAY_MS, .unit = OPT_UNIT_MS},
+        {.name = "idle-timeout-ms", .type = OPT_DURATION, .lo = 0, .hi = DAY_MS, .unit = OPT_UNIT_MS},
+    };
+    opt_set_warn(on_warn);
+    nwarned = 0;
+    assert_int_equal(opt_set_defaults(sp, 1, &ms, err, sizeof(err)), 0);
+    assert_int_equal(opt_set(&sp[0], &ms, "0", err, sizeof(err)), 0);
+    assert_int_equal(opt_set(&sp[0], &ms, "2.5s", err, sizeof(err)), 0);
+    assert_int_equal(opt_set(&sp[2], &ms, "250", err, sizeof(err)), 0);
+    assert_int_equal(opt_set_named(&sp[2], "SECKILL_IDLE_TIMEOUT_MS", &ms, "250", err, sizeof(err)), 0);
+    assert_int_equal(nwarned, 0);
+    assert_int_equal(opt_set(&sp[0], &ms, "1.5", err, sizeof(err)), 0);
+    assert_int_equal(ms, 1500); /* still seconds */
+    assert_string_equal(warned, "warning: --wait 1.5: a bare number is seconds here but milliseconds in other "
+                                "programs of dlock; write 1.5s (bare numbers are deprecated and will be refused "
+                                "in 2.0)");
+    assert_int_equal(opt_set(&sp[1], &ms, "250", err, sizeof(err)), 0);
+    assert_int_equal(ms, 250);
+    expect_err_has(""); /* (err untouched on success) */
+    assert_non_null(strstr(warned, "--block 250: a bare number is milliseconds here but seconds"));
+    assert_non_null(strstr(warned, "write 250ms"));
+    assert_int_equal(opt_set(&sp[1], &ms, "junk", err, sizeof(err)), -1);
+    assert_int_equal(nwarned, 2); /* a refusal does not warn too */
+    opt_set_warn(NULL);
+}
+
 static void test_durations_format_exactly(void **state)
 {
     (void)state;
@@ -312,6 +386,8 @@ int main(void)
         cmocka_unit_test(test_integers_take_the_whole_string_in_range),
         cmocka_unit_test(test_durations_take_units_and_bare_numbers_in_the_historical_unit),
         cmocka_unit_test(test_durations_refuse_junk_naming_the_accepted_range),
+        cmocka_unit_test(test_duration_examples_are_valid_for_the_option),
+        cmocka_unit_test(test_bare_durations_warn_unless_the_name_says_the_unit),
         cmocka_unit_test(test_durations_format_exactly),
         cmocka_unit_test(test_numbers_are_plain_decimals_in_range),
         cmocka_unit_test(test_table_parses_long_short_equals_flags_and_operands),

@@ -48,6 +48,31 @@ expect_fail 64 "status with extra argument" status x y
 expect_fail 64 "--json outside status" --json x -- $T
 expect_fail 64 "-c with COMMAND too" x -c "$T" extra
 
+# expect_msg LINE WHAT: the first stderr line of the last expect_fail, exactly.
+expect_msg() { expect_eq "$(head -1 "$T_DIR/err")" "$1" "$2: message"; }
+
+# Each message says what to do (issue 39): examples inside the range, the
+# conflicting leases refused, every URL scheme listed.
+expect_fail 64 "--watchdog-lease 200ms" --watchdog-lease 200ms x -- $T
+expect_msg "dlock: invalid --watchdog-lease '200ms': expected a duration from 300ms to 720h \
+(e.g. 1.5s, 2m, 1h; a bare number is seconds)" "--watchdog-lease 200ms"
+expect_fail 64 "--lease with --watchdog-lease" --lease 10s --watchdog-lease 3s x -- $T
+expect_msg "dlock: --lease (fixed, never renewed) and --watchdog-lease (renewed) exclude each other: \
+give one of them" "--lease with --watchdog-lease"
+expect_fail 78 "URL scheme unknown" -u http://127.0.0.1:1 x -- $T
+expect_msg "dlock: bad URL 'http://127.0.0.1:1': unknown scheme (expected redis://, unix://, \
+redis-sentinel://, redis-cluster://, etcd:// or etcds://)" "URL scheme unknown"
+# options before a subcommand are the subcommand's (not a lock named status)
+port=$(dl_free_port)
+expect_fail 69 "options before status" -u "redis://127.0.0.1:$port" status x
+expect_msg "dlock: cannot connect to Redis at redis://127.0.0.1:$port: connect: Connection refused" \
+    "options before status"
+expect_fail 64 "release before --force" -u "redis://127.0.0.1:$port" release x
+expect_msg "dlock: 'release' removes the lock whoever holds it: confirm with --force" "release before --force"
+expect_fail 69 "unreachable etcd" -u "etcd://127.0.0.1:$port" x -- $T
+expect_msg "dlock: cannot connect to etcd at etcd://127.0.0.1:$port: http://127.0.0.1:$port: \
+Couldn't connect to server" "unreachable etcd"
+
 # Bad URLs: rejected before any connection.
 expect_fail 78 "URL with a bad scheme" --url http://127.0.0.1:1 x -- $T
 expect_fail 78 "URL with a bad port" --url redis://127.0.0.1:99999 x -- $T
@@ -81,6 +106,26 @@ expect_fail 69 "server not answering" --watchdog-lease 0.9 \
 expect_range "$(($(now_ms) - t0))" 0 1900 "no answer reported before the pause ended (ms)"
 expect_match "$(cat "$T_DIR/err")" "127.0.0.1:$REDIS_PORT" "message names the server"
 rcli client unpause > /dev/null # (itself waits for the pause to end)
+
+# Options before and after a subcommand; a lock named status behind "--".
+U="redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT"
+expect_eq "$("$DLOCK_BIN" -u "$U" status x | head -1)" "lock 'x': free" "options before status"
+expect_eq "$("$DLOCK_BIN" status -u "$U" x | head -1)" "lock 'x': free" "options after status"
+run_rc "$DLOCK_BIN" -u "$U" -- status -- sh -c 'echo "$DLOCK_NAME" > "$1"' sh "$T_DIR/name"
+expect_eq "$RC:$(cat "$T_DIR/name")" "0:status" "'dlock -- status -- COMMAND' locks 'status'"
+run_rc "$DLOCK_BIN" release -u "$U" --force release
+expect_eq "$RC" 0 "'release --force release' reads a lock named release"
+
+# A bare duration still reads as seconds but is deprecated: one warning
+# line; with a unit (or 0), none.
+run_rc "$DLOCK_BIN" -u "$U" -w 5 x -- true 2> "$T_DIR/err"
+expect_eq "$RC:$(cat "$T_DIR/err")" "0:dlock: warning: --wait 5: a bare number is seconds here but \
+milliseconds in other programs of dlock; write 5s (bare numbers are deprecated and will be refused \
+in 2.0)" "bare -w 5 warns"
+run_rc "$DLOCK_BIN" -u "$U" -w 5s --lease 2.5s x -- true 2> "$T_DIR/err"
+expect_eq "$RC:$(cat "$T_DIR/err")" "0:" "-w 5s: no warning"
+run_rc "$DLOCK_BIN" -u "$U" -w 0 x -- true 2> "$T_DIR/err"
+expect_eq "$RC:$(cat "$T_DIR/err")" "0:" "-w 0: no warning"
 
 # A name past the library's limit is refused cleanly.
 long=$(head -c 2000 /dev/zero | tr '\0' n)

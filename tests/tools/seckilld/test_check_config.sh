@@ -78,7 +78,7 @@ refused 'admin-token "abc' "seckilld: $f: admin-token: unterminated quote (a val
 refused 'admin-token "abc" def' "seckilld: $f: admin-token: text after the closing quote"
 refused 'max-batch 0' "seckilld: $f: invalid max-batch '0': expected an integer from 1 to 512"
 refused 'worker-lease-ms 100' \
-    "seckilld: $f: invalid worker-lease-ms '100': expected a duration from 300ms to 720h (e.g. 250ms, 1.5s, 2m; a bare number is milliseconds)"
+    "seckilld: $f: invalid worker-lease-ms '100': expected a duration from 300ms to 720h (e.g. 1.5s, 2m, 1h; a bare number is milliseconds)"
 refused 'replica-ack-timeout-ms 0' \
     "seckilld: $f: invalid replica-ack-timeout-ms '0': expected a duration from 1ms to 720h (e.g. 250ms, 1.5s, 2m; a bare number is milliseconds)"
 refused 'log-level loud' "seckilld: $f: invalid log-level: 'loud': expected debug, info, warn or error"
