@@ -95,7 +95,7 @@ for r in $(seq 1 "$ROUNDS"); do
     half=$(awk -v d="$DURATION" 'BEGIN { printf "%.2f", d / 2 }')
     : >"$work/http.csv"
     for kind in ping buy buy ping; do
-        args=(--url "$url" --mode "$kind" --duration "$half" --warmup 0.3 --connections "$CONNS" --csv)
+        args=(--url "$url" --mode "$kind" --duration "${half}s" --warmup 0.3s --connections "$CONNS" --csv)
         [ "$kind" = buy ] && args+=(--campaign "hb$r-$$" --stock 1000000000 --limit 1)
         if [ "$kind" = buy ] && ! grep -q '^buy' "$work/http.csv"; then args+=(--create --admin-token "$TOKEN"); fi
         "$bench" "${args[@]}" | tail -1 >>"$work/http.csv" || { echo "run.sh: $kind run failed" >&2; exit 1; }

@@ -73,7 +73,7 @@ else
     kill -STOP "$PROXY_PID"
     say "cut at $cut"
     rec2="$work/second.rec"
-    "$dlock" -u "$direct" -w 60 "$name" -- sh -c "echo start \$('$probe' now) >>'$rec2'" \
+    "$dlock" -u "$direct" -w 60s "$name" -- sh -c "echo start \$('$probe' now) >>'$rec2'" \
         >"$work/second.out" 2>"$work/second.err" &
     dl_track $!
 fi

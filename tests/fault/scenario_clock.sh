@@ -59,7 +59,7 @@ holder=$!
 dl_track $holder
 held "$work/f4"
 t0=$(date +%s%N)
-behind "$dlock" -w 5 clk -c "echo \$DLOCK_FENCE > $work/f5"
+behind "$dlock" -w 5s clk -c "echo \$DLOCK_FENCE > $work/f5"
 waited=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ "$waited" -ge 400 ] && [ "$waited" -le 2500 ] || fail "lease of 1 s ended $waited ms after it was taken"
 wait "$holder" || true

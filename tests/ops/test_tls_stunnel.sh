@@ -66,7 +66,7 @@ echo "ok   stunnel $url -> rediss://127.0.0.1:$tls_port"
 
 # --- a dlock CLI lock through the tunnel, seen on the TLS side while held
 key=tls-test-lock
-seen=$("$build/tools/dlock/dlock" --url "$url" -w 2 "$key" -- \
+seen=$("$build/tools/dlock/dlock" --url "$url" -w 2s "$key" -- \
     redis-cli -p "$tls_port" --tls --cacert ca.crt --cert client.crt --key client.key exists "$key")
 [ "$seen" = 1 ] || fail "dlock's lock key not seen on the TLS server while held (got '$seen')"
 [ "$(tcli exists "$key")" = 0 ] || fail "dlock's lock key left after release"
