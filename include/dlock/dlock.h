@@ -200,9 +200,10 @@ DLOCK_API void dlock_client_destroy(dlock_client *client);
  * waits for I/O. The server lets another holder in no earlier than the
  * lease after it *received* that command; so as long as this machine's
  * clock runs no more than drift_ppm / 10^6 slower than the server's
- * (NTP keeps real clocks within 500 ppm), and drift_ms covers scheduling
- * between the send and the timestamp, a holder stops believing before
- * anyone else can hold. A pause of this process itself (GC, SIGSTOP, swap)
+ * (NTP keeps real clocks within 500 ppm), and drift_ms covers the
+ * millisecond rounding of both clocks (the timestamp is taken before the
+ * send, so the time until the send only adds margin), a holder stops
+ * believing before anyone else can hold. A pause of this process itself (GC, SIGSTOP, swap)
  * is not covered: code that acts after it may act late; fencing tokens
  * (lock.h) are the answer for that case. */
 #define DLOCK_DRIFT_PPM_DEFAULT 10000 /* 1 % of the lease */
