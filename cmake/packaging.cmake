@@ -1,7 +1,8 @@
 # Debian packages built by CPack (`cmake --build build --target package`,
 # `make deb`), split the way Debian splits a library and its programs:
 #   libdlock1     the shared library
-#   libdlock-dev  headers, libdlock.so, libdlock.a, dlock.pc, CMake package
+#   libdlock-dev  headers, libdlock.so, libdlock.a, dlock.pc, dlock-static.pc,
+#                 CMake package
 #   dlock-tools   the dlock command (and dlock-bench)
 #   seckill       seckilld, seckill-persist, seckill, seckill-bench, systemd
 #                 units, example configuration in /etc/dlock
@@ -39,11 +40,12 @@ function(dlock_deb_package_files)
   set(CMAKE_INSTALL_INCLUDEDIR include)
   file(RELATIVE_PATH DLOCK_PC_TO_PREFIX "/p/${deb_libdir}/pkgconfig" "/p")
   configure_file(${PROJECT_SOURCE_DIR}/cmake/dlock.pc.in ${deb_gen}/dlock.pc @ONLY)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/dlock-static.pc.in ${deb_gen}/dlock-static.pc @ONLY)
   configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/dlockConfig.cmake.in
     ${deb_gen}/dlockConfig.cmake INSTALL_DESTINATION ${deb_libdir}/cmake/dlock)
 endfunction()
 dlock_deb_package_files()
-install(FILES ${deb_gen}/dlock.pc DESTINATION ${deb_libdir}/pkgconfig
+install(FILES ${deb_gen}/dlock.pc ${deb_gen}/dlock-static.pc DESTINATION ${deb_libdir}/pkgconfig
         COMPONENT dev EXCLUDE_FROM_ALL)
 install(FILES ${deb_gen}/dlockConfig.cmake ${PROJECT_BINARY_DIR}/dlockConfigVersion.cmake
         DESTINATION ${deb_libdir}/cmake/dlock COMPONENT dev EXCLUDE_FROM_ALL)
@@ -100,6 +102,9 @@ set(deb_docs
 set(deb_doc_comp_libdlock-dev dev)
 set(deb_doc_comp_dlock-tools tools)
 set(deb_doc_comp_seckill seckill)
+# `cmake --install` installs the same files under its prefix
+# (<prefix>/share/doc/PACKAGE/PATH), so the pages' paths hold there too with
+# /usr replaced by the prefix; scripts/check-install.sh checks it.
 foreach(spec ${deb_docs})
   string(REPLACE ":" ";" spec "${spec}")
   list(GET spec 0 pkg)
@@ -107,10 +112,12 @@ foreach(spec ${deb_docs})
   get_filename_component(sub ${rel} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/docs/${rel} DESTINATION share/doc/${pkg}/${sub}
           COMPONENT ${deb_doc_comp_${pkg}} EXCLUDE_FROM_ALL)
+  install(FILES ${PROJECT_SOURCE_DIR}/docs/${rel} DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${pkg}/${sub})
 endforeach()
 foreach(pkg libdlock-dev dlock-tools seckill)
   install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION share/doc/${pkg}
           COMPONENT ${deb_doc_comp_${pkg}} EXCLUDE_FROM_ALL)
+  install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${pkg})
 endforeach()
 
 # --- systemd units and example configuration (seckill) -------------------------

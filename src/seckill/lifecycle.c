@@ -37,6 +37,12 @@ int sk_order_cancel(sk_db *db, dlock__conn *rc, uint64_t order_id, const char *r
 int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t pay_timeout_ms, int max,
                        int64_t *cancelled_out, int64_t *released_out)
 {
+    return sk_lifecycle_sweep_cb(db, rc, campaign, pay_timeout_ms, max, cancelled_out, released_out, NULL, NULL);
+}
+
+int sk_lifecycle_sweep_cb(sk_db *db, dlock__conn *rc, const char *campaign, int64_t pay_timeout_ms, int max,
+                          int64_t *cancelled_out, int64_t *released_out, sk_cancel_cb on_cancel, void *ud)
+{
     if (max <= 0) max = 256;
     sk_db_rows l = {calloc((size_t)max, sizeof(sk_order_row)), 0, max};
     if (!l.v) return DLOCK_ENOMEM;
@@ -48,6 +54,7 @@ int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t
             sk_order_row row;
             int r = sk_db_order_cancel(db, l.v[i].order_id, "payment timeout", &row);
             if (r == 0 && cancelled_out) (*cancelled_out)++;
+            if (r == 0 && on_cancel) on_cancel(&row, ud);
             if (r == SK_EDB) rc_out = r;
         }
     }

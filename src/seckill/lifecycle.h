@@ -25,4 +25,13 @@ int sk_order_cancel(sk_db *db, dlock__conn *rc, uint64_t order_id, const char *r
 int sk_lifecycle_sweep(sk_db *db, dlock__conn *rc, const char *campaign, int64_t pay_timeout_ms, int max,
                        int64_t *cancelled_out, int64_t *released_out);
 
+/* Called once for each order the payment timeout cancelled, with the
+ * order as cancelled (reason "payment timeout"): the operator's trace. */
+typedef void (*sk_cancel_cb)(const sk_order_row *row, void *ud);
+
+/* sk_lifecycle_sweep, calling on_cancel (NULL: nobody) for each order the
+ * timeout cancelled. */
+int sk_lifecycle_sweep_cb(sk_db *db, dlock__conn *rc, const char *campaign, int64_t pay_timeout_ms, int max,
+                          int64_t *cancelled_out, int64_t *released_out, sk_cancel_cb on_cancel, void *ud);
+
 #endif

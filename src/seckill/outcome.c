@@ -40,6 +40,12 @@ static const sk_outcome table[SK_OUT_ROWS] = {
                       "stale timeline"},
     [SK_OUT_IDEM_DEGRADED] = {-1, SK_EIDEMWAIT, "idem_degraded", 503, "unavailable",
                               "Redis unavailable: purchases with an Idempotency-Key wait for it; retry later", NONE},
+    [SK_OUT_RESERVE_EMPTY] = {-1, SK_ERESERVE, "reserve_exhausted", 503, "degraded_reserve_exhausted",
+                              "Redis unavailable and this campaign's database reserve is used up (it is not "
+                              "sold out: the rest of its stock is Redis's to sell); retry later",
+                              SK_FIELD_REMAINING, 1,
+                              "Redis unavailable and this campaign's database reserve has only ",
+                              " left; buy fewer or retry later", 1},
 };
 
 const sk_outcome *sk_outcome_get(int id)
@@ -52,7 +58,13 @@ sk_outcome_id sk_outcome_of_err(int err, bool replay)
     if (err == 0) return replay ? SK_OUT_REPLAY : SK_OUT_ACCEPTED;
     for (int i = SK_OUT_SOLD_OUT; i < SK_OUT_COUNT; i++)
         if (table[i].err == err) return (sk_outcome_id)i;
+    if (err == SK_ERESERVE) return SK_OUT_RESERVE_EMPTY;
     return SK_OUT_UNAVAILABLE;
+}
+
+sk_outcome_id sk_outcome_metric(sk_outcome_id id)
+{
+    return id >= 0 && id < SK_OUT_COUNT ? id : SK_OUT_UNAVAILABLE;
 }
 
 sk_outcome_id sk_outcome_of_script(long long code)

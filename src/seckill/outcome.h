@@ -34,6 +34,9 @@ typedef enum sk_outcome_id {
     SK_OUT_STALE = SK_OUT_COUNT, /* guard only: an order of an old timeline (epoch below the campaign's) */
     SK_OUT_IDEM_DEGRADED,        /* degraded path: the database keeps no Idempotency-Keys, so a keyed
                                     purchase waits for Redis (never a second order) */
+    SK_OUT_RESERVE_EMPTY,        /* degraded path: the reserve cannot cover the purchase while the
+                                    campaign still has units outside it (Redis's share): not sold
+                                    out, retry once Redis is back. Counted as unavailable */
     SK_OUT_ROWS
 } sk_outcome_id;
 
@@ -61,8 +64,13 @@ typedef struct sk_outcome {
 const sk_outcome *sk_outcome_get(int id);
 /* The outcome of an engine result code; replay marks an accepted replay.
  * A code no row names (DLOCK_ENOMEM, DLOCK_ECLOSED...) is SK_OUT_UNAVAILABLE:
- * the purchase was not decided. */
+ * the purchase was not decided. Of the rows past the metric rows only
+ * SK_OUT_RESERVE_EMPTY is returned (for SK_ERESERVE): a counter indexes
+ * with sk_outcome_metric. */
 sk_outcome_id sk_outcome_of_err(int err, bool replay);
+/* The metric row (< SK_OUT_COUNT) an outcome is counted under: itself, or
+ * SK_OUT_UNAVAILABLE for a row past the metric rows (not decided). */
+sk_outcome_id sk_outcome_metric(sk_outcome_id id);
 /* The outcome of a purchase.lua code; SK_OUT_UNKNOWN for a code the table
  * does not know (a script and a binary out of step). */
 sk_outcome_id sk_outcome_of_script(long long code);

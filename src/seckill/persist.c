@@ -135,6 +135,18 @@ static int one_node_down(worker *w, int err)
     return w->x.cluster && redis ? 0 : err;
 }
 
+/* One line per order the payment timeout cancelled: without it a buyer's
+ * "my order vanished" has no trace in the persister's log (the program's
+ * log limiter folds a burst of them into a count). */
+static void log_timeout_cancel(const sk_order_row *row, void *ud)
+{
+    sk_pctx *x = ud;
+    int64_t unpaid_s = (dlock__wall_ms() - row->created_ms) / 1000;
+    sk__pctx_log(x, "order %" PRIu64 " of campaign %s (user %s, %" PRId64 " unit(s)) cancelled: "
+                    "payment timeout (unpaid for %" PRId64 " s)",
+                 row->order_id, row->campaign, row->user, row->qty, unpaid_s);
+}
+
 static int worker_round(worker *w)
 {
     int64_t now = dlock__now_ms();
@@ -181,8 +193,8 @@ static int worker_round(worker *w)
         work += n;
     }
     if (dlock__now_ms() >= w->next_sweep_ms) { /* timeouts (if on), mirrors, releases */
-        sk_lifecycle_sweep(w->x.db, w->x.rc, w->x.o->campaign, w->x.o->pay_timeout_ms, w->x.o->batch,
-                           &w->x.st.cancelled, &w->x.st.released);
+        sk_lifecycle_sweep_cb(w->x.db, w->x.rc, w->x.o->campaign, w->x.o->pay_timeout_ms, w->x.o->batch,
+                              &w->x.st.cancelled, &w->x.st.released, log_timeout_cancel, &w->x);
         reserve_pass(w);
         w->next_sweep_ms = dlock__now_ms() + w->x.o->sweep_interval_ms;
     }

@@ -45,6 +45,7 @@ const char *sk_strerror(int err)
     case SK_EQUEUEFULL: return "too many purchases waiting";
     case SK_EBARRIER: return "campaign recovering after a change of master";
     case SK_EIDEMWAIT: return "purchases with an Idempotency-Key wait for Redis";
+    case SK_ERESERVE: return "database reserve used up while Redis is unavailable";
     case DLOCK__ECROSSSLOT: return dlock__strerror(err); /* internal: mapped at the edge, named anyway */
     default: return dlock_strerror(err);
     }

@@ -36,7 +36,8 @@ typedef enum sk_err {
     SK_EQUEUEFULL = -115,/* too many purchases waiting (coalescer or database path): retry */
     SK_EBARRIER = -116,  /* the campaign waits for the barrier after a change of master: retry */
     SK_EIDEMWAIT = -117, /* degraded: a purchase under an Idempotency-Key waits for Redis */
-    SK_E_LAST = SK_EIDEMWAIT, /* the last code: a new one moves this (tests walk the range) */
+    SK_ERESERVE = -118,  /* degraded: the reserve cannot cover it; units may remain in Redis's share */
+    SK_E_LAST = SK_ERESERVE, /* the last code: a new one moves this (tests walk the range) */
 } sk_err;
 
 /* Names every code an engine function returns: sk_err, dlock_err, and

@@ -1,8 +1,9 @@
 /* auth.h: who a request speaks for: the admin bearer token, and the
  * buyer's identity (X-User-Id, signed by X-User-Signature when a user
- * secret is set; docs/http-api.md, "Identity"). Secrets are compared in
- * constant time; nothing here keeps state between requests (an sk_auth
- * holds its secrets' keyed MAC states, used by one thread at a time). */
+ * secret is set; docs/http-api.md, "Signed identities"). Secrets are
+ * compared in constant time; nothing here keeps state between requests
+ * (an sk_auth holds its secrets' keyed MAC states, used by one thread at a
+ * time). */
 #ifndef SK_AUTH_H
 #define SK_AUTH_H
 

@@ -5,7 +5,12 @@
  * held, found no path=db order still unmirrored in the database; so Redis's
  * stock already counts every unit the database path sold.
  *
- * Threads: the loop owns the mode, the hold list and the sold-out flags;
+ * A refusal for stock is sold_out only when the campaign has nothing left
+ * at all; while units remain outside the reserve (Redis's share, which
+ * this path never sells) it is SK_ERESERVE: 503, retry once Redis is back.
+ *
+ * Threads: the loop owns the mode, the hold list and the sold-out and
+ * reserve-empty flags;
  * the worker thread owns the sk_db handle. They share two job lists under
  * one mutex; the worker wakes the loop through a non-blocking pipe. */
 #define _GNU_SOURCE
@@ -47,7 +52,7 @@ typedef struct job {
     /* written by the worker */
     int err;
     int64_t remaining, value, found;
-    bool empty; /* SK_ESOLDOUT and the reserve read back as 0 */
+    bool empty; /* SK_ESOLDOUT or SK_ERESERVE, and the reserve read back as 0 */
 } job;
 
 typedef struct jlist {
@@ -77,6 +82,7 @@ struct sk_degraded {
     jlist held;
     size_t nheld;
     sk_soldout sold;
+    sk_soldout drained; /* campaigns whose reserve read back as 0 while stock remained */
     sk_degraded_stats st;
 };
 
@@ -122,11 +128,13 @@ static void run_buy(sk_degraded *d, job *j)
     if (rc != SK_EDB && rc != SK_EEXIST && sk_db_campaign_get(d->db, j->campaign, &c, &rem) == 0) {
         j->remaining = rem;
         sk_db_handback hb;
-        /* sold out here: what this path could still sell (the reserve), not Redis's share */
+        /* refused for stock: what this path could still sell (the reserve),
+         * not Redis's share; sold out only when no unit is left at all */
         if (rc == SK_ESOLDOUT) {
             bool read = sk_db_handback_get(d->db, j->campaign, &hb) == 0;
             j->remaining = read ? hb.reserve_remaining : 0;
             j->empty = read && hb.reserve_remaining == 0;
+            if (rem > 0) rc = SK_ERESERVE;
         }
         if (rc == SK_ENOTSTARTED) j->value = c.starts_at_ms - now;
         else if (rc == SK_EINVAL) j->value = c.per_user_limit;
@@ -199,7 +207,8 @@ static void deliver_buy(sk_degraded *d, job *j, bool freeing)
      * is left is refused ("only N left") and the next smaller one may
      * still sell, as on the Redis path (coalesce.c flags at remaining 0) */
     if (err == SK_ESOLDOUT && j->empty) sk_soldout_mark(&d->sold, j->campaign);
-    d->st.outcomes[sk_outcome_of_err(err, false)]++;
+    if (err == SK_ERESERVE && j->empty) sk_soldout_mark(&d->drained, j->campaign);
+    d->st.outcomes[sk_outcome_metric(sk_outcome_of_err(err, false))]++;
     answer(j, err);
     free(j);
 }
@@ -236,6 +245,7 @@ static void deliver_check(sk_degraded *d, job *j)
             d->st.mode = 0;
             d->down_since_ms = 0;
             sk_soldout_reset(&d->sold);
+            sk_soldout_reset(&d->drained);
             dlog(d, DLOCK_LOG_WARN, "redis healthy and every database-path order mirrored: "
                                     "back to the Redis path");
             release_held(d, true);
@@ -284,6 +294,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             d->st.entered++;
             d->up_since_ms = 0;
             sk_soldout_reset(&d->sold);
+            sk_soldout_reset(&d->drained);
             dlog(d, DLOCK_LOG_WARN, "redis unreachable for %lld ms: purchases take the database path",
                  (long long)(now - d->down_since_ms));
         }
@@ -312,6 +323,10 @@ int sk_degraded_purchase(sk_degraded *d, const char *campaign, const char *user,
     /* the database keeps no Idempotency-Keys: every purchase here is unkeyed */
     int rc = sk_soldout_answer(sk_soldout_has(&d->sold, campaign), false, &d->st.soldout_local, d->st.outcomes);
     if (rc) return rc;
+    if (sk_soldout_has(&d->drained, campaign)) { /* a cache too: cleared when the authority changes */
+        d->st.outcomes[SK_OUT_UNAVAILABLE]++;
+        return SK_ERESERVE;
+    }
     rc = sk_throttle_admit(d->mode == M_SWITCHING ? d->nheld : d->queued, (size_t)d->o.max_inflight,
                            &d->st.throttled);
     if (rc) return rc;
@@ -428,5 +443,6 @@ void sk_degraded_free(sk_degraded *d)
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
     sk_soldout_free(&d->sold);
+    sk_soldout_free(&d->drained);
     free(d);
 }

@@ -41,12 +41,14 @@ bool sk_degraded_active(const sk_degraded *d);
 
 /* A purchase on the database path (call only when sk_degraded_active).
  * Returns 0 (cb runs later, from the loop, with a result as the engine's,
- * answered from the same outcome table: 0, SK_ESOLDOUT (remaining: the
- * reserve's units left), SK_ELIMIT (value -1: holding unknown),
+ * answered from the same outcome table: 0, SK_ESOLDOUT (the campaign has no
+ * unit left), SK_ERESERVE (the reserve cannot cover it while units remain
+ * outside it; remaining: the reserve's units left), SK_ELIMIT (value -1: holding unknown),
  * SK_ENOTSTARTED, SK_EENDED, SK_ENOTFOUND, SK_EINVAL (bad quantity, value
  * the limit), SK_EUNAVAIL), or answers at once
  * without calling cb: SK_ESOLDOUT (campaign known sold out while degraded:
- * the sold-out cache of soldout.h), SK_EQUEUEFULL (max_inflight queued:
+ * the sold-out cache of soldout.h), SK_ERESERVE (its reserve known empty),
+ * SK_EQUEUEFULL (max_inflight queued:
  * its throttle), SK_EUNAVAIL (no order-id lease),
  * SK_EINVAL, DLOCK_ENOMEM.
  * Purchases with an Idempotency-Key are not taken here (the caller answers

@@ -390,21 +390,29 @@ static int64_t pending_count(const char *camp)
     return pending;
 }
 
-/* Starts seckill-persist on camp (quiet) with opts (NULL-terminated). */
-static pid_t spawn_persister(const char *camp, const char *const *opts)
+/* Starts seckill-persist on camp with opts (NULL-terminated): quiet when
+ * log is NULL, else its log (stderr) goes to the file log. */
+static pid_t spawn_persister_log(const char *camp, const char *const *opts, const char *log)
 {
     char path[512];
     build_path("tools/seckill-persist/seckill-persist", path, sizeof(path));
     const char *argv[24] = {path, "--redis-url", redis_url, "--database-url", db_url, "--campaign", camp, "--quiet"};
-    int n = 8;
+    int n = log ? 7 : 8;
     for (int i = 0; opts[i] && n < 23; i++) argv[n++] = opts[i];
     argv[n] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
+        int fd = log ? open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600) : -1;
+        if (fd >= 0) dup2(fd, 2);
         execv(path, (char *const *)argv);
         _exit(127);
     }
     return pid;
+}
+
+static pid_t spawn_persister(const char *camp, const char *const *opts)
+{
+    return spawn_persister_log(camp, opts, NULL);
 }
 
 static void test_kill9_mid_batch_then_restart_persists_every_order_once(void **state)
@@ -902,6 +910,70 @@ static void test_two_workers_cancel_unpaid_orders_once(void **state)
     assert_int_equal(reconcile_diffs(camp, false), 0);
 }
 
+/* Lines of log that report a payment-timeout cancellation: each names one
+ * of ids and camp; the log limiter may fold a burst of them into one line
+ * "(N more like this since ...)". Returns the cancellations they account for. */
+static int timeout_lines(const char *log, const char *camp, const uint64_t *ids, int nids)
+{
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char line[1024], want[96];
+    snprintf(want, sizeof(want), " of campaign %s (user ", camp);
+    int seen = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (!strstr(line, "cancelled: payment timeout (unpaid for ")) continue;
+        assert_non_null(strstr(line, want));
+        const char *o = strstr(line, "order ");
+        assert_non_null(o);
+        uint64_t id = strtoull(o + 6, NULL, 10);
+        bool known = false;
+        for (int i = 0; i < nids; i++) known |= ids[i] == id;
+        if (!known) fail_msg("a cancellation line names order %" PRIu64 ", not one of the sale's: %s", id, line);
+        const char *more = strstr(line, " more like this since ");
+        seen += 1;
+        if (more) {
+            const char *p = more;
+            while (p > line && p[-1] >= '0' && p[-1] <= '9') p--;
+            seen += atoi(p) - 1; /* the summary repeats the last line counted */
+        }
+    }
+    fclose(f);
+    return seen;
+}
+
+/* The payment timeout leaves a trace: one log line per cancelled order
+ * (order id, campaign, user, reason), folded by the log limiter when they
+ * come in a burst but always accounted for. */
+static void test_timeout_cancellation_is_logged(void **state)
+{
+    (void)state;
+    const char *camp = "tolog";
+    seed(camp, 10, 1);
+    uint64_t ids[3];
+    buy_range(camp, "t", 0, 3, ids);
+    drain(camp);
+    char log[] = "/tmp/dlock-tolog-XXXXXX";
+    int fd = mkstemp(log);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *opts[] = {"--block", "20", "--pay-timeout", "150ms", "--sweep-interval", "10ms", NULL};
+    pid_t pid = spawn_persister_log(camp, opts, log);
+    sk_db_campaign_stats s;
+    int64_t end = dlock__now_ms() + 10000;
+    do {
+        dlock__sleep_ms(50);
+        counts(camp, &s);
+    } while (s.orders[SK_ST_CANCELLED] < 3 && dlock__now_ms() < end);
+    kill(pid, SIGTERM); /* the limiter's pending summary is flushed on exit */
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(s.orders[SK_ST_CANCELLED], 3);
+    int seen = timeout_lines(log, camp, ids, 3);
+    unlink(log);
+    assert_int_equal(seen, 3);
+}
+
 /* PostgreSQL restarted under a running worker (and under this test's own
  * handle): the worker reconnects between transactions, entries accepted
  * meanwhile stay pending in Redis and are persisted afterwards. */
@@ -1002,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_direct_purchases_never_oversell),
         cmocka_unit_test(test_two_persisters_at_once_persist_each_order_once),
         cmocka_unit_test(test_two_workers_cancel_unpaid_orders_once),
+        cmocka_unit_test(test_timeout_cancellation_is_logged),
         cmocka_unit_test(test_worker_survives_a_redis_restart), /* on its own Redis */
         cmocka_unit_test(test_worker_survives_a_database_restart),
         cmocka_unit_test(test_database_outage_dead_letters_nothing),

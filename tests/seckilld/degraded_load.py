@@ -3,7 +3,9 @@
 # the stop file exists (or --seconds pass, or --until-soldout sees every
 # instance answer sold_out); with --answered-file, creates that file at
 # the first decided answer, with --soldout-file at the first sold_out
-# (handshakes for the caller); writes a JSON
+# (handshakes for the caller). On the database path a reserve used up while
+# the campaign has units in Redis is "503 degraded_reserve_exhausted": for
+# these handshakes, nothing left to sell there, as sold_out. Writes a JSON
 # summary (answers by code, the accepted order ids, 201 and 202, and the
 # messages of the refusals by code) to --out.
 import argparse, http.client, json, os, random, threading, time
@@ -18,7 +20,7 @@ ap.add_argument("--stop-file", default="")
 ap.add_argument("--until-soldout", action="store_true")
 ap.add_argument("--out", required=True)
 ap.add_argument("--answered-file", default="")  # created at the first 202/409 answer
-ap.add_argument("--soldout-file", default="")   # created at the first 409 sold_out
+ap.add_argument("--soldout-file", default="")   # created at the first 409 sold_out (or reserve used up)
 a = ap.parse_args()
 
 hosts = a.urls.split(",")
@@ -26,6 +28,7 @@ prefix, count = a.users.split(":")
 users = ["%s-%d" % (prefix, i) for i in range(int(count))]
 lock = threading.Lock()
 codes, accepted, messages = {}, [], {}
+NOTHING_LEFT = ("409 sold_out", "503 degraded_reserve_exhausted")
 soldout_seen = set()
 end = time.time() + a.seconds
 
@@ -63,11 +66,11 @@ def run(seed):
             if key in ("201 accepted", "202 pending"):
                 # buyers see <id>-<tag>; the database keeps <id>
                 accepted.append(body["order_id"].split("-")[0])
-            if key == "409 sold_out":
+            if key in NOTHING_LEFT:
                 soldout_seen.add(h)
                 if a.soldout_file:
                     open(a.soldout_file, "a").close()
-            if a.answered_file and key in ("202 pending", "409 sold_out", "201 accepted"):
+            if a.answered_file and key in ("202 pending", "201 accepted") + NOTHING_LEFT:
                 open(a.answered_file, "a").close()
             if "message" in body:
                 messages.setdefault(key, set()).add(body["message"])

@@ -7,8 +7,11 @@
 #  - creating a campaign while Redis is down answers 503 and stores nothing
 #    (the database included); once Redis is back the same creation works;
 #  - on the database path a quantity above the reserve left is refused
-#    ("only 5 left") without flagging the campaign sold out: a purchase of 1
-#    still sells; only a real sold-out (reserve 0) flags it;
+#    (503 degraded_reserve_exhausted, "only 5 left") without flagging the
+#    reserve empty: a purchase of 1 still sells; a reserve used up while the
+#    campaign has units in Redis (the default db_reserve 0 at once) is that
+#    503 with Retry-After, never 409 sold_out, and takes no order; a
+#    campaign sold out (and persisted) before the outage is 409 sold_out;
 #  - after 24 units sold on the database path, a forced pre-heat counts them
 #    once: reconcile stays consistent, and releasing the orders gives every
 #    unit back (Redis + buyers + reserve = stock).
@@ -51,7 +54,7 @@ mode() { curl -s -m 2 "http://$h/metrics" | awk '$1 == "seckill_mode" {print $2}
 wait_mode() { for _ in $(seq 1 $(($2 * 10))); do [ "$(mode)" = "$1" ] && return 0; sleep 0.1; done; return 1; }
 reconcile() { "$build/tools/seckill/seckill" reconcile --campaign "$1" --wait 15s >"$work/rec.txt" 2>&1; }
 
-for c in "bk 100 10 50" "sm 10 10 5" "rp 10 1 0"; do
+for c in "bk 100 10 50" "sm 10 10 5" "rp 10 1 0" "z0 5 5 0" "gs 1 1 0"; do
     # shellcheck disable=SC2086
     r=$(create $c)
     [ "$(code_of "$r")" = 201 ] || fail "create $c: $r"
@@ -74,6 +77,15 @@ r=$(post /v1/campaigns/rp/purchase '{"quantity":1}' -H 'X-User-Id: ru' -H 'Idemp
 case "$r" in *'"status":"cancelled"'*) ;; *) fail "replay of a cancelled order: $r" ;; esac
 echo "ok: a replayed key of a cancelled order answers its state: $r"
 
+# gs sells its one unit on the Redis path, persisted before the outage
+r=$(post /v1/campaigns/gs/purchase '{"quantity":1}' -H 'X-User-Id: g1')
+[ "$(code_of "$r")" = 201 ] || fail "gs, its one unit on the Redis path: $r"
+for _ in $(seq 1 100); do
+    [ "$(sql "SELECT remaining FROM campaign_stock WHERE campaign='gs'")" = 0 ] && break
+    sleep 0.1
+done
+[ "$(sql "SELECT remaining FROM campaign_stock WHERE campaign='gs'")" = 0 ] || fail "gs's sale was not persisted"
+
 # --- Redis down: the database path ------------------------------------------
 kill -9 "$REDIS_PID"
 wait "$REDIS_PID" 2>/dev/null || true
@@ -86,15 +98,32 @@ r=$(create nc 10 1 0)
 echo "ok: creating a campaign while Redis is down stores nothing: $r"
 
 r=$(post /v1/campaigns/sm/purchase '{"quantity":6}' -H 'X-User-Id: s1')
-[ "$(code_of "$r")" = 409 ] || fail "6 of a reserve of 5: $r (want 409)"
-case "$r" in *'"error":"sold_out"'*'"message":"only 5 left"'*) ;; *) fail "6 of 5: $r (want only 5 left)" ;; esac
+[ "$(code_of "$r")" = 503 ] || fail "6 of a reserve of 5: $r (want 503)"
+case "$r" in *'"error":"degraded_reserve_exhausted"'*'reserve has only 5 left; buy fewer or retry later"'*) ;;
+    *) fail "6 of 5: $r (want degraded_reserve_exhausted, only 5 left)" ;; esac
 r=$(post /v1/campaigns/sm/purchase '{"quantity":1}' -H 'X-User-Id: s2')
 [ "$(code_of "$r")" = 202 ] || fail "1 after a refused 6: $r (want 202: the reserve has 5)"
 r=$(post /v1/campaigns/sm/purchase '{"quantity":4}' -H 'X-User-Id: s3')
 [ "$(code_of "$r")" = 202 ] || fail "the last 4 of the reserve: $r"
 r=$(post /v1/campaigns/sm/purchase '{"quantity":1}' -H 'X-User-Id: s4')
-case "$r" in *'"error":"sold_out"'*' 409') ;; *) fail "the reserve is empty: $r (want 409 sold_out)" ;; esac
+case "$r" in *'"error":"degraded_reserve_exhausted"'*' 503') ;;
+    *) fail "the reserve is empty, 5 units in Redis: $r (want 503 degraded_reserve_exhausted)" ;; esac
 echo "ok: a quantity above the reserve is refused and a smaller one still sells"
+
+# the default reserve (0) while Redis holds 5 units: not sold out, a 503
+# that says why and when to come back; the second answer (the flag) as well
+for u in z1 z2; do
+    hdr=$(curl -s -m 10 -D - -o "$work/z0.out" -X POST "http://$h/v1/campaigns/z0/purchase" -H "X-User-Id: $u")
+    r="$(cat "$work/z0.out") $(awk 'NR == 1 {print $2}' <<<"$hdr")"
+    case "$r" in *'"error":"degraded_reserve_exhausted"'*'"message":"Redis unavailable and this campaign'"'"'s database reserve is used up'*' 503') ;;
+        *) fail "z0 (reserve 0, 5 units in Redis) on the database path, $u: $r (want 503 degraded_reserve_exhausted)" ;; esac
+    grep -qi '^Retry-After: [1-9]' <<<"$hdr" || fail "z0's 503 has no Retry-After: $hdr"
+done
+[ "$(sql "SELECT COUNT(*) FROM orders WHERE campaign='z0'")" = 0 ] || fail "a refused z0 purchase took an order"
+# gs has no unit left anywhere: sold out, as on the Redis path
+r=$(post /v1/campaigns/gs/purchase '{"quantity":1}' -H 'X-User-Id: g2')
+case "$r" in *'"error":"sold_out"'*' 409') ;; *) fail "gs has no unit left: $r (want 409 sold_out)" ;; esac
+echo "ok: a used-up reserve is 503 degraded_reserve_exhausted with Retry-After; no unit left is 409 sold_out"
 
 refs=()
 for u in d1 d2 d3; do

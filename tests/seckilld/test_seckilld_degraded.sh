@@ -2,8 +2,9 @@
 # test_seckilld_degraded.sh: degraded mode with real processes: 3 seckilld
 # instances, one SQLite file, one persister, a redis-server with an
 # fsync-always AOF. A sale runs; redis is killed (-9, by PID) mid-sale; the
-# instances switch to the database path and keep selling (campaign B sells
-# out there); redis restarts on the same port; the instances switch back
+# instances switch to the database path and keep selling (campaign B uses
+# its reserve up there: 503 degraded_reserve_exhausted, as its 5 Redis units
+# are not sold); redis restarts on the same port; the instances switch back
 # once the persister mirrored the database-path orders; campaign A sells
 # out on the Redis path, then (after the persister handed the unsold
 # database reserve back) sells out again. The database path sells only
@@ -93,28 +94,33 @@ echo "degraded: all 3 instances on the database path"
 # --- phase 2: database path (A goes on, B sells out there) -----------------
 load p2 dgA u2:100
 load p2b dgB u2:100 --threads 3 --soldout-file "$work/p2b-soldout"
-# dgB's database reserve (20 units) is gone once the load is told sold out
-# (the reserve is the database's, one for every instance)
-wait_file "$work/p2b-soldout" 30 || fail "dgB did not sell out on the database path"
+# dgB's database reserve (20 units) is gone once the load is told so (the
+# reserve is the database's, one for every instance); its 5 Redis units are
+# not sold: not sold out, a 503 that says why (docs/http-api.md)
+wait_file "$work/p2b-soldout" 30 || fail "dgB did not use up its reserve on the database path"
 late=$(curl -s -X POST "http://${hosts[1]}/v1/campaigns/dgB/purchase" -H 'X-User-Id: late' -w ' %{http_code}')
-case "$late" in *'"error":"sold_out"'*' 409') ;; *) fail "dgB on the database path: $late (want 409 sold_out)" ;; esac
+case "$late" in *'"error":"degraded_reserve_exhausted"'*' 503') ;;
+    *) fail "dgB on the database path: $late (want 503 degraded_reserve_exhausted)" ;; esac
 # a purchase under an Idempotency-Key waits for Redis (the database keeps
 # no keys): the outcome table's answer, and no order is taken for it
 keyed=$(curl -s -X POST "http://${hosts[0]}/v1/campaigns/dgA/purchase" -H 'X-User-Id: keyed-1' \
     -H 'Idempotency-Key: k-degraded-1' -w ' %{http_code}')
 case "$keyed" in *'"error":"unavailable"'*'purchases with an Idempotency-Key wait for it'*' 503') ;;
     *) fail "a keyed purchase on the database path: $keyed (want 503 unavailable, the keyed-wait message)" ;; esac
-case "$late" in *'"message":"sold out"'*) ;; *) fail "dgB sold out on the database path: $late (want the message \"sold out\")" ;; esac
+case "$late" in *'"message":"Redis unavailable and this campaign'"'"'s database reserve is used up'*) ;;
+    *) fail "dgB's reserve used up on the database path: $late (want the reserve message)" ;; esac
 
 touch "$work/stop-p2" "$work/stop-p2b"
 wait "$pid_p2"
 wait "$pid_p2b"
-# every database-path answer is the outcome table's: a reserve sold out is
-# "sold out", never a count of units Redis holds and this path cannot sell
-"$PY" - "$work/p2b.json" <<'PYEOF' || fail "dgB: a database-path sold_out said how many Redis holds: $(cat "$work/p2b.json")"
+# every database-path answer is the outcome table's: a reserve used up is
+# never "sold out", nor a count of units Redis holds and this path cannot sell
+"$PY" - "$work/p2b.json" <<'PYEOF' || fail "dgB: a database-path refusal said sold out or counted Redis's units: $(cat "$work/p2b.json")"
 import json, sys
 m = json.load(open(sys.argv[1])).get("messages", {})
-sys.exit(0 if m.get("409 sold_out") == ["sold out"] else 1)
+want = ["Redis unavailable and this campaign's database reserve is used up (it is not sold out: "
+        "the rest of its stock is Redis's to sell); retry later"]
+sys.exit(0 if m.get("503 degraded_reserve_exhausted") == want and "409 sold_out" not in m else 1)
 PYEOF
 
 # --- the database is slow (write lock held): the loop still answers, the
@@ -256,4 +262,4 @@ done
 ! grep -l 'Sanitizer' "$work"/seckilld-*.log || fail "sanitizer report in a seckilld log"
 touch "$work/stop-p4"
 wait "$pid_p4" || true
-grep -q '"202 pending"\|"409 sold_out"' "$work/p4.json" || fail "no database-path answer before SIGTERM: $(cat "$work/p4.json")"
+grep -q '"202 pending"\|"409 sold_out"\|"503 degraded_reserve_exhausted"' "$work/p4.json" || fail "no database-path answer before SIGTERM: $(cat "$work/p4.json")"

@@ -80,7 +80,7 @@ static const opt_spec opts[] = {
         "bearer token of the admin API (empty: admin API refused)"),
     STR("user-secret", "SECKILL_USER_SECRET", "", user_secret,
         "HMAC-SHA256 key: when set, buyers need X-User-Signature: v1=<hex>;exp=<unix s>[;c=<campaign>]\n"
-        "      over user\\nexp[\\ncampaign] (docs/http-api.md, \"Identity\")"),
+        "      over user\\nexp[\\ncampaign] (docs/http-api.md, \"Signed identities\")"),
     STR("user-secret-previous", "SECKILL_USER_SECRET_PREVIOUS", "", user_secret_previous,
         "the previous user-secret, still accepted while signers move to the new one (key rotation)"),
     BOOL("user-signature-legacy", "SECKILL_USER_SIGNATURE_LEGACY", "false", user_signature_legacy,
