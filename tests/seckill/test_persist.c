@@ -934,7 +934,7 @@ static int timeout_lines(const char *log, const char *camp, const uint64_t *ids,
         if (more) {
             const char *p = more;
             while (p > line && p[-1] >= '0' && p[-1] <= '9') p--;
-            seen += atoi(p) - 1; /* the summary repeats the last line counted */
+            seen += (int)strtol(p, NULL, 10) - 1; /* the summary repeats the last line counted */
         }
     }
     fclose(f);
