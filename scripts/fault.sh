@@ -45,7 +45,7 @@ for f in tests/fault/scenario_*.sh; do
     case $s in *_lib) continue ;; esac
     case " $scenarios clock " in *" $s "*) ;; *) echo "fault.sh: $f is not in the scenario list" >&2; exit 2 ;; esac
 done
-# The lease partitions (issue 36; tests/fault/lease_partition*.sh): a live
+# The lease partitions (tests/fault/lease_partition*.sh): a live
 # holder cut off from a live server, named lease_partition[_cli]_WHAT_Ns
 # (WHAT: the topology, or the CLI's mode; N: the lease in seconds).
 lease_scenarios=""
@@ -142,7 +142,7 @@ for c in counts:
         tot("guard_rejected"), tot("retried"), int(statistics.median(rec)) if rec else "-"))
 if lease_counts:
     print("""
-Lease partitions (issue 36): a live holder cut off from a live server, the other client on a direct connection.
+Lease partitions: a live holder cut off from a live server, the other client on a direct connection.
 Times are ms after the cut, on CLOCK_MONOTONIC, taken in the processes; per object of every run. *stopped*: the
 holder's local held state turned false (the CLI: its COMMAND had exited); *other*: the other client held it (the CLI:
 the second COMMAND started); *margin*: other minus stopped, which must be positive every time. *never*: objects the

@@ -1,7 +1,7 @@
 #!/bin/bash
 # lease_partition.sh TOPOLOGY LEASE_S: a holder cut off from a live server
 # must stop believing it holds each lock object before another client can
-# hold it (issue 36). TOPOLOGY: redis (standalone, through the freezing
+# hold it (the validity rule, docs/locks.md). TOPOLOGY: redis (standalone, through the freezing
 # proxy), sentinel (master + replica + 3 sentinels, holder in a network
 # namespace), cluster (3 masters, namespace), etcd (the etcd lock through
 # the proxy; the script re-runs itself under etcd_run for a private etcd).

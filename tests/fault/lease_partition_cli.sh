@@ -1,6 +1,6 @@
 #!/bin/bash
 # lease_partition_cli.sh MODE LEASE_S: the dlock CLI's COMMAND must be gone
-# before anyone else's COMMAND can run under the same lock (issue 36).
+# before anyone else's COMMAND can run under the same lock (docs/cli.md).
 # MODE redis / etcd: the first `dlock -u PROXY --watchdog-lease LEASE_S NAME
 # -- COMMAND` reaches the server through the freezing proxy
 # (lease_partition_lib.sh), which is then frozen; a second `dlock -u DIRECT

@@ -73,7 +73,7 @@ static void test_json_accepts_valid_documents(void **state)
     dlock__json_free(&d);
 }
 
-/* Issue 37: a key is compared by its full decoded bytes, and a key holding
+/* One reading: a key is compared by its full decoded bytes, and a key holding
  * U+0000 is refused, so no reader can see "quantity" twice. */
 static void test_json_keys_are_read_once_by_their_bytes(void **state)
 {

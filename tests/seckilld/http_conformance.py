@@ -2,7 +2,8 @@
 """http_conformance.py: seckilld's request framing against RFC 9112 sections
 3.2 (Host), 5 (fields), 6-7 (message body, chunked coding, trailers), one
 table row per case with the answer it must get (docs/http-api.md, "HTTP
-framing"), and the chunked-trailer attacks of issue 37. Starts the servers
+framing"), and the chunked-trailer attacks (an identity, admin token or signature
+sent as a trailer). Starts the servers
 under test itself (free loopback ports, stopped by PID, each must exit 0:
 under ASan a memory error fails the run):
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_http_conformance.sh [SECKILLD]: runs http_conformance.py (RFC 9112
-# framing, Host and trailer cases, one table row each, and the trailer
-# attacks of issue 37) against seckilld on a private redis-server.
+# framing, Host and trailer cases, one table row each, and the
+# trailer attacks) against seckilld on a private redis-server.
 # SECKILLD overrides the build's (e.g. an older seckilld).
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}

@@ -519,7 +519,7 @@ static void test_bad_input_matrix(void **state)
     assert_int_equal(buy(d[0].port, "m", "u", 2, NULL, resp, sizeof(resp)), 201);
 }
 
-/* Issue 37: one JSON body, one reading. A key holding \u0000 is no second
+/* One JSON body, one reading. A key holding \u0000 is no second
  * "quantity" or "id", a key spelled with escapes is the same key, and a
  * time is bounded to what RFC 3339 writes: each is 400 and changes nothing. */
 static void test_one_json_reading_for_every_body(void **state)

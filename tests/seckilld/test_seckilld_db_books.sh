@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_seckilld_db_books.sh: the database path keeps the same books as the
-# Redis path (issue 37), with real processes: one seckilld, a persister,
+# Redis path, with real processes: one seckilld, a persister,
 # SQLite, a redis-server with an fsync-always AOF, stopped and started by PID.
 #  - a replayed Idempotency-Key of an order since cancelled answers the
 #    order's current state (200, GET's document), never 201 "accepted";

@@ -44,7 +44,7 @@ static void test_rfc3339_times_parse_and_format(void **state)
                                       "2026-12-01T24:00:00Z", "2026-12-01T10:00:00Zx", "x026-12-01T10:00:00Z"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(sk_http_parse_time(bad[i], strlen(bad[i]), &ms), SK_EINVAL);
-    /* issue 37: only instants RFC 3339 writes back (years 0000-9999, UTC) */
+    /* only instants RFC 3339 writes back (years 0000-9999, UTC) */
     s = "9999-12-31T23:59:59.999Z";
     assert_int_equal(sk_http_parse_time(s, strlen(s), &ms), 0);
     assert_int_equal(ms, SK_HTTP_TIME_MAX_MS);
@@ -263,7 +263,7 @@ static void test_signatures_expire_after_the_leeway_with_either_secret(void **st
     /* an expired signature of the wrong secret is "bad", not "expired" */
     assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp + 1000, bound), SK_SIG_BAD);
     assert_int_equal(sk_auth_check_sig(&a, "alice", NULL, NULL, exp, bound), SK_SIG_MISSING);
-    /* issue 37: exp is a time like any other, within years 0000-9999 */
+    /* exp is a time like any other, within years 0000-9999 */
     assert_int_equal(sk_auth_sign("new", "alice", SK_SIG_EXP_MAX_S, NULL, sig, sizeof(sig)), 0);
     assert_int_equal(sk_auth_check_sig(&a, "alice", sig, NULL, exp, bound), SK_SIG_OK);
     assert_int_equal(sk_auth_sign("new", "alice", SK_SIG_EXP_MAX_S + 1, NULL, sig, sizeof(sig)), 0);

@@ -93,7 +93,7 @@ static void test_durations_refuse_junk_naming_the_accepted_range(void **state)
     assert_int_equal(ms, 7);
 }
 
-/* A refusal's examples lie inside the option's own range (issue 39: the
+/* A refusal's examples lie inside the option's own range (the
  * message for a 300ms minimum suggested 250ms). */
 static void test_duration_examples_are_valid_for_the_option(void **state)
 {

@@ -51,7 +51,7 @@ expect_fail 64 "-c with COMMAND too" x -c "$T" extra
 # expect_msg LINE WHAT: the first stderr line of the last expect_fail, exactly.
 expect_msg() { expect_eq "$(head -1 "$T_DIR/err")" "$1" "$2: message"; }
 
-# Each message says what to do (issue 39): examples inside the range, the
+# Each message says what to do: examples inside the range, the
 # conflicting leases refused, every URL scheme listed.
 expect_fail 64 "--watchdog-lease 200ms" --watchdog-lease 200ms x -- $T
 expect_msg "dlock: invalid --watchdog-lease '200ms': expected a duration from 300ms to 720h \

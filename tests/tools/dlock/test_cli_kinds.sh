@@ -26,7 +26,7 @@ run_rc "$DLOCK_BIN" -n --semaphore 2 sem2 -- true
 expect_eq "$RC" 1 "third holder of a 2-semaphore with -n -> conflict"
 run_rc "$DLOCK_BIN" -n --semaphore 3 sem2 -- true 2> "$T_DIR/err"
 expect_eq "$RC" 64 "a different N for a semaphore in use -> 64"
-# the N in use and how to fix it or reset it (issue 39)
+# the N in use and how to fix it or reset it
 expect_eq "$(cat "$T_DIR/err")" "dlock: semaphore 'sem2' is in use with N = 2, not 3: give --semaphore 2 \
 (every user of a name gives the same N); to change N, stop its holders, then delete the keys \
 '{sem2}:sem', '{sem2}:sem:exp' and '{sem2}:sem:cnt'" "message names the N in use and the reset"
