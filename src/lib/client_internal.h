@@ -166,9 +166,7 @@ int64_t dlock__client_valid_until(const dlock_client *c, int64_t sent_ms, int64_
 struct dlock__renew_cmd;
 typedef struct dlock__renewable {
     int (*renew)(struct dlock__renewable *r, int64_t lease_ms);
-    /* reason DLOCK_ELOST; late_ms: how long ago the last good renewal (or
-     * the acquire) was sent */
-    void (*lost)(struct dlock__renewable *r, int reason, int64_t late_ms);
+    void (*lost)(struct dlock__renewable *r, int reason); /* reason: DLOCK_ELOST */
     /* Optional: "lock orders (simple)" for the loss log line. */
     void (*describe)(struct dlock__renewable *r, char *buf, size_t len);
     /* monotonic send time of the last successful acquire or renewal */

@@ -43,9 +43,8 @@ static void hold_wd_describe(dlock__renewable *wd, char *buf, size_t len)
 }
 
 /* The watchdog dropped wd (it already logged and counted the loss). */
-static void hold_lost(dlock__renewable *wd, int reason, int64_t late_ms)
+static void hold_lost(dlock__renewable *wd, int reason)
 {
-    (void)late_ms;
     dlock__hold *h = dlock__hold_of(wd);
     pthread_mutex_lock(&h->mu);
     bool was = h->state == DLOCK__HOLD_HELD && !h->orphaned;

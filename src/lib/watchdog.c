@@ -22,8 +22,6 @@
  * thread that runs it (an unlock inside a lost callback), so a removed
  * object is never touched again.
  */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -33,11 +31,7 @@
 int dlock__watchdog_add(dlock_client *c, dlock__renewable *r)
 {
     if (!c || !r || (!r->renew && !(r->prepare && r->finish)) || !r->lost) return DLOCK_EINVAL;
-    int64_t now = dlock__now_ms();
     pthread_mutex_lock(&c->wd_mu);
-    if (r->last_ok_ms == 0) r->last_ok_ms = now;
-    if (atomic_load(&r->valid_until_ms) == 0)
-        atomic_store(&r->valid_until_ms, dlock__client_valid_until(c, r->last_ok_ms, c->opts.watchdog_timeout_ms));
     r->last_try_ms = r->last_ok_ms;
     r->removed = false;
     r->next = c->wd_list;
@@ -87,7 +81,7 @@ static void declare_lost(dlock_client *c, dlock__renewable *r, const char *why)
                "watchdog: %s: %s: lost (last good renewal sent %lld ms ago; lease %lld ms)",
                desc[0] ? desc : "held object", why, (long long)late, (long long)c->opts.watchdog_timeout_ms);
     dlock__metrics_lost(c);
-    r->lost(r, DLOCK_ELOST, late);
+    r->lost(r, DLOCK_ELOST);
 }
 
 /* Applies a renewal result to r (renewal thread, outside wd_mu). */

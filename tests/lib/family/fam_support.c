@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util.h"
+
 static char child_prefix[64];
 
 const char *fam_prefix(void)
@@ -54,6 +56,16 @@ int fam_wait_child(pid_t pid)
     if (waitpid(pid, &st, 0) != pid) return -1;
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int64_t fam_frozen_until_called(test_server *s, atomic_int *calls, int64_t bound_ms)
+{
+    test_server_pause(s, true);
+    int64_t cut = dlock__now_ms();
+    while (atomic_load(calls) == 0 && dlock__now_ms() - cut < bound_ms) dlock__sleep_ms(5);
+    int64_t took = dlock__now_ms() - cut;
+    test_server_pause(s, false);
+    return took;
 }
 
 void fam_kill_child(pid_t pid)

@@ -4,6 +4,7 @@
 #ifndef DLOCK_TEST_FAM_SUPPORT_H
 #define DLOCK_TEST_FAM_SUPPORT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -37,6 +38,11 @@ long long fam_int(const test_server *s, int argc, const char **argv);
 
 /* Key as the library builds it: fam_prefix() + name. */
 const char *fam_key(const char *name, char *buf, size_t len);
+
+/* Freezes s (SIGSTOP: sockets open, nothing answers) until *calls is
+ * non-zero or bound_ms passed, then thaws it; returns the ms from the
+ * freeze to the first call seen (or to the bound). For loss callbacks. */
+int64_t fam_frozen_until_called(test_server *s, atomic_int *calls, int64_t bound_ms);
 
 /* Waits for a forked child and returns its exit status (or 128+signal). */
 int fam_wait_child(pid_t pid);

@@ -366,11 +366,7 @@ static void test_frozen_server_loss_is_declared_at_the_validity_deadline(void **
     assert_true(v > 0 && v <= 900 - 9 - 2); /* lease less 1 % + 2 ms */
     dlock__sleep_ms(1000); /* renewals keep it valid past one lease */
     assert_true(dlock_fairlock_validity_ms(fl) > 0);
-    test_server_pause(&fam_srv, true);
-    int64_t cut = dlock__now_ms();
-    while (atomic_load(&fl_lost_calls) == 0 && dlock__now_ms() - cut < 900 + FAM_SLACK_MS) dlock__sleep_ms(5);
-    int64_t took = dlock__now_ms() - cut;
-    test_server_pause(&fam_srv, false);
+    int64_t took = fam_frozen_until_called(&fam_srv, &fl_lost_calls, 900 + FAM_SLACK_MS);
     assert_int_equal(atomic_load(&fl_lost_calls), 1);
     assert_true(took <= 900 + FAM_SLACK_MS); /* at most one lease after the cut */
     assert_int_equal(atomic_load(&fl_lost_validity), 0);
