@@ -7,7 +7,7 @@
  * by one thread at a time, except dlock_lock_cancel() and dlock_lock_is_held(),
  * which any thread may call at any time. Many handles (in many threads and
  * processes) on one name exclude each other. The lost-lock callback runs on
- * the client's watchdog thread.
+ * one of the client's watchdog threads.
  * Errors: 0 or a negative dlock_err (see dlock.h). DLOCK_EUNKNOWN means the
  * command was sent but its reply never came: whether the acquire/release
  * happened is unknown; resolve it with dlock_lock_is_held_by_me() (after an

@@ -14,8 +14,8 @@
  * Thread-safety: a dlock_semaphore handle is one holder and is used by one
  * thread at a time, except dlock_semaphore_cancel(), which any thread may
  * call. Use one handle per thread (handles are cheap; many handles in many
- * processes share one semaphore by name). The watchdog renews from the
- * client's watchdog thread.
+ * processes share one semaphore by name). The client's watchdog renews
+ * the permits and declares their loss at the validity deadline (dlock.h).
  * Errors: 0 or a negative dlock_err. DLOCK_EUNKNOWN from an acquire: the
  * permits may have been taken; they are not counted by the handle and come
  * back when their lease ends. From a release: they may still be held until

@@ -14,9 +14,10 @@
  * create_revision: etcd revisions grow across the whole cluster, so tokens
  * never go back, whatever expires. Unlock revokes the lease (which deletes
  * the key at one revision and fires the next waiter's watch). In watchdog
- * mode the client's watchdog thread sends one keepalive per lease every
- * timeout/3; a keepalive finding the lease gone, or none succeeding for a
- * whole timeout, marks the lock lost exactly as on Redis.
+ * mode the client's watchdog sends one keepalive per lease every
+ * timeout/3, bounded by the hold's validity deadline; a keepalive finding
+ * the lease gone, or the deadline passing first, marks the lock lost
+ * exactly as on Redis.
  * States: the one hold state machine of hold.h: free -> held -> free, or
  * held -> lost (is_held false, the next unlock says ELOST); unknown (the
  * acquire's last answer was lost and the clean-up failed too): the lease is

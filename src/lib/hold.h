@@ -39,7 +39,7 @@ typedef void (*dlock__any_fn)(void); /* a function pointer of any type, cast bac
 
 /* What an object tells its hold. renew is required for watchdog mode;
  * prepare/finish batch renewals (see dlock__renewable); lost, if set, runs
- * on the watchdog thread after HELD became LOST (log, user callback);
+ * on a watchdog thread after HELD became LOST (log, user callback);
  * describe writes "rwlock orders (read 1, write 0)" for reports. */
 typedef struct dlock__hold_ops {
     int (*renew)(dlock__hold *h, int64_t lease_ms);

@@ -1,5 +1,5 @@
 /* events.c: dlock's self-pipe. Signal handlers and the library's
- * lost-lock callback (on the watchdog thread) only write one byte to a
+ * lost-lock callback (on a watchdog thread) only write one byte to a
  * non-blocking pipe; the main thread reads the events in order. The lost
  * notice is never dropped, even when the pipe is full.
  */

@@ -26,7 +26,7 @@ struct cli_lock {
     dlock_fairlock *fair;
     dlock_rwlock *rw;
     dlock_semaphore *sem;
-    cli_lost_fn lost; /* called on the watchdog thread */
+    cli_lost_fn lost; /* called on a watchdog thread */
     void *lost_ud;
 };
 

@@ -18,7 +18,7 @@ typedef struct cli_lock cli_lock;
  * or an exit code after printing why. */
 int cli_client_open(const cli_options *o, dlock_client **client_out);
 
-/* Called (on the library's watchdog thread) when the lock is lost. */
+/* Called (on one of the library's watchdog threads) when the lock is lost. */
 typedef void (*cli_lost_fn)(void *ud);
 
 /* Connects and makes a handle of kind o->kind for o->name; lost (may be
