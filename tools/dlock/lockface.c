@@ -15,6 +15,7 @@
 #include "dlock/fairlock.h"
 #include "dlock/rwlock.h"
 #include "dlock/semaphore.h"
+#include "etcd_url.h"
 #include "lockface.h"
 #include "log_limit.h"
 
@@ -126,7 +127,7 @@ static int refine(int rc, const char *detail)
 /* "etcd" or "Redis": what the URL names, for messages. */
 static const char *server_kind(const char *url)
 {
-    return strncmp(url, "etcd://", 7) == 0 || strncmp(url, "etcds://", 8) == 0 ? "etcd" : "Redis";
+    return dlock__etcd_url_is(url) ? "etcd" : "Redis";
 }
 
 /* One line: what failed, why, and where. */
