@@ -57,6 +57,7 @@ done
 
 if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
     ./scripts/setup.sh
+    ./scripts/setup.sh scripts/bench-packages.txt # the load generators and references
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$BUILD" -j "$(nproc)" >/dev/null
 fi

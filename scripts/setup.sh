@@ -1,9 +1,11 @@
 #!/bin/sh
-# Installs the Debian packages listed in scripts/debian-packages.txt that are
-# missing. Idempotent; as non-root it names what is missing and stops.
+# Installs the Debian packages listed in scripts/debian-packages.txt (or in
+# the list file given, e.g. scripts/bench-packages.txt) that are missing.
+# Idempotent; as non-root it names what is missing and stops.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-pkgs=$(grep -v '^#' "$here/debian-packages.txt" | grep -v '^$')
+list=${1:-$here/debian-packages.txt}
+pkgs=$(grep -v '^#' "$list" | grep -v '^$')
 missing=""
 for p in $pkgs; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
