@@ -201,6 +201,10 @@ void sk_addr_group(const char *ip, int v6_prefix, char out[SK_ADDR_MAX])
     size_t n = strnlen(ip, SK_ADDR_MAX - 1);
     memcpy(out, ip, n);
     out[n] = '\0';
+    /* IPv4 text (no ':') is its own key: inet_pton takes only canonical
+     * dotted quads, so parsing and printing it back would change nothing
+     * (the path of nearly every request: one scan, no inet_pton) */
+    if (!memchr(ip, ':', n)) return;
     sk_cidr a;
     if (!parse_addr(ip, strlen(ip), &a)) return;
     if (a.family == AF_INET) { /* mapped IPv4 (::ffff:a.b.c.d) is its IPv4 */
