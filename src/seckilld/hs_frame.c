@@ -28,8 +28,6 @@ enum {
     CK_END_LF /* the LF of the blank line that ends the message */
 };
 
-bool hs__field_byte_ok(unsigned char ch) { return ch == '\t' || (ch >= 0x20 && ch != 0x7f); }
-
 /* The token bytes of RFC 9110 5.6.2 (field names). */
 static bool tchar(unsigned char ch)
 {
