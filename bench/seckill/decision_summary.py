@@ -103,6 +103,8 @@ print("== seckilld CPU per purchase against nginx `return 200` (perf task-clock,
 line("seckilld --threads 1", "cpu_seckilld_t1_us", "us CPU")
 line("seckilld --threads 2", "cpu_seckilld_t2_us", "us CPU")
 line("nginx", "cpu_nginx_us", "us CPU")
+line("same run, %s --threads 1" % old, "cpu_old_t1_us", "us CPU")
+ratio("threads 1 / %s threads 1" % old, "cpu_seckilld_t1_us", "cpu_old_t1_us", "<= 1.0 (no worse)", "<=", 1.0)
 ratio("threads 1 / nginx", "cpu_seckilld_t1_us", "cpu_nginx_us", "<= 1.5", "<=", 1.5)
 ratio("threads 2 / nginx", "cpu_seckilld_t2_us", "cpu_nginx_us", "<= 1.5", "<=", 1.5)
 print("== Cluster per-bucket cost (3 masters, K = 3 buckets, usec summed over the masters)")
