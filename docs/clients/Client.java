@@ -70,7 +70,9 @@ public class Client {
 
     final String baseUrl, user, secret;
     final int attempts = 6;
-    final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    // seckilld speaks HTTP/1.1 (no h2c upgrade offered on every first request)
+    final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(5)).build();
 
     Client(String baseUrl, String user, String secret) {
         this.baseUrl = baseUrl;
@@ -127,7 +129,7 @@ public class Client {
     /** Buys; returns the order once confirmed (a 201, or a 202 followed to its
      *  confirmation). The key makes every retry the same purchase. */
     Map<String, Object> buy(String campaign, int quantity, String key) throws Exception {
-        String path = "/v1/campaigns/" + campaign + "/purchase";
+        String path = "/v1/campaigns/" + campaign + "/purchase"; // ids are [A-Za-z0-9_-]: nothing to escape
         long deadline = System.currentTimeMillis() + 30_000;
         while (true) {
             List<String> h = new ArrayList<>(List.of(identity(campaign)));
@@ -139,7 +141,9 @@ public class Client {
                 return a.doc();
             }
             if (a.status() == 200) return a.doc(); // the key's order moved on (paid, cancelled...): it is that order
-            Map<String, Object> order = follow(a.response().headers().firstValue("Location").orElseThrow(), deadline);
+            String location = a.response().headers().firstValue("Location")
+                    .orElseThrow(() -> new UnexpectedAnswer("202 without a Location"));
+            Map<String, Object> order = follow(location, deadline); // 202: decided, not yet safe
             if (order != null) return order;
             // lost before it was safe: the same key decides the purchase again
         }

@@ -103,6 +103,7 @@ export class SeckillClient {
       const { status, headers: h, doc } = await this.call('POST', path, [200, 201, 202], { quantity }, headers);
       if (status === 201) return { ...doc, state: 'confirmed' };
       if (status === 200) return doc; // the key's order moved on (paid, cancelled...): it is that order
+      if (!h.get('location')) throw new UnexpectedAnswer('202 without a Location');
       const order = await this.follow(h.get('location'), deadline); // 202: decided, not yet safe
       if (order) return order;
       // lost before it was safe: the same key decides the purchase again

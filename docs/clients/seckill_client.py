@@ -127,6 +127,8 @@ class SeckillClient:
                 return dict(doc, state="confirmed")
             if status == 200:  # the key's order moved on (paid, cancelled...): it is that order
                 return doc
+            if "location" not in h:
+                raise UnexpectedAnswer("202 without a Location")
             order = self._follow(h["location"], deadline)  # 202: decided, not yet safe
             if order is not None:
                 return order
