@@ -390,6 +390,8 @@ def main():
             redis.wait(10)
     for oid, status in contract.missing():
         fail("%s: status %s is in the contract but no request produced it" % (oid, status))
+    print("%d (operation, status) pairs listed, %d produced" % (sum(len(v) for v in contract.listed().values()),
+                                                              sum(len(v) for v in contract.seen.values())))
     print("%d answers checked against %s in %.1f s (headers seen: %s); %d failures"
           % (d.count, args.spec, time.time() - started, ", ".join(sorted(d.headers_seen)), len(FAILURES)))
     return 1 if FAILURES else 0
