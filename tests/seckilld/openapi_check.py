@@ -1,8 +1,8 @@
 """openapi_check.py: docs/openapi.yaml as a checker, for
 openapi_conformance.py. lint() checks the document itself (OpenAPI 3.1
-structure, every $ref resolves, every schema is a valid JSON Schema
-2020-12, path templates match their parameters, security names exist,
-every example fits its schema); Contract.check() holds one live answer to
+structure: every object has only its fixed fields, every $ref resolves,
+every schema is a valid JSON Schema 2020-12, path templates match their
+parameters, security names exist, every example fits its schema); Contract.check() holds one live answer to
 the operation it was sent to: a status, a header or a body field the
 document does not describe is a failure, and so is a required header
 missing or a body its schema refuses. Uses python3-yaml and
@@ -55,6 +55,87 @@ def deref(doc, node, seen=()):
             return merged
         return target
     return {k: deref(doc, v, seen) for k, v in node.items()}
+
+
+# The fixed fields of each OpenAPI 3.1 object (the specification's tables):
+# any other key, except an x- extension, is a typo the tools would ignore.
+FIELDS = {
+    "openapi": {"openapi", "info", "jsonSchemaDialect", "servers", "paths", "webhooks", "components", "security",
+                "tags", "externalDocs"},
+    "info": {"title", "summary", "description", "termsOfService", "contact", "license", "version"},
+    "server": {"url", "description", "variables"},
+    "tag": {"name", "description", "externalDocs"},
+    "pathItem": {"$ref", "summary", "description", "servers", "parameters"} | set(METHODS),
+    "operation": {"tags", "summary", "description", "externalDocs", "operationId", "parameters", "requestBody",
+                  "responses", "callbacks", "deprecated", "security", "servers"},
+    "parameter": {"name", "in", "description", "required", "deprecated", "allowEmptyValue", "style", "explode",
+                  "allowReserved", "schema", "example", "examples", "content"},
+    "header": {"description", "required", "deprecated", "allowEmptyValue", "style", "explode", "allowReserved",
+               "schema", "example", "examples", "content"},
+    "requestBody": {"description", "content", "required"},
+    "mediaType": {"schema", "example", "examples", "encoding"},
+    "response": {"description", "headers", "content", "links"},
+    "example": {"summary", "description", "value", "externalValue"},
+    "components": {"schemas", "responses", "parameters", "examples", "requestBodies", "headers", "securitySchemes",
+                   "links", "callbacks", "pathItems"},
+    "securityScheme": {"type", "description", "name", "in", "scheme", "bearerFormat", "flows", "openIdConnectUrl"},
+    "reference": {"$ref", "summary", "description"},
+}
+
+
+def _fields(kind, node, where, problems):
+    """Unknown keys of one object of the given kind (a $ref is a Reference Object)."""
+    if not isinstance(node, dict):
+        problems.append("%s: not an object" % where)
+        return
+    allowed = FIELDS["reference" if "$ref" in node and kind != "pathItem" else kind]
+    for k in node:
+        if k not in allowed and not str(k).startswith("x-"):
+            problems.append("%s: %r is not a field of a%s %s object" % (where, k, "n" if kind[0] in "aeiou" else "",
+                                                                        kind))
+
+
+def _lint_fields(doc, problems):
+    """Every object of the document against its fixed fields."""
+    _fields("openapi", doc, "", problems)
+    _fields("info", doc.get("info", {}), "info", problems)
+    for i, srv in enumerate(doc.get("servers", [])):
+        _fields("server", srv, "servers/%d" % i, problems)
+    for i, tag in enumerate(doc.get("tags", [])):
+        _fields("tag", tag, "tags/%d" % i, problems)
+    comp = doc.get("components", {})
+    _fields("components", comp, "components", problems)
+    for kind, key in (("parameter", "parameters"), ("header", "headers"), ("response", "responses"),
+                      ("example", "examples"), ("requestBody", "requestBodies"), ("securityScheme", "securitySchemes")):
+        for name, node in comp.get(key, {}).items():
+            _lint_object(kind, node, "components/%s/%s" % (key, name), problems)
+    for path, item in doc.get("paths", {}).items():
+        _fields("pathItem", item, "paths/" + path, problems)
+        for i, p in enumerate(item.get("parameters", [])):
+            _lint_object("parameter", p, "paths/%s/parameters/%d" % (path, i), problems)
+        for method in METHODS:
+            if method in item:
+                _lint_object("operation", item[method], "paths/%s/%s" % (path, method), problems)
+
+
+def _lint_object(kind, node, where, problems):
+    """One object and the objects inside it."""
+    _fields(kind, node, where, problems)
+    if not isinstance(node, dict) or "$ref" in node:
+        return
+    if kind == "operation":
+        for i, p in enumerate(node.get("parameters", [])):
+            _lint_object("parameter", p, "%s/parameters/%d" % (where, i), problems)
+        if "requestBody" in node:
+            _lint_object("requestBody", node["requestBody"], where + "/requestBody", problems)
+        for status, resp in node.get("responses", {}).items():
+            _lint_object("response", resp, "%s/responses/%s" % (where, status), problems)
+    for name, h in (node.get("headers") or {}).items() if kind == "response" else ():
+        _lint_object("header", h, "%s/headers/%s" % (where, name), problems)
+    for ctype, media in (node.get("content") or {}).items():
+        _lint_object("mediaType", media, "%s/content/%s" % (where, ctype), problems)
+    for name, ex in (node.get("examples") or {}).items() if kind != "example" else ():
+        _lint_object("example", ex, "%s/examples/%s" % (where, name), problems)
 
 
 def walk(node, path=""):
@@ -140,6 +221,7 @@ def lint(doc):
                 pointer(doc, ref)
             except (KeyError, TypeError):
                 problems.append("%s: $ref %s resolves to nothing" % (where, ref))
+    _lint_fields(doc, problems)
     if problems:
         return problems  # nothing below can be read without the references
     full = deref(doc, doc)

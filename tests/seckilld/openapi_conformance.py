@@ -3,8 +3,8 @@
 
   openapi_conformance.py --spec docs/openapi.yaml --build BUILD_DIR --work DIR
 
-Lints the document (openapi_check.lint), shows the checker refusing three
-deliberately wrong documents, then starts a private redis-server, two
+Lints the document (openapi_check.lint), shows the checker refusing five
+deliberately wrong cases, then starts a private redis-server, two
 seckilld (A: admin token, SQLite database, rate limit, short timeouts; B:
 signed identities, no database, a connection cap) and seckill-persist, and
 drives them through every route and every status the document lists: the
@@ -115,11 +115,15 @@ def redis_cmd(port, *args):
 
 def self_test(doc, d_port):
     """The checker fails on deliberately wrong documents: an example its
-    schema refuses (lint), a field the server sends that the schema drops,
-    a status the server answers that the document drops."""
+    schema refuses and a misspelt field (lint), a field the server sends
+    that the schema drops, a body and a status the server answers that the
+    document drops."""
     wrong = openapi_check.mutate(doc, "components/schemas/Campaign/properties/state/enum", ["scheduled", "ended"])
     if not any("does not fit its schema" in p for p in openapi_check.lint(wrong)):
         fail("self-test: lint accepted an example outside its schema")
+    wrong = openapi_check.mutate(doc, "components/headers/Allow/requried", True)
+    if not any("'requried' is not a field of a header object" in p for p in openapi_check.lint(wrong)):
+        fail("self-test: lint accepted a misspelt field")
     wrong = openapi_check.mutate(doc, "components/schemas/Campaign/properties",
                                  {k: v for k, v in doc["components"]["schemas"]["Campaign"]["properties"].items()
                                   if k != "sold"})
@@ -136,7 +140,7 @@ def self_test(doc, d_port):
     st, h, body = request(d_port, raw_request("POST", "/ping"))
     if not openapi_check.Contract(wrong).check("ping", st, h, body):
         fail("self-test: an undescribed status (405) passed")
-    print("self-test: the checker refuses the three wrong documents", flush=True)
+    print("self-test: the checker refuses the five wrong cases", flush=True)
 
 
 # ---- the HTTP layer's answers, on every route ------------------------------------
