@@ -38,6 +38,17 @@ def check(cond, what):
     print("ok  ", what, flush=True)
 
 
+def stop(p):
+    """SIGTERM, SIGKILL after 10 s: a process this script started, by its PID."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def redis_cmd(port, *args):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a), a) for a in args)).encode())
@@ -256,14 +267,12 @@ def main():
         print("client %s: every outcome as expected (%.1f s)" % (" ".join(client), time.time() - t0))
     finally:
         if persist:
-            persist.send_signal(signal.SIGTERM)
-            persist.wait(10)
+            stop(persist)
         for p, code in servers.stop_all(20):
             if code != 0:
                 print("FAIL: seckilld pid %d exited with %s (log %s)" % (p.pid, code, p.log_path))
                 rc = 1
-        redis.send_signal(signal.SIGTERM)
-        redis.wait(10)
+        stop(redis)
     return rc
 
 

@@ -100,6 +100,17 @@ def signed(user, **kw):
     return [("X-User-Id", user), ("X-User-Signature", signature(user, int(time.time()) + 300, **kw))]
 
 
+def stop(p):
+    """SIGTERM, SIGKILL after 10 s: a process this script started, by its PID."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def redis_cmd(port, *args):
     """One command over RESP (the reply's first line is enough here)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -299,8 +310,7 @@ def refusals(d, a, b, redis_port):
 def degraded(d, a, b, redis, alice_order):
     """Redis stopped: A takes the database path, B (no database) is 503."""
     adm = [("Authorization", "Bearer " + ADMIN)]
-    redis.send_signal(signal.SIGTERM)
-    redis.wait(10)
+    stop(redis)
     deadline = time.time() + 15
     while time.time() < deadline:
         st, h, body = request(a, raw_request("GET", "/healthz"))
@@ -384,14 +394,11 @@ def main():
         connection_cap(d, b, targets)
     finally:
         if persist:
-            persist.send_signal(signal.SIGTERM)
-            persist.wait(10)
+            stop(persist)
         for p, code in servers.stop_all(20):
             if code != 0:
                 fail("seckilld pid %d exited with %s (log %s)" % (p.pid, code, p.log_path))
-        if redis.poll() is None:
-            redis.send_signal(signal.SIGTERM)
-            redis.wait(10)
+        stop(redis)
     for oid, status in contract.missing():
         fail("%s: status %s is in the contract but no request produced it" % (oid, status))
     print("%d (operation, status) pairs listed, %d produced" % (sum(len(v) for v in contract.listed().values()),
