@@ -17,7 +17,6 @@ case ${1:?python, java or javascript} in
 python) cmd=("$PY" "$clients/seckill_client.py") ;;
 javascript)
     dl_need_tool node nodejs
-    node -e 'if (typeof fetch !== "function") process.exit(1)' || dl_skip "node $(node --version) has no fetch (Node 18+)"
     cmd=(node "$clients/seckill-client.mjs")
     ;;
 java)
