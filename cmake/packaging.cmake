@@ -96,7 +96,8 @@ add_custom_target(dlock_deb_manpages ALL DEPENDS ${deb_man_gz})
 set(deb_docs
   libdlock-dev:locks.md libdlock-dev:locks-family.md libdlock-dev:ops/tls.md
   dlock-tools:cli.md dlock-tools:locks.md
-  seckill:http-api.md seckill:seckill.md seckill:pipeline.md seckill:schema.md
+  seckill:http-api.md seckill:openapi.yaml seckill:clients/seckill_client.py seckill:clients/Client.java
+  seckill:clients/seckill-client.mjs seckill:clients/README.md seckill:seckill.md seckill:pipeline.md seckill:schema.md
   seckill:design/promise.md seckill:design/seckill-contract.md seckill:BENCHMARKS.md
   seckill:ops/README.md seckill:ops/tls.md seckill:ops/alerts.yml seckill:ops/grafana-dashboard.json)
 set(deb_doc_comp_libdlock-dev dev)
