@@ -147,8 +147,8 @@ static void on_info(const dlock__reply *r, int err, void *priv)
 static int send_info(sk_engine *e, camp_req *q)
 {
     char meta[96], stock[96];
-    snprintf(meta, sizeof(meta), "{c:%s}:meta", q->id);
-    snprintf(stock, sizeof(stock), "{c:%s}:stock", q->id);
+    sk_campaign_key(q->id, "meta", meta, sizeof(meta));
+    sk_campaign_key(q->id, "stock", stock, sizeof(stock));
     const char *args[] = {"2", meta, stock};
     return sk__call_script(e, SK__LUA_INFO, 3, args, NULL, on_info, q);
 }
@@ -412,7 +412,7 @@ static int ask_hash(sk_engine *e, order_req *q, const char *tag, const char *cid
     if (!os) return DLOCK_ENOMEM;
     os->q = q;
     snprintf(os->cid, sizeof(os->cid), "%s", cid);
-    snprintf(key, sizeof(key), "{%s}:order_status", tag);
+    sk_tag_key(tag, "order_status", key, sizeof(key));
     snprintf(oid, sizeof(oid), "%llu", (unsigned long long)q->order_id);
     const char *hget[] = {"HGET", key, oid};
     int rc = sk__call_cmd(e, 3, hget, NULL, on_order_status, os);
@@ -421,7 +421,9 @@ static int ask_hash(sk_engine *e, order_req *q, const char *tag, const char *cid
         return rc;
     }
     q->outstanding++;
-    snprintf(key, sizeof(key), "{%s}:order:%llu", tag, (unsigned long long)q->order_id);
+    char part[32];
+    snprintf(part, sizeof(part), "order:%llu", (unsigned long long)q->order_id);
+    sk_tag_key(tag, part, key, sizeof(key));
     const char *argv[] = {"HGETALL", key};
     /* the HGET is out: q lives until its reply, so a failure here is q's */
     if (sk__call_cmd(e, 2, argv, NULL, on_order_hash, q) == 0) q->outstanding++;
@@ -463,7 +465,7 @@ static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
     if (!ol) return 0; /* bucket 0 is asked; a sharded campaign's others are not */
     ol->q = q;
     snprintf(ol->cid, sizeof(ol->cid), "%s", cid);
-    snprintf(meta, sizeof(meta), "{c:%s}:meta", cid);
+    sk_campaign_key(cid, "meta", meta, sizeof(meta));
     const char *argv[] = {"HMGET", meta, "shards", "bucket_tags"};
     if (sk__call_cmd(e, 4, argv, NULL, on_order_layout, ol) == 0) q->outstanding++;
     else free(ol);

@@ -616,7 +616,7 @@ static void on_layout(const dlock__reply *r, int err, void *priv)
 static void load_layout(sk__camp *c)
 {
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:meta", c->id);
+    sk_campaign_key(c->id, "meta", key, sizeof(key));
     const char *argv[] = {"HMGET", key, "shards", "bucket_tags"};
     c->loading = true;
     if (c->co->h.send(c->co->h.ud, 4, argv, on_layout, c) != 0) {
