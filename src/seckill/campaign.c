@@ -16,9 +16,10 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
 {
     const char *why = NULL;
     if (!sk_valid_campaign_id(d->id)) why = "id must be " SK_CAMPAIGN_ID_RULE;
-    else if (strlen(d->title) > 256) why = "title longer than 256 bytes";
-    else if (d->stock < 0 || d->stock > 1000000000) why = "stock must be 0..1000000000";
-    else if (d->per_user_limit < 1 || d->per_user_limit > 1000000) why = "per_user_limit must be 1..1000000";
+    else if (strlen(d->title) > SK_TITLE_MAX) why = "title longer than " SK_LIMIT_TEXT(SK_TITLE_MAX) " bytes";
+    else if (d->stock < 0 || d->stock > SK_STOCK_MAX) why = "stock must be 0.." SK_LIMIT_TEXT(SK_STOCK_MAX);
+    else if (d->per_user_limit < 1 || d->per_user_limit > SK_PER_USER_MAX)
+        why = "per_user_limit must be 1.." SK_LIMIT_TEXT(SK_PER_USER_MAX);
     else if (d->starts_at_ms < 0 || d->ends_at_ms <= d->starts_at_ms) why = "ends_at must be after starts_at";
     else if (d->price_cents < 0) why = "price_cents must be >= 0";
     else if (d->db_reserve < 0 || d->db_reserve > d->stock) why = "db_reserve must be 0..stock";
