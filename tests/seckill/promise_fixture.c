@@ -313,15 +313,7 @@ int pf_teardown(void **state)
     dlock__conn_close(pf_rc);
     test_server_stop(&pf_redis_srv);
     if (SK_TEST_PG) test_server_stop(&pg_srv);
-    if (!getenv("DLOCK_TEST_KEEP")) {
-        char p[400];
-        const char *files[] = {"orders.db", "orders.db-wal", "orders.db-shm", "schema5.db", "schema5.db-wal",
-                               "schema5.db-shm", NULL};
-        for (int i = 0; files[i]; i++) {
-            snprintf(p, sizeof(p), "%s/%s", sqlite_dir, files[i]);
-            unlink(p);
-        }
-        rmdir(sqlite_dir);
-    }
+    static const char *const dbs[] = {"orders.db", "schema5.db", NULL};
+    test_sqlite_dir_remove(sqlite_dir, dbs);
     return 0;
 }

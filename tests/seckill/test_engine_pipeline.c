@@ -103,15 +103,7 @@ static int teardown(void **state)
     sk_db_close(db);
     dlock__conn_close(rc);
     test_server_stop(&srv);
-    if (!getenv("DLOCK_TEST_KEEP")) {
-        char p[320];
-        const char *f[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
-        for (int i = 0; f[i]; i++) {
-            snprintf(p, sizeof(p), "%s/%s", dir, f[i]);
-            unlink(p);
-        }
-        rmdir(dir);
-    }
+    test_sqlite_dir_remove(dir, NULL);
     return 0;
 }
 

@@ -211,15 +211,7 @@ static int group_teardown(void **state)
     dlock__conn_close(rc);
     test_server_stop(&redis_srv);
     if (SK_TEST_PG) test_server_stop(&pg_srv);
-    if (sqlite_dir[0] && !getenv("DLOCK_TEST_KEEP")) {
-        char p[400];
-        const char *files[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
-        for (int i = 0; files[i]; i++) {
-            snprintf(p, sizeof(p), "%s/%s", sqlite_dir, files[i]);
-            unlink(p);
-        }
-        rmdir(sqlite_dir);
-    }
+    test_sqlite_dir_remove(sqlite_dir, NULL);
     return 0;
 }
 

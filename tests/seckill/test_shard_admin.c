@@ -607,15 +607,7 @@ static int group_teardown(void **state)
     sk_db_close(db);
     if (SK_TEST_CLUSTER) test_cluster_stop(&cluster);
     else test_server_stop(&redis_srv);
-    if (db_dir[0] && !getenv("DLOCK_TEST_KEEP")) {
-        static const char *const files[] = {"orders.db", "orders.db-wal", "orders.db-shm"};
-        for (size_t i = 0; i < 3; i++) {
-            char p[512];
-            snprintf(p, sizeof(p), "%s/%s", db_dir, files[i]);
-            unlink(p);
-        }
-        rmdir(db_dir);
-    }
+    test_sqlite_dir_remove(db_dir, NULL);
     return 0;
 }
 
