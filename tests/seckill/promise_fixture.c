@@ -18,6 +18,7 @@
 
 #include "persist.h"
 #include "redis_cmd.h"
+#include "sk_fixture.h"
 #include "redis_connect.h"
 #include "lifecycle.h"
 #include "reconcile.h"
@@ -228,20 +229,7 @@ void pf_sweep(const char *camp)
     assert_int_equal(sk_lifecycle_sweep(pf_db, pf_rc, camp, 0, 100, &c, &r), 0);
 }
 
-int pf_reconcile(const char *camp)
-{
-    sk_reconcile_report rep;
-    assert_int_equal(sk_reconcile_campaign(pf_db, pf_rc, camp, &rep), 0);
-    if (rep.ndiffs) {
-        dlock__buf b = {0};
-        sk_reconcile_format(&rep, false, &b);
-        fprintf(stderr, "%s", b.data ? b.data : "");
-        dlock__buf_free(&b);
-    }
-    int n = rep.ndiffs;
-    sk_reconcile_report_free(&rep);
-    return n;
-}
+int pf_reconcile(const char *camp) { return sk_fx_reconcile(pf_db, pf_rc, camp, false); }
 
 /* The schema as migrations 1..5 left it (test data: a database written by
  * an older release). */

@@ -32,6 +32,7 @@
 #include "persist_thread.h"
 #include "reconcile.h"
 #include "servers.h"
+#include "sk_fixture.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -122,20 +123,7 @@ static void drain(void)
     assert_int_equal(sk_persist_run(&o, &st, err, sizeof(err)), 0);
 }
 
-static int diffs(void)
-{
-    sk_reconcile_report rep;
-    assert_int_equal(sk_reconcile_campaign(db, rc, "e2e", &rep), 0);
-    if (rep.ndiffs) {
-        dlock__buf b = {0};
-        sk_reconcile_format(&rep, false, &b);
-        fprintf(stderr, "%s", b.data);
-        dlock__buf_free(&b);
-    }
-    int n = rep.ndiffs;
-    sk_reconcile_report_free(&rep);
-    return n;
-}
+static int diffs(void) { return sk_fx_reconcile(db, rc, "e2e", false); }
 
 static void test_engine_sale_persists_exactly_the_stock_and_restocks_once(void **state)
 {

@@ -131,20 +131,7 @@ static sk_persist_stats drain(const char *camp)
     return st;
 }
 
-static int reconcile_diffs(const char *camp, bool print)
-{
-    sk_reconcile_report rep;
-    assert_int_equal(sk_reconcile_campaign(db, rc, camp, &rep), 0);
-    if (print || rep.ndiffs) {
-        dlock__buf b = {0};
-        sk_reconcile_format(&rep, false, &b);
-        fprintf(stderr, "%s", b.data ? b.data : "");
-        dlock__buf_free(&b);
-    }
-    int n = rep.ndiffs;
-    sk_reconcile_report_free(&rep);
-    return n;
-}
+static int reconcile_diffs(const char *camp, bool print) { return sk_fx_reconcile(db, rc, camp, print); }
 
 static void counts(const char *camp, sk_db_campaign_stats *st)
 {

@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "lib_target.h"
+#include "reconcile.h"
 #include "util.h"
 
 const char SK_FX_ACCEPT_LUA[] =
@@ -109,4 +110,19 @@ int sk_fx_heat(struct event_base *base, sk_engine *e, const sk_campaign *d, sk_h
     assert_true(w.done);
     if (info_out && w.has_info) *info_out = w.info;
     return w.err;
+}
+
+int sk_fx_reconcile(sk_db *db, dlock__conn *rc, const char *camp, bool print)
+{
+    sk_reconcile_report rep;
+    assert_int_equal(sk_reconcile_campaign(db, rc, camp, &rep), 0);
+    if (print || rep.ndiffs) {
+        dlock__buf b = {0};
+        sk_reconcile_format(&rep, false, &b);
+        fprintf(stderr, "%s", b.data ? b.data : "");
+        dlock__buf_free(&b);
+    }
+    int n = rep.ndiffs;
+    sk_reconcile_report_free(&rep);
+    return n;
 }

@@ -11,7 +11,11 @@
 
 #include <stdint.h>
 
+#include <stdbool.h>
+
+#include "db.h"
 #include "engine.h"
+#include "redis_io.h"
 #include "servers.h"
 
 struct event_base;
@@ -56,5 +60,10 @@ void sk_fx_campaign(sk_campaign *d, const char *id, int64_t stock, int64_t limit
  * left as it was when it returned none (an error). */
 int sk_fx_heat(struct event_base *base, sk_engine *e, const sk_campaign *d, sk_heat_mode mode, int64_t timeout_ms,
                sk_campaign_info *info_out);
+
+/* Reconciles campaign camp (reconcile.h) between db and Redis on rc: the
+ * number of differences, each printed to stderr (all of the report when
+ * print). */
+int sk_fx_reconcile(sk_db *db, dlock__conn *rc, const char *camp, bool print);
 
 #endif
