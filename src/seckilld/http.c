@@ -148,7 +148,7 @@ static void on_request(sk_hs_req *req, void *arg)
     sk_http *h = arg;
     hreq *q = sk__http_hreq_new(h);
     if (!q) {
-        sk_hs_reply_error(req, 500, "internal", "out of memory");
+        sk__http_reply_no_record(req);
         return;
     }
     q->h = h;

@@ -78,6 +78,9 @@ typedef struct hreq {
  * engine/database error as status + code (an outcome of the table is
  * answered from the table, whatever route met it). */
 hreq *sk__http_hreq_new(sk_http *h);
+/* The one answer without a request record (none could be made): 500, not
+ * counted in the metrics (there is no route to count it under). */
+void sk__http_reply_no_record(sk_hs_req *req);
 void sk__http_reply_bytes(hreq *q, int status, const char *ctype, const char *body, size_t len);
 void sk__http_reply_body(hreq *q, int status, const char *ctype, dlock__buf *body);
 void sk__http_reply_json(hreq *q, int status, dlock__buf *body);

@@ -28,6 +28,8 @@ hreq *sk__http_hreq_new(sk_http *h)
     return q;
 }
 
+void sk__http_reply_no_record(sk_hs_req *req) { sk_hs_reply_error(req, 500, "internal", "out of memory"); }
+
 static void hreq_free(sk_http *h, hreq *q)
 {
     if (h->nfree_q >= HREQ_FREE_MAX) {
