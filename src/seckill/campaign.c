@@ -16,9 +16,10 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
 {
     const char *why = NULL;
     if (!sk_valid_campaign_id(d->id)) why = "id must be " SK_CAMPAIGN_ID_RULE;
-    else if (strlen(d->title) > 256) why = "title longer than 256 bytes";
-    else if (d->stock < 0 || d->stock > 1000000000) why = "stock must be 0..1000000000";
-    else if (d->per_user_limit < 1 || d->per_user_limit > 1000000) why = "per_user_limit must be 1..1000000";
+    else if (strlen(d->title) > SK_TITLE_MAX) why = "title longer than " SK_LIMIT_TEXT(SK_TITLE_MAX) " bytes";
+    else if (d->stock < 0 || d->stock > SK_STOCK_MAX) why = "stock must be 0.." SK_LIMIT_TEXT(SK_STOCK_MAX);
+    else if (d->per_user_limit < 1 || d->per_user_limit > SK_PER_USER_MAX)
+        why = "per_user_limit must be 1.." SK_LIMIT_TEXT(SK_PER_USER_MAX);
     else if (d->starts_at_ms < 0 || d->ends_at_ms <= d->starts_at_ms) why = "ends_at must be after starts_at";
     else if (d->price_cents < 0) why = "price_cents must be >= 0";
     else if (d->db_reserve < 0 || d->db_reserve > d->stock) why = "db_reserve must be 0..stock";
@@ -147,8 +148,8 @@ static void on_info(const dlock__reply *r, int err, void *priv)
 static int send_info(sk_engine *e, camp_req *q)
 {
     char meta[96], stock[96];
-    snprintf(meta, sizeof(meta), "{c:%s}:meta", q->id);
-    snprintf(stock, sizeof(stock), "{c:%s}:stock", q->id);
+    sk_campaign_key(q->id, "meta", meta, sizeof(meta));
+    sk_campaign_key(q->id, "stock", stock, sizeof(stock));
     const char *args[] = {"2", meta, stock};
     return sk__call_script(e, SK__LUA_INFO, 3, args, NULL, on_info, q);
 }
@@ -412,7 +413,7 @@ static int ask_hash(sk_engine *e, order_req *q, const char *tag, const char *cid
     if (!os) return DLOCK_ENOMEM;
     os->q = q;
     snprintf(os->cid, sizeof(os->cid), "%s", cid);
-    snprintf(key, sizeof(key), "{%s}:order_status", tag);
+    sk_tag_key(tag, "order_status", key, sizeof(key));
     snprintf(oid, sizeof(oid), "%llu", (unsigned long long)q->order_id);
     const char *hget[] = {"HGET", key, oid};
     int rc = sk__call_cmd(e, 3, hget, NULL, on_order_status, os);
@@ -421,7 +422,9 @@ static int ask_hash(sk_engine *e, order_req *q, const char *tag, const char *cid
         return rc;
     }
     q->outstanding++;
-    snprintf(key, sizeof(key), "{%s}:order:%llu", tag, (unsigned long long)q->order_id);
+    char part[32];
+    snprintf(part, sizeof(part), "order:%llu", (unsigned long long)q->order_id);
+    sk_tag_key(tag, part, key, sizeof(key));
     const char *argv[] = {"HGETALL", key};
     /* the HGET is out: q lives until its reply, so a failure here is q's */
     if (sk__call_cmd(e, 2, argv, NULL, on_order_hash, q) == 0) q->outstanding++;
@@ -463,7 +466,7 @@ static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
     if (!ol) return 0; /* bucket 0 is asked; a sharded campaign's others are not */
     ol->q = q;
     snprintf(ol->cid, sizeof(ol->cid), "%s", cid);
-    snprintf(meta, sizeof(meta), "{c:%s}:meta", cid);
+    sk_campaign_key(cid, "meta", meta, sizeof(meta));
     const char *argv[] = {"HMGET", meta, "shards", "bucket_tags"};
     if (sk__call_cmd(e, 4, argv, NULL, on_order_layout, ol) == 0) q->outstanding++;
     else free(ol);

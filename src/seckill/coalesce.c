@@ -43,8 +43,6 @@
 #include "soldout.h"
 #include "util.h"
 
-#define MAX_QTY 1000000
-
 struct sk__preq {
     sk_purchase_cb cb;
     void *arg;
@@ -616,7 +614,7 @@ static void on_layout(const dlock__reply *r, int err, void *priv)
 static void load_layout(sk__camp *c)
 {
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:meta", c->id);
+    sk_campaign_key(c->id, "meta", key, sizeof(key));
     const char *argv[] = {"HMGET", key, "shards", "bucket_tags"};
     c->loading = true;
     if (c->co->h.send(c->co->h.ud, 4, argv, on_layout, c) != 0) {
@@ -652,10 +650,10 @@ static void sk__co_enqueue(sk__lane *l, sk__preq *q)
     else arm_linger(co, l);
 }
 
+/* The engine is called directly too (tools, tests): the one check of ids.h. */
 static bool purchase_valid(const char *campaign, const char *user, int64_t qty, const char *idem)
 {
-    return sk_valid_campaign_id(campaign) && sk_valid_user_id(user) && qty >= 1 && qty <= MAX_QTY &&
-           (!idem || sk_valid_idem_key(idem));
+    return sk_purchase_invalid(campaign, user, qty, idem) == NULL;
 }
 
 int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *user, int64_t qty,
