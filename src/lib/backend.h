@@ -33,7 +33,11 @@ typedef struct dlock__lock_ops {
     uint64_t (*fence)(const void *impl);
     void (*free)(void *impl);
     int (*force_unlock)(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out);
-    int (*status_get)(dlock_client *c, const char *name, dlock_lock_status *st);
+    /* label (may be NULL) receives the holder's label ("" none) from the
+     * same read as st (so the two describe one holder). */
+    int (*status_get)(dlock_client *c, const char *name, dlock_lock_status *st, char *label,
+                      size_t label_len);
+    int (*set_label)(void *impl, const char *label); /* label checked */
     int (*fence_guard)(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out);
 } dlock__lock_ops;
 

@@ -55,6 +55,7 @@ typedef struct etcd_lock {
     char mykey[KEY_MAX];
     uint64_t fence;
     int64_t acquired_ms, lease_ms;
+    char *label;        /* NULL: none; what each acquisition writes */
 } etcd_lock;
 
 /* One acquisition attempt: our lease and key. */
@@ -160,8 +161,12 @@ static int create_txn(session *s, int64_t *owner_rev_out)
     DLOCK__BUF_LIT(&b, "}],\"success\":[{\"request_put\":{");
     dlock__gw_put_b64(&b, "key", s->key, s->keylen);
     DLOCK__BUF_LIT(&b, ",");
-    const char *id = dlock_client_id(l->c);
-    dlock__gw_put_b64(&b, "value", id, strlen(id));
+    pthread_mutex_lock(&((etcd_lock *)l)->mu); /* the label may be replaced (set_label) */
+    char *value = dlock__etcd_key_value(l->c, l->label);
+    pthread_mutex_unlock(&((etcd_lock *)l)->mu);
+    if (value) dlock__gw_put_b64(&b, "value", value, strlen(value));
+    else b.oom = true;
+    free(value);
     dlock__buf_printf(&b, ",\"lease\":\"%" PRId64 "\"}},", s->lease);
     put_owner_range(&b, l->dir);
     DLOCK__BUF_LIT(&b, "],\"failure\":[{\"request_range\":{");
@@ -448,6 +453,42 @@ static int64_t etcd_validity_ms(void *ll)
     return dlock__hold_validity_ms(&of(ll)->hold);
 }
 
+/* Puts our key again with the new value, same lease, if it is still the
+ * key we created (its create_revision is our fence). Label checked by
+ * lock_api.c. */
+static int etcd_set_label(void *ll, const char *label)
+{
+    etcd_lock *l = of(ll);
+    char *copy = strdup(label);
+    if (!copy) return DLOCK_ENOMEM;
+    pthread_mutex_lock(&l->mu);
+    free(l->label);
+    l->label = copy; /* the next acquisitions carry it too */
+    char *value = dlock__etcd_key_value(l->c, l->label);
+    char mykey[KEY_MAX];
+    snprintf(mykey, sizeof(mykey), "%s", l->mykey);
+    int64_t lease = l->lease, rev = (int64_t)l->fence;
+    pthread_mutex_unlock(&l->mu);
+    int rc = !value ? DLOCK_ENOMEM : dlock__hold_valid(&l->hold) ? 0 : DLOCK_ENOTHELD;
+    dlock__buf b = {0};
+    if (rc == 0) {
+        DLOCK__BUF_LIT(&b, "{\"compare\":[{\"target\":\"CREATE\",");
+        dlock__buf_printf(&b, "\"create_revision\":\"%" PRId64 "\",", rev);
+        dlock__gw_put_b64(&b, "key", mykey, strlen(mykey));
+        DLOCK__BUF_LIT(&b, "}],\"success\":[{\"request_put\":{");
+        dlock__gw_put_b64(&b, "key", mykey, strlen(mykey));
+        DLOCK__BUF_LIT(&b, ",");
+        dlock__gw_put_b64(&b, "value", value, strlen(value));
+        dlock__buf_printf(&b, ",\"lease\":\"%" PRId64 "\"}}]}", lease);
+        dlock__gw_reply r;
+        rc = dlock__gw_call_buf(l->gw, "/v3/kv/txn", &b, DLOCK__GW_RETRY, &r);
+        if (rc == 0 && !dlock__gw_bool(&r.doc, r.root, "succeeded")) rc = DLOCK_ELOST;
+        dlock__gw_reply_free(&r);
+    }
+    free(value);
+    return rc;
+}
+
 static int etcd_extend(void *ll, int64_t lease_ms)
 {
     (void)ll;
@@ -528,6 +569,7 @@ static void free_fields(etcd_lock *l)
     free(l->name);
     free(l->dir);
     free(l->key);
+    free(l->label);
     free(l);
 }
 
@@ -548,6 +590,8 @@ static int etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_opt
     l->dir = dlock__etcd_lock_dir(c, name, &rc);
     l->name = strdup(name);
     l->key = l->dir ? strndup(l->dir, strlen(l->dir) - 1) : NULL;
+    l->label = opts->label ? strdup(opts->label) : NULL;
+    if (!rc && opts->label && !l->label) rc = DLOCK_ENOMEM;
     if (!rc && (!l->name || !l->key || dlock__gw_wait_new(&l->wait) != 0)) rc = DLOCK_ENOMEM;
     if (!rc && pthread_mutex_init(&l->mu, NULL) != 0) rc = DLOCK_ENOMEM;
     if (!rc && dlock__hold_init(&l->hold, c, &hold_ops) != 0) {
@@ -576,4 +620,4 @@ const dlock__lock_ops dlock__etcd_lock_ops = {
     .is_locked = etcd_is_locked, .remaining_ttl = etcd_remaining_ttl, .extend = etcd_extend,
     .name = etcd_name, .key = etcd_key, .owner = etcd_owner, .fence = etcd_fence,
     .free = etcd_free, .force_unlock = dlock__etcd_force_unlock,
-    .status_get = dlock__etcd_status_get, .fence_guard = dlock__etcd_fence_guard};
+    .status_get = dlock__etcd_status_get, .set_label = etcd_set_label, .fence_guard = dlock__etcd_fence_guard};
