@@ -12,7 +12,8 @@
  * kill-grace + margin before the leadership's validity deadline
  * (cli_kill_margin_ms, as for a lost lock in child.c), so COMMAND has its
  * kill-grace to stop leader work before anyone else can lead; dlock then
- * resigns and campaigns again. Invariant: at most one SIGUSR1 is
+ * resigns and campaigns again. COMMAND has STARTUP_MS after its start to
+ * install its handlers before the first signal can come. Invariant: at most one SIGUSR1 is
  * outstanding (each is followed by a SIGUSR2 before the next), and the
  * leadership is resigned only after COMMAND was told to stop or exited.
  */
@@ -33,6 +34,10 @@
 #include "lockface.h"
 
 #define RETRY_MS 1000 /* a campaign that failed (server unreachable) runs again after this */
+/* The first campaign starts this long after COMMAND was started: a
+ * SIGUSR1 before COMMAND installed its handler would kill it (the
+ * default action), and a standby that starts late costs nothing. */
+#define STARTUP_MS 200
 
 typedef struct standby {
     const cli_options *o;
@@ -265,7 +270,7 @@ int cli_cmd_standby(const cli_options *o)
     s.o = o;
     int code = open_all(&s);
     if (code == 0) {
-        campaign_start(&s);
+        s.retry_at = cli_now_ms() + STARTUP_MS;
         while (!reaped(&s)) step(&s, cli_events_next(next_due(&s)));
         cli_verbose(o, "COMMAND exited with status %d", s.status);
         code = s.status;
