@@ -5,6 +5,8 @@
  * leader's stated deadline), resume with the same id, and a leader cut
  * off by the freezing proxy told to stop before the standby is told it
  * leads (CLOCK_MONOTONIC times taken in the processes).
+ * With DLOCK_TEST_CLUSTER=1 (test_election_cluster) the Redis group runs
+ * on a 3-master Cluster (lib_target.h) and the etcd group is left out.
  * ELECTION_ONLY=PATTERN runs only the matching tests (cmocka filter):
  * tests/fault/election_partition.sh runs the partition case that way. */
 #include <pthread.h>
@@ -26,6 +28,7 @@
 #include "dlock/election.h"
 #include "dlock/lock.h"
 #include "etcd_fixture.h"
+#include "lib_target.h"
 #include "logcap.h"
 #include "servers.h"
 
@@ -442,6 +445,7 @@ static pid_t start_proxy(int port, int *proxy_port_out)
 static void test_partition_old_leader_stops_before_new_leads(void **state)
 {
     (void)state;
+    if (!on_etcd) LT_STANDALONE_ONLY("a Cluster names its nodes: no proxy in between");
     int port = on_etcd ? etcd.client_port[0] : redis.port, pport = 0;
     pid_t proxy = start_proxy(port, &pport);
     char purl[128];
@@ -501,9 +505,9 @@ int main(void)
     const char *only = getenv("ELECTION_ONLY");
     if (only && *only) cmocka_set_test_filter(only);
     test_prefix(); /* fixed before forking, so children share it */
-    if (test_redis_start(&redis, NULL) != 0) return 1;
-    if (test_etcd_start(&etcd, 1) != 0) {
-        test_server_stop(&redis);
+    if (lt_start(&redis) != 0) return 1;
+    if (!lt_cluster() && test_etcd_start(&etcd, 1) != 0) {
+        lt_stop(&redis);
         return 1;
     }
     const struct CMUnitTest tests[] = {
@@ -516,8 +520,10 @@ int main(void)
         cmocka_unit_test(test_partition_old_leader_stops_before_new_leads),
     };
     int failed = cmocka_run_group_tests_name("election on redis", tests, redis_setup, NULL);
-    failed += cmocka_run_group_tests_name("election on etcd", tests, etcd_setup, NULL);
-    test_etcd_stop(&etcd);
-    test_server_stop(&redis);
+    if (!lt_cluster()) {
+        failed += cmocka_run_group_tests_name("election on etcd", tests, etcd_setup, NULL);
+        test_etcd_stop(&etcd);
+    }
+    lt_stop(&redis);
     return failed ? 1 : 0;
 }
