@@ -70,14 +70,16 @@ typedef void (*dlock_observe_fn)(dlock_election *e, const dlock_leader *leader, 
 
 typedef struct dlock_election_options {
     size_t size; /* set by dlock_election_options_init (dlock.h, "Contracts"); do not change */
-    /* NULL (default): a fresh random id per handle. Non-NULL
-     * (1..DLOCK_OWNER_MAX bytes, copied): the candidate's id, so that a
-     * process that restarts with the same id while its leadership still
-     * lives on the server resumes it (Redis: the id is the holder token;
-     * campaign finds it and leads again with the same term). Two live
-     * handles must never share an id: both would lead. etcd: not
-     * supported (DLOCK_ENOTSUP at new): an etcd leadership lives on its
-     * lease, whose keepalives stop with the process (docs/locks.md). */
+    /* NULL (default): a fresh id. Non-NULL (1..DLOCK_OWNER_MAX bytes,
+     * copied): the id dlock_election_id() gave an earlier process, so that
+     * a process that restarts while its leadership still lives on the
+     * server resumes it: campaign leads again at once with the same term.
+     * Redis: any id (it is the holder token); two live handles must never
+     * share one (both would lead). etcd: the 16 hex digits of the earlier
+     * leadership's lease (else DLOCK_ENOTSUP at new); it is resumed while
+     * the lease lives (its TTL after the last keepalive) and its key still
+     * leads, and when the lease's TTL is not shorter than this client's
+     * lease; otherwise the campaign starts afresh (docs/locks.md). */
     const char *id;
     dlock_election_lost_fn on_lost; /* NULL: only logged and counted */
     void *on_lost_ud;
@@ -95,7 +97,7 @@ DLOCK_API void dlock_election_options_init(dlock_election_options *opts);
  * every third of it while leading. opts NULL means defaults.
  * Returns 0 and *e_out, DLOCK_EINVAL (NULL client, name empty or longer
  * than DLOCK_ELECTION_NAME_MAX, bad id or poll_ms; logged),
- * DLOCK_ENOTSUP (an id on etcd), DLOCK_ENOMEM. */
+ * DLOCK_ENOTSUP (on etcd, an id that is no lease id), DLOCK_ENOMEM. */
 DLOCK_API int dlock_election_new(dlock_client *client, const char *name,
                                  const dlock_election_options *opts, dlock_election **e_out);
 
@@ -140,8 +142,10 @@ DLOCK_API bool dlock_election_is_leader(dlock_election *e);
 DLOCK_API int64_t dlock_election_validity_ms(dlock_election *e);
 /* The term of the current / last leadership of this handle (0: none). */
 DLOCK_API uint64_t dlock_election_term(dlock_election *e);
-/* The candidate id (opts->id or the generated one; "" on etcd, where the
- * lease is the id). Valid for the handle's life. */
+/* The id to resume with after a restart: Redis: opts->id or the
+ * generated one (valid for the handle's life); etcd: the lease of the
+ * current / last leadership as 16 hex digits ("" before the first), valid
+ * until the next call on the handle. */
 DLOCK_API const char *dlock_election_id(const dlock_election *e);
 
 /* Who leads now: one read-only round trip (etcd: two) giving the leader,

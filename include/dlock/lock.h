@@ -65,7 +65,11 @@ typedef struct dlock_lock_options {
      * REENTRANT uses it as the hash field, for event-loop code where one
      * thread serves many requests. Handles sharing an explicit id are one
      * holder: a SIMPLE acquire finding its own token succeeds again (with
-     * the current fencing token), a REENTRANT one re-enters. */
+     * the current fencing token), a REENTRANT one re-enters. On etcd
+     * (since 1.1) only the 16 hex digits of a lease that dlock_lock_owner()
+     * named in an earlier process: the first acquisition resumes that
+     * hold while its key still leads (elections' resume, election.h);
+     * any other owner id is DLOCK_ENOTSUP there. */
     const char *owner_id;
     dlock_lost_fn on_lost; /* NULL: only logged and counted */
     void *on_lost_ud;

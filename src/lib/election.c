@@ -21,6 +21,8 @@
  * leader" is always delivered (the key was gone in between).
  * Resume (Redis): the candidate id is the lock's explicit owner id, and
  * the acquire script accepts a lock already holding it (keeping its term).
+ * Resume (etcd): the id is the lease of the earlier leadership, which the
+ * etcd lock resumes while its key still leads (etcd_lock.c).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -99,8 +101,7 @@ static int check_options(dlock_client *c, const char *name, const dlock_election
     }
     if (o->poll_ms < POLL_MIN_MS || o->poll_ms > POLL_MAX_MS) return DLOCK_EINVAL;
     if (o->id && (!*o->id || strnlen(o->id, DLOCK_OWNER_MAX + 1) > DLOCK_OWNER_MAX)) return DLOCK_EINVAL;
-    bool etcd = dlock__client_backend(c) == &dlock__backend_etcd;
-    return etcd && o->id ? DLOCK_ENOTSUP : 0;
+    return 0; /* an etcd id that is no lease id: ENOTSUP from the lock */
 }
 
 /* The lock under the election, and (Redis) its channel. */
@@ -108,7 +109,7 @@ static int open_lock(dlock_election *e)
 {
     dlock_lock_options lo;
     dlock_lock_options_init(&lo);
-    lo.owner_id = e->redis ? e->id : NULL;
+    lo.owner_id = e->id[0] ? e->id : NULL; /* etcd: a lease to resume, or none */
     lo.on_lost = lock_lost;
     lo.on_lost_ud = e;
     int rc = dlock_lock_new(e->c, e->lock_name, &lo, &e->lock);
@@ -228,7 +229,8 @@ DLOCK_API uint64_t dlock_election_term(dlock_election *e)
 
 DLOCK_API const char *dlock_election_id(const dlock_election *e)
 {
-    return e ? e->id : "";
+    if (!e) return "";
+    return e->redis || e->id[0] ? e->id : dlock_lock_owner(e->lock); /* etcd: the lease */
 }
 
 DLOCK_API int dlock_election_leader(dlock_election *e, dlock_leader *out)
