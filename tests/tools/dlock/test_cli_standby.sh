@@ -7,14 +7,23 @@
 # one last read in its state file, and the frozen one is told to stop when
 # it runs again; `dlock leader --watch` prints every change in order;
 # `dlock status` shows a lock holder's label from another process. Times
-# are CLOCK_MONOTONIC, taken by the processes (lease_probe now).
+# are CLOCK_MONOTONIC, taken by the processes (standby_service.c).
+# DLOCK_STANDBY_URL (set by etcd_run: test_cli_standby_etcd) runs it all on
+# that server instead of a private redis-server.
 . "$(dirname "$0")/lib.sh"
-start_redis
+if [ -n "${DLOCK_STANDBY_URL:-}" ]; then
+    export DLOCK_URL=$DLOCK_STANDBY_URL
+else
+    start_redis
+fi
 svc=$DLOCK_BUILD_DIR/tests/tools/dlock/standby_service
 probe=$DLOCK_BUILD_DIR/tests/lib/partition/lease_probe
 log=$T_DIR/svc.log
 lease=1000
 slack=1500
+# etcd grants at least its minimum lease TTL (2 s with default ticks) and
+# expires leases up to a second late
+case $DLOCK_URL in etcd*) slack=3000 ;; esac
 : >"$log"
 
 # 1. Labels: a lock holder is named in status, from another process.
