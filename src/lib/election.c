@@ -242,11 +242,13 @@ DLOCK_API int dlock_election_leader(dlock_election *e, dlock_leader *out)
     dlock_lock_status st;
     memset(&st, 0, sizeof(st));
     st.ttl_ms = -2;
-    int rc = dlock__client_backend(e->c)->lock->status_get(e->c, e->lock_name, &st, out->value,
-                                                          sizeof(out->value));
+    dlock__holder_extra x;
+    int rc = dlock__client_backend(e->c)->lock->status_get(e->c, e->lock_name, &st, &x);
     if (rc) return rc;
     out->present = st.locked && st.holder[0];
-    out->term = out->present ? st.last_fence : 0;
+    /* the holder's own term: the fence key may have expired under a long leadership */
+    out->term = !out->present ? 0 : x.fence ? x.fence : st.last_fence;
+    snprintf(out->value, sizeof(out->value), "%s", x.label);
     out->ttl_ms = out->present ? st.ttl_ms : -2;
     if (!out->present) out->value[0] = '\0';
     return 0;

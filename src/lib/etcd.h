@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "client_internal.h"
 #include "dlock/lock.h"
 #include "etcd_gw.h"
@@ -73,8 +74,7 @@ void dlock__etcd_put_dir_range(dlock__buf *b, const char *dir);
 
 /* Admin calls of lock.h on an etcd client. */
 int dlock__etcd_force_unlock(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out);
-int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st, char *label,
-                           size_t label_len);
+int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st, dlock__holder_extra *x);
 int dlock__etcd_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out);
 
 /* The mutex (etcd_lock.c) is dlock__etcd_lock_ops of backend.h. */

@@ -197,10 +197,9 @@ int dlock__etcd_revoke(dlock__gw *g, int64_t lease)
 
 /* ---- admin ---------------------------------------------------------------------- */
 
-int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st, char *label,
-                           size_t label_len)
+int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st, dlock__holder_extra *x)
 {
-    if (label && label_len) label[0] = '\0';
+    if (x) memset(x, 0, sizeof(*x));
     int rc = 0;
     char *dir = dlock__etcd_lock_dir(c, name, &rc);
     if (!dir) return rc;
@@ -214,7 +213,10 @@ int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status 
     snprintf(st->holder, sizeof(st->holder), "%.*s", DLOCK_OWNER_MAX, slash ? slash + 1 : h.key);
     st->hold_count = 1;
     st->last_fence = (uint64_t)h.create_rev; /* the holder's token */
-    if (label) snprintf(label, label_len, "%s", h.label);
+    if (x) {
+        snprintf(x->label, sizeof(x->label), "%s", h.label);
+        x->fence = (uint64_t)h.create_rev;
+    }
     st->ttl_ms = -1;
     if (h.lease) rc = dlock__etcd_lease_ttl(state_of(c)->gw, h.lease, &st->ttl_ms);
     return rc;

@@ -835,9 +835,9 @@ static int redis_force_unlock(dlock_client *c, const char *name, dlock_lock_kind
     return rc;
 }
 
-static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status *st, char *label,
-                            size_t label_len)
+static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status *st, dlock__holder_extra *x)
 {
+    if (x) memset(x, 0, sizeof(*x));
     char *key = make_key(c, name);
     char *fence = key ? make_companion(key, ":fence") : NULL;
     char *lkey = key ? make_companion(key, ":label") : NULL;
@@ -846,7 +846,7 @@ static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status
         const char *keys[3] = {key, fence, lkey};
         dlock__reply *r = NULL;
         rc = dlock__client_eval(c, &dlock__script_lock_status, 3, keys, 0, NULL, &r);
-        if (rc == 0 && dlock__reply_count(r) < 6) rc = DLOCK_ESERVER;
+        if (rc == 0 && dlock__reply_count(r) < 7) rc = DLOCK_ESERVER;
         if (rc == 0) {
             const char *type = dlock__reply_str(dlock__reply_at(r, 0), NULL);
             st->locked = strcmp(type, "none") != 0;
@@ -855,7 +855,10 @@ static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status
             st->hold_count = elem_int(r, 2);
             st->ttl_ms = elem_int(r, 3);
             st->last_fence = strtoull(dlock__reply_str(dlock__reply_at(r, 4), NULL), NULL, 10);
-            if (label) snprintf(label, label_len, "%s", dlock__reply_str(dlock__reply_at(r, 5), NULL));
+            if (x) {
+                snprintf(x->label, sizeof(x->label), "%s", dlock__reply_str(dlock__reply_at(r, 5), NULL));
+                x->fence = strtoull(dlock__reply_str(dlock__reply_at(r, 6), NULL), NULL, 10);
+            }
         }
         dlock__reply_free(r);
     }

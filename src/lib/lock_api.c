@@ -176,7 +176,7 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
     st->ttl_ms = -2;
     if (!c || dlock__client_check_name(c, "lock", name)) return DLOCK_EINVAL;
     const dlock__lock_ops *ops = dlock__client_backend(c)->lock;
-    return ops ? ops->status_get(c, name, st, NULL, 0) : DLOCK_ENOTSUP;
+    return ops ? ops->status_get(c, name, st, NULL) : DLOCK_ENOTSUP;
 }
 
 DLOCK_API int dlock_lock_label_get(dlock_client *c, const char *name, char **label_out)
@@ -186,17 +186,13 @@ DLOCK_API int dlock_lock_label_get(dlock_client *c, const char *name, char **lab
     if (!c || dlock__client_check_name(c, "lock", name)) return DLOCK_EINVAL;
     const dlock__lock_ops *ops = dlock__client_backend(c)->lock;
     if (!ops) return DLOCK_ENOTSUP;
-    char *label = calloc(1, DLOCK_LABEL_MAX + 1);
-    if (!label) return DLOCK_ENOMEM;
+    dlock__holder_extra x;
     dlock_lock_status st;
     memset(&st, 0, sizeof(st));
-    int rc = ops->status_get(c, name, &st, label, DLOCK_LABEL_MAX + 1);
-    if (rc) {
-        free(label);
-        return rc;
-    }
-    *label_out = label;
-    return 0;
+    int rc = ops->status_get(c, name, &st, &x);
+    if (rc) return rc;
+    *label_out = strdup(x.label);
+    return *label_out ? 0 : DLOCK_ENOMEM;
 }
 
 DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out)

@@ -14,16 +14,16 @@
 if redis.call('exists', KEYS[1]) == 0 then
   redis.call('hincrby', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
-  if KEYS[3] and ARGV[4] then
-    redis.call('del', KEYS[3])
-    redis.call('hset', KEYS[3], ARGV[1], ARGV[4])
-    redis.call('pexpire', KEYS[3], ARGV[2])
-  end
   local fence = redis.call('incr', KEYS[2])
   if fence == 1 then -- no fence key (first use, expired or lost): seed from the clock
     local t = redis.call('time')
     fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
     redis.call('set', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
+  end
+  if KEYS[3] and ARGV[4] then
+    redis.call('del', KEYS[3])
+    redis.call('hset', KEYS[3], ARGV[1], ARGV[4], '', string.format('%.0f', fence))
+    redis.call('pexpire', KEYS[3], ARGV[2])
   end
   return {1, fence}
 end

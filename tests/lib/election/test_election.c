@@ -2,7 +2,8 @@
  * private redis-server and a private etcd, with real processes: a label
  * read by another process, the observed sequence of leaders in order, a
  * standby taking over after kill -9 of the leader (never before the old
- * leader's stated deadline), resume with the same id, and a leader cut
+ * leader's stated deadline), resume with the same id (and the same term
+ * after the fence key expired), and a leader cut
  * off by the freezing proxy told to stop before the standby is told it
  * leads (CLOCK_MONOTONIC times taken in the processes).
  * With DLOCK_TEST_CLUSTER=1 (test_election_cluster) the Redis group runs
@@ -375,6 +376,14 @@ static void test_resume_with_the_same_id(void **state)
     assert_string_equal(dlock_election_id(e), id);
     o.id = id;
     dlock_election_free(e); /* "crashed": the leadership lives on its lease */
+    if (!on_etcd) { /* a long leadership outlives its fence key (1 h): the term stays */
+        char fk[256];
+        snprintf(fk, sizeof(fk), "%selection:{resume}:fence", test_prefix());
+        const char *del[2] = {"DEL", fk};
+        char out[64];
+        assert_int_equal(lt_cmd(&redis, out, sizeof(out), 2, del), 0);
+        assert_string_equal(out, "1");
+    }
     dlock_client_destroy(c);
     c = client_on(url);
     dlock_election *other = election(c, "resume", NULL, NULL);
