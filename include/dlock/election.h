@@ -85,8 +85,8 @@ typedef struct dlock_election_options {
     void *on_lost_ud;
     /* Longest time between two reads of the observer (default 250 ms,
      * 10..60000): the bound of the poll that backs up pub/sub on Redis
-     * (a leader that expires publishes nothing) and the watch interval
-     * on etcd. */
+     * (a leader that expires publishes nothing) and the interval of
+     * the observer's reads on etcd, where it does not watch. */
     int64_t poll_ms;
 } dlock_election_options;
 
