@@ -376,7 +376,8 @@ int cli_parse(int argc, char **argv, cli_options *o)
         rc = parse_command(argc, argv, next + 1, o);
         if (rc != 0) return rc;
     } else if (!o->name) {
-        return usage_error("no lock NAME given");
+        return usage_error(o->mode == CLI_MODE_LEADER ? "no election NAME given: dlock leader [--watch] NAME"
+                                                      : "no lock NAME given");
     }
     rc = check_mode(o);
     return rc ? rc : fit_kill_grace(o);

@@ -39,6 +39,9 @@ run_rc "$DLOCK_BIN" --standby --lease 1s svc -- true 2>"$T_DIR/err"
 expect_eq "$RC" 64 "--standby with --lease is refused"
 run_rc "$DLOCK_BIN" status --watch svc 2>"$T_DIR/err"
 expect_eq "$RC" 64 "--watch outside 'leader' is refused"
+run_rc "$DLOCK_BIN" leader 2>"$T_DIR/err"
+expect_eq "$RC" 64 "leader without NAME -> 64"
+expect_match "$(cat "$T_DIR/err")" "no election NAME given" "the error says what is missing"
 run_rc "$DLOCK_BIN" leader svc
 expect_eq "$RC" 1 "no leader yet: exit 1"
 
