@@ -135,6 +135,14 @@ foreach(unit ${units})
   install(FILES ${deb_gen}/systemd/${name} DESTINATION ${deb_unitdir}
           COMPONENT seckill EXCLUDE_FROM_ALL)
 endforeach()
+# dlock-singleton@.service (dlock-tools): `dlock --standby` for a
+# singleton service, one instance per service name.
+file(READ ${PROJECT_SOURCE_DIR}/etc/dlock-singleton@.service text)
+string(REPLACE "/usr/local/bin/" "/usr/bin/" text "${text}")
+file(CONFIGURE OUTPUT ${deb_gen}/systemd/dlock-singleton@.service CONTENT "${text}" @ONLY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/etc/dlock-singleton@.service)
+install(FILES ${deb_gen}/systemd/dlock-singleton@.service DESTINATION ${deb_unitdir}
+        COMPONENT tools EXCLUDE_FROM_ALL)
 set(deb_conffiles /etc/dlock/seckilld.conf /etc/dlock/seckill.env.example)
 install(FILES ${PROJECT_SOURCE_DIR}/etc/seckilld.conf
               ${PROJECT_SOURCE_DIR}/etc/systemd/seckill.env.example

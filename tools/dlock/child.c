@@ -190,6 +190,11 @@ static pid_t start_child(const cli_options *o, bool tty)
     return -CLI_EXIT_NOEXEC;
 }
 
+pid_t cli_child_start(const cli_options *o)
+{
+    return start_child(o, false);
+}
+
 /* ---- waiting for COMMAND --------------------------------------------- */
 
 typedef struct run_state {

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cli.h"
 #include "lockface.h"
@@ -31,5 +32,11 @@ typedef struct cli_child_result {
  * (kill), or a warning (ignore). Returns 0 with *res filled, or an exit
  * code (126/127/71) when COMMAND could not be started (message printed). */
 int cli_child_run(const cli_options *o, cli_lock *lk, cli_child_result *res);
+
+/* Starts COMMAND as cli_child_run does (own process group, dlock's
+ * descriptors only, SIGTERM when dlock dies) but without the terminal,
+ * for `dlock --standby`, which supervises it itself. Returns its pid, or
+ * minus an exit code (126/127/71) after printing why. */
+pid_t cli_child_start(const cli_options *o);
 
 #endif

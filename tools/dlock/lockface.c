@@ -279,6 +279,7 @@ static int open_mutex(cli_lock *lk)
     }
     lo.on_lost = on_lost;
     lo.on_lost_ud = lk;
+    lo.label = cli_label(o); /* who holds it, for `dlock status` */
     return dlock_lock_new(lk->client, o->name, &lo, &lk->lock);
 }
 
