@@ -73,15 +73,6 @@ typedef struct dlock_lock_options {
     const char *owner_id;
     dlock_lost_fn on_lost; /* NULL: only logged and counted */
     void *on_lost_ud;
-    /* Since 1.1. NULL (default): no label. Non-NULL (1..DLOCK_LABEL_MAX
-     * bytes, no control characters, copied): a name for the holder that
-     * anyone can read with dlock_lock_label_get() while it holds (the
-     * dlock CLI sets "host:pid:command"). On Redis it lives in a companion
-     * key in the lock's slot, written by the acquire script with the
-     * lock's lease, renewed and deleted with it; the lock key itself keeps
-     * the redis-py / Redisson layout (docs/locks.md, "Holder labels"). A
-     * label makes a SIMPLE acquire use the script (not the plain SET). */
-    const char *label;
 } dlock_lock_options;
 
 DLOCK_API void dlock_lock_options_init(dlock_lock_options *opts);
@@ -186,14 +177,22 @@ DLOCK_API const char *dlock_lock_key(const dlock_lock *lock);
 DLOCK_API const char *dlock_lock_owner(const dlock_lock *lock);
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
 
-/* Replaces the label of the hold this handle has now (opts->label is
- * the one each acquisition starts with): label as in dlock_lock_options,
- * checked on the server against this handle's owner value and written in
- * the same step, with the lock's remaining TTL. The lock's waiters and
- * observers are woken (its unlock channel). One round trip; the next
- * acquisitions of the handle carry label too. Returns 0, DLOCK_EINVAL
- * (bad label: nothing changed), DLOCK_ENOTHELD (not held through this
- * handle), DLOCK_ELOST (the server no longer has this holder), or a
+/* Sets the holder label of this handle: 1..DLOCK_LABEL_MAX bytes, no
+ * control characters, copied. A label is a name for the holder that
+ * anyone can read with dlock_lock_label_get() while it holds (the dlock
+ * CLI sets "host:pid:command"). Every later acquisition of the handle
+ * carries it. On Redis it lives in a companion key in the lock's slot,
+ * written by the acquire script with the lock's lease, renewed and deleted
+ * with it; the lock key itself keeps the redis-py / Redisson layout
+ * (docs/locks.md, "Holder labels"); a labelled SIMPLE acquire uses the
+ * script, not the plain SET. Not held: no I/O. Held: the label of the hold
+ * is replaced too, checked on the server against this handle's owner
+ * value and written in the same step with the lock's remaining TTL, and
+ * the lock's waiters and observers are woken (its unlock channel): one
+ * round trip. (A label is set by this call, not by an options field, so
+ * dlock_lock_options keeps its 1.0 size.) Returns 0, DLOCK_EINVAL (bad
+ * label: nothing changed), DLOCK_ELOST (held, but the server no longer
+ * has this holder: the label is kept for the next acquisitions), or a
  * transport code (dlock.h). Since 1.1. */
 DLOCK_API int dlock_lock_set_label(dlock_lock *lock, const char *label);
 

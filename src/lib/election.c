@@ -181,9 +181,9 @@ DLOCK_API int dlock_election_campaign(dlock_election *e, const char *value, int6
     if (term_out) *term_out = 0;
     if (!e || wait_ms < DLOCK_WAIT_FOREVER) return DLOCK_EINVAL;
     if (dlock_lock_is_held(e->lock)) return DLOCK_EALREADY;
-    /* stores the value for the acquisition (nothing is held: ENOTHELD) */
+    /* stores the value for the acquisition (nothing is held: no I/O) */
     int rc = dlock_lock_set_label(e->lock, value);
-    if (rc != DLOCK_ENOTHELD && rc != 0) return rc;
+    if (rc) return rc;
     uint64_t term = 0;
     rc = dlock_lock_try_lock(e->lock, wait_ms, 0, &term);
     if (rc) return rc;
@@ -196,7 +196,10 @@ DLOCK_API int dlock_election_campaign(dlock_election *e, const char *value, int6
 DLOCK_API int dlock_election_proclaim(dlock_election *e, const char *value)
 {
     if (!e) return DLOCK_EINVAL;
-    return dlock_lock_set_label(e->lock, value);
+    if (!dlock_lock_is_held(e->lock)) return DLOCK_ENOTHELD;
+    int rc = dlock_lock_set_label(e->lock, value);
+    /* not leading when it ran: only stored for the next campaign */
+    return rc == 0 && !dlock_lock_is_held(e->lock) ? DLOCK_ENOTHELD : rc;
 }
 
 DLOCK_API int dlock_election_resign(dlock_election *e)

@@ -550,7 +550,7 @@ static int etcd_set_label(void *ll, const char *label)
     snprintf(mykey, sizeof(mykey), "%s", l->mykey);
     int64_t lease = l->lease, rev = (int64_t)l->fence;
     pthread_mutex_unlock(&l->mu);
-    if (!dlock__hold_valid(&l->hold)) return DLOCK_ENOTHELD;
+    if (!dlock__hold_valid(&l->hold)) return 0; /* only the next acquisitions */
     return put_value(l, mykey, lease, rev);
 }
 
@@ -662,9 +662,7 @@ static int etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_opt
     l->dir = dlock__etcd_lock_dir(c, name, &rc);
     l->name = strdup(name);
     l->key = l->dir ? strndup(l->dir, strlen(l->dir) - 1) : NULL;
-    l->label = opts->label ? strdup(opts->label) : NULL;
-    l->resume_lease = resume_lease;
-    if (!rc && opts->label && !l->label) rc = DLOCK_ENOMEM;
+    l->resume_lease = resume_lease; /* a label comes by set_label */
     if (!rc && (!l->name || !l->key || dlock__gw_wait_new(&l->wait) != 0)) rc = DLOCK_ENOMEM;
     if (!rc && pthread_mutex_init(&l->mu, NULL) != 0) rc = DLOCK_ENOMEM;
     if (!rc && dlock__hold_init(&l->hold, c, &hold_ops) != 0) {

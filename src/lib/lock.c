@@ -160,9 +160,8 @@ static int redis_lock_new(dlock_client *c, const char *name, const dlock_lock_op
     l->label_key = l->key ? make_companion(l->key, ":label") : NULL;
     l->channel = l->key ? make_channel(l->kind, l->key) : NULL;
     l->explicit_owner = opts->owner_id ? strdup(opts->owner_id) : NULL;
-    l->label = opts->label ? strdup(opts->label) : NULL;
     bool oom = !l->name || !l->key || !l->fence_key || !l->label_key || !l->channel ||
-               (opts->owner_id && !l->explicit_owner) || (opts->label && !l->label);
+               (opts->owner_id && !l->explicit_owner); /* a label comes by set_label */
     bool mu_ok = !oom && pthread_mutex_init(&l->mu, NULL) == 0;
     if (mu_ok && dlock__waitctl_init(&l->ctl) != 0) {
         pthread_mutex_destroy(&l->mu);
@@ -688,7 +687,7 @@ static int redis_set_label(void *impl, const char *label)
     char owner[DLOCK_OWNER_MAX + 1];
     snprintf(owner, sizeof(owner), "%s", l->owner);
     pthread_mutex_unlock(&l->mu);
-    if (!dlock__hold_valid(&l->hold)) return DLOCK_ENOTHELD;
+    if (!dlock__hold_valid(&l->hold)) return 0; /* only the next acquisitions */
     const char *keys[2] = {l->key, l->label_key};
     const char *args[4] = {owner, label, l->channel, dlock__pub_cmd(l->sharded)};
     dlock__reply *r = NULL;

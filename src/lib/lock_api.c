@@ -44,7 +44,6 @@ DLOCK_API int dlock_lock_new(dlock_client *c, const char *name, const dlock_lock
         return DLOCK_EINVAL;
     opts = &o;
     if (!c || dlock__client_check_name(c, "lock", name) != 0) return DLOCK_EINVAL;
-    if (opts->label && check_label(opts->label) != 0) return DLOCK_EINVAL;
     if (opts->kind != DLOCK_LOCK_SIMPLE && opts->kind != DLOCK_LOCK_REENTRANT) return DLOCK_EINVAL;
     const dlock__lock_ops *ops = dlock__client_backend(c)->lock;
     if (!ops) return DLOCK_ENOTSUP;

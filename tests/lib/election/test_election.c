@@ -100,9 +100,12 @@ static int label_holder(void *arg)
     dlock_lock_options o;
     dlock_lock_options_init(&o);
     o.kind = a->kind;
-    o.label = "hostA:4242:nightly-report";
     dlock_lock *l = NULL;
-    char ok = c && dlock_lock_new(c, "labels", &o, &l) == 0 && dlock_lock_try_lock(l, 2000, 0, NULL) == 0 ? 'y' : 'n';
+    char ok = c && dlock_lock_new(c, "labels", &o, &l) == 0 &&
+                      dlock_lock_set_label(l, "hostA:4242:nightly-report") == 0 &&
+                      dlock_lock_try_lock(l, 2000, 0, NULL) == 0
+                  ? 'y'
+                  : 'n';
     if (write(a->fd, &ok, 1) != 1) return 3;
     for (;;) pause();
 }
@@ -156,11 +159,11 @@ static void test_label_follows_set_label_and_release(void **state)
     dlock_client *c = client_on(url);
     dlock_lock_options o;
     dlock_lock_options_init(&o);
-    o.label = "first";
     dlock_lock *l = NULL;
     assert_int_equal(dlock_lock_new(c, "relabel", &o, &l), 0);
+    assert_int_equal(dlock_lock_set_label(l, "first"), 0); /* not held: no I/O */
     assert_int_equal(dlock_lock_set_label(l, "x\ny"), DLOCK_EINVAL); /* one line */
-    assert_int_equal(dlock_lock_set_label(l, "second"), DLOCK_ENOTHELD);
+    assert_int_equal(dlock_lock_set_label(l, "second"), 0);
     assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0);
     char *label = NULL;
     assert_int_equal(dlock_lock_label_get(c, "relabel", &label), 0);
