@@ -277,14 +277,15 @@ static int send_heat(camp_req *q, int j, const char *mode, sk__reply_fn fn)
 static int node_of_slot(void *ud, unsigned slot, char *buf, size_t len)
 {
     sk_engine *e = ud;
-    return e->ac ? sk_err_from_common(dlock__aconn_node_of_slot(e->ac, slot, buf, len)) : DLOCK_ECONN;
+    dlock__aconn *ac = sk__engine_aconn(e);
+    return ac ? sk_err_from_common(dlock__aconn_node_of_slot(ac, slot, buf, len)) : DLOCK_ECONN;
 }
 
 int sk_engine_place_buckets(sk_engine *e, sk_campaign *d)
 {
     d->bucket_tags[0] = '\0';
     if (d->shards <= 1) return 0;
-    if (!e->up) return SK_EUNAVAIL;
+    if (!sk__engine_connected(e)) return SK_EUNAVAIL;
     sk_buckets *b = malloc(sizeof(*b));
     if (!b) return DLOCK_ENOMEM;
     int rc = sk_buckets_place(d->id, (int)d->shards, e->srv.cluster ? node_of_slot : NULL, e, b);

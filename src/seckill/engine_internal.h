@@ -2,9 +2,9 @@
  * struct, which owns its parts (engine_health.h, engine_lease.h,
  * engine_server.h, engine_acks.h: each reaches Redis only through the
  * port engine.c gives it), and the command helpers. Every Redis command
- * goes through sk__call_script/sk__call_cmd (on the engine's connection)
- * or a data connection's call (sk__link), which track it in that
- * connection's FIFO so a late reply (command_timeout_ms) drops it. The purchase
+ * goes through sk__call_script/sk__call_cmd (on connection 0) or a
+ * batch's call on its data connection (sk__conn), whose FIFO drops the
+ * connection when a reply is late (command_timeout_ms). The purchase
  * path (coalesce.c) does not include this: it is given hooks. */
 #ifndef SK_ENGINE_INTERNAL_H
 #define SK_ENGINE_INTERNAL_H
@@ -20,46 +20,32 @@
 #include "engine_server.h"
 #include "orderid.h"
 #include "redis_async.h"
+#include "redis_rconn.h"
 #include "url.h"
 
-typedef struct sk__call sk__call; /* a command in flight (engine.c) */
-
-/* An extra data connection (coalesce.h SK__CONNS: connection i > 0 is
- * links[i - 1]) to the server of the engine's own connection: purchase
- * batches and their WAITs only, so that one batch's script runs while
- * another connection's WAIT waits for the replica. It reconnects on its
- * own (Sentinel resolves the master at every open) and carries batches
- * only while the run id its server gave at connect is the engine's
- * connection's (off a Cluster; on a Cluster the script reads its node's). */
-typedef struct sk__link {
+/* One of the engine's SK__CONNS connections (coalesce.h), all alike
+ * (redis_rconn.h: reconnect with backoff, deadlines, NOSCRIPT): each
+ * carries purchase batches and their WAITs, so that one batch's script
+ * runs while another connection's WAIT waits for the replica; connection
+ * 0 also carries the engine's own commands (scripts, probes, the lease,
+ * campaigns), and the others connect only beside it. Sentinel resolves
+ * the master at every open. A connection > 0 carries batches only while
+ * the run id its server gave at connect is connection 0's (off a
+ * Cluster; on a Cluster the script reads its node's). */
+typedef struct sk__conn {
     struct sk_engine *e;
-    int conn;               /* its connection number (1 ..) */
-    dlock__aconn *ac;       /* NULL while reconnecting */
-    dlock__aconn *dead_ac;  /* went down inside a callback: closed by its timer */
-    bool up;
-    char runid[41];         /* INFO server run_id on this connection; "" until read */
-    sk__call *head, *tail;  /* in flight, oldest first */
-    int64_t last_reply_ms;
-    int64_t connect_ms;
-    int attempt;
-    struct event *reconnect_ev;
-} sk__link;
+    int i;              /* its number: 0 .. SK__CONNS - 1 */
+    dlock__rconn *rc;
+    char runid[41];     /* i > 0: INFO server run_id on this connection; "" until read */
+} sk__conn;
 
 struct sk_engine {
     struct event_base *base;
     dlock__url url;
     sk_engine_opts o;
-    dlock__aconn *ac;       /* current connection (NULL while reconnecting) */
-    dlock__aconn *dead_ac;  /* went down inside a callback: closed by the timer */
-    bool up;
     bool ever_up;
     bool freeing;
-    int attempt;
-    struct event *reconnect_ev;
     struct event *tick_ev;
-    sk__call *head, *tail;  /* in flight, oldest first */
-    int64_t last_reply_ms;  /* monotonic time of the last reply (reply deadline) */
-    int64_t connect_ms;     /* monotonic time the current connect began (connect deadline) */
     char instance[33];      /* this engine's name in the lease and probe keys */
     int64_t last_poll_ms;
     sk__coalescer *co;      /* the purchase path */
@@ -69,7 +55,7 @@ struct sk_engine {
     sk__acks acks;          /* the acknowledgement plan */
     sk__lease lease;        /* the order-id worker lease and the id generator */
     sk__health health;      /* what /healthz is told */
-    sk__link links[SK__CONNS - 1]; /* the extra data connections */
+    sk__conn conns[SK__CONNS];
 };
 
 /* Sends a script (EVALSHA; EVAL again on NOSCRIPT). args = numkeys, keys,
@@ -91,6 +77,10 @@ int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const
                       void *priv);
 /* "host:port" of the node serving slot now (one server: its endpoint). */
 int sk__node_of_slot(const sk_engine *e, int slot, char *out, size_t cap);
+/* Connection 0's current async connection (NULL while there is none),
+ * and whether it is up. */
+dlock__aconn *sk__engine_aconn(const sk_engine *e);
+bool sk__engine_connected(const sk_engine *e);
 
 const char *sk__script_runid(const sk_engine *e);
 
