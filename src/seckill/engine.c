@@ -14,19 +14,34 @@
  * what /healthz is told about Redis (refused credentials or writes) and
  * when the reconnect backoff starts again is engine_health.c. Those parts
  * (and engine_server.c, engine_acks.c) are sub-structs of the engine that
- * reach Redis, the log and the clock only through the port and clock
- * init_parts gives them; this file calls them, they never call it.
+ * reach Redis, the log and the clock only through the wire (engine_wire.h)
+ * init_parts gives them; this file calls them, they never call it (but
+ * for the server part's one "probed" callback).
  * A new connection first loads the scripts and probes the server
  * (engine_server.c: run id, replicas, persistence); the engine is ready
- * once those replies are in and a lease is held. Purchases go through the
- * coalescer (coalesce.c), which reaches this file only by the hooks it is
- * given here; each batch is followed by WAIT when replicas must
+ * once those replies are in and a lease is held. Purchases go to the
+ * coalescer (coalesce.c), which owns their flow: it sends through the
+ * wire and reads the parts' facts, and never calls this file; each batch
+ * is followed by WAIT when replicas must
  * acknowledge it and enough of them are known in sync (engine_acks.c,
  * docs/design/promise.md). A WAIT blocks the connection for up to its
  * timeout (plus Redis's timer granularity), so the reply deadline runs per
  * command (redis_rconn.h, "Deadlines"); a late reply on any connection
  * drops connection 0 too. */
-#include "engine_internal.h"
+#include <event2/event.h>
+
+#include "coalesce.h"
+#include "engine.h"
+#include "engine_acks.h"
+#include "engine_health.h"
+#include "engine_lease.h"
+#include "engine_parts.h"
+#include "engine_server.h"
+#include "engine_wire.h"
+#include "orderid.h"
+#include "redis_async.h"
+#include "redis_rconn.h"
+#include "url.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +64,49 @@ static const dlock__script *const lua[SK__NLUA] = {&sk_script_purchase, &sk_scri
 
 #define TICK_MS 50
 
+/* One of the engine's SK__CONNS connections (engine_wire.h), all alike
+ * (redis_rconn.h: reconnect with backoff, deadlines, NOSCRIPT): each
+ * carries purchase batches and their WAITs, so that one batch's script
+ * runs while another connection's WAIT waits for the replica; connection
+ * 0 also carries the engine's own commands (scripts, probes, the lease,
+ * campaigns), and the others connect only beside it. Sentinel resolves
+ * the master at every open. A connection > 0 carries batches only while
+ * the run id its server gave at connect is connection 0's (off a
+ * Cluster; on a Cluster the script reads its node's). */
+typedef struct sk__conn {
+    struct sk_engine *e;
+    int i;              /* its number: 0 .. SK__CONNS - 1 */
+    dlock__rconn *rc;   /* also wire.conns[i]; its run id (i > 0) is wire.runid[i] */
+} sk__conn;
+
+struct sk_engine {
+    struct event_base *base;
+    dlock__url url;
+    sk_engine_opts o;
+    bool ever_up;
+    bool freeing;
+    struct event *tick_ev;
+    char instance[33];      /* this engine's name in the lease and probe keys */
+    int64_t last_poll_ms;
+    sk__coalescer *co;      /* the purchase path */
+    sk_engine_stats st;     /* redis_errors, reconnects, nodes (the rest is co's and the parts') */
+    /* the parts, each on the wire */
+    sk__server srv;         /* what the connected server said at connect */
+    sk__acks acks;          /* the acknowledgement plan */
+    sk__lease lease;        /* the order-id worker lease and the id generator */
+    sk__health health;      /* what /healthz is told */
+    sk__conn conns[SK__CONNS];
+    sk__wire wire;          /* the connections as every sender sees them */
+};
+
+#define sk__log(e, level, ...) sk_logf((e)->o.log, (e)->o.log_ud, level, __VA_ARGS__)
+
+sk__wire *sk__engine_wire(sk_engine *e) { return &e->wire; }
+
+const sk__server *sk__engine_server(const sk_engine *e) { return &e->srv; }
+
+sk__coalescer *sk__engine_coalescer(sk_engine *e) { return e->co; }
+
 void sk_engine_opts_init(sk_engine_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -68,12 +126,7 @@ void sk_engine_opts_init(sk_engine_opts *o)
 
 static bool conn_up(const sk_engine *e, int conn);
 
-static bool ready(const sk_engine *e)
-{
-    return conn_up(e, 0) && e->srv.due == 0 && sk__lease_valid(&e->lease);
-}
-
-bool sk_engine_ready(const sk_engine *e) { return ready(e); }
+bool sk_engine_ready(const sk_engine *e) { return sk__coalescer_ready(e->co); }
 
 int sk_engine_next_order_id(sk_engine *e, uint64_t *id_out)
 {
@@ -101,50 +154,18 @@ int sk_engine_purchase(sk_engine *e, const char *campaign, const char *user, int
     return sk__coalescer_purchase(e->co, campaign, user, qty, idem, ip, cb, arg);
 }
 
-/* ---- commands: every one goes on a connection (redis_rconn.h) --------- */
+/* ---- commands: every one goes through the wire (engine_wire.h) --------- */
 
 static dlock__rconn *conn_rc(const sk_engine *e, int conn) { return e->conns[conn].rc; }
 
-static bool conn_up(const sk_engine *e, int conn) { return dlock__rconn_is_up(conn_rc(e, conn)); }
-
-/* A send's code (dlock__err) as the engine's: the command did not go. */
-static int send_err(int rc)
-{
-    return rc == 0 ? 0 : rc == DLOCK__ENOMEM ? DLOCK_ENOMEM : SK_EUNAVAIL;
-}
-
-int sk__node_of_slot(const sk_engine *e, int slot, char *out, size_t cap)
-{
-    dlock__aconn *ac = dlock__rconn_aconn(conn_rc(e, 0));
-    if (!ac || dlock__aconn_node_of_slot(ac, (unsigned)slot, out, cap) != 0) return -1;
-    char *db = e->url.kind == DLOCK__URL_TCP ? strrchr(out, '/') : NULL; /* "host:port/db" */
-    if (db) *db = '\0';
-    return 0;
-}
-
-dlock__aconn *sk__engine_aconn(const sk_engine *e) { return dlock__rconn_aconn(conn_rc(e, 0)); }
-
-bool sk__engine_connected(const sk_engine *e) { return conn_up(e, 0); }
-
-int sk__call_script_resp(sk_engine *e, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv)
-{
-    return sk__call_script_resp_on(e, 0, script, a, fn, priv);
-}
-
-int sk__call_script_resp_on(sk_engine *e, int conn, int script, const sk__resp_args *a, sk__reply_fn fn,
-                            void *priv)
-{
-    if (conn < 0 || conn >= SK__CONNS || !conn_up(e, conn)) return SK_EUNAVAIL;
-    return send_err(dlock__rconn_script(conn_rc(e, conn), lua[script], a->resp, a->len, a->nargs, a->slot, fn,
-                                        priv));
-}
+static bool conn_up(const sk_engine *e, int conn) { return sk__wire_up(&e->wire, conn); }
 
 /* Counts a reply for the node that served it (seckill_redis_node_calls_total). */
 static void count_node(sk_engine *e, int slot)
 {
     if (slot < 0) return;
     char name[64];
-    if (sk__node_of_slot(e, slot, name, sizeof(name)) != 0) return;
+    if (sk__wire_node_of_slot(&e->wire, slot, name, sizeof(name)) != 0) return;
     sk_engine_stats *st = &e->st;
     int i = 0;
     while (i < st->nnodes && strcmp(st->nodes[i].node, name) != 0) i++;
@@ -179,107 +200,7 @@ static int on_conn_reply(dlock__rconn *rc, int slot, const dlock__reply *reply, 
     return DLOCK_ESERVER;
 }
 
-/* A script call given as arguments (numkeys, keys..., args...): written as
- * RESP and sent by the one script call (sk__call_script_resp), its slot
- * that of its first key (-1 when keyless). */
-int sk__call_script(sk_engine *e, int script, int nargs, const char **args, const size_t *lens,
-                    sk__reply_fn fn, void *priv)
-{
-    if (!conn_up(e, 0)) return SK_EUNAVAIL;
-    if (nargs < 1) return SK_EINVAL;
-    size_t bytes = 0;
-    for (int i = 0; i < nargs; i++) bytes += (lens ? lens[i] : strlen(args[i])) + DLOCK__RESP_BULK_OVERHEAD;
-    char *buf = malloc(bytes);
-    if (!buf) return DLOCK_ENOMEM;
-    char *p = buf;
-    for (int i = 0; i < nargs; i++) p = dlock__resp_bulk(p, args[i], lens ? lens[i] : strlen(args[i]));
-    bool keyed = nargs >= 2 && strcmp(args[0], "0") != 0;
-    sk__resp_args a = {.resp = buf, .len = (size_t)(p - buf), .nargs = nargs,
-                       .slot = keyed ? (int)dlock__key_slot(args[1], lens ? lens[1] : strlen(args[1])) : -1};
-    int rc = sk__call_script_resp(e, script, &a, fn, priv);
-    free(buf);
-    return rc;
-}
-
-int sk__call_cmd(sk_engine *e, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
-                 void *priv)
-{
-    return sk__call_cmd_slot(e, -1, argc, argv, lens, fn, priv);
-}
-
-/* sk__call_cmd_slot on data connection conn (0: the engine's own). */
-static int call_cmd_on(sk_engine *e, int conn, int slot, int argc, const char **argv, const size_t *lens,
-                       sk__reply_fn fn, void *priv)
-{
-    if (conn < 0 || conn >= SK__CONNS || !conn_up(e, conn)) return SK_EUNAVAIL;
-    return send_err(dlock__rconn_cmd(conn_rc(e, conn), slot, argc, argv, lens, fn, priv));
-}
-
-int sk__call_cmd_slot(sk_engine *e, int slot, int argc, const char **argv, const size_t *lens, sk__reply_fn fn,
-                      void *priv)
-{
-    return call_cmd_on(e, 0, slot, argc, argv, lens, fn, priv);
-}
-
-/* A WAIT in flight: what the acknowledgement part learns from its answer. */
-typedef struct wait_req {
-    sk_engine *e;
-    int slot;
-    int replicas;
-    sk__reply_fn fn;
-    void *priv;
-} wait_req;
-
-static void on_wait(const dlock__reply *r, int err, void *priv)
-{
-    wait_req *w = priv;
-    if (r && dlock__reply_kind(r) == DLOCK__R_INTEGER)
-        sk__acks_wait_answered(&w->e->acks, w->slot, w->replicas, dlock__reply_int(r));
-    w->fn(r, err, w->priv);
-    free(w);
-}
-
-/* WAIT replicas timeout_ms on data connection conn, to the master of slot
- * (-1: the one server): it counts the replicas of that connection's writes. */
-static int call_wait_on(sk_engine *e, int conn, int slot, int replicas, int64_t timeout_ms, sk__reply_fn fn,
-                        void *priv)
-{
-    if (conn < 0 || conn >= SK__CONNS || !conn_up(e, conn)) return SK_EUNAVAIL;
-    wait_req *w = malloc(sizeof(*w));
-    if (!w) return DLOCK_ENOMEM;
-    *w = (wait_req){.e = e, .slot = slot, .replicas = replicas, .fn = fn, .priv = priv};
-    int rc = send_err(dlock__rconn_wait(conn_rc(e, conn), slot, replicas, timeout_ms, on_wait, w));
-    if (rc) free(w);
-    return rc;
-}
-
-/* ---- the parts' port and clock ------------------------------------------- */
-
-static int port_cmd(void *ud, int slot, int argc, const char **argv, sk__reply_fn fn, void *priv)
-{
-    return sk__call_cmd_slot(ud, slot, argc, argv, NULL, fn, priv);
-}
-
-static int port_script(void *ud, int script, int nargs, const char **args, sk__reply_fn fn, void *priv)
-{
-    return sk__call_script(ud, script, nargs, args, NULL, fn, priv);
-}
-
-static int port_node_of_slot(void *ud, int slot, char *out, size_t cap) { return sk__node_of_slot(ud, slot, out, cap); }
-
-static bool port_muted(void *ud) { return ((sk_engine *)ud)->health.auth_refused; }
-
-static int64_t clock_now(void *ud)
-{
-    (void)ud;
-    return dlock__now_ms();
-}
-
-static int64_t clock_wall(void *ud)
-{
-    (void)ud;
-    return dlock__wall_ms();
-}
+/* ---- the parts ---------------------------------------------------------- */
 
 static void links_open(sk_engine *e);
 
@@ -302,15 +223,15 @@ static void on_server_probed(void *ud)
 
 static void init_parts(sk_engine *e)
 {
-    sk__port port = {.ud = e, .cmd = port_cmd, .script = port_script, .node_of_slot = port_node_of_slot,
-                     .muted = port_muted, .log = e->o.log, .log_ud = e->o.log_ud};
-    sk__clock clock = {.ud = e, .now_ms = clock_now, .wall_ms = clock_wall};
+    sk__wire *w = &e->wire;
+    *w = (sk__wire){.muted = &e->health.auth_refused, .strip_db = e->url.kind == DLOCK__URL_TCP, .log = e->o.log,
+                    .log_ud = e->o.log_ud};
     bool failover = e->url.kind == DLOCK__URL_SENTINEL || e->url.kind == DLOCK__URL_CLUSTER;
-    sk__server_init(&e->srv, &port, on_server_probed);
-    sk__acks_init(&e->acks, &port, &clock, &e->srv, e->o.replica_acks, e->o.replica_ack_timeout_ms, failover);
-    sk__lease_init(&e->lease, &port, &clock, e->instance, (int)dlock__random_below(SK_ORDERID_MAX_WORKER + 1),
+    sk__server_init(&e->srv, w, on_server_probed, e);
+    sk__acks_init(&e->acks, w, &e->srv, e->o.replica_acks, e->o.replica_ack_timeout_ms, failover);
+    sk__lease_init(&e->lease, w, e->instance, (int)dlock__random_below(SK_ORDERID_MAX_WORKER + 1),
                    e->o.worker_lease_ms);
-    sk__health_init(&e->health, &port, &clock, &e->url, e->instance, e->o.reconnect_max_ms);
+    sk__health_init(&e->health, w, &e->url, e->instance, e->o.reconnect_max_ms);
 }
 
 static bool health_error_reply(sk_engine *e, const char *msg)
@@ -327,7 +248,6 @@ static void health_good_reply(sk_engine *e)
 }
 
 
-const char *sk__script_runid(const sk_engine *e) { return sk__server_script_runid(&e->srv); }
 
 sk_redis_health sk_engine_redis_health(const sk_engine *e, const char **why_out)
 {
@@ -359,7 +279,7 @@ static void load_scripts(sk_engine *e)
 {
     for (int i = 0; i < SK__NLUA; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", lua[i]->src};
-        sk__call_cmd(e, 3, argv, NULL, on_script_loaded, NULL);
+        sk__wire_cmd(&e->wire, 0, -1, 3, argv, on_script_loaded, NULL);
     }
 }
 
@@ -392,19 +312,20 @@ static void main_state(sk_engine *e, dlock__rconn_event ev, dlock__aconn *ac, co
 static void on_link_info(const dlock__reply *r, int err, void *priv)
 {
     sk__conn *l = priv;
+    char *runid = l->e->wire.runid[l->i];
     if (err || !dlock__rconn_is_up(l->rc) || dlock__reply_kind(r) != DLOCK__R_STRING) return; /* stays unused */
     if (dlock__aconn_refusal(dlock__rconn_aconn(l->rc), NULL)) return; /* its login was refused: not to rely on */
-    if (sk__info_field(dlock__reply_str(r, NULL), "run_id", l->runid, sizeof(l->runid)))
+    if (sk__info_field(dlock__reply_str(r, NULL), "run_id", runid, sizeof(l->e->wire.runid[0])))
         dlock__rconn_backoff_reset(l->rc);
 }
 
 /* A connection > 0 carries batches once its server's run id is read. */
 static void link_state(sk__conn *l, dlock__rconn_event ev, const char *why)
 {
-    l->runid[0] = '\0';
+    l->e->wire.runid[l->i][0] = '\0';
     if (ev == DLOCK__RCONN_UP) {
         const char *argv[] = {"INFO", "server"};
-        call_cmd_on(l->e, l->i, -1, 2, argv, NULL, on_link_info, l);
+        sk__wire_cmd(&l->e->wire, l->i, -1, 2, argv, on_link_info, l);
     } else if (ev != DLOCK__RCONN_FAILED) {
         sk__log(l->e, DLOCK_LOG_DEBUG, "redis data connection %d %s: %s", l->i,
                 ev == DLOCK__RCONN_LOST ? "lost" : "dropped", why);
@@ -436,20 +357,6 @@ static void links_open(sk_engine *e)
     for (int i = 1; i < SK__CONNS; i++) dlock__rconn_connect(conn_rc(e, i));
 }
 
-/* Data connection conn may carry a batch: the engine's own whenever it is
- * ready (the coalescer asks only then); an extra one once its server's
- * run id is known to be the engine's connection's, so its batches pass
- * the barrier check exactly as the engine's own would (on a Cluster the
- * script reads the run id of the node it runs on). */
-static bool link_usable(const sk_engine *e, int conn)
-{
-    if (conn == 0) return true;
-    if (conn < 0 || conn >= SK__CONNS) return false;
-    const sk__conn *l = &e->conns[conn];
-    if (!conn_up(e, 0) || !conn_up(e, conn) || !l->runid[0] || e->srv.due != 0) return false;
-    return e->srv.cluster || (e->srv.runid[0] && strcmp(l->runid, e->srv.runid) == 0);
-}
-
 /* A data connection's deadlines; a late reply there means the server does
  * not answer: the engine's connection goes too (requests fail fast until
  * it answers again). One on another server than the engine's connection
@@ -459,8 +366,9 @@ static void link_tick(sk_engine *e, sk__conn *l, int64_t now)
     int late = dlock__rconn_check(l->rc, now);
     if (late == DLOCK__RCONN_REPLY_LATE) dlock__rconn_drop(conn_rc(e, 0), "reply deadline passed on a data connection");
     if (late) return;
-    if (conn_up(e, l->i) && l->runid[0] && conn_up(e, 0) && e->srv.due == 0 && !e->srv.cluster && e->srv.runid[0] &&
-        strcmp(l->runid, e->srv.runid) != 0)
+    const char *runid = e->wire.runid[l->i];
+    if (conn_up(e, l->i) && runid[0] && conn_up(e, 0) && e->srv.due == 0 && !e->srv.cluster && e->srv.runid[0] &&
+        strcmp(runid, e->srv.runid) != 0)
         dlock__rconn_drop(l->rc, "on another server than the engine's connection");
 }
 
@@ -487,62 +395,6 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* ---- the coalescer's hooks ---------------------------------------------- */
-
-static int co_send_script(void *ud, int conn, const sk__resp_args *a, sk__reply_fn fn, void *priv)
-{
-    return sk__call_script_resp_on(ud, conn, SK__LUA_PURCHASE, a, fn, priv);
-}
-
-static int co_send_xfer(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv)
-{
-    return sk__call_script(ud, SK__LUA_TRANSFER, nargs, args, NULL, fn, priv);
-}
-
-static int co_send(void *ud, int argc, const char **argv, sk__reply_fn fn, void *priv)
-{
-    return sk__call_cmd(ud, argc, argv, NULL, fn, priv);
-}
-
-/* A batch's WAIT on the connection its script went on: only that
- * connection's WAIT counts the replicas of that script's write. */
-static int co_send_wait(void *ud, int conn, const char *route_key, int argc, const char **argv, sk__reply_fn fn,
-                        void *priv)
-{
-    sk_engine *e = ud;
-    int slot = -1;
-    if (argc != 3) return SK_EINVAL;
-    int replicas = (int)strtoll(argv[1], NULL, 10);
-    if (sk__acks_wait_slot(&e->acks, route_key, replicas, &slot)) return 1;
-    return call_wait_on(e, conn, slot, replicas, strtoll(argv[2], NULL, 10), fn, priv);
-}
-
-static bool co_conn_usable(void *ud, int conn) { return link_usable(ud, conn); }
-
-static bool co_master_alone(void *ud, const char *route_key)
-{
-    return sk__acks_master_alone(&((sk_engine *)ud)->acks, route_key);
-}
-
-static bool co_wait_after_reply(void *ud) { return ((sk_engine *)ud)->srv.cluster; }
-
-static bool co_ready(void *ud) { return ready(ud); }
-
-static int co_next_order_id(void *ud, uint64_t *id_out) { return sk_engine_next_order_id(ud, id_out); }
-
-static int co_ack_plan(void *ud, int *replicas_out, int64_t *timeout_ms_out)
-{
-    return sk__acks_plan(&((sk_engine *)ud)->acks, replicas_out, timeout_ms_out);
-}
-
-static const char *co_server_runid(void *ud) { return sk__script_runid(ud); }
-
-static void co_log(void *ud, int level, const char *msg)
-{
-    sk_engine *e = ud;
-    sk__log(e, level, "%s", msg);
-}
-
 /* ---- life cycle --------------------------------------------------------- */
 
 /* Every connection alike: the same reconnecting object and callbacks,
@@ -558,6 +410,7 @@ static int conns_new(sk_engine *e)
                                      .on_state = on_conn_state, .on_reply = on_conn_reply,
                                      .may_connect = conn_may_connect};
         if (dlock__rconn_new(&o, &c->rc) != 0) return DLOCK_ENOMEM;
+        e->wire.conns[i] = c->rc;
     }
     return 0;
 }
@@ -592,13 +445,8 @@ int sk_engine_new(struct event_base *base, const char *redis_url, const sk_engin
     dlock__random_hex(e->instance, 16);
     init_parts(e);
     e->tick_ev = event_new(base, -1, EV_PERSIST, on_tick, e);
-    sk__coalesce_hooks hooks = {.ud = e, .send_script = co_send_script, .send_xfer = co_send_xfer, .send = co_send, .send_wait = co_send_wait,
-                                 .conn_usable = co_conn_usable,
-                                 .wait_after_reply = co_wait_after_reply, .master_alone = co_master_alone,
-                                 .ready = co_ready,
-                                 .next_order_id = co_next_order_id, .ack_plan = co_ack_plan,
-                                 .server_runid = co_server_runid, .log = co_log};
-    int rc = sk__coalescer_new(base, &e->o, &hooks, &e->co);
+    const sk__co_deps deps = {.w = &e->wire, .lease = &e->lease, .acks = &e->acks, .srv = &e->srv};
+    int rc = sk__coalescer_new(base, &e->o, &deps, &e->co);
     if (rc || !e->tick_ev || conns_new(e) != 0) {
         sk_engine_free(e);
         return DLOCK_ENOMEM;
@@ -644,7 +492,7 @@ int sk_engine_ping(sk_engine *e, void (*cb)(int err, void *arg), void *arg)
     p->cb = cb;
     p->arg = arg;
     const char *argv[] = {"PING"};
-    int rc = sk__call_cmd(e, 1, argv, NULL, on_ping, p);
+    int rc = sk__wire_cmd(&e->wire, 0, -1, 1, argv, on_ping, p);
     if (rc) free(p);
     return rc;
 }

@@ -17,7 +17,7 @@
 #include "dlock/dlock.h"
 #include "script.h"
 #include "engine.h"
-#include "engine_internal.h"
+#include "engine_server.h"
 #include "common_err.h"
 #include "json.h"
 #include "orderid.h"
