@@ -12,6 +12,7 @@
 
 #include "dlock/dlock.h"
 #include "layout.h"
+#include "slot.h"
 
 static unsigned hash_id(const char *s)
 {
@@ -46,6 +47,7 @@ static sk__lane *lane_new(sk__camp_table *t, sk__camp *c, int j, const char *tag
     l->camp = c;
     l->j = j;
     sk_tag_key(tag, "", l->prefix, sizeof(l->prefix));
+    l->slot = (int)dlock__key_slot(l->prefix, strlen(l->prefix));
     l->parked_tail = &l->parked;
     l->known = INT64_MAX;
     return l;

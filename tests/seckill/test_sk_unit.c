@@ -19,7 +19,7 @@
 #include "ids.h"
 #include "script.h"
 #include "engine.h"
-#include "engine_internal.h"
+#include "engine_server.h"
 #include "common_err.h"
 #include "json.h"
 #include "orderid.h"
