@@ -87,9 +87,13 @@ int64_t cli_lease_ms(const cli_options *o);
  * A twentieth of the lease, within 100 ms..1 s: time for SIGKILL to be
  * delivered and COMMAND reaped on a loaded machine. */
 int64_t cli_kill_margin_ms(int64_t lease_ms);
-/* The longest --kill-grace that fits under lease_ms: half the lease less
- * the margin (a healthy watchdog keeps 2/3 of it ahead), or 0. */
-int64_t cli_kill_grace_max_ms(int64_t lease_ms);
+/* The longest --kill-grace that fits under the lease, or 0: with
+ * renewals (watchdog mode), a third of the lease less the margin; a
+ * healthy watchdog renews a third of the lease after its last send, so
+ * validity stays near two thirds and SIGTERM (at grace + margin) keeps a
+ * third of the lease of slack for a slow renewal. With a fixed --lease,
+ * half the lease less the margin. */
+int64_t cli_kill_grace_max_ms(int64_t lease_ms, bool renewed);
 
 /* The holder label: --label, else "host:pid:command" (command: COMMAND's
  * first word, "sh" for -c, the subcommand otherwise), cut to fit the

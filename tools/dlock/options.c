@@ -79,7 +79,8 @@ void cli_print_usage(void)
           "                            (default term)\n"
           "      --kill-grace DUR      SIGTERM this long before SIGKILL, which lands before\n"
           "                            the lock's validity ends (default 10s, or the most\n"
-          "                            that fits: half the lease less a margin)\n"
+          "                            that fits: a third of the lease less a margin;\n"
+          "                            half of a fixed --lease)\n"
           "      --label L             name this holder for status/leader (default\n"
           "                            host:pid:command)\n"
           "      --standby             warm standby: run COMMAND now, tell it when it leads\n"
@@ -249,9 +250,9 @@ int64_t cli_kill_margin_ms(int64_t lease_ms)
     return m < 100 ? 100 : m > 1000 ? 1000 : m;
 }
 
-int64_t cli_kill_grace_max_ms(int64_t lease_ms)
+int64_t cli_kill_grace_max_ms(int64_t lease_ms, bool renewed)
 {
-    int64_t max = lease_ms / 2 - cli_kill_margin_ms(lease_ms);
+    int64_t max = lease_ms / (renewed ? 3 : 2) - cli_kill_margin_ms(lease_ms);
     return max > 0 ? max : 0;
 }
 
@@ -260,10 +261,8 @@ int64_t cli_kill_grace_max_ms(int64_t lease_ms)
  * --kill-grace that does not fit is refused; the default is fitted. */
 static int fit_kill_grace(cli_options *o)
 {
-    int64_t lease = cli_lease_ms(o), max = cli_kill_grace_max_ms(lease);
-    /* --standby tells a healthy leader nothing: its renewals, a third of
-     * the lease apart and up to a sixth late, keep half the lease ahead */
-    if (o->standby) max = lease / 3 - cli_kill_margin_ms(lease) > 0 ? lease / 3 - cli_kill_margin_ms(lease) : 0;
+    bool renewed = o->lease_ms <= 0; /* watchdog mode (--standby always is) */
+    int64_t lease = cli_lease_ms(o), max = cli_kill_grace_max_ms(lease, renewed);
     if (o->kill_grace_ms < 0) {
         o->kill_grace_ms = CLI_DEFAULT_KILL_GRACE_MS < max ? CLI_DEFAULT_KILL_GRACE_MS : max;
         return 0;
@@ -274,7 +273,7 @@ static int fit_kill_grace(cli_options *o)
                        "(%s the lease less that margin), or a longer lease",
                        (double)o->kill_grace_ms / 1000.0, (double)lease / 1000.0,
                        (double)cli_kill_margin_ms(lease) / 1000.0, (long long)max,
-                       o->standby ? "a third of" : "half");
+                       renewed ? "a third of" : "half");
 }
 
 /* Checks options that only make sense in some modes. */
