@@ -17,6 +17,14 @@
  * not the library's sockets). Call before connecting to Redis. */
 void cli_child_snapshot_fds(void);
 
+/* COMMAND's environment: dlock's own, with NAME set to value (value NULL:
+ * NAME removed). The change goes into a private copy that only COMMAND
+ * sees: dlock never changes its own environment once the library's threads
+ * run, since a thread reading it (getenv in a resolver, a preloaded
+ * library) while it is rewritten reads freed memory. Main thread only.
+ * Returns 0, or -1 when out of memory. */
+int cli_child_setenv(const char *name, const char *value);
+
 typedef struct cli_child_result {
     int status;          /* exit code to report for COMMAND (0..255) */
     bool lost;           /* the lock was lost (or its lease ran out) while it ran */

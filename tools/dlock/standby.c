@@ -211,9 +211,9 @@ static int export_env(standby *s)
     char lease[32], grace[32];
     snprintf(lease, sizeof(lease), "%lld", (long long)cli_lease_ms(s->o));
     snprintf(grace, sizeof(grace), "%lld", (long long)s->o->kill_grace_ms);
-    if (setenv("DLOCK_NAME", s->o->name, 1) || setenv("DLOCK_STATE_FILE", s->state, 1) ||
-        setenv("DLOCK_LEASE_MS", lease, 1) || setenv("DLOCK_KILL_GRACE_MS", grace, 1) ||
-        setenv("DLOCK_LABEL", cli_label(s->o), 1) || unsetenv("DLOCK_FENCE")) {
+    if (cli_child_setenv("DLOCK_NAME", s->o->name) || cli_child_setenv("DLOCK_STATE_FILE", s->state) ||
+        cli_child_setenv("DLOCK_LEASE_MS", lease) || cli_child_setenv("DLOCK_KILL_GRACE_MS", grace) ||
+        cli_child_setenv("DLOCK_LABEL", cli_label(s->o)) || cli_child_setenv("DLOCK_FENCE", NULL)) {
         cli_err("cannot set the environment for COMMAND");
         return CLI_EXIT_OSERR;
     }
