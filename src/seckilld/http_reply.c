@@ -167,7 +167,8 @@ void sk__http_reply_err_code(hreq *q, int err, const char *what)
     case SK_EEXIST: sk__http_reply_error(q, 409, "exists", what); return;
     case SK_ECONFLICT:
     case SK_ELIVE: sk__http_reply_error(q, 409, "conflict", what); return;
-    case SK_EFORBIDDEN: sk__http_reply_error(q, 403, "forbidden", what); return;
+    /* someone else's order is not found: its existence is not theirs to learn */
+    case SK_EFORBIDDEN: sk__http_reply_error(q, 404, "not_found", what); return;
     default: break;
     }
     if (is_table_outcome(err)) {

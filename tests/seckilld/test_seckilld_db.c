@@ -2,7 +2,8 @@
  * PostgreSQL): a campaign created through the admin API is stored in the
  * database before it is pre-heated; GET /v1/orders answers "accepted" from
  * Redis until the order is persisted, then the database status; paying
- * checks the owner (403), unknown ids (404) and cancelled orders (409).
+ * checks the owner (another buyer's order is 404, as an unknown id) and
+ * cancelled orders (409).
  * Persistence is done here with the pipeline's own call, sk_db_apply_batch.
  * A user id is held to one rule at both doors: refused by HTTP, refused by
  * the database path. */
