@@ -29,7 +29,7 @@ ulimit -n "$(ulimit -Hn)"
 dl_start_redis "$work"
 RURL="redis://127.0.0.1:$REDIS_PORT"
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
-SHA=$(rcli SCRIPT LOAD "$(cat src/seckill/lua/purchase.lua)")
+SHA=$(rcli SCRIPT LOAD "$(cat src/seckill/engine/lua/purchase.lua)")
 TOKEN=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 out="$work/rows.csv"
 

@@ -105,7 +105,7 @@ phase() {
 }
 
 # ceiling ROUND: EVALSHA purchase.lua straight at the first master (its own slot).
-SHA=$(cluster__cli "${MASTERS%% *}" script load "$(cat src/seckill/lua/purchase.lua)")
+SHA=$(cluster__cli "${MASTERS%% *}" script load "$(cat src/seckill/engine/lua/purchase.lua)")
 ceiling() {
     local r=$1 p=${MASTERS%% *} c n line name
     for name in c50 c50_P16; do

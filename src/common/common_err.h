@@ -2,7 +2,7 @@
  * includes nothing from the layers above, so it has its own small set, the
  * one internal error enum: libdlock maps it to dlock_err at its edge
  * (dlock__err_from_common, src/lib/errors.c), the engine to its codes at
- * its edge (sk_err_from_common, src/seckill/sk_err.c); no code relies on a
+ * its edge (sk_err_from_common, src/seckill/base/sk_err.c); no code relies on a
  * value being equal across the enums. "Outcome unknown" (sent, then the reply was lost) is kept
  * apart from every "not applied" code, as everywhere in dlock. */
 #ifndef DLOCK_COMMON_ERR_H

@@ -103,7 +103,7 @@ finish_sale
 "$PY" - "$work/orders.db" "$CAMPAIGN" "$wid" "$take_ms" <<'PY' || problem "database-path ids of worker $wid: see above"
 import sqlite3, sys
 db, camp, wid, take = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-epoch = 1767225600000  # src/seckill/orderid.h
+epoch = 1767225600000  # src/seckill/engine/orderid.h
 ids = [r[0] for r in sqlite3.connect(db).execute(
     "SELECT order_id FROM orders WHERE campaign = ? AND path = 'db'", (camp,))]
 mine = [(i >> 22) + epoch for i in ids if (i >> 12) & 1023 == wid]

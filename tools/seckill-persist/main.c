@@ -1,4 +1,4 @@
-/* seckill-persist: runs one persistence worker (src/seckill/persist.h):
+/* seckill-persist: runs one persistence worker (src/seckill/pipeline/persist.h):
  * accepted orders from Redis streams into the database, reclaim of dead
  * workers' entries, dead letters, payment-timeout cancellation. Several
  * may run at once. SIGINT/SIGTERM stop it after the current batch.

@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
 #include "engine_acks.h"
 #include "engine_lease.h"
 #include "engine_server.h"
+#include "engine_types.h"
 #include "engine_wire.h"
 
 struct event_base;

@@ -6,7 +6,7 @@
 #ifndef SK_ENGINE_HEALTH_H
 #define SK_ENGINE_HEALTH_H
 
-#include "engine.h"
+#include "engine_types.h"
 #include "engine_wire.h"
 #include "url.h"
 
@@ -47,5 +47,8 @@ void sk__health_down(sk__health *h, const char *refusal, bool auth, const char *
 bool sk__health_tick(sk__health *h, bool connected);
 /* The state /healthz reports, with its one-line reason. */
 sk_redis_health sk__health_state(const sk__health *h, bool connected, const char **why_out);
+/* sk_engine_check_auth's contract (engine.h): one synchronous connect at
+ * start-up; a refusal is worded as the state's reason is. */
+int sk__health_check_auth(const char *redis_url, int64_t timeout_ms, char *err, size_t errlen);
 
 #endif

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "db.h"
-#include "persist.h"
+#include "persist_opts.h"
 #include "redis_io.h"
 
 typedef struct sk_pctx {

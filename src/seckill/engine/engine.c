@@ -254,6 +254,11 @@ sk_redis_health sk_engine_redis_health(const sk_engine *e, const char **why_out)
     return sk__health_state(&e->health, conn_up(e, 0), why_out);
 }
 
+int sk_engine_check_auth(const char *redis_url, int64_t timeout_ms, char *err, size_t errlen)
+{
+    return sk__health_check_auth(redis_url, timeout_ms, err, errlen);
+}
+
 /* The connection ac is gone (or could not open: ac NULL). */
 static void health_down(sk_engine *e, dlock__aconn *ac, const char *what, const char *why)
 {

@@ -8,9 +8,9 @@
 #ifndef SK_ENGINE_ACKS_H
 #define SK_ENGINE_ACKS_H
 
-#include "engine.h"
-#include "engine_wire.h"
 #include "engine_server.h"
+#include "engine_types.h"
+#include "engine_wire.h"
 
 /* How a batch's acceptances are acknowledged (docs/design/promise.md). */
 enum {

@@ -1,4 +1,5 @@
-/* db_sql.c: SQLite / libpq execution for db.c. A handle owns one
+/* db_sql.c: SQLite / libpq execution for db.c, and the handle itself
+ * (db_handle.h: its URL rules, kind, last error). A handle owns one
  * connection and a cache of prepared statements keyed by SQL text address;
  * every error leaves its text in db->err and returns SK_EDB. SQLite runs in
  * WAL mode with a busy timeout and synchronous=FULL (a commit survives a

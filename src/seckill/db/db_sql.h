@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "db.h"
+#include "db_handle.h"
 
 typedef enum sk__db_kind { SK__DB_SQLITE = 1, SK__DB_PG = 2 } sk__db_kind;
 

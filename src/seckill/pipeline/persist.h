@@ -13,7 +13,6 @@
 #ifndef SK_PERSIST_H
 #define SK_PERSIST_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,34 +20,8 @@
 #include "db.h"
 #include "layout.h" /* SK_PERSIST_GROUP, sk_stream_backlog */
 #include "persist_backlog.h"
+#include "persist_opts.h" /* sk_persist_opts, sk_persist_stats */
 #include "redis_io.h"
-
-typedef struct sk_persist_opts {
-    const char *redis_url;    /* required */
-    const char *database_url; /* required */
-    const char *consumer;     /* NULL: "<host>-<pid>-<random>" */
-    const char *campaign;     /* NULL: every campaign (Redis set + DB) */
-    int batch;                /* entries per transaction (default 1000) */
-    int64_t block_ms;         /* XREADGROUP BLOCK (default 500) */
-    int64_t claim_idle_ms;    /* reclaim entries idle this long (default 30000) */
-    int max_deliveries;       /* then dead-letter (default 5) */
-    int64_t pay_timeout_ms;   /* cancel unpaid orders after this (default 15 min; <= 0: never) */
-    int64_t sweep_interval_ms;/* how often to look for unpaid orders (default 1000) */
-    bool drain;               /* return once every stream is drained */
-    atomic_int *stop;         /* set non-zero to make sk_persist_run return (may be NULL) */
-    void (*log)(const char *line, void *ud); /* NULL: silent */
-    void *log_ud;
-} sk_persist_opts;
-
-typedef struct sk_persist_stats {
-    int64_t persisted, rejected, duplicates, dead_lettered;
-    int64_t batches, reclaimed, db_errors, redis_errors;
-    int64_t cancelled, released;
-    int64_t stale;                 /* refused: stale timeline (an old master's order) */
-    int64_t confirmed, lost;       /* tentative orders finalised */
-    int64_t handbacks;             /* reserve handbacks applied */
-    int64_t barriers, barrier_ms;  /* barriers run, and the last one's duration */
-} sk_persist_stats;
 
 void sk_persist_opts_init(sk_persist_opts *o);
 

@@ -3,7 +3,7 @@
  * reply without error on a new connection, a write that succeeded), and
  * each state change is logged once, not once per command.
  *
- * States (sk_redis_health, engine.h), first match wins:
+ * States (sk_redis_health, engine_types.h), first match wins:
  * - AUTH_REFUSED: the server refused the credentials: WRONGPASS (or any
  *   error) to the AUTH of redis_async.c, or NOAUTH / WRONGPASS to a command
  *   (no password in the URL, or the server's password changed). The
@@ -180,7 +180,7 @@ sk_redis_health sk__health_state(const sk__health *h, bool connected, const char
     return st;
 }
 
-int sk_engine_check_auth(const char *redis_url, int64_t timeout_ms, char *err, size_t errlen)
+int sk__health_check_auth(const char *redis_url, int64_t timeout_ms, char *err, size_t errlen)
 {
     dlock__url u;
     if (dlock__url_parse(redis_url ? redis_url : "redis://127.0.0.1:6379", &u, err, errlen)) return SK_EINVAL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
+#include "engine.h"
 #include "engine_parts.h"
 #include "layout.h"
 

@@ -6,7 +6,7 @@
 #define SK_ENGINE_PARTS_H
 
 #include "coalesce.h"
-#include "engine.h"
+#include "engine_types.h"
 #include "engine_server.h"
 #include "engine_wire.h"
 

@@ -16,25 +16,15 @@
 #include <stdint.h>
 
 #include "campaign_def.h"
+#include "db_handle.h" /* sk_db, its URL rules, kind and last error */
 #include "ids.h"
-
-typedef struct sk_db sk_db;
 
 /* Opens url and runs the schema migrations (idempotent, safe when several
  * processes open the same database at once). url: "sqlite:///abs/path.db",
  * a plain file path (SQLite), or "postgresql://..." / "postgres://...".
  * Returns 0, SK_EINVAL (bad url) or SK_EDB; err says why. */
 int sk_db_open(const char *url, sk_db **out, char *err, size_t errlen);
-/* The URL rules of sk_db_open without opening anything (configuration
- * checks): 0, or SK_EINVAL with err saying why (without the URL, which may
- * hold a password). A PostgreSQL URL is parsed as libpq parses it; whether
- * its server answers is only known at sk_db_open. */
-int sk_db_url_check(const char *url, char *err, size_t errlen);
 void sk_db_close(sk_db *db); /* NULL ok */
-/* "sqlite" or "postgresql". */
-const char *sk_db_kind(const sk_db *db);
-/* Text of the last database error on this handle (never NULL). */
-const char *sk_db_errmsg(const sk_db *db);
 /* Cheap liveness check (SELECT 1; reconnects a broken PostgreSQL
  * connection). 0 or SK_EDB. */
 int sk_db_ping(sk_db *db);
@@ -118,7 +108,7 @@ int sk_db_apply_batch(sk_db *db, const sk_order_in *orders, size_t n, int *resul
 /* NULL when o is well-formed, else a static reason. */
 const char *sk_db_order_invalid(const sk_order_in *o);
 
-/* Degraded path (Redis down), src/seckill/db_reserve.c: one transaction
+/* Degraded path (Redis down), src/seckill/db/db_reserve.c: one transaction
  * that sells only from the reserve (reserve_remaining and remaining both
  * >= qty, both decremented) and stores a tentative order: status
  * "pending", path "db", not counted in user_totals (the user's persisted +
