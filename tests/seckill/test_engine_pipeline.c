@@ -278,9 +278,10 @@ static int64_t stock_of(const sk_buckets *lay, int j)
  * database reserve) to 150 buyers: Redis sells its 30 across the buckets
  * (transfers: none stranded), a persister running beside it persists
  * them from the three streams, sees every bucket empty with no transfer
- * in flight and hands the 6 reserve units to bucket 0; the engine sells
- * them (moving them to the other buckets as needed): 36 persisted, once
- * each, and the database sold out. */
+ * in flight and hands the 6 reserve units to bucket 0 (as soon as it
+ * sees that: the 150 may still be buying, so they get 30 to 36); the
+ * engine sells them (moving them to the other buckets as needed): 36
+ * persisted, once each, and the database sold out. */
 static void test_engine_k3_sale_persists_every_bucket_and_sells_the_reserve_handed_back(void **state)
 {
     (void)state;
@@ -305,7 +306,9 @@ static void test_engine_k3_sale_persists_every_bucket_and_sells_the_reserve_hand
     bg_start(&b, "e2e3");
     tally t = {0};
     buyers("e2e3", "b", 0, 150, &t);
-    assert_int_equal(t.accepted, 30);
+    /* Redis's 30, and maybe reserve units: the persister may see Redis
+     * sold out and hand the reserve back while these buyers still buy */
+    assert_in_range(t.accepted, 30, 36);
     assert_int_equal(t.other, 0);
     sk_db_campaign_stats s;
     int64_t end = dlock__now_ms() + 10000;
@@ -318,7 +321,9 @@ static void test_engine_k3_sale_persists_every_bucket_and_sells_the_reserve_hand
     assert_true(s.handback.done);
     assert_int_equal(s.handback.units, 6);
     assert_int_equal(s.reserve_remaining, 0);
-    assert_int_equal(stock_of(&lay, 0) + stock_of(&lay, 1) + stock_of(&lay, 2), 6);
+    int64_t left = stock_of(&lay, 0) + stock_of(&lay, 1) + stock_of(&lay, 2);
+    if (t.accepted == 30) assert_int_equal(left, 6);
+    else assert_true(left <= 36 - t.accepted); /* units sold from bucket 0 may be moving */
     for (int round = 0; round < 40 && t.accepted < 36; round++) {
         buyers("e2e3", "late", 10 * round, 10 * round + 10, &t); /* the engine's sold-out flag clears by its poll */
         struct timeval tv = {0, 60000};
