@@ -1,4 +1,4 @@
-/* async.h: libdlock for event loops: a client and locks that never block
+/* async.h: libdlock for event loops: a client, locks and a rate limiter that never block
  * the calling thread. The client asks the host loop for socket interest
  * and timers through a small table of functions (dlock_async_loop); ready
  * tables for libevent 2.1 and libuv ship as header-only adapters
@@ -42,10 +42,11 @@
  *   callback of that handle runs. The loop's io and timer objects are
  *   all freed (io_free / timer_free) by dlock_async_client_free.
  *
- * Left out (blocking API only, for now): etcd, Sentinel and Cluster URLs,
- * wait_replicas, the fair lock, multi-lock, RedLock and latch;
- * dlock_async_client_new refuses those URLs and options with
- * DLOCK_ENOTSUP.
+ * Objects: the lock (simple and reentrant) and the rate limiter. Left
+ * out (blocking API only, for now): etcd, Sentinel and Cluster URLs,
+ * wait_replicas, and the read-write lock, semaphore, fair lock,
+ * multi-lock, RedLock and latch; dlock_async_client_new refuses those
+ * URLs and options with DLOCK_ENOTSUP.
  */
 #ifndef DLOCK_ASYNC_H
 #define DLOCK_ASYNC_H
@@ -56,6 +57,7 @@
 
 #include "dlock/dlock.h"
 #include "dlock/lock.h"
+#include "dlock/ratelimit.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -212,6 +214,34 @@ DLOCK_API const char *dlock_async_lock_key(const dlock_async_lock *lock);
 
 /* Frees the handle (see "Lifetimes"). NULL is a no-op. */
 DLOCK_API void dlock_async_lock_free(dlock_async_lock *lock);
+
+/* ---- the rate limiter ---------------------------------------------------------- */
+
+typedef struct dlock_async_ratelimit dlock_async_ratelimit;
+
+/* A try's answer: rc 0 with *result (allowed or refused: a refusal is not
+ * an error; result is valid during the call), or DLOCK_ELIMIT,
+ * DLOCK_ECANCELED (the limiter was freed), DLOCK_ECLOSED, a transport code
+ * (DLOCK_EUNKNOWN: the tokens may have been taken) with result NULL. */
+typedef void (*dlock_async_ratelimit_fn)(dlock_async_ratelimit *rl, int rc, const dlock_ratelimit_result *result,
+                                         void *ud);
+
+/* The limiter called name with opts (ratelimit.h: same buckets, keys and
+ * options as dlock_ratelimit_new; NULL: defaults). Nothing is sent.
+ * 0 and *rl_out, DLOCK_EINVAL, DLOCK_ECLOSED, DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_ratelimit_new(dlock_async_client *client, const char *name,
+                                        const dlock_ratelimit_options *opts, dlock_async_ratelimit **rl_out);
+/* Takes n tokens from subject's bucket if they are there: one round trip,
+ * never waits (to wait, start a loop timer for result->retry_after_ms and
+ * try again). Any number of tries may be in flight on one limiter.
+ * Returns 0 (cb will run), DLOCK_EINVAL (NULL, n < 1, bad subject),
+ * DLOCK_ELIMIT (n > burst: never allowed; nothing sent), DLOCK_ECLOSED,
+ * DLOCK_ECONN, DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_ratelimit_try_acquire(dlock_async_ratelimit *rl, const char *subject, int64_t n,
+                                                dlock_async_ratelimit_fn cb, void *ud);
+/* Frees the limiter: tries in flight end with DLOCK_ECANCELED before it
+ * returns. NULL is a no-op. */
+DLOCK_API void dlock_async_ratelimit_free(dlock_async_ratelimit *rl);
 
 #ifdef __cplusplus
 }

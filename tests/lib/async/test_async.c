@@ -5,7 +5,8 @@
  * waking each other; cancel; freeing a handle or the client with
  * operations in flight (each callback once, ECLOSED); the loss callback at
  * the validity deadline while the server is cut off by the freezing proxy;
- * FIFO among one client's waiters. Leases are short (about 1 s). */
+ * FIFO among one client's waiters; the rate limiter sharing buckets with
+ * the blocking one. Leases are short (about 1 s). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include "async_harness.h"
 #include "dlock/async.h"
 #include "dlock/lock.h"
+#include "dlock/ratelimit.h"
 #include "servers.h"
 #include "util.h"
 
@@ -610,6 +612,76 @@ static void test_an_unreachable_server_is_econn(void **state)
     dlock_async_client_free(c);
 }
 
+/* ---- the rate limiter ------------------------------------------------------------------------- */
+
+typedef struct rl_rec {
+    int calls;
+    int rc;
+    dlock_ratelimit_result res;
+} rl_rec;
+
+static void on_rl(dlock_async_ratelimit *rl, int rc, const dlock_ratelimit_result *res, void *ud)
+{
+    (void)rl;
+    rl_rec *r = ud;
+    r->calls++;
+    r->rc = rc;
+    if (res) r->res = *res;
+}
+
+static int rl_try(dlock_async_ratelimit *rl, const char *subject, rl_rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    int rc = dlock_async_ratelimit_try_acquire(rl, subject, 1, on_rl, r);
+    if (rc) return rc;
+    ah_run_until(&r->calls, 3000);
+    assert_int_equal(r->calls, 1);
+    return r->rc;
+}
+
+static void test_the_async_limiter_shares_buckets_with_the_blocking_one(void **state)
+{
+    (void)state;
+    dlock_ratelimit_options o;
+    dlock_ratelimit_options_init(&o);
+    o.rate = 3;
+    o.period_ms = 30000;
+    dlock_async_client *c = client_on(srv.url);
+    dlock_async_ratelimit *arl = NULL;
+    assert_int_equal(dlock_async_ratelimit_new(c, "api", &o, &arl), 0);
+    dlock_client *bc = blocking_client();
+    dlock_ratelimit *brl = NULL;
+    assert_int_equal(dlock_ratelimit_new(bc, "api", &o, &brl), 0);
+    rl_rec r;
+    assert_int_equal(rl_try(arl, "u1", &r), 0);
+    assert_true(r.res.allowed);
+    assert_int_equal(r.res.remaining, 2);
+    dlock_ratelimit_result br;
+    assert_int_equal(dlock_ratelimit_try_acquire(brl, "u1", 1, &br), 0);
+    assert_true(br.allowed);
+    assert_int_equal(rl_try(arl, "u1", &r), 0);
+    assert_true(r.res.allowed);
+    assert_int_equal(rl_try(arl, "u1", &r), 0);
+    assert_false(r.res.allowed); /* three taken, two of them here, one by the blocking limiter */
+    assert_true(r.res.retry_after_ms > 0);
+    assert_int_equal(dlock_async_ratelimit_try_acquire(arl, "u1", 4, on_rl, &r), DLOCK_ELIMIT);
+    assert_int_equal(dlock_async_ratelimit_try_acquire(arl, "", 1, on_rl, &r), DLOCK_EINVAL);
+    rl_rec inflight[3];
+    memset(inflight, 0, sizeof(inflight));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_async_ratelimit_try_acquire(arl, "u2", 1, on_rl, &inflight[i]), 0);
+    dlock_async_ratelimit_free(arl); /* with three tries out */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(inflight[i].calls, 1);
+        assert_int_equal(inflight[i].rc, DLOCK_ECANCELED);
+    }
+    ah_run_for(200);
+    for (int i = 0; i < 3; i++) assert_int_equal(inflight[i].calls, 1);
+    dlock_ratelimit_free(brl);
+    dlock_client_destroy(bc);
+    dlock_async_client_free(c);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -639,6 +711,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_waiters_of_one_client_acquire_in_fifo_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_an_unreachable_server_is_econn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_async_limiter_shares_buckets_with_the_blocking_one, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name(ah_name(), tests, group_setup, group_teardown);
 }
