@@ -113,9 +113,13 @@ static int setup(void **state)
     return 0;
 }
 
+static void proxy_stop_pid(pid_t pid);
+static pid_t proxy_pid;
+
 static int teardown(void **state)
 {
     (void)state;
+    if (proxy_pid > 0) proxy_stop_pid(proxy_pid);
     ah_fini();
     return 0;
 }
@@ -445,6 +449,8 @@ typedef struct proxy {
     int port;
 } proxy;
 
+/* proxy_pid (declared above): stopped by teardown too, when an assertion left early */
+
 static void proxy_start(proxy *p, int target_port)
 {
     const char *dir = getenv("DLOCK_BUILD_DIR");
@@ -462,6 +468,7 @@ static void proxy_start(proxy *p, int target_port)
         _exit(127);
     }
     close(fds[1]);
+    proxy_pid = p->pid;
     char line[32] = {0};
     ssize_t n = read(fds[0], line, sizeof(line) - 1);
     close(fds[0]);
@@ -470,11 +477,17 @@ static void proxy_start(proxy *p, int target_port)
     assert_true(p->port > 0);
 }
 
+static void proxy_stop_pid(pid_t pid)
+{
+    kill(pid, SIGCONT);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    proxy_pid = 0;
+}
+
 static void proxy_stop(proxy *p)
 {
-    kill(p->pid, SIGCONT);
-    kill(p->pid, SIGTERM);
-    waitpid(p->pid, NULL, 0);
+    proxy_stop_pid(p->pid);
 }
 
 typedef struct lost_rec {
