@@ -96,7 +96,8 @@ add_custom_target(dlock_deb_manpages ALL DEPENDS ${deb_man_gz})
 set(deb_docs
   libdlock-dev:locks.md libdlock-dev:locks-family.md libdlock-dev:ops/tls.md
   dlock-tools:cli.md dlock-tools:locks.md
-  seckill:http-api.md seckill:seckill.md seckill:pipeline.md seckill:schema.md
+  seckill:http-api.md seckill:openapi.yaml seckill:clients/seckill_client.py seckill:clients/Client.java
+  seckill:clients/seckill-client.mjs seckill:clients/README.md seckill:seckill.md seckill:pipeline.md seckill:schema.md
   seckill:design/promise.md seckill:design/seckill-contract.md seckill:BENCHMARKS.md
   seckill:ops/README.md seckill:ops/tls.md seckill:ops/alerts.yml seckill:ops/grafana-dashboard.json)
 set(deb_doc_comp_libdlock-dev dev)
@@ -134,6 +135,14 @@ foreach(unit ${units})
   install(FILES ${deb_gen}/systemd/${name} DESTINATION ${deb_unitdir}
           COMPONENT seckill EXCLUDE_FROM_ALL)
 endforeach()
+# dlock-singleton@.service (dlock-tools): `dlock --standby` for a
+# singleton service, one instance per service name.
+file(READ ${PROJECT_SOURCE_DIR}/etc/dlock-singleton@.service text)
+string(REPLACE "/usr/local/bin/" "/usr/bin/" text "${text}")
+file(CONFIGURE OUTPUT ${deb_gen}/systemd/dlock-singleton@.service CONTENT "${text}" @ONLY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/etc/dlock-singleton@.service)
+install(FILES ${deb_gen}/systemd/dlock-singleton@.service DESTINATION ${deb_unitdir}
+        COMPONENT tools EXCLUDE_FROM_ALL)
 set(deb_conffiles /etc/dlock/seckilld.conf /etc/dlock/seckill.env.example)
 install(FILES ${PROJECT_SOURCE_DIR}/etc/seckilld.conf
               ${PROJECT_SOURCE_DIR}/etc/systemd/seckill.env.example

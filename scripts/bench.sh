@@ -3,7 +3,10 @@
 # and one build, and writes docs/BENCHMARKS.md from what they printed: per
 # script the exact command, its start time, the load average before and
 # after, its duration and its whole output (each figure next to the limit
-# the script measured in the same run), all at one stated commit.
+# the script measured in the same run), all at one stated commit; above
+# them, a summary table of the headline figures and their same-run
+# references, parsed from the SUMMARY lines the scripts print
+# (scripts/bench_summary.py).
 # Env: BENCH_QUICK=1 (1 round, short phases: proves the generator, not a
 # report), BENCH_BUILD_DIR (build-rel, configured RelWithDebInfo),
 # BENCH_SKIP_BUILD=1, BENCH_ONLY="run_bench shards" (those only: a partial
@@ -63,7 +66,8 @@ if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
 fi
 mkdir -p "$logdir"
 body=$(mktemp /tmp/dlock-bench-report-XXXXXX)
-trap 'rm -f "$body"' EXIT
+manifest=$(mktemp /tmp/dlock-bench-manifest-XXXXXX) # script|output|exit status: the summary table's input
+trap 'rm -f "$body" "$manifest"' EXIT
 load() { sed 's/ [0-9]*\/.*//' /proc/loadavg; }
 failed=0
 for b in "${benches[@]}"; do
@@ -77,6 +81,7 @@ for b in "${benches[@]}"; do
     [ $rc = 0 ] || failed=1
     {
         script=$(echo "$cmd" | grep -o 'bench/[a-z-]*/[a-z_]*\.sh')
+        echo "$script|$logdir/$name.out|$rc" >>"$manifest"
         echo "## $script"
         echo
         # what it measures: the script's own header comment
@@ -109,6 +114,9 @@ done
     echo "one machine to another; the load average says how busy the machine was. Performance is measured"
     echo "here only, never asserted in tests."
     echo
+    # the headline figures, parsed from the SUMMARY lines the scripts printed above
+    /usr/bin/python3 scripts/bench_summary.py "$manifest" ||
+        { failed=1; printf '**No summary table: scripts/bench_summary.py refused a SUMMARY line (stderr).**\n\n'; }
     cat "$body"
 } >"$report"
 echo "wrote $report"

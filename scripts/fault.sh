@@ -53,11 +53,13 @@ for t in redis sentinel cluster etcd cli_redis; do
     lease_scenarios="$lease_scenarios lease_partition_${t}_3s lease_partition_${t}_10s"
 done
 lease_scenarios="$lease_scenarios lease_partition_cli_etcd_3s lease_partition_cli_etcd_revoke_3s"
+lease_scenarios="$lease_scenarios lease_partition_election_redis_3s lease_partition_election_etcd_3s"
 # lease_run NAME: runs that lease-partition scenario's script.
 lease_run() {
     local what=${1%_*} lease=${1##*_}
     lease=${lease%s}
     case $what in
+        lease_partition_election_*) bash tests/fault/election_partition.sh "${what#lease_partition_election_}" "$lease" ;;
         lease_partition_cli_*) bash tests/fault/lease_partition_cli.sh "${what#lease_partition_cli_}" "$lease" ;;
         *) bash tests/fault/lease_partition.sh "${what#lease_partition_}" "$lease" ;;
     esac
@@ -196,7 +198,9 @@ Notes:
   tokens = revisions); its logs and histories are etcd_nemesis-N.*.
 - `lease_partition_*`: tests/fault/lease_partition.sh (every lock object on one holder client: simple, reentrant,
   read-write lock's write side, 1-permit semaphore; etcd: the lock) and lease_partition_cli.sh (the dlock CLI; `revoke`:
-  the etcd lease revoked behind the holder). Standalone Redis and etcd are cut with a frozen TCP proxy
+  the etcd lease revoked behind the holder) and election_partition.sh (`election`: run one of three with
+  `dlock --standby`, the leader cut off; "stopped" is when its service was told to stop, "other" when the next
+  one was told to lead). Standalone Redis and etcd are cut with a frozen TCP proxy
   (tests/support/dl_freeze_proxy.c), Sentinel and Cluster by taking down the veth link of the holder's network namespace.
 - `clock` runs dlock processes with clocks 3 h ahead/behind (libfaketime): exclusion, server-side expiry and
   fencing order hold.

@@ -76,5 +76,15 @@ for other in ("ping_2rtt_limit", "redis_py_uncontended", "node_redlock_uncontend
     if r:
         print("# uncontended / %s: median %.3f (runs: %s)" % (other, statistics.median(r),
               " ".join("%.2f" % x for x in r)))
+# the headline figures for the report's summary table (scripts/bench_summary.py)
+med = {name: [statistics.median(col) for col in zip(*vals)] for name, vals in by.items()}
+for other in ("ping_2rtt_limit", "redis_py_uncontended", "node_redlock_uncontended"):
+    r = ratios(other)
+    if r:
+        print("SUMMARY name=lock_uncontended value=%.0f unit=ops/s ref=%s ref_value=%.0f ratio=%.3f"
+              % (med["uncontended"][0], other, med[other][0], statistics.median(r)))
+if "contended" in by:
+    print("SUMMARY name=lock_contended value=%.0f unit=ops/s ref=fence_guard_limit ref_value=%.0f ratio=%.3f"
+          % tuple(med["contended"][:3]))
 PY
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

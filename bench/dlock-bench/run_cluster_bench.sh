@@ -52,5 +52,9 @@ for sc in sorted({k[1] for k in by}):
          for (t, s, run) in per_run if t == "single" and s == sc and ("cluster", sc, run) in per_run]
     print("# %s: cluster / single ops/s, median of same-run ratios %.3f (runs: %s)" %
           (sc, statistics.median(r), " ".join("%.3f" % x for x in r)))
+    # the headline figures for the report's summary table (scripts/bench_summary.py)
+    print("SUMMARY name=cluster_lock_%s value=%.0f unit=ops/s ref=single_lock_%s ref_value=%.0f ratio=%.3f" %
+          (sc, statistics.median(x[0] for x in by[("cluster", sc)]), sc,
+           statistics.median(x[0] for x in by[("single", sc)]), statistics.median(r)))
 PY
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

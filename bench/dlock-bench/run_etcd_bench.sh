@@ -52,5 +52,10 @@ for row in csv.reader(open(sys.argv[1])):
 for (b, name), vals in by.items():
     med = [statistics.median(col) for col in zip(*vals)]
     print("%s,%s,%.0f,%.0f,%.3f,%.1f,%.1f" % (b, name, *med))
+# the headline figures for the report's summary table (scripts/bench_summary.py)
+for (b, name), vals in by.items():
+    med = [statistics.median(col) for col in zip(*vals)]
+    print("SUMMARY name=%s_lock_%s value=%.0f unit=ops/s ref=%s_fence_guard_limit ref_value=%.0f ratio=%.3f"
+          % (b, name, med[0], b, med[1], med[2]))
 PY
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,6 +16,7 @@
 
 #include "db.h"
 #include "db_sql.h"
+#include "layout.h"
 #include "options.h"
 #include "persist.h"
 #include "redis_connect.h"
@@ -148,7 +149,7 @@ static double run_db(const bench *b, sk_db *db, int run)
 static int fill_stream(dlock__conn *rc, const char *id, int orders, int run)
 {
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:orders", id);
+    sk_campaign_key(id, "orders", key, sizeof(key));
     enum { CHUNK = 1000 };
     static char oid[CHUNK][24], user[CHUNK][24];
     const char *argvs_buf[CHUNK][17];

@@ -41,6 +41,7 @@ import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 med = statistics.median
 print("acks,inflight,decisions_per_s,p50_us,p99_us,pending_per_run,runs")
+summary = []
 for i in ("128", "1"):
     for a in ("on", "off"):
         rs = [r for r in rows if r["acks"] == a and r["inflight"] == i]
@@ -52,4 +53,8 @@ for i in ("128", "1"):
     cost = [1 - on[k] / off[k] for k in on if off.get(k)]
     print("cost_inflight_%s,per_round %s,median %.1f %%" % (i, " ".join("%.1f%%" % (c * 100) for c in cost),
           med(cost) * 100))
+    # the headline figures for the report's summary table (scripts/bench_summary.py)
+    summary.append("SUMMARY name=acks_on_inflight_%s value=%.0f unit=decisions/s ref=acks_off ref_value=%.0f "
+                   "ratio=%.3f" % (i, med(on.values()), med(off.values()), med(on[k] / off[k] for k in on if off.get(k))))
+print("\n".join(summary))
 EOF

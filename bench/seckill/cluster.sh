@@ -60,10 +60,17 @@ by = {}
 for r in rows:
     by.setdefault(r["target"], {})[r["round"]] = r
 print("target,decisions_per_s,p50_us,p99_us,ratio_to_one_per_round,median_ratio")
+summary = []
 for t in ("one", "node", "clu"):
     rs = list(by[t].values())
     ratios = [float(by[t][k]["decisions_per_s"]) / float(by["one"][k]["decisions_per_s"]) for k in by[t]]
     print("%s,%.0f,%.0f,%.0f,%s,%.2f" % (t, med(float(r["decisions_per_s"]) for r in rs),
           med(float(r["p50_us"]) for r in rs), med(float(r["p99_us"]) for r in rs),
           " ".join("%.2f" % x for x in ratios), med(ratios)))
+    # the headline figures for the report's summary table (scripts/bench_summary.py)
+    if t != "one":
+        summary.append("SUMMARY name=sale_%s value=%.0f unit=decisions/s ref=sale_one ref_value=%.0f ratio=%.2f" % (
+            t, med(float(r["decisions_per_s"]) for r in rs), med(float(r["decisions_per_s"]) for r in by["one"].values()),
+            med(ratios)))
+print("\n".join(summary))
 EOF

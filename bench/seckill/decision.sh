@@ -37,13 +37,14 @@
 #   acks    master + one replica: accepted/s with --replica-acks 1 against
 #           0, engine level (seckill-bench --mode compare lua-coalesced, 128
 #           in flight) and through HTTP (wrk as in redis); the ratio
-#   http    the same wrk through a seckilld built from OLD_REF (1ae8af2,
+#   http    the same wrk through a seckilld built from OLD_REF (d10fb27, before the engine redesign,
 #           built once into out/decision-cache/, RelWithDebInfo), on the
 #           plain server and on the master with its replica (acks 1):
 #           accepted/s of this tree / OLD_REF's, and OLD_REF's Redis us
 #   cpu     seckilld's CPU per purchase (perf task-clock, `wrk -t1 -c64`)
 #           with --threads 1 and --threads 2, against a private nginx
-#           `return 200` per request in the same round
+#           `return 200` per request in the same round, and OLD_REF's
+#           seckilld with --threads 1 (this tree must be no worse)
 #   cluster 3 masters, a campaign of K = 3 buckets, wrk as in redis: Redis
 #           us per accepted summed over the masters, against redis's plain
 #           server figure of the same round
@@ -53,7 +54,7 @@
 # the load average.
 # Env: ROUNDS (3) DURATION (5 s) BUILD_DIR (build-rel, RelWithDebInfo)
 #      DECISION_ONLY ("redis floor memory acks http cpu cluster": a subset)
-#      MEM_ORDERS (100000) OLD_REF (1ae8af2) QUICK=1 (1 round of 1 s, 20000
+#      MEM_ORDERS (100000) OLD_REF (d10fb27) QUICK=1 (1 round of 1 s, 20000
 #      orders: proves the script, not a measurement)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -67,7 +68,7 @@ fi
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 MEM_ORDERS=${MEM_ORDERS:-100000}
-OLD_REF=${OLD_REF:-1ae8af2}
+OLD_REF=${OLD_REF:-d10fb27}
 PARTS="redis floor memory acks http cpu cluster"
 ONLY=${DECISION_ONLY:-$PARTS}
 want() { case " $ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -271,12 +272,14 @@ cpu() {
     ms=$(cat "$work/cpu")
     row "$r" "cpu_${label}_us" "$(awk -v c="$ms" -v n="$reqs" 'BEGIN { printf "%.2f", c * 1000 / n }')" "us CPU/request"
 }
+# cpu_seckilld ROUND THREADS [BIN LABEL]: CPU per purchase of a fresh
+# seckilld (this tree's, or BIN's as LABEL).
 cpu_seckilld() {
-    local r=$1 t=$2 id="c$1t$2$$"
-    sk_start "$seckilld" "redis://127.0.0.1:$PLAIN_PORT" 0 --threads "$t"
+    local r=$1 t=$2 bin=${3:-$seckilld} label=${4:-seckilld} id="c$1t$2${4:-}$$"
+    sk_start "$bin" "redis://127.0.0.1:$PLAIN_PORT" 0 --threads "$t"
     campaign "$id" 1000000000
-    CAMPAIGN=$id BUY_PREFIX="cw$r$t" wrk -t1 -c64 -d1s -s bench/seckill/wrk_buy.lua "$URL" >/dev/null 2>&1
-    CAMPAIGN=$id BUY_PREFIX="c$r$t" cpu "$r" "seckilld_t$t" "$SK_PID" "$URL" -s bench/seckill/wrk_buy.lua
+    CAMPAIGN=$id BUY_PREFIX="cw$r$t$label" wrk -t1 -c64 -d1s -s bench/seckill/wrk_buy.lua "$URL" >/dev/null 2>&1
+    CAMPAIGN=$id BUY_PREFIX="c$r$t$label" cpu "$r" "${label}_t$t" "$SK_PID" "$URL" -s bench/seckill/wrk_buy.lua
     sk_stop
 }
 
@@ -291,7 +294,7 @@ if want acks || want http; then
     MASTER_PORT=$REDIS_PORT
     dl_start_replica "$work/master" "$MASTER_PORT"
 fi
-if want http; then build_old; fi
+if want http || want cpu; then build_old; fi
 if want cluster; then cluster_start "$work/clu" 3 0; fi
 if want cpu; then sb_start_nginx "$work/nginx"; fi
 plain="redis://127.0.0.1:$PLAIN_PORT"
@@ -321,9 +324,11 @@ for r in $(seq 1 "$ROUNDS"); do
     if want acks && [ $((r % 2)) = 1 ]; then wrk_buy "$r" replica_acks0 "$seckilld" 0 1 "$master" "$MASTER_PORT"; fi
     if want http && [ $((r % 2)) = 1 ]; then wrk_buy "$r" old_replica_acks1 "$OLD" 1 1 "$master" "$MASTER_PORT"; fi
     if want cpu; then
+        if [ $((r % 2)) = 0 ]; then cpu_seckilld "$r" 1 "$OLD" old; fi
         cpu_seckilld "$r" $((1 + r % 2))
         cpu "$r" nginx "$NG_PID" "http://127.0.0.1:$NG_PORT/"
         cpu_seckilld "$r" $((2 - r % 2))
+        if [ $((r % 2)) = 1 ]; then cpu_seckilld "$r" 1 "$OLD" old; fi
     fi
     if want cluster; then
         # shellcheck disable=SC2086

@@ -1,8 +1,8 @@
 # bench/seckill/decision_summary.py: the summary block of decision.sh, from
 # its rows (round,measure,value,unit): medians over the rounds, and every
 # ratio taken within one round (both sides measured in that round), then
-# the median of those ratios, each beside its goal. A part that did not
-# run prints nothing.
+# the median of those ratios, each beside its goal, and each ratio again
+# as a SUMMARY line. A part that did not run prints nothing.
 #   decision_summary.py ROWS.csv MEM_ORDERS OLD_REF
 import csv
 import statistics
@@ -10,9 +10,10 @@ import sys
 
 rows = list(csv.DictReader(open(sys.argv[1])))
 orders, old = int(sys.argv[2]), sys.argv[3]
-by = {}
+by, units, summary = {}, {}, []
 for x in rows:
     by.setdefault(x["measure"], {})[x["round"]] = float(x["value"])
+    units[x["measure"]] = x["unit"].replace(" ", "_") or "-"
 
 
 def med(m):
@@ -39,6 +40,9 @@ def ratio(label, a, b, goal="", op=None, lim=None):
     met = "" if op is None else ("  met" if (m <= lim if op == "<=" else m >= lim) else "  NOT met")
     print("%-50s %10.2f %-14s rounds: %s%s%s" % (label, m, "ratio", " ".join("%.2f" % r for r in rs),
                                                 "  goal " + goal if goal else "", met))
+    # the headline figures for the report's summary table (scripts/bench_summary.py)
+    summary.append("SUMMARY name=%s value=%.2f unit=%s ref=%s ref_value=%.2f ratio=%.2f"
+                   % (a, med(a), units[a], b, med(b), m))
 
 
 def diff(label, a, b):
@@ -103,6 +107,8 @@ print("== seckilld CPU per purchase against nginx `return 200` (perf task-clock,
 line("seckilld --threads 1", "cpu_seckilld_t1_us", "us CPU")
 line("seckilld --threads 2", "cpu_seckilld_t2_us", "us CPU")
 line("nginx", "cpu_nginx_us", "us CPU")
+line("same run, %s --threads 1" % old, "cpu_old_t1_us", "us CPU")
+ratio("threads 1 / %s threads 1" % old, "cpu_seckilld_t1_us", "cpu_old_t1_us", "<= 1.0 (no worse)", "<=", 1.0)
 ratio("threads 1 / nginx", "cpu_seckilld_t1_us", "cpu_nginx_us", "<= 1.5", "<=", 1.5)
 ratio("threads 2 / nginx", "cpu_seckilld_t2_us", "cpu_nginx_us", "<= 1.5", "<=", 1.5)
 print("== Cluster per-bucket cost (3 masters, K = 3 buckets, usec summed over the masters)")
@@ -113,3 +119,5 @@ line("cluster redis process CPU / accepted", "cluster_k3_redis_proc_cpu_us", "us
 line("cluster HTTP accepted/s", "cluster_k3_accepted_per_s", "/s")
 ratio("cluster / plain server (same round)", "cluster_k3_redis_us", "plain_redis_us", "<= 1.1", "<=", 1.1)
 ratio("  the same by process CPU", "cluster_k3_redis_proc_cpu_us", "plain_redis_proc_cpu_us")
+if summary:
+    print("\n".join(summary))

@@ -41,7 +41,9 @@ for i in $(seq 1 "$RUNS"); do
     fi
 done
 [ -n "$passed" ] || { echo "failover: no run passed" >&2; exit 1; }
-"$PY" - "$work" "$passed" "$commit" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" >"$OUT" <<'PY'
+# the section goes to OUT, its SUMMARY line (scripts/bench_summary.py) to fd 3
+"$PY" - "$work" "$passed" "$commit" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" >"$OUT" \
+    3>"$work/summary.txt" <<'PY'
 import json, os, statistics, sys
 sys.path.insert(0, "scripts")
 import sale_report
@@ -73,7 +75,11 @@ print("| **median** | **%.0f** | **%.0f** | **%.0f** | **%.0f** | %.1f | %.1f | 
     statistics.median(r["first_decision_after_barrier_s"] or 0 for r in rows)))
 print("\nAfter the promotion (from 1 s after it on) the median rate is %.0f %% of the rate before the kill."
       % (100 * med["after_that"] / med["before_kill"] if med["before_kill"] else 0))
+with os.fdopen(3, "w") as f:
+    f.write("SUMMARY name=failover_after_promotion value=%.0f unit=decisions/s ref=before_the_kill ref_value=%.0f "
+            "ratio=%.2f\n" % (med["after_that"], med["before_kill"],
+                              med["after_that"] / med["before_kill"] if med["before_kill"] else 0))
 PY
-cat "$OUT"
+cat "$OUT" "$work/summary.txt"
 [ "$failed" = 0 ] || { echo "failover: $failed of $RUNS runs FAILED" >&2; exit 1; }
 echo "failover: $RUNS of $RUNS runs passed"

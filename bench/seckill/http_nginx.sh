@@ -93,4 +93,9 @@ print("purchase CPU / nginx CPU per request: median of rounds %.2f, of medians %
       % (statistics.median(cr), cpu["buy"] / cpu["nginx"]))
 print("purchases/s / seckilld /ping per s:   median of rounds %.2f, of medians %.2f (goal >= 0.8)"
       % (statistics.median(rr), rps["buy"] / rps["ping"]))
+# the headline figures for the report's summary table (scripts/bench_summary.py)
+print("SUMMARY name=http_purchases value=%.0f unit=req/s ref=seckilld_ping ref_value=%.0f ratio=%.2f"
+      % (rps["buy"], rps["ping"], statistics.median(rr)))
+print("SUMMARY name=http_purchase_cpu value=%.2f unit=us_CPU/request ref=nginx_return_200 ref_value=%.2f ratio=%.2f"
+      % (cpu["buy"], cpu["nginx"], statistics.median(cr)))
 PY

@@ -150,6 +150,7 @@ def ratio(a, b):
     vb = {x["round"]: float(x["value"]) for x in by.get(b, [])}
     return [va[k] / vb[k] for k in va if k in vb and vb[k] > 0]
 print("target,per_round,median,goal,met")
+summary = []
 for name, a, b, goal in [("engine_coalesced_vs_evalsha_c50", "engine_lua-coalesced", "evalsha_c50_mean", 2.0),
                          ("engine_single_vs_evalsha_c50", "engine_lua-single", "evalsha_c50_mean", None),
                          ("engine_coalesced_vs_evalsha_c50_P16", "engine_lua-coalesced", "evalsha_c50_P16", None),
@@ -158,10 +159,19 @@ for name, a, b, goal in [("engine_coalesced_vs_evalsha_c50", "engine_lua-coalesc
     m = med(rs)
     print("%s,%s,%.2f,%s,%s" % (name, " ".join("%.2f" % x for x in rs), m,
           ">= %.1f" % goal if goal else "-", ("yes" if m >= goal else "no") if goal else "-"))
+    # the headline figures for the report's summary table (scripts/bench_summary.py)
+    summary.append("SUMMARY name=%s value=%.0f unit=%s ref=%s ref_value=%.0f ratio=%.2f" % (
+        a, med([float(x["value"]) for x in by.get(a, [])]), by[a][0]["unit"] if by.get(a) else "-", b,
+        med([float(x["value"]) for x in by.get(b, [])]), m))
 for s in ("engine_lua-single", "engine_lua-coalesced"):
     bad = [x for x in by.get(s, []) if float(x["oversold"] or 0) > 0]
     print("%s_zero_oversold,%s,,0,%s" % (s, " ".join(x["oversold"] for x in by.get(s, [])), "no" if bad else "yes"))
 rss = [float(x["value"]) for m, rs in by.items() if m.startswith("rss_") and m != "rss_0_idle" for x in rs]
 print("seckilld_rss_idle_conns,%s,%.1f,<= 64 MiB,%s" % (" ".join("%.1f" % x for x in rss), med(rss),
       "yes" if rss and med(rss) <= 64 else "no"))
+print("\n".join(summary))
+if rss:
+    print("SUMMARY name=seckilld_rss_idle_conns value=%.1f unit=MiB ref=rss_0_idle ref_value=%.1f ratio=%.2f" % (
+        med(rss), med([float(x["value"]) for x in by.get("rss_0_idle", [])]),
+        med(rss) / med([float(x["value"]) for x in by.get("rss_0_idle", [])])))
 EOF

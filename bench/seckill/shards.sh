@@ -185,4 +185,18 @@ for k, (top_us, tot_us, share) in sorted(hot.items()):
     print("K = %d on 3 masters (tp): busiest master %.2f CPU us per decision (share of EVALSHA time %.2f), "
           "all masters %.2f -> saturates at ~%.0f decisions/s; N masters with K = N at this cost: N x %.0f"
           % (k, top_us, share, tot_us, 1e6 / top_us, 1e6 / tot_us))
+# the headline figures for the report's summary table (scripts/bench_summary.py):
+# K buckets against K = 1 in the same rounds, and the projected saturation
+dps_by = {key: {rd: float(rr[0]["decisions_per_s"]) for rd, rr in by_round.items()}
+          for key, by_round in groups.items()}
+for (k, ph), v in sorted(dps_by.items()):
+    base = dps_by.get((1, ph))
+    if k != 1 and base:
+        r = [v[rd] / base[rd] for rd in v if base.get(rd)]
+        print("SUMMARY name=shards_%d_%s value=%.0f unit=decisions/s ref=shards_1_%s ref_value=%.0f ratio=%.2f"
+              % (k, ph, med(v.values()), ph, med(base.values()), med(r)))
+for k, (top_us, tot_us, share) in sorted(hot.items()):
+    if k != 1 and 1 in hot:
+        print("SUMMARY name=shards_%d_saturation value=%.0f unit=decisions/s ref=shards_1_saturation ref_value=%.0f "
+              "ratio=%.2f" % (k, 1e6 / top_us, 1e6 / hot[1][0], hot[1][0] / top_us))
 EOF

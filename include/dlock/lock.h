@@ -42,6 +42,8 @@ typedef enum dlock_lock_kind {
 
 /* Longest explicit owner id accepted (bytes). */
 #define DLOCK_OWNER_MAX 256
+/* Longest holder label accepted (bytes). Since 1.1. */
+#define DLOCK_LABEL_MAX 256
 
 /* Called on a watchdog thread when a held lock is found lost: the
  * renewal found the key gone or owned by someone else, or no renewal
@@ -63,7 +65,11 @@ typedef struct dlock_lock_options {
      * REENTRANT uses it as the hash field, for event-loop code where one
      * thread serves many requests. Handles sharing an explicit id are one
      * holder: a SIMPLE acquire finding its own token succeeds again (with
-     * the current fencing token), a REENTRANT one re-enters. */
+     * the current fencing token), a REENTRANT one re-enters. On etcd
+     * (since 1.1) only the 16 hex digits of a lease that dlock_lock_owner()
+     * named in an earlier process: the first acquisition resumes that
+     * hold while its key still leads (elections' resume, election.h);
+     * any other owner id is DLOCK_ENOTSUP there. */
     const char *owner_id;
     dlock_lost_fn on_lost; /* NULL: only logged and counted */
     void *on_lost_ud;
@@ -171,6 +177,25 @@ DLOCK_API const char *dlock_lock_key(const dlock_lock *lock);
 DLOCK_API const char *dlock_lock_owner(const dlock_lock *lock);
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
 
+/* Sets the holder label of this handle: 1..DLOCK_LABEL_MAX bytes, no
+ * control characters, copied. A label is a name for the holder that
+ * anyone can read with dlock_lock_label_get() while it holds (the dlock
+ * CLI sets "host:pid:command"). Every later acquisition of the handle
+ * carries it. On Redis it lives in a companion key in the lock's slot,
+ * written by the acquire script with the lock's lease, renewed and deleted
+ * with it; the lock key itself keeps the redis-py / Redisson layout
+ * (docs/locks.md, "Holder labels"); a labelled SIMPLE acquire uses the
+ * script, not the plain SET. Not held: no I/O. Held: the label of the hold
+ * is replaced too, checked on the server against this handle's owner
+ * value and written in the same step with the lock's remaining TTL, and
+ * the lock's waiters and observers are woken (its unlock channel): one
+ * round trip. (A label is set by this call, not by an options field, so
+ * dlock_lock_options keeps its 1.0 size.) Returns 0, DLOCK_EINVAL (bad
+ * label: nothing changed), DLOCK_ELOST (held, but the server no longer
+ * has this holder: the label is kept for the next acquisitions), or a
+ * transport code (dlock.h). Since 1.1. */
+DLOCK_API int dlock_lock_set_label(dlock_lock *lock, const char *label);
+
 /* Frees the handle. A lock still held is NOT released: it is reported
  * through the log hook (WARN), its watchdog stops, and it expires on its
  * lease. NULL is a no-op. Not concurrently with other calls on lock. It may
@@ -205,6 +230,14 @@ typedef struct dlock_lock_status {
  * SIMPLE and holder "". Returns 0, DLOCK_EINVAL, or a transport code (dlock.h). */
 DLOCK_API int dlock_lock_status_get(dlock_client *client, const char *name,
                                     dlock_lock_status *status_out);
+
+/* The label of whoever holds the lock called name now, into a new
+ * NUL-terminated *label_out (free with dlock_free): "" when the lock is
+ * free or its holder set no label (a redis-py, node redlock or Redisson
+ * holder never does). One read-only round trip; a label is only ever
+ * reported with the holder that wrote it. Returns 0, DLOCK_EINVAL,
+ * DLOCK_ENOMEM or a transport code (dlock.h). Since 1.1. */
+DLOCK_API int dlock_lock_label_get(dlock_client *client, const char *name, char **label_out);
 
 /* ---- fencing ------------------------------------------------------------ */
 

@@ -165,7 +165,9 @@ static void refresh_done(dlock__acluster *cl, bool ok)
     if (!cl->order_ok && !cl->down && !cl->closing) { /* nobody answered at all */
         cl->down = true;
         cl->up = false;
+        cl->in_cb++; /* the owner may close us in there: the walk's callers still read cl */
         dlock__aplain_report(cl->outer, false, "cluster: no node reachable");
+        cl->in_cb--;
     }
 }
 
@@ -568,9 +570,7 @@ void dlock__acluster_close(dlock__acluster *cl)
         dlock__aplain_close(ac); /* pending callbacks: on_node_reply, closing */
     }
     cl->in_cb--;
-    struct timeval zero = {0, 0};
-    if (cl->in_cb && event_base_once(cl->base, -1, EV_TIMEOUT, destroy_cb, cl, &zero) == 0) return;
-    destroy(cl);
+    dlock__after_callbacks(cl->base, cl->in_cb, destroy_cb, cl);
 }
 
 /* Where argv goes: *slot (its keys' slot, -1 keyless) or *all (every

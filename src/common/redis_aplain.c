@@ -2,10 +2,19 @@
  * libevent loop), behind dlock__aconn (see redis_aplain.h; the door the
  * rest of dlock uses is redis_async.h). Invariant: every accepted command's
  * callback runs exactly once, and an aconn is never freed while hiredis is
- * still calling into it. Uses only redisAsyncConnect/ConnectUnix,
+ * still calling into it (dlock__after_callbacks: the one deferred free of
+ * the async door). Uses only redisAsyncConnect/ConnectUnix,
  * redisAsyncCommandArgv, redisAsyncFormattedCommand,
- * redisAsyncDisconnect/Free and redisLibeventAttach,
- * which hiredis 0.14.1 and 1.x share. */
+ * redisAsyncDisconnect/Free, redisAsyncHandleRead/Write and the ev hooks
+ * of redisAsyncContext, which hiredis 0.14.1 and 1.x share.
+ *
+ * The loop glue is this file's, not hiredis's libevent adapter: that one
+ * adds the read event again after every read and the write event for
+ * every command, then deletes it (about four epoll_ctl calls a batch).
+ * Here the read event is persistent, added once; a command queued on a
+ * connected socket is written from a deferred callback on the same loop
+ * turn (event_active, no syscall), and the write event is armed only
+ * while the kernel's buffer is full or the connect is in progress. */
 #include "redis_aplain.h"
 
 #include <limits.h>
@@ -14,7 +23,6 @@
 #include <sys/time.h>
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
@@ -32,17 +40,152 @@ struct dlock__aconn {
     int in_cb;         /* >0 while hiredis is calling us: freeing must wait */
 };
 
+/* The loop glue of one hiredis context (its ev.data). */
+typedef struct aglue {
+    redisAsyncContext *ctx;
+    struct event *rev;   /* EV_READ|EV_PERSIST: added once */
+    struct event *wev;   /* EV_WRITE: only while a write must wait for the socket */
+    struct event *flush; /* no fd: activated to write what was queued this turn */
+    bool reading, writing_armed;
+    bool in_write; /* inside redisAsyncHandleWrite: a free waits for its return */
+    bool dead;     /* hiredis cleaned up during in_write */
+} aglue;
+
 typedef struct acmd {
     dlock__aconn *ac;
     dlock__acb cb;
     void *priv;
 } acmd;
 
+void dlock__after_callbacks(struct event_base *base, int in_cb, event_callback_fn destroy, void *obj)
+{
+    struct timeval zero = {0, 0};
+    if (in_cb > 0 && event_base_once(base, -1, EV_TIMEOUT, destroy, obj, &zero) == 0) return;
+    destroy(-1, 0, obj);
+}
+
 static void free_aconn_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     free(arg);
+}
+
+/* ---- loop glue ------------------------------------------------------------ */
+
+static void glue_free(aglue *g)
+{
+    event_free(g->rev);
+    event_free(g->wev);
+    event_free(g->flush);
+    free(g);
+}
+
+/* Writes through hiredis; hiredis may free the context (and ask for this
+ * glue's cleanup) inside: the glue is then freed here, after it returns. */
+static void glue_write(aglue *g)
+{
+    g->in_write = true;
+    redisAsyncHandleWrite(g->ctx);
+    g->in_write = false;
+    if (g->dead) glue_free(g);
+}
+
+static void glue_on_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisAsyncHandleRead(((aglue *)arg)->ctx);
+}
+
+static void glue_on_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    aglue *g = arg;
+    g->writing_armed = false; /* a non-persistent event is removed once it fires */
+    glue_write(g);
+}
+
+static void glue_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    aglue *g = arg;
+    if (!g->writing_armed) glue_write(g);
+}
+
+static void glue_add_read(void *data)
+{
+    aglue *g = data;
+    if (g->reading) return; /* persistent: already in epoll */
+    if (event_add(g->rev, NULL) == 0) g->reading = true;
+}
+
+static void glue_del_read(void *data)
+{
+    aglue *g = data;
+    if (g->reading) event_del(g->rev);
+    g->reading = false;
+}
+
+/* hiredis has bytes to send: a connected socket takes them at the end of
+ * this loop turn (commands queued in the same turn go out in one write);
+ * a connect in progress, or a write the kernel could not take whole,
+ * waits for the socket to be writable. */
+static void glue_add_write(void *data)
+{
+    aglue *g = data;
+    if (g->writing_armed) return;
+    if ((g->ctx->c.flags & REDIS_CONNECTED) && !g->in_write) {
+        event_active(g->flush, EV_WRITE, 0);
+        return;
+    }
+    if (event_add(g->wev, NULL) == 0) g->writing_armed = true;
+}
+
+static void glue_del_write(void *data)
+{
+    aglue *g = data;
+    if (g->writing_armed) event_del(g->wev);
+    g->writing_armed = false;
+}
+
+static void glue_cleanup(void *data)
+{
+    aglue *g = data;
+    glue_del_read(g);
+    glue_del_write(g);
+    event_del(g->flush);
+    if (g->in_write) g->dead = true;
+    else glue_free(g);
+}
+
+static int glue_attach(redisAsyncContext *ctx, struct event_base *base)
+{
+    aglue *g = calloc(1, sizeof(*g));
+    if (!g) return -1;
+    g->ctx = ctx;
+    int fd = ctx->c.fd;
+    g->rev = event_new(base, fd, EV_READ | EV_PERSIST, glue_on_read, g);
+    g->wev = event_new(base, fd, EV_WRITE, glue_on_write, g);
+    g->flush = event_new(base, -1, 0, glue_on_flush, g);
+    if (!g->rev || !g->wev || !g->flush) {
+        if (g->rev) event_free(g->rev);
+        if (g->wev) event_free(g->wev);
+        if (g->flush) event_free(g->flush);
+        free(g);
+        return -1;
+    }
+    ctx->ev.data = g;
+    ctx->ev.addRead = glue_add_read;
+    ctx->ev.delRead = glue_del_read;
+    ctx->ev.addWrite = glue_add_write;
+    ctx->ev.delWrite = glue_del_write;
+    ctx->ev.cleanup = glue_cleanup;
+    glue_add_read(g);
+    glue_add_write(g); /* the connect completes when the socket is writable */
+    return 0;
 }
 
 static void on_reply(redisAsyncContext *ctx, void *reply, void *privdata)
@@ -123,7 +266,7 @@ int dlock__aplain_open(struct event_base *base, const dlock__url *url, dlock__as
         return DLOCK__ECONN;
     }
     ac->ctx->data = ac;
-    if (redisLibeventAttach(ac->ctx, base) != REDIS_OK) {
+    if (glue_attach(ac->ctx, base) != 0) {
         redisAsyncFree(ac->ctx);
         free(ac);
         return DLOCK__ENOMEM;
@@ -199,12 +342,8 @@ void dlock__aplain_close(dlock__aconn *ac)
         ac->ctx = NULL;
         redisAsyncFree(ctx); /* deferred by hiredis when inside its callback */
     }
-    if (ac->in_cb) {
-        /* hiredis may still call us on this stack; free on the next turn. */
-        struct timeval zero = {0, 0};
-        if (event_base_once(ac->base, -1, EV_TIMEOUT, free_aconn_cb, ac, &zero) == 0) return;
-    }
-    free(ac);
+    /* hiredis may still call us on this stack: then free on the next turn */
+    dlock__after_callbacks(ac->base, ac->in_cb, free_aconn_cb, ac);
 }
 
 bool dlock__aplain_is_up(const dlock__aconn *ac)

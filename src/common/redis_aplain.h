@@ -9,9 +9,17 @@
 #ifndef DLOCK_COMMON_REDIS_APLAIN_H
 #define DLOCK_COMMON_REDIS_APLAIN_H
 
+#include <event2/event.h>
+
 #include "redis_async.h"
 
 typedef struct dlock__acluster dlock__acluster;
+
+/* The one deferred free of the async door (plain connections, the
+ * Cluster router, the reconnecting connection): runs destroy(-1, 0, obj)
+ * now, or on the loop's next turn when in_cb > 0 (obj's own callbacks are
+ * on the stack, and what called them still reads obj when they return). */
+void dlock__after_callbacks(struct event_base *base, int in_cb, event_callback_fn destroy, void *obj);
 
 /* A redis-cluster:// URL is refused here (EINVAL): open it with the router. */
 int dlock__aplain_open(struct event_base *base, const dlock__url *url, dlock__astate_cb on_state, void *priv,

@@ -4,7 +4,11 @@
  *
  * Async connections (dlock__aconn) live on one libevent loop and are used
  * only from that loop's thread. A reply passed to a callback is freed after
- * the callback returns. Error codes are dlock__err (common_err.h).
+ * the callback returns. Error codes are dlock__err (common_err.h). A
+ * command costs no epoll_ctl: what is queued in one loop turn is written at
+ * its end, and the socket is watched for writing only while the kernel's
+ * buffer is full (redis_aplain.c). For a connection that reconnects by
+ * itself and tracks its commands' deadlines, see redis_rconn.h.
  */
 #ifndef DLOCK_COMMON_REDIS_ASYNC_H
 #define DLOCK_COMMON_REDIS_ASYNC_H
@@ -24,7 +28,8 @@ struct event_base;
 typedef void (*dlock__acb)(dlock__aconn *ac, dlock__reply *reply, int err, void *priv);
 /* Connection state callback: up=true once connected (AUTH/SELECT queued),
  * up=false when the connection is gone; the aconn is then unusable and
- * must be released with dlock__aconn_close after this callback returns. */
+ * must be released with dlock__aconn_close (inside this callback or
+ * later: see dlock__aconn_close). */
 typedef void (*dlock__astate_cb)(dlock__aconn *ac, bool up, const char *why, void *priv);
 
 /* Starts connecting (TCP, UNIX, or the master named by the sentinels of a
@@ -52,8 +57,10 @@ int dlock__aconn_cmd_resp(dlock__aconn *ac, dlock__acb cb, void *priv, const cha
  * EINVAL. A plain aconn ignores slot. */
 int dlock__aconn_cmd_resp_slot(dlock__aconn *ac, int slot, dlock__acb cb, void *priv, const char *cmd,
                                size_t len);
-/* Disconnects (pending callbacks run with reply NULL) and frees. NULL ok.
- * Safe inside this aconn's own callbacks (freed on the loop's next turn). */
+/* Disconnects (pending callbacks run with reply NULL, before it returns;
+ * no state callback) and frees. NULL ok. Safe anywhere, also inside this
+ * aconn's own reply and state callbacks: its memory is then freed on the
+ * loop's next turn. */
 void dlock__aconn_close(dlock__aconn *ac);
 bool dlock__aconn_is_up(const dlock__aconn *ac);
 /* Why the server refused the connection's AUTH or SELECT ("AUTH refused:

@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "common_err.h"
+#include "resp_write.h"
 
 struct dlock__conn {
     dlock__cluster *cl; /* a routing shell (dlock__plain_routing): the router; ctx stays NULL */
@@ -201,22 +202,6 @@ static int ensure_open(dlock__conn *c)
     return reopen(c);
 }
 
-/* Writes "$<n>\r\n" or "*<n>\r\n" at p; returns the end. */
-static char *resp_len(char *p, char tag, size_t n)
-{
-    char digits[24];
-    int d = 0;
-    do
-        digits[d++] = (char)('0' + n % 10);
-    while ((n /= 10) > 0);
-    *p++ = tag;
-    while (d > 0)
-        *p++ = digits[--d];
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
 /* Formats argv as a RESP array and appends it to the output buffer. Our
  * own formatting, because hiredis' redisAppendCommandArgv builds each
  * length with sdscatfmt, the largest single cost of a lock cycle in
@@ -229,10 +214,10 @@ static int append_argv(redisContext *ctx, int argc, const char *const *argv, con
     char stack[2048];
     char *buf = total <= sizeof(stack) ? stack : malloc(total);
     if (!buf) return REDIS_ERR;
-    char *p = resp_len(buf, '*', (size_t)argc);
+    char *p = dlock__resp_len(buf, '*', (size_t)argc);
     for (int i = 0; i < argc; i++) {
         size_t n = lens ? lens[i] : strlen(argv[i]);
-        p = resp_len(p, '$', n);
+        p = dlock__resp_len(p, '$', n);
         memcpy(p, argv[i], n);
         p += n;
         *p++ = '\r';

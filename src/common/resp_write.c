@@ -1,23 +1,16 @@
 /* resp_write.c: the RESP writers of resp_write.h. Invariant: each writes
  * exactly the bytes of one protocol element, no terminator, nothing past
- * the end it returns; integers are converted by hand (the printf family
- * was a large share of the purchase path's instructions). */
+ * the end it returns; integers are written by dlock__digits (util.h), not
+ * the printf family (a large share of the purchase path's instructions). */
 #include "resp_write.h"
 
 #include <string.h>
 
-char *dlock__resp_digits(char *end, uint64_t v)
-{
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return end;
-}
+#include "util.h"
 
 char *dlock__resp_len(char *p, char tag, size_t n)
 {
-    char num[24], *d = dlock__resp_digits(num + sizeof(num), n);
+    char num[24], *d = dlock__digits(num + sizeof(num), n);
     size_t k = (size_t)(num + sizeof(num) - d);
     *p++ = tag;
     memcpy(p, d, k);
@@ -43,13 +36,13 @@ char *dlock__resp_bulk(char *p, const char *s, size_t n) { return dlock__resp_bu
 
 char *dlock__resp_bulk_u64(char *p, uint64_t v)
 {
-    char num[24], *d = dlock__resp_digits(num + sizeof(num), v);
+    char num[24], *d = dlock__digits(num + sizeof(num), v);
     return dlock__resp_bulk(p, d, (size_t)(num + sizeof(num) - d));
 }
 
 char *dlock__resp_bulk_i64(char *p, int64_t v)
 {
-    char num[24], *d = dlock__resp_digits(num + sizeof(num), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    char num[24], *d = dlock__digits(num + sizeof(num), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
     if (v < 0) *--d = '-';
     return dlock__resp_bulk(p, d, (size_t)(num + sizeof(num) - d));
 }

@@ -15,9 +15,6 @@
 /* Bytes a 64-bit integer's decimal text takes at most (sign included). */
 #define DLOCK__RESP_INT_MAX 20
 
-/* The decimal digits of v, written so that they end at end; returns where
- * they start (at most 20 bytes before end). */
-char *dlock__resp_digits(char *end, uint64_t v);
 /* "<tag><n>\r\n": tag '*' for an array header, '$' for a bulk string's. */
 char *dlock__resp_len(char *p, char tag, size_t n);
 /* One bulk string: s[0..n). */

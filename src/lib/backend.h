@@ -13,6 +13,15 @@
 #include "client_internal.h"
 #include "dlock/lock.h"
 
+/* What status_get tells beyond dlock_lock_status, from the same read (so
+ * both describe one holder): its label and the fencing token of its own
+ * hold (Redis: kept with the label, so it outlives the fence key's expiry;
+ * etcd: its key's create_revision). */
+typedef struct dlock__holder_extra {
+    char label[DLOCK_LABEL_MAX + 1]; /* "" none */
+    uint64_t fence;                  /* 0: not known */
+} dlock__holder_extra;
+
 /* The lock operations of one backend. impl is the backend's own handle,
  * made by lock_new; arguments were checked by lock_api.c (handle non-NULL,
  * out-pointers non-NULL, name valid, leases and waits in range). */
@@ -33,7 +42,9 @@ typedef struct dlock__lock_ops {
     uint64_t (*fence)(const void *impl);
     void (*free)(void *impl);
     int (*force_unlock)(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out);
-    int (*status_get)(dlock_client *c, const char *name, dlock_lock_status *st);
+    /* x may be NULL. */
+    int (*status_get)(dlock_client *c, const char *name, dlock_lock_status *st, dlock__holder_extra *x);
+    int (*set_label)(void *impl, const char *label); /* label checked */
     int (*fence_guard)(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out);
 } dlock__lock_ops;
 

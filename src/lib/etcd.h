@@ -9,7 +9,9 @@
  * is key_prefix + N with '%' and '/' percent-encoded (so "a" and "a/b" are
  * distinct ranges). Each contender owns  P/lock/E/<lease id, 16 hex>,
  * attached to its own lease; the holder is the key with the lowest
- * create_revision, which is also its fencing token. A fence guard
+ * create_revision, which is also its fencing token. A contender key's
+ * value is the client id, then, when the hold has a label, one space and
+ * the label (docs/locks.md, "Holder labels"). A fence guard
  * resource R is the key  P/fence/<key_prefix + R>.
  */
 #ifndef DLOCK_LIB_ETCD_H
@@ -18,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "client_internal.h"
 #include "dlock/lock.h"
 #include "etcd_gw.h"
@@ -53,8 +56,13 @@ typedef struct dlock__etcd_holder {
     int64_t lease;
     int64_t create_rev;
     int64_t count;
+    char label[DLOCK_LABEL_MAX + 1]; /* the holder's label ("" none) */
 } dlock__etcd_holder;
 int dlock__etcd_holder_get(dlock__gw *g, const char *dir, dlock__etcd_holder *out);
+
+/* The value a contender key gets: "<client id>[ <label>]" (label may be
+ * NULL). A new string, NULL on ENOMEM. */
+char *dlock__etcd_key_value(const dlock_client *c, const char *label);
 
 /* Remaining TTL of lease in ms (-2: no such lease). */
 int dlock__etcd_lease_ttl(dlock__gw *g, int64_t lease, int64_t *ttl_ms_out);
@@ -66,7 +74,7 @@ void dlock__etcd_put_dir_range(dlock__buf *b, const char *dir);
 
 /* Admin calls of lock.h on an etcd client. */
 int dlock__etcd_force_unlock(dlock_client *c, const char *name, dlock_lock_kind kind, bool *removed_out);
-int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st);
+int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st, dlock__holder_extra *x);
 int dlock__etcd_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out);
 
 /* The mutex (etcd_lock.c) is dlock__etcd_lock_ops of backend.h. */

@@ -147,10 +147,26 @@ int dlock__etcd_holder_get(dlock__gw *g, const char *dir, dlock__etcd_holder *ou
             rc = dlock__gw_b64(&r.doc, kv, "key", out->key, sizeof(out->key), NULL);
             out->lease = dlock__gw_int(&r.doc, kv, "lease");
             out->create_rev = dlock__gw_int(&r.doc, kv, "create_revision");
+            char val[64 + DLOCK_LABEL_MAX + 1];
+            size_t vlen = 0;
+            if (rc == 0 && dlock__gw_b64(&r.doc, kv, "value", val, sizeof(val), &vlen) == 0) {
+                const char *sp = memchr(val, ' ', vlen);
+                if (sp) snprintf(out->label, sizeof(out->label), "%.*s", (int)(vlen - (size_t)(sp + 1 - val)), sp + 1);
+            }
         }
     }
     dlock__gw_reply_free(&r);
     return rc;
+}
+
+char *dlock__etcd_key_value(const dlock_client *c, const char *label)
+{
+    dlock__buf b = {0};
+    dlock__buf_printf(&b, "%s", dlock_client_id(c));
+    if (label) dlock__buf_printf(&b, " %s", label);
+    if (!b.oom) return b.data;
+    dlock__buf_free(&b);
+    return NULL;
 }
 
 int dlock__etcd_lease_ttl(dlock__gw *g, int64_t lease, int64_t *ttl_ms_out)
@@ -181,8 +197,9 @@ int dlock__etcd_revoke(dlock__gw *g, int64_t lease)
 
 /* ---- admin ---------------------------------------------------------------------- */
 
-int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st)
+int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status *st, dlock__holder_extra *x)
 {
+    if (x) memset(x, 0, sizeof(*x));
     int rc = 0;
     char *dir = dlock__etcd_lock_dir(c, name, &rc);
     if (!dir) return rc;
@@ -196,6 +213,10 @@ int dlock__etcd_status_get(dlock_client *c, const char *name, dlock_lock_status 
     snprintf(st->holder, sizeof(st->holder), "%.*s", DLOCK_OWNER_MAX, slash ? slash + 1 : h.key);
     st->hold_count = 1;
     st->last_fence = (uint64_t)h.create_rev; /* the holder's token */
+    if (x) {
+        snprintf(x->label, sizeof(x->label), "%s", h.label);
+        x->fence = (uint64_t)h.create_rev;
+    }
     st->ttl_ms = -1;
     if (h.lease) rc = dlock__etcd_lease_ttl(state_of(c)->gw, h.lease, &st->ttl_ms);
     return rc;

@@ -22,6 +22,11 @@
  * held -> lost (is_held false, the next unlock says ELOST); unknown (the
  * acquire's last answer was lost and the clean-up failed too): the lease is
  * kept so queries and unlock resolve it.
+ * Resume: an owner id of 16 hex digits names the lease of an acquisition
+ * made by an earlier process (dlock_lock_owner); the first try_lock
+ * keeps that lease alive and holds again when its key still leads and the
+ * lease's granted TTL covers this client's lease (else it revokes it and
+ * acquires afresh). An election's resume on etcd is this.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -55,6 +60,8 @@ typedef struct etcd_lock {
     char mykey[KEY_MAX];
     uint64_t fence;
     int64_t acquired_ms, lease_ms;
+    char *label;        /* NULL: none; what each acquisition writes */
+    int64_t resume_lease; /* an earlier process's lease to resume (owner id), 0 none */
 } etcd_lock;
 
 /* One acquisition attempt: our lease and key. */
@@ -160,8 +167,12 @@ static int create_txn(session *s, int64_t *owner_rev_out)
     DLOCK__BUF_LIT(&b, "}],\"success\":[{\"request_put\":{");
     dlock__gw_put_b64(&b, "key", s->key, s->keylen);
     DLOCK__BUF_LIT(&b, ",");
-    const char *id = dlock_client_id(l->c);
-    dlock__gw_put_b64(&b, "value", id, strlen(id));
+    pthread_mutex_lock(&((etcd_lock *)l)->mu); /* the label may be replaced (set_label) */
+    char *value = dlock__etcd_key_value(l->c, l->label);
+    pthread_mutex_unlock(&((etcd_lock *)l)->mu);
+    if (value) dlock__gw_put_b64(&b, "value", value, strlen(value));
+    else b.oom = true;
+    free(value);
     dlock__buf_printf(&b, ",\"lease\":\"%" PRId64 "\"}},", s->lease);
     put_owner_range(&b, l->dir);
     DLOCK__BUF_LIT(&b, "],\"failure\":[{\"request_range\":{");
@@ -345,6 +356,56 @@ static void became_holder(etcd_lock *l, const session *s, int64_t lease_ms, int6
                       lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c));
 }
 
+static int put_value(etcd_lock *l, const char *key, int64_t lease, int64_t rev);
+
+/* The lease's granted TTL in ms (0: gone). */
+static int granted_ms(dlock__gw *g, int64_t lease, int64_t *ms_out)
+{
+    char body[64];
+    snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", lease);
+    dlock__gw_reply r;
+    int rc = dlock__gw_call(g, "/v3/lease/timetolive", body, DLOCK__GW_RETRY, &r);
+    int64_t ttl = rc == 0 ? dlock__gw_int(&r.doc, r.root, "TTL") : -1;
+    /* TTL is whole seconds left, rounded down: 0 is alive, -1 gone */
+    *ms_out = ttl >= 0 ? dlock__gw_int(&r.doc, r.root, "grantedTTL") * 1000 : 0;
+    dlock__gw_reply_free(&r);
+    return rc;
+}
+
+/* Resumes l->resume_lease into *s (see top): 0 when its key still leads,
+ * DLOCK_ENOTHELD when it cannot be resumed (a fresh acquisition follows). */
+static int resume(etcd_lock *l, session *s)
+{
+    int64_t lease = l->resume_lease, granted = 0;
+    l->resume_lease = 0; /* one attempt */
+    int rc = granted_ms(l->gw, lease, &granted);
+    if (rc == 0 && granted == 0) return DLOCK_ENOTHELD;
+    int64_t sent = dlock__now_ms();
+    if (rc == 0) rc = keepalive(l->gw, lease, INT64_MAX); /* its full TTL from sent on */
+    if (rc == DLOCK_ELOST) return DLOCK_ENOTHELD;
+    if (rc) return rc;
+    int n = snprintf(s->key, sizeof(s->key), "%s%016" PRIx64, l->dir, (uint64_t)lease);
+    s->keylen = n > 0 && (size_t)n < sizeof(s->key) ? (size_t)n : 0;
+    dlock__etcd_holder h;
+    rc = dlock__etcd_holder_get(l->gw, l->dir, &h);
+    if (rc) return rc;
+    bool leads = h.found && strcmp(h.key, s->key) == 0 && granted >= s->ttl_s * 1000;
+    if (!leads) { /* queued behind another, or a shorter lease than ours: start afresh */
+        revoke_resolved(l->gw, lease);
+        return DLOCK_ENOTHELD;
+    }
+    rc = put_value(l, s->key, lease, h.create_rev); /* this process's label */
+    if (rc == DLOCK_ELOST) revoke_resolved(l->gw, lease); /* gone meanwhile: start afresh */
+    if (rc) return rc == DLOCK_ELOST ? DLOCK_ENOTHELD : rc;
+    s->lease = lease;
+    s->rev = h.create_rev;
+    s->ka_sent_ms = sent;
+    s->next_ka_ms = sent + s->period_ms;
+    dlock__log(l->c, DLOCK_LOG_INFO, "lock %s: resumed lease %016" PRIx64 " of an earlier holder", l->name,
+               (uint64_t)lease);
+    return 0;
+}
+
 /* Arguments checked by lock_api.c; *fence_out (if any) is 0. */
 static int etcd_try_lock(void *ll, int64_t wait_ms, int64_t lease_ms, uint64_t *fence_out)
 {
@@ -366,7 +427,8 @@ static int etcd_try_lock(void *ll, int64_t wait_ms, int64_t lease_ms, uint64_t *
     int64_t ttl_ms = lease_ms > 0 ? lease_ms : dlock__client_watchdog_ms(l->c);
     session s = {.l = l, .ttl_s = (ttl_ms + 999) / 1000, .period_ms = ttl_ms / 3 > 1 ? ttl_ms / 3 : 1};
     int64_t sent = dlock__now_ms();
-    int rc = acquire(l, wait_ms, &s);
+    int rc = l->resume_lease ? resume(l, &s) : DLOCK_ENOTHELD;
+    if (rc == DLOCK_ENOTHELD) rc = acquire(l, wait_ms, &s);
     if (rc == 0 && lease_ms > 0 && s.waited) {
         /* we waited: restart the lease so lease_ms counts from now */
         int64_t ka = dlock__now_ms();
@@ -446,6 +508,50 @@ static void etcd_cancel(void *ll)
 static int64_t etcd_validity_ms(void *ll)
 {
     return dlock__hold_validity_ms(&of(ll)->hold);
+}
+
+/* Puts key again with the value of l's label, same lease, if it is still
+ * the key created at revision rev. 0, DLOCK_ELOST (it is not), or a
+ * transport code. */
+static int put_value(etcd_lock *l, const char *key, int64_t lease, int64_t rev)
+{
+    pthread_mutex_lock(&l->mu);
+    char *value = dlock__etcd_key_value(l->c, l->label);
+    pthread_mutex_unlock(&l->mu);
+    if (!value) return DLOCK_ENOMEM;
+    dlock__buf b = {0};
+    DLOCK__BUF_LIT(&b, "{\"compare\":[{\"target\":\"CREATE\",");
+    dlock__buf_printf(&b, "\"create_revision\":\"%" PRId64 "\",", rev);
+    dlock__gw_put_b64(&b, "key", key, strlen(key));
+    DLOCK__BUF_LIT(&b, "}],\"success\":[{\"request_put\":{");
+    dlock__gw_put_b64(&b, "key", key, strlen(key));
+    DLOCK__BUF_LIT(&b, ",");
+    dlock__gw_put_b64(&b, "value", value, strlen(value));
+    dlock__buf_printf(&b, ",\"lease\":\"%" PRId64 "\"}}]}", lease);
+    free(value);
+    dlock__gw_reply r;
+    int rc = dlock__gw_call_buf(l->gw, "/v3/kv/txn", &b, DLOCK__GW_RETRY, &r);
+    if (rc == 0 && !dlock__gw_bool(&r.doc, r.root, "succeeded")) rc = DLOCK_ELOST;
+    dlock__gw_reply_free(&r);
+    return rc;
+}
+
+/* Stores the label for the next acquisitions and, when held, puts it in
+ * our key. Label checked by lock_api.c. */
+static int etcd_set_label(void *ll, const char *label)
+{
+    etcd_lock *l = of(ll);
+    char *copy = strdup(label);
+    if (!copy) return DLOCK_ENOMEM;
+    pthread_mutex_lock(&l->mu);
+    free(l->label);
+    l->label = copy;
+    char mykey[KEY_MAX];
+    snprintf(mykey, sizeof(mykey), "%s", l->mykey);
+    int64_t lease = l->lease, rev = (int64_t)l->fence;
+    pthread_mutex_unlock(&l->mu);
+    if (!dlock__hold_valid(&l->hold)) return 0; /* only the next acquisitions */
+    return put_value(l, mykey, lease, rev);
 }
 
 static int etcd_extend(void *ll, int64_t lease_ms)
@@ -528,6 +634,7 @@ static void free_fields(etcd_lock *l)
     free(l->name);
     free(l->dir);
     free(l->key);
+    free(l->label);
     free(l);
 }
 
@@ -535,7 +642,14 @@ static void free_fields(etcd_lock *l)
 static int etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_options *opts,
                          dlock_lock *pub, void **out)
 {
-    if (opts->kind == DLOCK_LOCK_REENTRANT || opts->owner_id) return DLOCK_ENOTSUP;
+    int64_t resume_lease = 0;
+    if (opts->owner_id) { /* only a lease to resume (see top) */
+        char *end = NULL;
+        bool hex = strlen(opts->owner_id) == 16 && strspn(opts->owner_id, "0123456789abcdef") == 16;
+        resume_lease = hex ? (int64_t)strtoull(opts->owner_id, &end, 16) : 0;
+        if (resume_lease <= 0) return DLOCK_ENOTSUP;
+    }
+    if (opts->kind == DLOCK_LOCK_REENTRANT) return DLOCK_ENOTSUP;
     if (opts->kind != DLOCK_LOCK_SIMPLE) return DLOCK_EINVAL;
     etcd_lock *l = calloc(1, sizeof(*l));
     if (!l) return DLOCK_ENOMEM;
@@ -548,6 +662,7 @@ static int etcd_lock_new(dlock_client *c, const char *name, const dlock_lock_opt
     l->dir = dlock__etcd_lock_dir(c, name, &rc);
     l->name = strdup(name);
     l->key = l->dir ? strndup(l->dir, strlen(l->dir) - 1) : NULL;
+    l->resume_lease = resume_lease; /* a label comes by set_label */
     if (!rc && (!l->name || !l->key || dlock__gw_wait_new(&l->wait) != 0)) rc = DLOCK_ENOMEM;
     if (!rc && pthread_mutex_init(&l->mu, NULL) != 0) rc = DLOCK_ENOMEM;
     if (!rc && dlock__hold_init(&l->hold, c, &hold_ops) != 0) {
@@ -576,4 +691,4 @@ const dlock__lock_ops dlock__etcd_lock_ops = {
     .is_locked = etcd_is_locked, .remaining_ttl = etcd_remaining_ttl, .extend = etcd_extend,
     .name = etcd_name, .key = etcd_key, .owner = etcd_owner, .fence = etcd_fence,
     .free = etcd_free, .force_unlock = dlock__etcd_force_unlock,
-    .status_get = dlock__etcd_status_get, .fence_guard = dlock__etcd_fence_guard};
+    .status_get = dlock__etcd_status_get, .set_label = etcd_set_label, .fence_guard = dlock__etcd_fence_guard};

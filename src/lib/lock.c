@@ -5,7 +5,9 @@
  * Design note (details in docs/locks.md).
  * Keys: lock key K = prefix + name; fence key "{K}:fence" (K + ":fence"
  * when K has a hash tag; dlock__companion_key covers names no tag can hold)
- * so every script touches one Cluster slot.
+ * and label key "{K}:label" (a hash {owner: label} with K's lease, written
+ * by the acquire script, renewed and deleted with K; status reads only the
+ * holder's entry) so every script touches one Cluster slot.
  * SIMPLE: K = token (string) with PX lease. REENTRANT: hash K {owner: count}.
  * Unlock channels: SIMPLE "dlock_lock__channel:{K}", REENTRANT
  * "redisson_lock__channel:{K}" (message "0", as Redisson publishes); both
@@ -49,12 +51,13 @@
 extern const dlock__script dlock__script_lock_status;
 extern const dlock__script dlock__script_lock_force_unlock;
 extern const dlock__script dlock__script_fence_guard;
+extern const dlock__script dlock__script_lock_label;
 
 typedef struct rlock {
     dlock_client *c;
     dlock_lock *pub; /* the public handle (for on_lost) */
     dlock_lock_kind kind;
-    char *name, *key, *fence_key, *channel;
+    char *name, *key, *fence_key, *label_key, *channel;
     bool sharded; /* channel (dlock__client_sharded) */
     char *explicit_owner; /* NULL: default owner rule */
     dlock_lost_fn on_lost;
@@ -67,6 +70,7 @@ typedef struct rlock {
     char owner[DLOCK_OWNER_MAX + 1];
     uint64_t fence;
     int64_t lease_ms;   /* 0: watchdog mode */
+    char *label;        /* NULL: none; what each acquisition writes */
 
     dlock__waitctl ctl; /* waits and their cancellation (family.h); own lock */
 } rlock;
@@ -97,11 +101,11 @@ static char *make_channel(dlock_lock_kind kind, const char *key)
     return dlock__lock_channel("dlock_lock__channel:", key);
 }
 
-static char *make_fence_key(const char *key)
+static char *make_companion(const char *key, const char *suffix)
 {
-    size_t n = strlen(key) + 32; /* "{}" or "#" + n, and ":fence" */
+    size_t n = strlen(key) + 32; /* "{}" or "#" + n, and the suffix */
     char *f = malloc(n);
-    if (f && dlock__companion_key(key, ":fence", f, n) != 0) {
+    if (f && dlock__companion_key(key, suffix, f, n) != 0) {
         free(f);
         f = NULL;
     }
@@ -130,6 +134,8 @@ static void free_strings(rlock *l)
     free(l->name);
     free(l->key);
     free(l->fence_key);
+    free(l->label_key);
+    free(l->label);
     free(l->channel);
     free(l->explicit_owner);
     free(l);
@@ -150,10 +156,12 @@ static int redis_lock_new(dlock_client *c, const char *name, const dlock_lock_op
     l->on_lost_ud = opts->on_lost_ud;
     l->name = strdup(name);
     l->key = make_key(c, name);
-    l->fence_key = l->key ? make_fence_key(l->key) : NULL;
+    l->fence_key = l->key ? make_companion(l->key, ":fence") : NULL;
+    l->label_key = l->key ? make_companion(l->key, ":label") : NULL;
     l->channel = l->key ? make_channel(l->kind, l->key) : NULL;
     l->explicit_owner = opts->owner_id ? strdup(opts->owner_id) : NULL;
-    bool oom = !l->name || !l->key || !l->fence_key || !l->channel || (opts->owner_id && !l->explicit_owner);
+    bool oom = !l->name || !l->key || !l->fence_key || !l->label_key || !l->channel ||
+               (opts->owner_id && !l->explicit_owner); /* a label comes by set_label */
     bool mu_ok = !oom && pthread_mutex_init(&l->mu, NULL) == 0;
     if (mu_ok && dlock__waitctl_init(&l->ctl) != 0) {
         pthread_mutex_destroy(&l->mu);
@@ -219,7 +227,7 @@ typedef struct attempt_result {
  * script path's). Such a hold has no fencing token (dlock_lock_fence 0). */
 static bool plain_ok(const rlock *l, const uint64_t *fence_out)
 {
-    return l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner && !fence_out &&
+    return l->kind == DLOCK_LOCK_SIMPLE && !l->explicit_owner && !fence_out && !l->label &&
            dlock__client_options(l->c)->wait_replicas == 0;
 }
 
@@ -253,13 +261,17 @@ static int attempt(rlock *l, const char *owner, int64_t lease_ms, attempt_result
     if (res->plain) return attempt_plain(l, owner, lease_ms, res);
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
-    const char *keys[2] = {l->key, l->fence_key};
-    const char *args[3] = {owner, lease, FENCE_TTL_MS};
+    const char *keys[3] = {l->key, l->fence_key, l->label_key};
+    pthread_mutex_lock(&l->mu); /* the label may be replaced (set_label) */
+    char *label = l->label ? strdup(l->label) : NULL;
+    pthread_mutex_unlock(&l->mu);
+    const char *args[4] = {owner, lease, FENCE_TTL_MS, label};
     const dlock_client_options *o = dlock__client_options(l->c);
     dlock__reply *r = NULL;
-    int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_acquire : &dlock__script_rlock_acquire, 2,
-                                     keys, 3, args, o->wait_replicas, o->wait_replicas_timeout_ms, &r,
+    int rc = dlock__client_eval_wait(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_acquire : &dlock__script_rlock_acquire, 3,
+                                     keys, label ? 4 : 3, args, o->wait_replicas, o->wait_replicas_timeout_ms, &r,
                                      &res->acked);
+    free(label);
     if (rc == 0 && dlock__reply_count(r) < 2) rc = server_error(l, "acquire", r);
     if (rc == 0) {
         res->state = (int)elem_int(r, 0);
@@ -277,15 +289,15 @@ static int release_script(rlock *l, const char *owner, int64_t lease_ms, long lo
 {
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
-    const char *keys[1] = {l->key};
+    const char *keys[2] = {l->key, l->label_key};
     dlock__reply *r = NULL;
     int rc;
     if (l->kind == DLOCK_LOCK_SIMPLE) {
         const char *args[3] = {owner, l->channel, dlock__pub_cmd(l->sharded)};
-        rc = dlock__client_eval(l->c, &dlock__script_lock_release, 1, keys, 3, args, &r);
+        rc = dlock__client_eval(l->c, &dlock__script_lock_release, 2, keys, 3, args, &r);
     } else {
         const char *args[4] = {owner, lease, l->channel, dlock__pub_cmd(l->sharded)};
-        rc = dlock__client_eval(l->c, &dlock__script_rlock_release, 1, keys, 4, args, &r);
+        rc = dlock__client_eval(l->c, &dlock__script_rlock_release, 2, keys, 4, args, &r);
     }
     if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = server_error(l, "release", r);
     if (rc == 0) *res_out = dlock__reply_int(r);
@@ -297,10 +309,10 @@ static int renew_script(rlock *l, const char *owner, int64_t lease_ms)
 {
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
-    const char *keys[1] = {l->key};
+    const char *keys[2] = {l->key, l->label_key};
     const char *args[2] = {owner, lease};
     dlock__reply *r = NULL;
-    int rc = dlock__client_eval(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew, 1, keys, 2, args, &r);
+    int rc = dlock__client_eval(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew, 2, keys, 2, args, &r);
     if (rc == 0) rc = lock_finish(&l->hold, r);
     dlock__reply_free(r);
     return rc;
@@ -313,8 +325,9 @@ static int lock_prepare(dlock__hold *h, int64_t lease_ms, dlock__renew_cmd *cmd)
     rlock *l = LOCK_OF(h);
     snprintf(cmd->num, sizeof(cmd->num), "%lld", (long long)lease_ms);
     cmd->script = l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew;
-    cmd->nkeys = 1;
+    cmd->nkeys = 2;
     cmd->keys[0] = l->key;
+    cmd->keys[1] = l->label_key;
     cmd->nargs = 2;
     cmd->args[0] = l->owner; /* not written while the lock is watched */
     cmd->args[1] = cmd->num;
@@ -662,6 +675,29 @@ static int redis_extend(void *impl, int64_t lease_ms)
     return rc;
 }
 
+/* The label was checked by lock_api.c. */
+static int redis_set_label(void *impl, const char *label)
+{
+    rlock *l = impl;
+    char *copy = strdup(label);
+    if (!copy) return DLOCK_ENOMEM;
+    pthread_mutex_lock(&l->mu);
+    free(l->label);
+    l->label = copy; /* the next acquisitions carry it too */
+    char owner[DLOCK_OWNER_MAX + 1];
+    snprintf(owner, sizeof(owner), "%s", l->owner);
+    pthread_mutex_unlock(&l->mu);
+    if (!dlock__hold_valid(&l->hold)) return 0; /* only the next acquisitions */
+    const char *keys[2] = {l->key, l->label_key};
+    const char *args[4] = {owner, label, l->channel, dlock__pub_cmd(l->sharded)};
+    dlock__reply *r = NULL;
+    int rc = dlock__client_eval(l->c, &dlock__script_lock_label, 2, keys, 4, args, &r);
+    if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = server_error(l, "set label", r);
+    if (rc == 0 && dlock__reply_int(r) != 1) rc = DLOCK_ELOST;
+    dlock__reply_free(r);
+    return rc;
+}
+
 static void redis_cancel(void *impl)
 {
     dlock__waitctl_cancel(&((rlock *)impl)->ctl);
@@ -777,13 +813,14 @@ static int redis_force_unlock(dlock_client *c, const char *name, dlock_lock_kind
 {
     char *key = make_key(c, name);
     char *chan = key ? make_channel(kind, key) : NULL;
+    char *label = key ? make_companion(key, ":label") : NULL;
     int rc = DLOCK_ENOMEM;
-    if (chan) {
-        const char *keys[1] = {key};
+    if (chan && label) {
+        const char *keys[2] = {key, label};
         const char *args[3] = {kind == DLOCK_LOCK_SIMPLE ? "string" : "hash", chan,
                                dlock__pub_cmd(dlock__client_sharded(c, key, chan))};
         dlock__reply *r = NULL;
-        rc = dlock__client_eval(c, &dlock__script_lock_force_unlock, 1, keys, 3, args, &r);
+        rc = dlock__client_eval(c, &dlock__script_lock_force_unlock, 2, keys, 3, args, &r);
         if (rc == 0 && dlock__reply_kind(r) != DLOCK__R_INTEGER) rc = DLOCK_ESERVER;
         bool removed = rc == 0 && dlock__reply_int(r) == 1;
         if (removed_out) *removed_out = removed;
@@ -792,20 +829,23 @@ static int redis_force_unlock(dlock_client *c, const char *name, dlock_lock_kind
         dlock__reply_free(r);
     }
     free(chan);
+    free(label);
     free(key);
     return rc;
 }
 
-static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status *st)
+static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status *st, dlock__holder_extra *x)
 {
+    if (x) memset(x, 0, sizeof(*x));
     char *key = make_key(c, name);
-    char *fence = key ? make_fence_key(key) : NULL;
+    char *fence = key ? make_companion(key, ":fence") : NULL;
+    char *lkey = key ? make_companion(key, ":label") : NULL;
     int rc = DLOCK_ENOMEM;
-    if (fence) {
-        const char *keys[2] = {key, fence};
+    if (fence && lkey) {
+        const char *keys[3] = {key, fence, lkey};
         dlock__reply *r = NULL;
-        rc = dlock__client_eval(c, &dlock__script_lock_status, 2, keys, 0, NULL, &r);
-        if (rc == 0 && dlock__reply_count(r) < 5) rc = DLOCK_ESERVER;
+        rc = dlock__client_eval(c, &dlock__script_lock_status, 3, keys, 0, NULL, &r);
+        if (rc == 0 && dlock__reply_count(r) < 7) rc = DLOCK_ESERVER;
         if (rc == 0) {
             const char *type = dlock__reply_str(dlock__reply_at(r, 0), NULL);
             st->locked = strcmp(type, "none") != 0;
@@ -814,9 +854,14 @@ static int redis_status_get(dlock_client *c, const char *name, dlock_lock_status
             st->hold_count = elem_int(r, 2);
             st->ttl_ms = elem_int(r, 3);
             st->last_fence = strtoull(dlock__reply_str(dlock__reply_at(r, 4), NULL), NULL, 10);
+            if (x) {
+                snprintf(x->label, sizeof(x->label), "%s", dlock__reply_str(dlock__reply_at(r, 5), NULL));
+                x->fence = strtoull(dlock__reply_str(dlock__reply_at(r, 6), NULL), NULL, 10);
+            }
         }
         dlock__reply_free(r);
     }
+    free(lkey);
     free(fence);
     free(key);
     return rc;
@@ -848,4 +893,4 @@ const dlock__lock_ops dlock__redis_lock_ops = {
     .is_locked = redis_is_locked, .remaining_ttl = redis_remaining_ttl, .extend = redis_extend,
     .name = redis_name, .key = redis_key, .owner = redis_owner, .fence = redis_fence,
     .free = redis_free, .force_unlock = redis_force_unlock, .status_get = redis_status_get,
-    .fence_guard = redis_fence_guard};
+    .set_label = redis_set_label, .fence_guard = redis_fence_guard};

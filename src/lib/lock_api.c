@@ -14,6 +14,18 @@ struct dlock_lock {
     void *impl;
 };
 
+/* A label: 1..DLOCK_LABEL_MAX bytes, no control characters (it is shown
+ * on one line by `dlock status` and stored after a space on etcd). */
+static int check_label(const char *label)
+{
+    if (!label) return DLOCK_EINVAL;
+    size_t n = strnlen(label, DLOCK_LABEL_MAX + 1);
+    if (n == 0 || n > DLOCK_LABEL_MAX) return DLOCK_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)label[i] < 0x20 || label[i] == 0x7f) return DLOCK_EINVAL;
+    return 0;
+}
+
 DLOCK_API void dlock_lock_options_init(dlock_lock_options *o)
 {
     if (!o) return;
@@ -57,6 +69,12 @@ DLOCK_API int dlock_lock_try_lock(dlock_lock *l, int64_t wait_ms, int64_t lease_
 DLOCK_API int dlock_lock_unlock(dlock_lock *l)
 {
     return l ? l->ops->unlock(l->impl) : DLOCK_EINVAL;
+}
+
+DLOCK_API int dlock_lock_set_label(dlock_lock *l, const char *label)
+{
+    if (!l || check_label(label) != 0) return DLOCK_EINVAL;
+    return l->ops->set_label(l->impl, label);
 }
 
 DLOCK_API void dlock_lock_cancel(dlock_lock *l)
@@ -157,7 +175,23 @@ DLOCK_API int dlock_lock_status_get(dlock_client *c, const char *name, dlock_loc
     st->ttl_ms = -2;
     if (!c || dlock__client_check_name(c, "lock", name)) return DLOCK_EINVAL;
     const dlock__lock_ops *ops = dlock__client_backend(c)->lock;
-    return ops ? ops->status_get(c, name, st) : DLOCK_ENOTSUP;
+    return ops ? ops->status_get(c, name, st, NULL) : DLOCK_ENOTSUP;
+}
+
+DLOCK_API int dlock_lock_label_get(dlock_client *c, const char *name, char **label_out)
+{
+    if (!label_out) return DLOCK_EINVAL;
+    *label_out = NULL;
+    if (!c || dlock__client_check_name(c, "lock", name)) return DLOCK_EINVAL;
+    const dlock__lock_ops *ops = dlock__client_backend(c)->lock;
+    if (!ops) return DLOCK_ENOTSUP;
+    dlock__holder_extra x;
+    dlock_lock_status st;
+    memset(&st, 0, sizeof(st));
+    int rc = ops->status_get(c, name, &st, &x);
+    if (rc) return rc;
+    *label_out = strdup(x.label);
+    return *label_out ? 0 : DLOCK_ENOMEM;
 }
 
 DLOCK_API int dlock_fence_guard(dlock_client *c, const char *resource, uint64_t token, uint64_t *highest_out)

@@ -2,10 +2,10 @@
  * held in watchdog mode, which together keep the validity rule (dlock.h):
  * renew while renewing can help, declare the loss at the deadline.
  *
- * Design note. The renewal thread ticks every timeout/6. Each tick it
- * takes the still-valid objects whose last attempt is at least timeout/3
- * old, pipelines the batchable ones (prepare/finish) on one connection and
- * calls renew() for the rest, every call bounded by an I/O deadline
+ * Design note. The renewal thread sleeps until the next object falls due:
+ * its last attempt timeout/3 old. It then takes every still-valid object
+ * that is due, pipelines the batchable ones (prepare/finish) on one
+ * connection and calls renew() for the rest, every call bounded by an I/O deadline
  * (dlock__pool_io_deadline): the latest validity deadline in the round,
  * past which no answer can save anything in it. A success sent at t moves
  * the object's deadline to dlock__client_valid_until(t); the server saying
@@ -168,13 +168,18 @@ static void renew_round(dlock_client *c, dlock__renewable **items, size_t n)
     free(replies);
 }
 
-/* The due, still valid objects (marked renewing); wd_mu held. */
-static dlock__renewable **take_due(dlock_client *c, int64_t period, size_t *n_out)
+/* The due, still valid objects (marked renewing), and *next_out = when the
+ * next of the others falls due (INT64_MAX: none); wd_mu held. */
+static dlock__renewable **take_due(dlock_client *c, int64_t period, size_t *n_out, int64_t *next_out)
 {
     int64_t now = dlock__now_ms();
     size_t n = 0;
-    for (dlock__renewable *r = c->wd_list; r; r = r->next)
-        if (now - r->last_try_ms >= period && atomic_load(&r->valid_until_ms) > now) n++;
+    *next_out = INT64_MAX;
+    for (dlock__renewable *r = c->wd_list; r; r = r->next) {
+        if (atomic_load(&r->valid_until_ms) <= now) continue;
+        if (now - r->last_try_ms >= period) n++;
+        else if (r->last_try_ms + period < *next_out) *next_out = r->last_try_ms + period;
+    }
     dlock__renewable **items = n ? calloc(n, sizeof(*items)) : NULL;
     size_t k = 0;
     for (dlock__renewable *r = c->wd_list; r && items; r = r->next) {
@@ -192,11 +197,11 @@ static void *renewal_main(void *arg)
 {
     dlock_client *c = arg;
     int64_t period = c->opts.watchdog_timeout_ms / 3;
-    int64_t tick = period / 2 > 5 ? period / 2 : 5;
     pthread_mutex_lock(&c->wd_mu);
     while (!c->wd_stop) {
         size_t k = 0;
-        dlock__renewable **items = take_due(c, period, &k);
+        int64_t next_due = INT64_MAX;
+        dlock__renewable **items = take_due(c, period, &k, &next_due);
         if (k > 0) {
             pthread_mutex_unlock(&c->wd_mu);
             renew_round(c, items, k);
@@ -206,8 +211,13 @@ static void *renewal_main(void *arg)
         }
         free(items);
         if (c->wd_stop) break;
+        if (k > 0) continue; /* the round took time: look again before sleeping */
+        /* until the next object falls due (an added one wakes us), so a
+         * renewal starts period after the last try, not up to a tick later:
+         * validity stays near two thirds of the lease on a healthy server */
+        int64_t wait = next_due == INT64_MAX ? period : next_due - dlock__now_ms();
         struct timespec ts;
-        dlock__abstime_ms(tick, &ts);
+        dlock__abstime_ms(wait < 1 ? 1 : wait > period ? period : wait, &ts);
         pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &ts);
     }
     pthread_mutex_unlock(&c->wd_mu);

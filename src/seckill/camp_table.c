@@ -11,6 +11,8 @@
 #include <event2/event.h>
 
 #include "dlock/dlock.h"
+#include "layout.h"
+#include "slot.h"
 
 static unsigned hash_id(const char *s)
 {
@@ -44,7 +46,8 @@ static sk__lane *lane_new(sk__camp_table *t, sk__camp *c, int j, const char *tag
     }
     l->camp = c;
     l->j = j;
-    snprintf(l->prefix, sizeof(l->prefix), "{%s}:", tag);
+    sk_tag_key(tag, "", l->prefix, sizeof(l->prefix));
+    l->slot = (int)dlock__key_slot(l->prefix, strlen(l->prefix));
     l->parked_tail = &l->parked;
     l->known = INT64_MAX;
     return l;

@@ -23,6 +23,7 @@ typedef struct sk__lane {
     struct sk__camp *camp;
     int j;                 /* bucket index */
     char prefix[SK_BUCKET_TAG_MAX + 4]; /* "{<tag>}:" */
+    int slot;              /* the Cluster slot of its keys (of <tag>), hashed once here */
     sk__preq **pending;    /* queued, not yet sent (room for max_batch) */
     int npending;
     int inflight;          /* script calls in flight */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "engine_internal.h"
+#include "engine_parts.h"
 #include "layout.h"
 
 #define MAX_LOOKUP_CAMPAIGNS 1024
@@ -16,9 +16,10 @@ int sk_campaign_check(const sk_campaign *d, char *err, size_t errlen)
 {
     const char *why = NULL;
     if (!sk_valid_campaign_id(d->id)) why = "id must be " SK_CAMPAIGN_ID_RULE;
-    else if (strlen(d->title) > 256) why = "title longer than 256 bytes";
-    else if (d->stock < 0 || d->stock > 1000000000) why = "stock must be 0..1000000000";
-    else if (d->per_user_limit < 1 || d->per_user_limit > 1000000) why = "per_user_limit must be 1..1000000";
+    else if (strlen(d->title) > SK_TITLE_MAX) why = "title longer than " SK_LIMIT_TEXT(SK_TITLE_MAX) " bytes";
+    else if (d->stock < 0 || d->stock > SK_STOCK_MAX) why = "stock must be 0.." SK_LIMIT_TEXT(SK_STOCK_MAX);
+    else if (d->per_user_limit < 1 || d->per_user_limit > SK_PER_USER_MAX)
+        why = "per_user_limit must be 1.." SK_LIMIT_TEXT(SK_PER_USER_MAX);
     else if (d->starts_at_ms < 0 || d->ends_at_ms <= d->starts_at_ms) why = "ends_at must be after starts_at";
     else if (d->price_cents < 0) why = "price_cents must be >= 0";
     else if (d->db_reserve < 0 || d->db_reserve > d->stock) why = "db_reserve must be 0..stock";
@@ -92,7 +93,7 @@ static int ask_other_buckets(camp_req *q)
         char key[SK_BUCKET_TAG_MAX + 16];
         sk_bucket_key(&q->layout, j, "stock", key, sizeof(key));
         const char *argv[] = {"GET", key};
-        if (sk__call_cmd(q->e, 2, argv, NULL, on_bucket_stock, q) != 0) {
+        if (sk__wire_cmd(sk__engine_wire(q->e), 0, -1, 2, argv, on_bucket_stock, q) != 0) {
             q->err = SK_EUNAVAIL;
             return q->due ? 0 : SK_EUNAVAIL;
         }
@@ -147,10 +148,10 @@ static void on_info(const dlock__reply *r, int err, void *priv)
 static int send_info(sk_engine *e, camp_req *q)
 {
     char meta[96], stock[96];
-    snprintf(meta, sizeof(meta), "{c:%s}:meta", q->id);
-    snprintf(stock, sizeof(stock), "{c:%s}:stock", q->id);
+    sk_campaign_key(q->id, "meta", meta, sizeof(meta));
+    sk_campaign_key(q->id, "stock", stock, sizeof(stock));
     const char *args[] = {"2", meta, stock};
-    return sk__call_script(e, SK__LUA_INFO, 3, args, NULL, on_info, q);
+    return sk__wire_script(sk__engine_wire(e), SK__LUA_INFO, 3, args, on_info, q);
 }
 
 int sk_engine_campaign_get(sk_engine *e, const char *id, sk_campaign_cb cb, void *arg)
@@ -195,17 +196,17 @@ static void heat_done(camp_req *q)
     int err = q->err;
     if (!err) {
         const char *argv[] = {"SADD", "seckill:campaigns", q->id};
-        sk__call_cmd(e, 3, argv, NULL, ignore_reply, NULL);
+        sk__wire_cmd(sk__engine_wire(e), 0, -1, 3, argv, ignore_reply, NULL);
         /* the persisters consume it at once (announce.h) */
         const char *ann[] = {"XADD", "seckill:announce", "MAXLEN", "~", "1000", "*", "campaign", q->id};
-        sk__call_cmd(e, 8, ann, NULL, ignore_reply, NULL);
+        sk__wire_cmd(sk__engine_wire(e), 0, -1, 8, ann, ignore_reply, NULL);
         /* The snapshot queued after the writes sees them (their replies are in). */
         q->err = 0;
         q->others = 0;
         q->heated = true;
         if (send_info(e, q) == 0) {
             /* remember the campaign: a new stock clears a local sold-out flag */
-            sk__coalescer_restocked(e->co, q->id);
+            sk__coalescer_restocked(sk__engine_coalescer(e), q->id);
             return;
         }
         err = DLOCK_EUNKNOWN; /* written, not read back */
@@ -270,24 +271,24 @@ static int send_heat(camp_req *q, int j, const char *mode, sk__reply_fn fn)
     /* the run id of the server this connection reached (read at connect;
      * "" on a Cluster: the script reads its own node's) */
     const char *args[] = {"3", meta, stock, buyers, mode, d->title, n[0], n[1], n[2], n[3], n[4],
-                          sk__script_runid(q->e), n[5], k, jj, tags, share, apart};
-    return sk__call_script(q->e, SK__LUA_HEAT, 18, args, NULL, fn, q);
+                          sk__server_script_runid(sk__engine_server(q->e)), n[5], k, jj, tags, share, apart};
+    return sk__wire_script(sk__engine_wire(q->e), SK__LUA_HEAT, 18, args, fn, q);
 }
 
 static int node_of_slot(void *ud, unsigned slot, char *buf, size_t len)
 {
     sk_engine *e = ud;
-    return e->ac ? sk_err_from_common(dlock__aconn_node_of_slot(e->ac, slot, buf, len)) : DLOCK_ECONN;
+    return sk__wire_node_of_slot(sk__engine_wire(e), (int)slot, buf, len) == 0 ? 0 : DLOCK_ECONN;
 }
 
 int sk_engine_place_buckets(sk_engine *e, sk_campaign *d)
 {
     d->bucket_tags[0] = '\0';
     if (d->shards <= 1) return 0;
-    if (!e->up) return SK_EUNAVAIL;
+    if (!sk__wire_up(sk__engine_wire(e), 0)) return SK_EUNAVAIL;
     sk_buckets *b = malloc(sizeof(*b));
     if (!b) return DLOCK_ENOMEM;
-    int rc = sk_buckets_place(d->id, (int)d->shards, e->srv.cluster ? node_of_slot : NULL, e, b);
+    int rc = sk_buckets_place(d->id, (int)d->shards, sk__engine_server(e)->cluster ? node_of_slot : NULL, e, b);
     if (!rc && sk_buckets_format(b, d->bucket_tags, sizeof(d->bucket_tags)) == 0) rc = SK_EINVAL;
     free(b);
     return rc;
@@ -304,7 +305,8 @@ int sk_engine_campaign_heat_apart(sk_engine *e, const sk_campaign *d, sk_heat_mo
 {
     if (!cb || sk_campaign_check(d, NULL, 0) || apart < -1 || apart > d->stock) return SK_EINVAL;
     /* meta.runid comes from the connect-time probe: not before it answered */
-    if (e->srv.due > 0 || !e->srv.runid[0]) return SK_EUNAVAIL;
+    const sk__server *srv = sk__engine_server(e);
+    if (srv->due > 0 || !srv->runid[0]) return SK_EUNAVAIL;
     camp_req *q = calloc(1, sizeof(*q));
     if (!q) return DLOCK_ENOMEM;
     q->e = e;
@@ -412,19 +414,21 @@ static int ask_hash(sk_engine *e, order_req *q, const char *tag, const char *cid
     if (!os) return DLOCK_ENOMEM;
     os->q = q;
     snprintf(os->cid, sizeof(os->cid), "%s", cid);
-    snprintf(key, sizeof(key), "{%s}:order_status", tag);
+    sk_tag_key(tag, "order_status", key, sizeof(key));
     snprintf(oid, sizeof(oid), "%llu", (unsigned long long)q->order_id);
     const char *hget[] = {"HGET", key, oid};
-    int rc = sk__call_cmd(e, 3, hget, NULL, on_order_status, os);
+    int rc = sk__wire_cmd(sk__engine_wire(e), 0, -1, 3, hget, on_order_status, os);
     if (rc) {
         free(os);
         return rc;
     }
     q->outstanding++;
-    snprintf(key, sizeof(key), "{%s}:order:%llu", tag, (unsigned long long)q->order_id);
+    char part[32];
+    snprintf(part, sizeof(part), "order:%llu", (unsigned long long)q->order_id);
+    sk_tag_key(tag, part, key, sizeof(key));
     const char *argv[] = {"HGETALL", key};
     /* the HGET is out: q lives until its reply, so a failure here is q's */
-    if (sk__call_cmd(e, 2, argv, NULL, on_order_hash, q) == 0) q->outstanding++;
+    if (sk__wire_cmd(sk__engine_wire(e), 0, -1, 2, argv, on_order_hash, q) == 0) q->outstanding++;
     else if (!q->err) q->err = SK_EUNAVAIL;
     return 0;
 }
@@ -463,9 +467,9 @@ static int ask_campaign(sk_engine *e, order_req *q, const char *cid)
     if (!ol) return 0; /* bucket 0 is asked; a sharded campaign's others are not */
     ol->q = q;
     snprintf(ol->cid, sizeof(ol->cid), "%s", cid);
-    snprintf(meta, sizeof(meta), "{c:%s}:meta", cid);
+    sk_campaign_key(cid, "meta", meta, sizeof(meta));
     const char *argv[] = {"HMGET", meta, "shards", "bucket_tags"};
-    if (sk__call_cmd(e, 4, argv, NULL, on_order_layout, ol) == 0) q->outstanding++;
+    if (sk__wire_cmd(sk__engine_wire(e), 0, -1, 4, argv, on_order_layout, ol) == 0) q->outstanding++;
     else free(ol);
     return 0;
 }
@@ -504,7 +508,7 @@ int sk_engine_order_get(sk_engine *e, uint64_t order_id, const char *campaign, s
         rc = ask_campaign(e, q, campaign);
     } else {
         const char *argv[] = {"SMEMBERS", "seckill:campaigns"};
-        rc = sk__call_cmd(e, 2, argv, NULL, on_campaign_list, q);
+        rc = sk__wire_cmd(sk__engine_wire(e), 0, -1, 2, argv, on_campaign_list, q);
         if (rc == 0) q->outstanding++;
     }
     if (rc) free(q);

@@ -5,7 +5,7 @@
  * once when nothing of its campaign is in flight (no added latency when
  * idle); under load it waits for the in-flight call to return or for
  * linger_us, whichever comes first. Redis is reached only through the
- * hooks (coalesce.h); outcomes are read from the table of outcome.h.
+ * wire (engine_wire.h); outcomes are read from the table of outcome.h.
  * Acknowledgement: when the plan is SK__ACK_WAIT, a WAIT is pipelined
  * right behind the script; a batch is decided by the script's reply and
  * answered when both replies are in: acceptances (and replays) are 201
@@ -43,8 +43,6 @@
 #include "soldout.h"
 #include "util.h"
 
-#define MAX_QTY 1000000
-
 struct sk__preq {
     sk_purchase_cb cb;
     void *arg;
@@ -62,7 +60,7 @@ struct sk__preq {
 
 struct sk__coalescer {
     struct event_base *base;
-    sk__coalesce_hooks h;
+    sk__co_deps d;          /* the wire and the parts it reads */
     int max_batch;
     int64_t linger_us;
     int64_t limits[6];      /* user rate, window; ip rate, window; idem ttl; order ttl */
@@ -113,7 +111,7 @@ static void sk__co_enqueue(sk__lane *l, sk__preq *q);
 
 static void sk__co_log(sk__coalescer *co, int level, const char *msg)
 {
-    if (co->h.log) co->h.log(co->h.ud, level, msg);
+    sk__wire_log(co->d.w, level, "%s", msg);
 }
 
 static void count_outcome(sk__coalescer *co, const sk_purchase_result *r)
@@ -223,7 +221,7 @@ static void w_batch(char *buf, const sk__coalescer *co, const sk__lane *l, const
         bp[i] = &buyers[i];
     }
     const sk__rb_camp camp = {.prefix = l->prefix, .k = l->camp->k, .limits = co->limits,
-                              .runid = co->h.server_runid(co->h.ud)};
+                              .runid = sk__server_script_runid(co->d.srv)};
     sk__rb_write(buf, &camp, bp, b->n, out);
 }
 
@@ -275,21 +273,15 @@ static void on_fsync_reply(const dlock__reply *r, int err, void *priv)
 static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
 {
     int64_t timeout = 0;
-    b->ack = co->h.ack_plan(co->h.ud, &b->acks, &timeout);
+    b->ack = sk__acks_plan(co->d.acks, &b->acks, &timeout);
     b->acked = false;
     if (b->ack == SK__ACK_REPLY) {
         const char *cfg[] = {"CONFIG", "GET", "append*"};
-        if (co->h.send(co->h.ud, 3, cfg, on_fsync_reply, b) == 0) b->replies_due++;
+        if (sk__wire_cmd(co->d.w, 0, -1, 3, cfg, on_fsync_reply, b) == 0) b->replies_due++;
         return;
     }
     if (b->ack != SK__ACK_WAIT) return;
-    char n[16], t[24];
-    snprintf(n, sizeof(n), "%d", b->acks);
-    snprintf(t, sizeof(t), "%lld", (long long)timeout);
-    const char *argv[] = {"WAIT", n, t};
-    char route[96];
-    snprintf(route, sizeof(route), "%smeta", l->prefix);
-    int rc = co->h.send_wait(co->h.ud, b->conn, route, 3, argv, on_wait_reply, b);
+    int rc = sk__acks_send_wait(co->d.acks, b->conn, l->slot, b->acks, timeout, on_wait_reply, b);
     if (rc == 1) { /* too few replicas in sync: pending at once */
         co->ack_skipped++;
         return;
@@ -302,9 +294,23 @@ static void send_wait(sk__coalescer *co, const sk__lane *l, sk__batch *b)
     else co->ack_failures++; /* decided, never acknowledged: pending */
 }
 
+bool sk__coalescer_ready(const sk__coalescer *co)
+{
+    return sk__wire_up(co->d.w, 0) && co->d.srv->due == 0 && sk__lease_valid(co->d.lease);
+}
+
+/* Data connection conn may carry a batch now: connection 0 whenever the
+ * engine is ready (a batch is sent only then); another one once its
+ * server's run id is known to be connection 0's, so its batches pass the
+ * barrier check exactly as connection 0's would (on a Cluster the script
+ * reads the run id of the node it runs on). */
 static bool conn_usable(const sk__coalescer *co, int conn)
 {
-    return conn == 0 || (co->h.conn_usable && co->h.conn_usable(co->h.ud, conn));
+    if (conn == 0) return true;
+    const sk__server *srv = co->d.srv;
+    const char *runid = co->d.w->runid[conn];
+    if (!sk__wire_up(co->d.w, 0) || !sk__wire_up(co->d.w, conn) || !runid[0] || srv->due != 0) return false;
+    return srv->cluster || (srv->runid[0] && strcmp(runid, srv->runid) == 0);
 }
 
 /* How busy connection conn is: one without a WAIT in flight first (a
@@ -350,13 +356,15 @@ static int send_batch(sk__coalescer *co, sk__lane *l, sk__batch *b)
     w_batch(co->wire, co, l, b, &args);
     b->replies_due = 0;
     int conn = pick_conn(co, l);
-    int rc = co->h.send_script(co->h.ud, conn, &args, on_batch_reply, b);
+    int rc = sk__wire_batch(co->d.w, conn, SK__LUA_PURCHASE, &args, on_batch_reply, b);
     if (rc == 0) {
         b->conn = conn;
         l->conn = conn;
         co->conn_batches[conn]++;
         b->replies_due = 1;
-        b->wait_later = co->h.wait_after_reply(co->h.ud);
+        /* on a Cluster only the reply says the script ran, maybe on
+         * another node after a redirect: the WAIT must go where it ran */
+        b->wait_later = co->d.srv->cluster;
         if (!b->wait_later) send_wait(co, l, b);
     }
     return rc;
@@ -389,7 +397,7 @@ static void flush(sk__lane *l)
     l->inflight++;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++)
-        if (!b->reqs[i]->order_id) rc = co->h.next_order_id(co->h.ud, &b->reqs[i]->order_id);
+        if (!b->reqs[i]->order_id) rc = sk__lease_next_id(co->d.lease, &b->reqs[i]->order_id);
     if (!rc) rc = send_batch(co, l, b);
     if (rc) fail_later(co, b, rc == DLOCK_ENOMEM ? rc : SK_EUNAVAIL);
     else count_batch(co, n);
@@ -501,9 +509,7 @@ static void redistribute(sk__camp *c);
 
 static bool master_alone(sk__coalescer *co, const sk__lane *l)
 {
-    char route[96];
-    snprintf(route, sizeof(route), "%smeta", l->prefix);
-    return co->h.master_alone(co->h.ud, route);
+    return sk__acks_master_alone(co->d.acks, l->slot);
 }
 
 static void on_batch_reply(const dlock__reply *r, int err, void *priv)
@@ -616,10 +622,10 @@ static void on_layout(const dlock__reply *r, int err, void *priv)
 static void load_layout(sk__camp *c)
 {
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:meta", c->id);
+    sk_campaign_key(c->id, "meta", key, sizeof(key));
     const char *argv[] = {"HMGET", key, "shards", "bucket_tags"};
     c->loading = true;
-    if (c->co->h.send(c->co->h.ud, 4, argv, on_layout, c) != 0) {
+    if (sk__wire_cmd(c->co->d.w, 0, -1, 4, argv, on_layout, c) != 0) {
         c->loading = false;
         fail_rerouted(c, SK_EUNAVAIL);
     }
@@ -652,17 +658,17 @@ static void sk__co_enqueue(sk__lane *l, sk__preq *q)
     else arm_linger(co, l);
 }
 
+/* The engine is called directly too (tools, tests): the one check of ids.h. */
 static bool purchase_valid(const char *campaign, const char *user, int64_t qty, const char *idem)
 {
-    return sk_valid_campaign_id(campaign) && sk_valid_user_id(user) && qty >= 1 && qty <= MAX_QTY &&
-           (!idem || sk_valid_idem_key(idem));
+    return sk_purchase_invalid(campaign, user, qty, idem) == NULL;
 }
 
 int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *user, int64_t qty,
                            const char *idem, const char *ip, sk_purchase_cb cb, void *arg)
 {
     if (!cb || !purchase_valid(campaign, user, qty, idem)) return SK_EINVAL;
-    if (!co->h.ready(co->h.ud)) {
+    if (!sk__coalescer_ready(co)) {
         co->outcomes[SK_OUT_UNAVAILABLE]++;
         return SK_EUNAVAIL;
     }
@@ -767,7 +773,7 @@ static void poll_one(sk__camp *c, void *ud)
         char key[SK_BUCKET_TAG_MAX + 16];
         snprintf(key, sizeof(key), "%sstock", c->lanes[j]->prefix);
         const char *argv[] = {"GET", key};
-        if (c->co->h.send(c->co->h.ud, 2, argv, on_poll_reply, c) == 0) c->polling++;
+        if (sk__wire_cmd(c->co->d.w, 0, -1, 2, argv, on_poll_reply, c) == 0) c->polling++;
     }
 }
 
@@ -850,14 +856,14 @@ static void xfer_settled(void *ud, sk__camp *c) { sk__co_maybe_drop(ud, c); }
 
 /* ---- life cycle and figures --------------------------------------------- */
 
-int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk__coalesce_hooks *hooks,
+int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk__co_deps *deps,
                       sk__coalescer **out)
 {
     *out = NULL;
     sk__coalescer *co = calloc(1, sizeof(*co));
     if (!co) return DLOCK_ENOMEM;
     co->base = base;
-    co->h = *hooks;
+    co->d = *deps;
     co->max_batch = o->max_batch;
     co->linger_us = o->linger_us;
     const int64_t lim[6] = {o->user_rate_limit, o->user_rate_window_ms, o->ip_rate_limit,
@@ -869,7 +875,7 @@ int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk
     co->fail_ev = event_new(base, -1, 0, deliver_failed, co);
     const sk__xfer_events ev = {.ud = co, .need = xfer_need, .arrived = xfer_arrived, .empty = xfer_empty,
                                 .expire = xfer_expire, .settled = xfer_settled};
-    if (!co->fail_ev || sk__xfer_new(base, &co->h, &co->camps, &ev, o->xfer_pause_ms, &co->xfer) != 0) {
+    if (!co->fail_ev || sk__xfer_new(base, co->d.w, co->d.acks, &co->camps, &ev, o->xfer_pause_ms, &co->xfer) != 0) {
         if (co->fail_ev) event_free(co->fail_ev);
         free(co);
         return DLOCK_ENOMEM;

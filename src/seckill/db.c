@@ -31,7 +31,7 @@ const char *sk_db_order_invalid(const sk_order_in *o)
     if (o->order_id == 0 || o->order_id > (uint64_t)INT64_MAX) return "order_id out of range";
     if (!sk_valid_campaign_id(o->campaign)) return "bad campaign id";
     if (!sk_valid_user_id(o->user)) return "bad user id";
-    if (o->qty <= 0 || o->qty > 1000000) return "bad qty";
+    if (!sk_valid_qty(o->qty)) return "bad qty";
     if (!o->path || (strcmp(o->path, "redis") != 0 && strcmp(o->path, "db") != 0)) return "bad path";
     if (o->created_ms < 0) return "bad ts_ms";
     if (o->idem && o->idem[0] && !sk_valid_idem_key(o->idem)) return "bad idem";

@@ -31,12 +31,11 @@
 
 #define ACK_PROBE_MS 250
 
-void sk__acks_init(sk__acks *a, const sk__port *port, const sk__clock *clock, sk__server *srv, int replica_acks,
+void sk__acks_init(sk__acks *a, sk__wire *w, sk__server *srv, int replica_acks,
                    int64_t timeout_ms, bool failover)
 {
     memset(a, 0, sizeof(*a));
-    a->port = *port;
-    a->clock = *clock;
+    a->w = w;
     a->srv = srv;
     a->replica_acks = replica_acks;
     a->timeout_ms = timeout_ms;
@@ -83,12 +82,12 @@ void sk__acks_connected(sk__acks *a)
     a->nodes[0].known = s->in_sync;
     a->nodes[0].listed = s->listed;
     a->reprobe_off = a->reprobe_off || s->config_refused;
-    if (sk__port_muted(&a->port)) return; /* with refused credentials the probes say nothing about the server */
+    if (sk__wire_muted(a->w)) return; /* with refused credentials the probes say nothing about the server */
     int n = 0;
     int64_t t = 0;
     int plan = sk__acks_plan(a, &n, &t);
     bool short_now = plan == SK__ACK_WAIT && !s->cluster && a->nodes[0].known < n;
-    sk__port_log(&a->port, DLOCK_LOG_INFO, "redis run id %s, %d replica(s) connected, %d in sync: %s",
+    sk__wire_log(a->w, DLOCK_LOG_INFO, "redis run id %s, %d replica(s) connected, %d in sync: %s",
                  s->runid[0] ? s->runid : "?", s->replicas, a->nodes[0].known,
                  short_now               ? "202 at once (no WAIT) until enough replicas are in sync, then 201 after WAIT"
                  : plan == SK__ACK_WAIT  ? "201 after WAIT by the replicas"
@@ -111,14 +110,14 @@ static void set_known(sk__acks *a, int i, int known, const char *why)
     int n = needed(a);
     bool was_short = nd->known >= 0 && nd->known < n, now_short = known < n;
     nd->known = known;
-    nd->seen_ms = sk__clock_now(&a->clock);
+    nd->seen_ms = sk__wire_now_ms(a->w);
     if (n <= 0 || was_short == now_short) return;
     const char *node = i == 0 ? "the master" : nd->node;
     if (now_short)
-        sk__port_log(&a->port, DLOCK_LOG_WARN, "redis %s: %d of %d replica(s) in sync (%s): acceptances answer 202 "
+        sk__wire_log(a->w, DLOCK_LOG_WARN, "redis %s: %d of %d replica(s) in sync (%s): acceptances answer 202 "
                      "at once, without WAIT", node, known, n, why);
     else
-        sk__port_log(&a->port, DLOCK_LOG_INFO, "redis %s: %d replica(s) in sync again (%s): batches WAIT for them (201)",
+        sk__wire_log(a->w, DLOCK_LOG_INFO, "redis %s: %d replica(s) in sync again (%s): batches WAIT for them (201)",
                      node, known, why);
 }
 
@@ -145,7 +144,7 @@ static int entry_of(sk__acks *a, int slot, bool add)
 {
     if (!a->srv->cluster) return 0;
     char node[64];
-    if (slot < 0 || !a->port.node_of_slot || a->port.node_of_slot(a->port.ud, slot, node, sizeof(node)) != 0)
+    if (slot < 0 || sk__wire_node_of_slot(a->w, slot, node, sizeof(node)) != 0)
         return -1;
     return cluster_entry(a, node, slot, add);
 }
@@ -159,29 +158,54 @@ void sk__acks_wait_answered(sk__acks *a, int slot, long long asked, long long go
     if (i > 0) a->nodes[i].slot = slot;
 }
 
-static int route_slot(const sk__acks *a, const char *route_key)
+/* Where a keyless command for keys of slot goes: that slot's master on a
+ * Cluster, else the one server (-1). */
+static int route_slot(const sk__acks *a, int slot)
 {
-    return a->srv->cluster ? (int)dlock__key_slot(route_key, strlen(route_key)) : -1;
+    return a->srv->cluster ? slot : -1;
 }
 
-int sk__acks_wait_slot(sk__acks *a, const char *route_key, long long asked, int *slot_out)
+int sk__acks_wait_slot(sk__acks *a, int slot, int asked, int *slot_out)
 {
-    int slot = route_slot(a, route_key);
-    int i = entry_of(a, slot, false);
-    *slot_out = slot;
+    int to = route_slot(a, slot);
+    int i = entry_of(a, to, false);
+    *slot_out = to;
     return i >= 0 && a->nodes[i].known >= 0 && a->nodes[i].known < asked; /* 1: 202 now, no WAIT */
 }
 
-int sk__acks_wait(sk__acks *a, const char *route_key, int argc, const char **argv, sk__reply_fn fn, void *priv)
+typedef struct wait_req {
+    sk__acks *a;
+    int slot; /* where it went (-1: the one server) */
+    int replicas;
+    sk__reply_fn fn;
+    void *priv;
+} wait_req;
+
+static void on_wait(const dlock__reply *r, int err, void *priv)
 {
-    int slot = -1;
-    if (sk__acks_wait_slot(a, route_key, strtoll(argv[1], NULL, 10), &slot)) return 1;
-    return a->port.cmd(a->port.ud, slot, argc, argv, fn, priv);
+    wait_req *w = priv;
+    if (!err && r && dlock__reply_kind(r) == DLOCK__R_INTEGER)
+        sk__acks_wait_answered(w->a, w->slot, w->replicas, dlock__reply_int(r));
+    w->fn(r, err, w->priv);
+    free(w);
 }
 
-bool sk__acks_master_alone(sk__acks *a, const char *route_key)
+int sk__acks_send_wait(sk__acks *a, int conn, int slot, int replicas, int64_t timeout_ms, sk__reply_fn fn,
+                       void *priv)
 {
-    int i = entry_of(a, route_slot(a, route_key), false);
+    int to = -1;
+    if (sk__acks_wait_slot(a, slot, replicas, &to)) return 1;
+    wait_req *w = malloc(sizeof(*w));
+    if (!w) return DLOCK_ENOMEM;
+    *w = (wait_req){.a = a, .slot = to, .replicas = replicas, .fn = fn, .priv = priv};
+    int rc = sk__wire_wait(a->w, conn, to, replicas, timeout_ms, on_wait, w);
+    if (rc) free(w);
+    return rc;
+}
+
+bool sk__acks_master_alone(sk__acks *a, int slot)
+{
+    int i = entry_of(a, route_slot(a, slot), false);
     return i >= 0 && a->nodes[i].listed == 0;
 }
 
@@ -226,7 +250,7 @@ static void on_reprobe_config(const dlock__reply *r, int err, void *priv)
     if (a->srv->config_refused) a->reprobe_off = true;
     int now = sk__acks_plan(a, &n, &(int64_t){0});
     if (now != was)
-        sk__port_log(&a->port, DLOCK_LOG_INFO, "redis persistence changed: %s",
+        sk__wire_log(a->w, DLOCK_LOG_INFO, "redis persistence changed: %s",
                      now == SK__ACK_REPLY ? "appendfsync always: 201 on the reply"
                                           : "no acknowledgement: acceptances answer 202");
 }
@@ -239,7 +263,7 @@ static void reprobe_repl(sk__acks *a, int i)
     *p = (reprobe){.a = a, .entry = i};
     memcpy(p->node, a->nodes[i].node, sizeof(p->node));
     const char *argv[] = {"INFO", "replication"};
-    if (a->port.cmd(a->port.ud, i == 0 ? -1 : a->nodes[i].slot, 2, argv, on_reprobe_repl, p) == 0)
+    if (sk__wire_cmd(a->w, 0, i == 0 ? -1 : a->nodes[i].slot, 2, argv, on_reprobe_repl, p) == 0)
         a->probe_due++;
     else
         free(p);
@@ -247,8 +271,8 @@ static void reprobe_repl(sk__acks *a, int i)
 
 void sk__acks_tick(sk__acks *a)
 {
-    int64_t now = sk__clock_now(&a->clock);
-    if (a->probe_due > 0 || now - a->probe_ms < ACK_PROBE_MS || sk__port_muted(&a->port) || a->reprobe_off) return;
+    int64_t now = sk__wire_now_ms(a->w);
+    if (a->probe_due > 0 || now - a->probe_ms < ACK_PROBE_MS || sk__wire_muted(a->w) || a->reprobe_off) return;
     a->probe_ms = now;
     int n = 0, plan = sk__acks_plan(a, &n, &(int64_t){0});
     if (a->srv->cluster) {
@@ -259,6 +283,6 @@ void sk__acks_tick(sk__acks *a)
         reprobe_repl(a, 0);
     } else {
         const char *argv[] = {"CONFIG", "GET", "append*"};
-        if (a->port.cmd(a->port.ud, -1, 3, argv, on_reprobe_config, a) == 0) a->probe_due++;
+        if (sk__wire_cmd(a->w, 0, -1, 3, argv, on_reprobe_config, a) == 0) a->probe_due++;
     }
 }

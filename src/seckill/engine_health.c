@@ -77,17 +77,16 @@ static void note_auth_refused(sk__health *h, const char *server)
 {
     auth_reason(h->url, server, h->auth_why, sizeof(h->auth_why));
     if (!h->auth_refused)
-        sk__port_log(&h->port, DLOCK_LOG_ERROR, "%s (reconnecting with backoff: 50 ms doubling to %lld ms)",
+        sk__wire_log(h->w, DLOCK_LOG_ERROR, "%s (reconnecting with backoff: 50 ms doubling to %lld ms)",
                      h->auth_why, (long long)h->reconnect_max_ms);
     h->auth_refused = true;
 }
 
-void sk__health_init(sk__health *h, const sk__port *port, const sk__clock *clock, const dlock__url *url,
+void sk__health_init(sk__health *h, sk__wire *w, const dlock__url *url,
                      const char *instance, int64_t reconnect_max_ms)
 {
     memset(h, 0, sizeof(*h));
-    h->port = *port;
-    h->clock = *clock;
+    h->w = w;
     h->url = url;
     h->reconnect_max_ms = reconnect_max_ms;
     snprintf(h->probe_key, sizeof(h->probe_key), "seckill:health:%s", instance);
@@ -105,9 +104,9 @@ bool sk__health_error(sk__health *h, const char *msg, const char *conn_refusal)
     if (!is_write_refusal(msg)) return false;
     snprintf(h->writes_why, sizeof(h->writes_why), "redis refuses writes: %s", msg);
     if (!h->writes_refused) {
-        sk__port_log(&h->port, DLOCK_LOG_ERROR, "%s (purchases and /healthz answer 503 until a write succeeds)",
+        sk__wire_log(h->w, DLOCK_LOG_ERROR, "%s (purchases and /healthz answer 503 until a write succeeds)",
                      h->writes_why);
-        h->probe_ms = sk__clock_now(&h->clock);
+        h->probe_ms = sk__wire_now_ms(h->w);
     }
     h->writes_refused = true;
     return false;
@@ -120,9 +119,9 @@ bool sk__health_good(sk__health *h, bool conn_refused)
     if (h->proven || conn_refused) return false;
     h->proven = true;
     h->down_why[0] = '\0';
-    if (h->auth_refused) sk__port_log(&h->port, DLOCK_LOG_INFO, "redis accepts the credentials again");
+    if (h->auth_refused) sk__wire_log(h->w, DLOCK_LOG_INFO, "redis accepts the credentials again");
     h->auth_refused = false;
-    sk__port_log(&h->port, DLOCK_LOG_INFO, "redis connected");
+    sk__wire_log(h->w, DLOCK_LOG_INFO, "redis connected");
     return true;
 }
 
@@ -139,7 +138,7 @@ void sk__health_down(sk__health *h, const char *refusal, bool auth, const char *
     if (refusal && auth) note_auth_refused(h, server_text(refusal));
     snprintf(h->down_why, sizeof(h->down_why), "%s: %s", what, why ? why : "?");
     /* a refused credential was said once; each retry is not news */
-    sk__port_log(&h->port, h->auth_refused ? DLOCK_LOG_DEBUG : DLOCK_LOG_WARN, "%s", h->down_why);
+    sk__wire_log(h->w, h->auth_refused ? DLOCK_LOG_DEBUG : DLOCK_LOG_WARN, "%s", h->down_why);
 }
 
 static void on_probe(const dlock__reply *r, int err, void *priv)
@@ -147,7 +146,7 @@ static void on_probe(const dlock__reply *r, int err, void *priv)
     sk__health *h = priv;
     h->probe_busy = false;
     if (err || !r || dlock__reply_kind(r) == DLOCK__R_ERROR) return; /* classified by sk__health_error */
-    if (h->writes_refused) sk__port_log(&h->port, DLOCK_LOG_INFO, "redis accepts writes again");
+    if (h->writes_refused) sk__wire_log(h->w, DLOCK_LOG_INFO, "redis accepts writes again");
     h->writes_refused = false;
 }
 
@@ -155,11 +154,11 @@ bool sk__health_tick(sk__health *h, bool connected)
 {
     if (!connected) return false;
     if (h->drop_due) return true;
-    int64_t now = sk__clock_now(&h->clock);
+    int64_t now = sk__wire_now_ms(h->w);
     if (!h->writes_refused || h->probe_busy || now - h->probe_ms < PROBE_MS) return false;
     const char *argv[] = {"SET", h->probe_key, "1", "PX", "5000"};
     h->probe_ms = now;
-    if (h->port.cmd(h->port.ud, -1, 5, argv, on_probe, h) == 0) h->probe_busy = true;
+    if (sk__wire_cmd(h->w, 0, -1, 5, argv, on_probe, h) == 0) h->probe_busy = true;
     return false;
 }
 

@@ -1,18 +1,17 @@
 /* engine_health.h: the engine's part that knows what /healthz is told
  * about Redis, and why (states and rules: engine_health.c). Invariant: it
  * learns only from what the engine tells it (replies, connection up and
- * down) and reaches Redis only through its port, so a test drives it on a
- * fake port and clock. Not thread-safe: the engine's loop only. */
+ * down) and reaches Redis only through the wire (engine_wire.h), so a test
+ * drives it on a fake wire and clock. Not thread-safe: the engine's loop only. */
 #ifndef SK_ENGINE_HEALTH_H
 #define SK_ENGINE_HEALTH_H
 
 #include "engine.h"
-#include "engine_port.h"
+#include "engine_wire.h"
 #include "url.h"
 
 typedef struct sk__health {
-    sk__port port; /* cmd (the write probe), log */
-    sk__clock clock;
+    sk__wire *w;              /* cmd (the write probe), log, clock */
     const dlock__url *url;    /* names the user in a refusal (never the password); outlives the part */
     int64_t reconnect_max_ms; /* said in the refusal's log line */
     char probe_key[64];       /* seckill:health:<instance> */
@@ -27,7 +26,7 @@ typedef struct sk__health {
     char writes_why[300];
 } sk__health;
 
-void sk__health_init(sk__health *h, const sk__port *port, const sk__clock *clock, const dlock__url *url,
+void sk__health_init(sk__health *h, sk__wire *w, const dlock__url *url,
                      const char *instance, int64_t reconnect_max_ms);
 /* An error reply msg on the current connection, whose refused AUTH or
  * SELECT said conn_refusal (NULL: none). True when it is a refused

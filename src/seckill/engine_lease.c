@@ -28,12 +28,11 @@
 
 static int64_t margin_ms(const sk__lease *l) { return l->lease_ms / 6; }
 
-void sk__lease_init(sk__lease *l, const sk__port *port, const sk__clock *clock, const char *instance,
+void sk__lease_init(sk__lease *l, sk__wire *w, const char *instance,
                     int first_worker, int64_t lease_ms)
 {
     memset(l, 0, sizeof(*l));
-    l->port = *port;
-    l->clock = *clock;
+    l->w = w;
     snprintf(l->instance, sizeof(l->instance), "%s", instance);
     l->n = first_worker;
     l->lease_ms = lease_ms;
@@ -50,7 +49,7 @@ static bool valid_at(const sk__lease *l, int64_t now_ms)
     return l->held && l->gen.worker >= 0 && now_ms < valid_until(l);
 }
 
-bool sk__lease_valid(const sk__lease *l) { return valid_at(l, sk__clock_now(&l->clock)); }
+bool sk__lease_valid(const sk__lease *l) { return valid_at(l, sk__wire_now_ms(l->w)); }
 
 int sk__lease_worker(const sk__lease *l) { return sk__lease_valid(l) ? l->gen.worker : -1; }
 
@@ -58,7 +57,7 @@ int sk__lease_next_id(sk__lease *l, uint64_t *id_out)
 {
     /* the wall clock before the check: an id's ms is never later than the
      * check that let it out, even if this process pauses in between */
-    int64_t wall = l->clock.wall_ms(l->clock.ud);
+    int64_t wall = sk__wire_wall_ms(l->w);
     if (!sk__lease_valid(l)) return SK_EUNAVAIL;
     return sk_orderid_next(&l->gen, wall, id_out);
 }
@@ -84,7 +83,7 @@ static void lease_taken(sk__lease *l, uint64_t fence, int64_t server_ms)
 {
     if (l->sent_fence == 0) {
         floor_ids(&l->gen, server_ms);
-        sk__port_log(&l->port, DLOCK_LOG_INFO, "order-id worker id %d leased (fence %llu) at %lld ms "
+        sk__wire_log(l->w, DLOCK_LOG_INFO, "order-id worker id %d leased (fence %llu) at %lld ms "
                      "(Redis clock)", l->n, (unsigned long long)fence, (long long)server_ms);
     }
     l->fence = fence;
@@ -106,7 +105,7 @@ static void on_lease_reply(const dlock__reply *r, int err, void *priv)
         return;
     }
     if (l->sent_fence != 0) {
-        sk__port_log(&l->port, DLOCK_LOG_WARN, "worker id %d lease (fence %llu) is no longer ours: no order ids "
+        sk__wire_log(l->w, DLOCK_LOG_WARN, "worker id %d lease (fence %llu) is no longer ours: no order ids "
                      "until a new lease is taken", l->n, (unsigned long long)l->sent_fence);
         l->fence = 0; /* take anew: the same id first, it may be free */
     } else {
@@ -126,18 +125,18 @@ void sk__lease_step(sk__lease *l)
     snprintf(ttl, sizeof(ttl), "%lld", (long long)l->lease_ms);
     snprintf(fence, sizeof(fence), "%llu", (unsigned long long)l->fence);
     const char *args[] = {"2", key, fkey, l->instance, ttl, fence};
-    l->sent_ms = sk__clock_now(&l->clock);
+    l->sent_ms = sk__wire_now_ms(l->w);
     l->sent_fence = l->fence;
-    if (l->port.script(l->port.ud, SK__LUA_LEASE, 6, args, on_lease_reply, l) == 0) l->busy = true;
+    if (sk__wire_script(l->w, SK__LUA_LEASE, 6, args, on_lease_reply, l) == 0) l->busy = true;
 }
 
 void sk__lease_tick(sk__lease *l, bool connected)
 {
-    int64_t now = sk__clock_now(&l->clock);
+    int64_t now = sk__wire_now_ms(l->w);
     if (l->held && !valid_at(l, now)) {
         /* the end on the wall clock too, to set beside other processes' */
-        int64_t end = valid_until(l), end_wall = l->clock.wall_ms(l->clock.ud) - (now - end);
-        sk__port_log(&l->port, DLOCK_LOG_WARN, "worker id %d: worker lease not renewed for %lld ms: no new order ids "
+        int64_t end = valid_until(l), end_wall = sk__wire_wall_ms(l->w) - (now - end);
+        sk__wire_log(l->w, DLOCK_LOG_WARN, "worker id %d: worker lease not renewed for %lld ms: no new order ids "
                      "since its validity ended at %lld ms (wall clock) until it is", l->n,
                      (long long)(now - l->ok_ms), (long long)end_wall);
         lease_gone(l); /* the fence is kept: a renewal still finds out whether it is ours */

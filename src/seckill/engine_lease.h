@@ -2,17 +2,16 @@
  * and issues order ids under it (why ids cannot collide: engine_lease.c).
  * Invariant: an id is issued only while the lease is valid on the part's
  * monotonic clock, checked at the moment of issue. It reaches Redis only
- * through its port (the lease script), so a test drives it on a fake port
- * and clock. Not thread-safe: the engine's loop only. */
+ * through the wire (the lease script: engine_wire.h), so a test drives it
+ * on a fake wire and clock. Not thread-safe: the engine's loop only. */
 #ifndef SK_ENGINE_LEASE_H
 #define SK_ENGINE_LEASE_H
 
-#include "engine_port.h"
+#include "engine_wire.h"
 #include "orderid.h"
 
 typedef struct sk__lease {
-    sk__port port;     /* script (SK__LUA_LEASE), log */
-    sk__clock clock;   /* now_ms: validity; wall_ms: the ms of an id */
+    sk__wire *w;       /* script (SK__LUA_LEASE), log; now_ms: validity; wall_ms: the ms of an id */
     char instance[33]; /* the holder's name in the lease key */
     int64_t lease_ms;  /* the lease's length (worker_lease_ms) */
     int n;             /* the worker id taken or tried */
@@ -28,7 +27,7 @@ typedef struct sk__lease {
 } sk__lease;
 
 /* A part holding nothing, that will try worker id first_worker first. */
-void sk__lease_init(sk__lease *l, const sk__port *port, const sk__clock *clock, const char *instance,
+void sk__lease_init(sk__lease *l, sk__wire *w, const char *instance,
                     int first_worker, int64_t lease_ms);
 void sk__lease_step(sk__lease *l);                /* take or renew now (one in flight) */
 /* Renews at 1/3 of the lease, gives it up at lease - margin; takes one

@@ -40,24 +40,25 @@ bool sk__info_field(const char *text, const char *field, char *out, size_t cap)
     return false;
 }
 
-void sk__server_init(sk__server *s, const sk__port *port, void (*done)(void *ud))
+void sk__server_init(sk__server *s, sk__wire *w, void (*done)(void *ud), void *done_ud)
 {
     memset(s, 0, sizeof(*s));
-    s->port = *port;
+    s->w = w;
     s->done = done;
+    s->done_ud = done_ud;
     s->in_sync = s->listed = -1;
 }
 
 static void probe_done(sk__server *s)
 {
-    if (s->due > 0 && --s->due == 0 && s->done) s->done(s->port.ud);
+    if (s->due > 0 && --s->due == 0 && s->done) s->done(s->done_ud);
 }
 
 /* A probe's failure is worth a line unless the connection went (its
  * replacement probes again) or the credentials were refused. */
 static bool news(const sk__server *s, int err)
 {
-    return err != DLOCK_EUNKNOWN && err != SK_EUNAVAIL && !sk__port_muted(&s->port);
+    return err != DLOCK_EUNKNOWN && err != SK_EUNAVAIL && !sk__wire_muted(s->w);
 }
 
 static void on_info_server(const dlock__reply *r, int err, void *priv)
@@ -66,7 +67,7 @@ static void on_info_server(const dlock__reply *r, int err, void *priv)
     bool ok = !err && dlock__reply_kind(r) == DLOCK__R_STRING &&
               sk__info_field(dlock__reply_str(r, NULL), "run_id", s->runid, sizeof(s->runid));
     if (!ok && news(s, err))
-        sk__port_log(&s->port, DLOCK_LOG_ERROR, "INFO server gave no run_id: every campaign answers 503 recovering");
+        sk__wire_log(s->w, DLOCK_LOG_ERROR, "INFO server gave no run_id: every campaign answers 503 recovering");
     probe_done(s);
 }
 
@@ -99,7 +100,7 @@ bool sk__server_read_config(sk__server *s, const dlock__reply *r, int err)
     if (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) < 2) {
         if (err == DLOCK_ESERVER) s->config_refused = true; /* not asked again on this connection */
         if (!s->config_refused_logged && news(s, err)) {
-            sk__port_log(&s->port, DLOCK_LOG_WARN, "CONFIG GET refused: the server's persistence is unknown, "
+            sk__wire_log(s->w, DLOCK_LOG_WARN, "CONFIG GET refused: the server's persistence is unknown, "
                                                    "so a standalone server's acceptances answer 202");
             s->config_refused_logged = true;
         }
@@ -138,7 +139,7 @@ void sk__server_probe(sk__server *s)
         sk__reply_fn fn;
     } probes[] = {{2, srv, on_info_server}, {2, repl, on_info_repl}, {2, cl, on_info_cluster}, {3, aof, on_config}};
     for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
-        if (s->port.cmd(s->port.ud, -1, probes[i].argc, probes[i].argv, probes[i].fn, s) == 0) s->due++;
+        if (sk__wire_cmd(s->w, 0, -1, probes[i].argc, probes[i].argv, probes[i].fn, s) == 0) s->due++;
 }
 
 #define IN_SYNC_LAG_S 2 /* a replica acknowledges every second: older is not in sync */

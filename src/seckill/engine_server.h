@@ -2,16 +2,17 @@
  * server is (run id, Cluster mode, replicas, persistence) from the probes
  * it sends at every connect (engine_server.c). Invariant: the facts are
  * complete only once every probe's reply is in (due == 0); they come only
- * from replies, through the part's port, so a test feeds them on a fake
- * port. Not thread-safe: the engine's loop only. */
+ * from replies, through the wire (engine_wire.h), so a test feeds them on
+ * a fake wire. Not thread-safe: the engine's loop only. */
 #ifndef SK_ENGINE_SERVER_H
 #define SK_ENGINE_SERVER_H
 
-#include "engine_port.h"
+#include "engine_wire.h"
 
 typedef struct sk__server {
-    sk__port port;   /* cmd (the probes), muted, log */
-    void (*done)(void *ud); /* called with port.ud when the last probe reply is in */
+    sk__wire *w;     /* cmd (the probes), muted, log */
+    void (*done)(void *ud); /* the engine's: called with done_ud when the last probe reply is in */
+    void *done_ud;
     char runid[41];  /* INFO server run_id; "" unknown */
     int due;         /* connect-time replies still to come */
     int replicas;    /* INFO replication connected_slaves */
@@ -23,7 +24,7 @@ typedef struct sk__server {
     bool config_refused_logged;
 } sk__server;
 
-void sk__server_init(sk__server *s, const sk__port *port, void (*done)(void *ud));
+void sk__server_init(sk__server *s, sk__wire *w, void (*done)(void *ud), void *done_ud);
 /* A new connection: forgets the facts and sends INFO server, INFO
  * replication, INFO cluster and CONFIG GET append* (s->due counts their
  * replies; done runs after the last one). */

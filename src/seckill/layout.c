@@ -1,6 +1,6 @@
 /* layout.c: a campaign's keys (layout.h): its bucket layout from bucket
  * 0's meta, a stream's backlog for the pipeline's group, the pipeline
- * counters. Invariant: reads and best-effort counter writes only; of the
+ * counters, and the one writer of a key's name. Invariant: reads and best-effort counter writes only; of the
  * engine it calls only the bucket arithmetic (buckets.c) and the error
  * mapping (sk_err.c), so every pipeline file may call it. */
 #include "layout.h"
@@ -13,6 +13,16 @@
 
 #include "dlock/dlock.h"
 #include "sk_err.h"
+
+void sk_campaign_key(const char *id, const char *part, char *buf, size_t len)
+{
+    snprintf(buf, len, "{c:%s}:%s", id, part);
+}
+
+void sk_tag_key(const char *tag, const char *part, char *buf, size_t len)
+{
+    snprintf(buf, len, "{%s}:%s", tag, part);
+}
 
 int sk_layout_of_def(const char *id, int64_t shards, const char *bucket_tags, sk_buckets *out)
 {
@@ -36,7 +46,7 @@ int sk_layout_of_fields(const char *id, const dlock__reply *shards, const dlock_
 int sk_layout_read(dlock__conn *rc, const char *id, sk_buckets *out)
 {
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:meta", id);
+    sk_campaign_key(id, "meta", key, sizeof(key));
     const char *argv[] = {"HMGET", key, "stock", "shards", "bucket_tags"};
     dlock__reply *r = NULL;
     int rc_ = sk_err_from_common(dlock__conn_cmd(rc, 5, argv, NULL, &r));
@@ -52,7 +62,7 @@ int sk_layout_read(dlock__conn *rc, const char *id, sk_buckets *out)
 void sk__pipeline_add(dlock__conn *rc, const char *campaign, const char *field, int64_t n)
 {
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:pipeline", campaign);
+    sk_campaign_key(campaign, "pipeline", key, sizeof(key));
     sk__pipeline_add_key(rc, key, field, n);
 }
 

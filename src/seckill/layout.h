@@ -4,10 +4,12 @@
  * (buckets.h; a meta without them is the one-bucket layout every K = 1
  * campaign has), the backlog of a bucket's order stream for the pipeline's
  * consumer group, and the pipeline counters of a bucket. Every other file
- * reaches these keys through here. Not thread-safe per connection. */
+ * names these keys through here (sk_campaign_key, sk_tag_key; a bucket's
+ * by sk_bucket_key, buckets.h). Not thread-safe per connection. */
 #ifndef SK_LAYOUT_H
 #define SK_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "buckets.h"
@@ -15,6 +17,15 @@
 
 /* The consumer group of every order stream ({<tag_j>}:orders). */
 #define SK_PERSIST_GROUP "seckill-persist"
+
+/* "{c:<id>}:<part>" into buf (NUL-terminated, truncated to len): a key of
+ * campaign id's bucket 0, the tag every one-bucket campaign's keys carry.
+ * Pure: safe from any thread, on the async paths too. */
+void sk_campaign_key(const char *id, const char *part, char *buf, size_t len);
+/* "{<tag>}:<part>" into buf (truncated to len): a key of the bucket whose
+ * hash tag is tag ("c:<id>" for bucket 0). part "" gives the prefix every
+ * key of the bucket begins with. Pure. */
+void sk_tag_key(const char *tag, const char *part, char *buf, size_t len);
 
 /* Fills out with campaign id's layout. 0; SK_ENOTFOUND (no meta);
  * SK_EINVAL (fields present but not a layout sk_buckets_parse accepts);

@@ -61,6 +61,7 @@ sk_outcome_id sk_outcome_of_err(int err, bool replay)
     for (int i = SK_OUT_SOLD_OUT; i < SK_OUT_COUNT; i++)
         if (table[i].err == err) return (sk_outcome_id)i;
     if (err == SK_ERESERVE) return SK_OUT_RESERVE_EMPTY;
+    if (err == SK_EIDEMWAIT) return SK_OUT_IDEM_DEGRADED;
     return SK_OUT_UNAVAILABLE;
 }
 

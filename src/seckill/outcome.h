@@ -65,8 +65,8 @@ const sk_outcome *sk_outcome_get(int id);
 /* The outcome of an engine result code; replay marks an accepted replay.
  * A code no row names (DLOCK_ENOMEM, DLOCK_ECLOSED...) is SK_OUT_UNAVAILABLE:
  * the purchase was not decided. Of the rows past the metric rows only
- * SK_OUT_RESERVE_EMPTY is returned (for SK_ERESERVE): a counter indexes
- * with sk_outcome_metric. */
+ * SK_OUT_RESERVE_EMPTY (for SK_ERESERVE) and SK_OUT_IDEM_DEGRADED (for
+ * SK_EIDEMWAIT) are returned: a counter indexes with sk_outcome_metric. */
 sk_outcome_id sk_outcome_of_err(int err, bool replay);
 /* The metric row (< SK_OUT_COUNT) an outcome is counted under: itself, or
  * SK_OUT_UNAVAILABLE for a row past the metric rows (not decided). */

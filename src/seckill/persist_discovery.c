@@ -28,7 +28,7 @@ static void camp_ensure_db(sk_pctx *w, const char *id)
 {
     if (sk_db_campaign_get(w->db, id, NULL, NULL) != SK_ENOTFOUND) return;
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:meta", id);
+    sk_campaign_key(id, "meta", key, sizeof(key));
     const char *argv[] = {"HGETALL", key};
     dlock__reply *r;
     if (sk__pctx_cmd(w, 2, argv, &r)) return;

@@ -278,7 +278,7 @@ static int redis_side(dlock__conn *rc, const sk_buckets *b, sk_reconcile_report 
 {
     char k[112];
     int err;
-    snprintf(k, sizeof(k), "{c:%s}:meta", rep->campaign);
+    sk_campaign_key(rep->campaign, "meta", k, sizeof(k));
     if ((err = redis_int(rc, "HGET", k, "stock", &rep->r_initial, NULL))) return err;
     for (int j = 0; j < b->k; j++) {
         if ((err = read_bucket(rc, b, j, rep))) return err;

@@ -124,9 +124,9 @@ int sk_reserve_handback_apply(dlock__conn *rc, const char *campaign, const sk_db
 {
     if (!hb->id[0] || hb->units <= 0) return 0;
     char k_set[96], k_stock[96], k_events[96], units[24];
-    snprintf(k_set, sizeof(k_set), "{c:%s}:handbacks", campaign);
-    snprintf(k_stock, sizeof(k_stock), "{c:%s}:stock", campaign);
-    snprintf(k_events, sizeof(k_events), "{c:%s}:events", campaign);
+    sk_campaign_key(campaign, "handbacks", k_set, sizeof(k_set));
+    sk_campaign_key(campaign, "stock", k_stock, sizeof(k_stock));
+    sk_campaign_key(campaign, "events", k_events, sizeof(k_events));
     snprintf(units, sizeof(units), "%" PRId64, hb->units);
     const char *keys[3] = {k_set, k_stock, k_events};
     const char *args[2] = {hb->id, units};
@@ -142,7 +142,7 @@ int sk_reserve_handback_apply(dlock__conn *rc, const char *campaign, const sk_db
 static int one_sold_out(dlock__conn *rc, const char *campaign)
 {
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:stock", campaign);
+    sk_campaign_key(campaign, "stock", key, sizeof(key));
     const char *argv[] = {"GET", key};
     dlock__reply *r = NULL;
     int err = sk_err_from_common(dlock__conn_cmd(rc, 2, argv, NULL, &r));

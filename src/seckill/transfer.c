@@ -41,7 +41,8 @@
 
 struct sk__xfer {
     struct event_base *base;
-    sk__coalesce_hooks h;     /* send_xfer, send_wait, ack_plan, log */
+    sk__wire *w;              /* transfer.lua and its WAITs (connection 0), the log */
+    sk__acks *acks;           /* the acknowledgement plan; NULL: none */
     sk__xfer_events ev;
     sk__camp_table *camps;    /* recovery walks it (not owned) */
     int64_t pause_ms;         /* test hook: delay between take and give */
@@ -102,7 +103,7 @@ static int send_take(sk__xfer *x, sk__lane *src, const char *xid, int dst, int64
     snprintf(w, sizeof(w), "%lld", (long long)want);
     const char *args[] = {"3", stock, xfer, xin, "take", xid, d, w};
     x->xs.script_calls++;
-    return x->h.send_xfer(x->h.ud, 8, args, fn, priv);
+    return sk__wire_script(x->w, SK__LUA_TRANSFER, 8, args, fn, priv);
 }
 
 static int send_give(sk__xfer *x, sk__lane *dst, const char *xid, int64_t units, sk__reply_fn fn,
@@ -115,7 +116,7 @@ static int send_give(sk__xfer *x, sk__lane *dst, const char *xid, int64_t units,
     snprintf(u, sizeof(u), "%lld", (long long)units);
     const char *args[] = {"3", stock, xin, ev, "give", xid, u};
     x->xs.script_calls++;
-    return x->h.send_xfer(x->h.ud, 7, args, fn, priv);
+    return sk__wire_script(x->w, SK__LUA_TRANSFER, 7, args, fn, priv);
 }
 
 static void settled(sk__xfer *x, sk__camp *c) { x->ev.settled(x->ev.ud, c); }
@@ -146,7 +147,7 @@ static void send_done(sk__xfer *x, sk__lane *src, const char *xid)
     if (!d) return; /* recovery finds the entry */
     *d = (done_ctx){.x = x, .camp = src->camp};
     x->xs.script_calls++;
-    if (x->h.send_xfer(x->h.ud, 4, args, ignore, d) == 0) src->camp->busy++;
+    if (sk__wire_script(x->w, SK__LUA_TRANSFER, 4, args, ignore, d) == 0) src->camp->busy++;
     else free(d);
 }
 
@@ -156,14 +157,9 @@ static void send_done(sk__xfer *x, sk__lane *src, const char *xid)
 static int send_ack(sk__xfer *x, sk__lane *l, int *acks_out, sk__reply_fn fn, void *priv)
 {
     int64_t timeout = 0;
-    if (x->h.ack_plan(x->h.ud, acks_out, &timeout) != SK__ACK_WAIT) return 0;
-    char n[16], t[24], route[SK_BUCKET_TAG_MAX + 16];
-    snprintf(n, sizeof(n), "%d", *acks_out);
-    snprintf(t, sizeof(t), "%lld", (long long)timeout);
-    key_of(l, "meta", route, sizeof(route));
-    const char *argv[] = {"WAIT", n, t};
-    /* transfer.lua went on connection 0 (send_xfer): its WAIT goes there too */
-    return x->h.send_wait(x->h.ud, 0, route, 3, argv, fn, priv) == 0 ? 1 : -1;
+    if (!x->acks || sk__acks_plan(x->acks, acks_out, &timeout) != SK__ACK_WAIT) return 0;
+    /* transfer.lua went on connection 0: its WAIT goes there too */
+    return sk__acks_send_wait(x->acks, 0, l->slot, *acks_out, timeout, fn, priv) == 0 ? 1 : -1;
 }
 
 static bool acked(const dlock__reply *r, int err, int acks)
@@ -494,11 +490,8 @@ static void on_recov_wait(const dlock__reply *r, int err, void *priv)
 
 static void log_recovered(sk__xfer *x, const recov *rv)
 {
-    if (!x->h.log) return;
-    char msg[200];
-    snprintf(msg, sizeof(msg), "campaign %s: transfer %s (%lld units, bucket %d -> %d) finished by recovery",
-             rv->camp->id, rv->xid, (long long)rv->units, rv->src, rv->dst);
-    x->h.log(x->h.ud, DLOCK_LOG_WARN, msg);
+    sk__wire_log(x->w, DLOCK_LOG_WARN, "campaign %s: transfer %s (%lld units, bucket %d -> %d) finished by recovery",
+                 rv->camp->id, rv->xid, (long long)rv->units, rv->src, rv->dst);
 }
 
 static void on_recov_give(const dlock__reply *r, int err, void *priv)
@@ -584,7 +577,7 @@ static void recover_camp(sk__camp *c, void *ud)
         key_of(c->lanes[j], "xfer", xfer, sizeof(xfer));
         const char *args[] = {"1", xfer, "stale", age};
         x->xs.script_calls++;
-        if (x->h.send_xfer(x->h.ud, 4, args, on_stale, sq) == 0) c->busy++;
+        if (sk__wire_script(x->w, SK__LUA_TRANSFER, 4, args, on_stale, sq) == 0) c->busy++;
         else free(sq);
     }
 }
@@ -599,13 +592,13 @@ void sk__xfer_recover(sk__xfer *x)
 
 /* ---- life cycle ---------------------------------------------------------- */
 
-int sk__xfer_new(struct event_base *base, const sk__coalesce_hooks *hooks, sk__camp_table *camps,
+int sk__xfer_new(struct event_base *base, sk__wire *w, sk__acks *acks, sk__camp_table *camps,
                  const sk__xfer_events *ev, int64_t pause_ms, sk__xfer **out)
 {
     sk__xfer *x = calloc(1, sizeof(*x));
     *out = x;
     if (!x) return DLOCK_ENOMEM;
-    *x = (sk__xfer){.base = base, .h = *hooks, .ev = *ev, .camps = camps, .pause_ms = pause_ms};
+    *x = (sk__xfer){.base = base, .w = w, .acks = acks, .ev = *ev, .camps = camps, .pause_ms = pause_ms};
     dlock__random_hex(x->xid_base, (sizeof(x->xid_base) - 1) / 2); /* 16 hex digits + NUL */
     return 0;
 }

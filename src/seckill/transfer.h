@@ -1,6 +1,6 @@
 /* transfer.h: the mover of a sharded campaign's units between its buckets
  * (transfer.c). It owns its state (pulls under way, transfer ids, recovery
- * clock), sends through the hooks passed in, and never answers a buyer: it
+ * clock), sends through the wire (engine_wire.h), and never answers a buyer: it
  * reports events, and the coalescer answers or re-sends its parked
  * purchases. Loop thread only. */
 #ifndef SK_TRANSFER_H
@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #include "camp_table.h"
-#include "coalesce.h"
+#include "engine_acks.h"
+#include "engine_wire.h"
 
 struct event_base;
 typedef struct sk__xfer sk__xfer;
@@ -33,10 +34,11 @@ typedef struct sk__xfer_events {
     void (*settled)(void *ud, sk__camp *c);
 } sk__xfer_events;
 
-/* hooks: send_xfer, send_wait, ack_plan and log are used (copied); camps:
+/* w: where transfer.lua and its WAITs go (connection 0) and the log;
+ * acks: whether a half is acknowledged by a WAIT (NULL: never); camps:
  * the table whose sharded campaigns recovery walks (not owned); pause_ms:
  * test hook, a delay between take and give. 0 or DLOCK_ENOMEM. */
-int sk__xfer_new(struct event_base *base, const sk__coalesce_hooks *hooks, sk__camp_table *camps,
+int sk__xfer_new(struct event_base *base, sk__wire *w, sk__acks *acks, sk__camp_table *camps,
                  const sk__xfer_events *ev, int64_t pause_ms, sk__xfer **out);
 /* Lane l has parked purchases (or just drained: none): start moving units
  * into it unless a move into it is already under way. */

@@ -13,8 +13,9 @@
 
 #define MAX_HOPS 64
 
-/* Text s (len bytes) as an address into c (bits = full length). */
-static bool parse_addr(const char *s, size_t len, sk_cidr *c)
+/* Text s (len bytes) as an address into c (bits = full length), as
+ * written: ::ffff:a.b.c.d stays IPv6. */
+static bool parse_ip(const char *s, size_t len, sk_cidr *c)
 {
     char buf[SK_ADDR_MAX];
     if (len == 0 || len >= sizeof(buf)) return false;
@@ -32,6 +33,27 @@ static bool parse_addr(const char *s, size_t len, sk_cidr *c)
         return true;
     }
     return false;
+}
+
+/* An IPv4-mapped IPv6 address or range (::ffff:a.b.c.d, /96 or longer) as
+ * the IPv4 one: a dual-stack socket shows an IPv4 peer that way, and a
+ * proxy trusted as 10.0.0.0/8 must be trusted when it arrives so. */
+static void unmap(sk_cidr *c)
+{
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (c->family != AF_INET6 || c->bits < 96 || memcmp(c->addr, mapped, sizeof(mapped)) != 0) return;
+    memmove(c->addr, c->addr + 12, 4);
+    memset(c->addr + 4, 0, 12);
+    c->family = AF_INET;
+    c->bits -= 96;
+}
+
+/* An address as it is compared and reported: mapped IPv4 as IPv4. */
+static bool parse_addr(const char *s, size_t len, sk_cidr *c)
+{
+    if (!parse_ip(s, len, c)) return false;
+    unmap(c);
+    return true;
 }
 
 static bool in_cidr(const sk_cidr *net, const sk_cidr *a)
@@ -55,14 +77,18 @@ static bool has(const sk_trusted *t, const sk_cidr *a)
 static bool parse_cidr(const char *s, size_t len, sk_cidr *c)
 {
     const char *slash = memchr(s, '/', len);
-    if (!parse_addr(s, slash ? (size_t)(slash - s) : len, c)) return false;
-    if (!slash) return true;
+    if (!parse_ip(s, slash ? (size_t)(slash - s) : len, c)) return false;
+    if (!slash) {
+        unmap(c);
+        return true;
+    }
     size_t nd = len - (size_t)(slash - s) - 1;
     if (nd < 1 || nd > 3 || strspn(slash + 1, "0123456789") < nd) return false;
     int bits = 0;
     for (size_t i = 0; i < nd; i++) bits = bits * 10 + (slash[1 + i] - '0');
     if (bits > c->bits) return false;
     c->bits = bits;
+    unmap(c);
     return true;
 }
 
@@ -107,7 +133,9 @@ static bool forwarded_node(const char *s, size_t len, sk_cidr *c)
         if (!close) return false;
         size_t after = len - (size_t)(close - s) - 1;
         if (after && (close[1] != ':' || after < 2)) return false;
-        return parse_addr(s + 1, (size_t)(close - s) - 1, c) && c->family == AF_INET6;
+        if (!parse_ip(s + 1, (size_t)(close - s) - 1, c) || c->family != AF_INET6) return false;
+        unmap(c);
+        return true;
     }
     const char *colon = memchr(s, ':', len);
     return parse_addr(s, colon ? (size_t)(colon - s) : len, c) && c->family == AF_INET;
@@ -170,14 +198,17 @@ int sk_client_addr(const sk_trusted *t, const char *peer, const char *const *xff
 
 void sk_addr_group(const char *ip, int v6_prefix, char out[SK_ADDR_MAX])
 {
-    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     size_t n = strnlen(ip, SK_ADDR_MAX - 1);
     memcpy(out, ip, n);
     out[n] = '\0';
+    /* IPv4 text (no ':') is its own key: inet_pton takes only canonical
+     * dotted quads, so parsing and printing it back would change nothing
+     * (the path of nearly every request: one scan, no inet_pton) */
+    if (!memchr(ip, ':', n)) return;
     sk_cidr a;
-    if (!parse_addr(ip, strlen(ip), &a) || a.family != AF_INET6) return;
-    if (memcmp(a.addr, mapped, sizeof(mapped)) == 0) {
-        inet_ntop(AF_INET, a.addr + 12, out, SK_ADDR_MAX);
+    if (!parse_addr(ip, strlen(ip), &a)) return;
+    if (a.family == AF_INET) { /* mapped IPv4 (::ffff:a.b.c.d) is its IPv4 */
+        inet_ntop(AF_INET, a.addr, out, SK_ADDR_MAX);
         return;
     }
     char net[SK_ADDR_MAX], key[64];

@@ -319,7 +319,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 int sk_degraded_purchase(sk_degraded *d, const char *campaign, const char *user, int64_t qty,
                          const char *ip, sk_purchase_cb cb, void *arg)
 {
-    if (!sk_valid_campaign_id(campaign) || !sk_valid_user_id(user) || qty < 1) return SK_EINVAL;
+    if (sk_purchase_invalid(campaign, user, qty, NULL)) return SK_EINVAL; /* direct callers too (tests) */
     /* the database keeps no Idempotency-Keys: every purchase here is unkeyed */
     int rc = sk_soldout_answer(sk_soldout_has(&d->sold, campaign), false, &d->st.soldout_local, d->st.outcomes);
     if (rc) return rc;

@@ -450,11 +450,7 @@ static size_t format_head(sk_hs *s, const sk_hs_req *r, int status, size_t len, 
 {
     const char *reason = http_status_str((enum http_status)status);
     const char *date = hs__date(s);
-    char num[24], *e = num + sizeof(num), *d = e;
-    do {
-        *--d = (char)('0' + len % 10);
-        len /= 10;
-    } while (len);
+    char num[24], *e = num + sizeof(num), *d = dlock__digits(e, len);
     char *p = put(out, "HTTP/1.1 ", 9);
     *p++ = (char)('0' + status / 100 % 10);
     *p++ = (char)('0' + status / 10 % 10);

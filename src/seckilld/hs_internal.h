@@ -170,8 +170,9 @@ size_t hs__feed(hs_conn *c, const char *data, size_t n);
 void hs__parse_abort(hs_conn *c);
 
 /* hs_frame.c */
-/* A header or trailer value byte: HTAB, SP, VCHAR or obs-text. */
-bool hs__field_byte_ok(unsigned char ch);
+/* A header or trailer value byte: HTAB, SP, VCHAR or obs-text (inline:
+ * every value byte of every request goes through it). */
+static inline bool hs__field_byte_ok(unsigned char ch) { return ch == '\t' || (ch >= 0x20 && ch != 0x7f); }
 /* Scans d[0..n) of a request head. Returns 1 with *used the bytes up to
  * and including the blank line that ends it, 0 with *used = n while the
  * head goes on, -1 with *msg when a line does not end in CRLF, a CR has no

@@ -254,10 +254,13 @@ static void peer_name(const struct sockaddr *sa, char *out, size_t cap)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out, (socklen_t)cap);
 }
 
+/* Written whole at accept; the assertion keeps Content-Length the body's
+ * length (a client reads exactly that many bytes). */
+#define TOO_MANY_BODY "{\"error\":\"unavailable\",\"message\":\"too many connections from this address; retry\"}\n"
+_Static_assert(sizeof(TOO_MANY_BODY) - 1 == 82, "Content-Length of too_many");
 static const char too_many[] =
-    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 83\r\n"
-    "Connection: close\r\n\r\n"
-    "{\"error\":\"unavailable\",\"message\":\"too many connections from this address; retry\"}\n";
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 82\r\n"
+    "Connection: close\r\n\r\n" TOO_MANY_BODY;
 
 static void on_accept(struct evconnlistener *el, evutil_socket_t fd, struct sockaddr *sa, int slen, void *arg)
 {

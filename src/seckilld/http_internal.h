@@ -1,8 +1,10 @@
 /* http_internal.h: what the files of seckilld's front end share: the
  * server and request structs, the answering helpers (http_reply.c), the
- * request's identity (http_auth.c) and the order routes (http_orders.c).
- * Every answer goes through http_reply.c (which frees the request); the
- * routes (http.c) call the others, which never call back into http.c. */
+ * JSON body (http_body.c), the request's identity (http_auth.c) and the
+ * handlers of each resource: http_campaigns.c, http_purchase.c,
+ * http_orders.c, http_health.c. Every answer goes through http_reply.c
+ * (which frees the request); the router (http.c) calls the handlers,
+ * which never call back into http.c. */
 #ifndef SK_HTTP_INTERNAL_H
 #define SK_HTTP_INTERNAL_H
 
@@ -15,6 +17,7 @@
 #include "hserver.h"
 #include "http.h"
 #include "http_metrics.h"
+#include "json.h"
 #include "order_ref.h"
 #include "util.h"
 
@@ -75,12 +78,36 @@ typedef struct hreq {
  * engine/database error as status + code (an outcome of the table is
  * answered from the table, whatever route met it). */
 hreq *sk__http_hreq_new(sk_http *h);
+/* The one answer without a request record (none could be made): 500, not
+ * counted in the metrics (there is no route to count it under). */
+void sk__http_reply_no_record(sk_hs_req *req);
 void sk__http_reply_bytes(hreq *q, int status, const char *ctype, const char *body, size_t len);
 void sk__http_reply_body(hreq *q, int status, const char *ctype, dlock__buf *body);
 void sk__http_reply_json(hreq *q, int status, dlock__buf *body);
 void sk__http_reply_error(hreq *q, int status, const char *code, const char *msg);
 void sk__http_reply_outcome(hreq *q, int id, int64_t remaining, int64_t value);
 void sk__http_reply_err_code(hreq *q, int err, const char *what);
+/* An accepted purchase (or its replay): 201 when acknowledged, else 202
+ * pending with the order's Location. */
+void sk__http_reply_accepted(hreq *q, const sk_purchase_result *r);
+
+/* http_body.c: the JSON body parsed into doc: 0, 1 for an empty body (doc
+ * untouched), or -1 when it has answered already (400 malformed, 500). */
+int sk__http_read_json(hreq *q, dlock__json_doc *doc);
+
+/* http_campaigns.c: POST /v1/campaigns, GET /v1/campaigns/{id},
+ * POST /v1/campaigns/{id}/preheat (query: force=...). */
+void sk__http_campaign_create(hreq *q);
+void sk__http_campaign_get(hreq *q);
+void sk__http_campaign_preheat(hreq *q, const char *query);
+
+/* http_purchase.c: POST /v1/campaigns/{id}/purchase. */
+void sk__http_purchase(hreq *q);
+
+/* http_health.c: GET /healthz, /metrics, /ping. */
+void sk__http_healthz(hreq *q);
+void sk__http_metrics(hreq *q);
+void sk__http_ping(hreq *q);
 
 /* http_auth.c: whether the request carries the admin token (answers
  * nothing); the same, answering 401 when not (false); X-User-Id (and

@@ -63,21 +63,32 @@ static void put_requests(const sk_http_metrics *m, dlock__buf *o)
         }
 }
 
+/* The _bucket lines of histogram name: counts[0..n) cumulated, bucket b
+ * bounded by le[b] ("%g"), the last by +Inf; labels ("" or `route="x",`)
+ * go before le. Returns the total. The one histogram writer. */
+static uint64_t put_buckets(dlock__buf *o, const char *name, const char *labels, const uint64_t *counts, int n,
+                            const double *le)
+{
+    uint64_t cum = 0;
+    for (int b = 0; b < n; b++) {
+        cum += counts[b];
+        char bound[24];
+        if (b < n - 1) snprintf(bound, sizeof(bound), "%g", le[b]);
+        else snprintf(bound, sizeof(bound), "+Inf");
+        dlock__buf_printf(o, "%s_bucket{%sle=\"%s\"} %llu\n", name, labels, bound, (unsigned long long)cum);
+    }
+    return cum;
+}
+
 static void put_latency(const sk_http_metrics *m, dlock__buf *o)
 {
     dlock__buf_printf(o, "# HELP seckill_http_request_duration_seconds Time from request to answer.\n"
                          "# TYPE seckill_http_request_duration_seconds histogram\n");
     for (int r = 0; r < SK_ROUTE_COUNT; r++) {
         if (!m->lat_count[r]) continue;
-        uint64_t cum = 0;
-        for (int b = 0; b < SK_METRIC_LAT_BUCKETS; b++) {
-            cum += m->lat[r][b];
-            char le[24];
-            if (b < SK_METRIC_LAT_BUCKETS - 1) snprintf(le, sizeof(le), "%g", lat_le[b]);
-            else snprintf(le, sizeof(le), "+Inf");
-            dlock__buf_printf(o, "seckill_http_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} %llu\n",
-                              route_names[r], le, (unsigned long long)cum);
-        }
+        char labels[64];
+        snprintf(labels, sizeof(labels), "route=\"%s\",", route_names[r]);
+        put_buckets(o, "seckill_http_request_duration_seconds", labels, m->lat[r], SK_METRIC_LAT_BUCKETS, lat_le);
         dlock__buf_printf(o, "seckill_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n",
                           route_names[r], m->lat_sum_s[r]);
         dlock__buf_printf(o, "seckill_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
@@ -89,14 +100,9 @@ static void put_batches(const sk_engine_stats *st, dlock__buf *o)
 {
     dlock__buf_printf(o, "# HELP seckill_purchase_batch_size Purchases per purchase-script call (coalescing).\n"
                          "# TYPE seckill_purchase_batch_size histogram\n");
-    uint64_t cum = 0;
-    for (int b = 0; b < SK_STAT_BATCH_BUCKETS; b++) {
-        cum += st->batches[b];
-        char le[24];
-        if (b < SK_STAT_BATCH_BUCKETS - 1) snprintf(le, sizeof(le), "%lld", (long long)sk_batch_bucket_le[b]);
-        else snprintf(le, sizeof(le), "+Inf");
-        dlock__buf_printf(o, "seckill_purchase_batch_size_bucket{le=\"%s\"} %llu\n", le, (unsigned long long)cum);
-    }
+    double le[SK_STAT_BATCH_BUCKETS];
+    for (int b = 0; b < SK_STAT_BATCH_BUCKETS; b++) le[b] = (double)sk_batch_bucket_le[b];
+    uint64_t cum = put_buckets(o, "seckill_purchase_batch_size", "", st->batches, SK_STAT_BATCH_BUCKETS, le);
     dlock__buf_printf(o, "seckill_purchase_batch_size_sum %llu\nseckill_purchase_batch_size_count %llu\n",
                       (unsigned long long)st->batched_purchases, (unsigned long long)cum);
 }
@@ -119,14 +125,9 @@ static void put_transfers(const sk_engine_xfer_stats *x, dlock__buf *o)
                x->soldout_checks);
     dlock__buf_printf(o, "# HELP seckill_stranded_wait_seconds Wait of purchases that found their home bucket "
                          "short, from then to their answer.\n# TYPE seckill_stranded_wait_seconds histogram\n");
-    uint64_t cum = 0;
-    for (int b = 0; b < SK_STAT_WAIT_BUCKETS; b++) {
-        cum += x->waits[b];
-        char le[24];
-        if (b < SK_STAT_WAIT_BUCKETS - 1) snprintf(le, sizeof(le), "%g", (double)sk_wait_bucket_le_ms[b] / 1000.0);
-        else snprintf(le, sizeof(le), "+Inf");
-        dlock__buf_printf(o, "seckill_stranded_wait_seconds_bucket{le=\"%s\"} %llu\n", le, (unsigned long long)cum);
-    }
+    double le[SK_STAT_WAIT_BUCKETS];
+    for (int b = 0; b < SK_STAT_WAIT_BUCKETS; b++) le[b] = (double)sk_wait_bucket_le_ms[b] / 1000.0;
+    uint64_t cum = put_buckets(o, "seckill_stranded_wait_seconds", "", x->waits, SK_STAT_WAIT_BUCKETS, le);
     dlock__buf_printf(o, "seckill_stranded_wait_seconds_sum %.3f\nseckill_stranded_wait_seconds_count %llu\n",
                       (double)x->wait_ms_sum / 1000.0, (unsigned long long)cum);
 }

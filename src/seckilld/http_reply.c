@@ -1,5 +1,6 @@
 /* http_reply.c: how seckilld answers: the request records and the one
- * JSON writer every answer goes through (dlock__buf and json.h).
+ * writer every answer goes through (sk__http_reply_bytes; JSON by
+ * dlock__buf and json.h, the accepted purchase's by hand).
  * Invariants: each request is answered exactly once, here, and counted in
  * the metrics as it is; an outcome of the outcome table (outcome.h) is
  * answered from the table, whichever route produced it. */
@@ -26,6 +27,8 @@ hreq *sk__http_hreq_new(sk_http *h)
     memset(q, 0, sizeof(*q));
     return q;
 }
+
+void sk__http_reply_no_record(sk_hs_req *req) { sk_hs_reply_error(req, 500, "internal", "out of memory"); }
 
 static void hreq_free(sk_http *h, hreq *q)
 {
@@ -101,6 +104,52 @@ void sk__http_reply_outcome(hreq *q, int id, int64_t remaining, int64_t value)
         sk_hs_reply_header(q->req, "Retry-After", ra);
     }
     sk__http_reply_error(q, o->http_status, o->error ? o->error : "internal", text);
+}
+
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_i64(char *p, int64_t v)
+{
+    char num[24], *e = num + sizeof(num), *d = dlock__digits(e, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0) *--d = '-';
+    return put(p, d, (size_t)(e - d));
+}
+
+#define PUT_LIT(p, lit) put((p), (lit), sizeof(lit) - 1)
+
+/* Written without printf or a heap buffer: every accepted purchase comes
+ * here (docs/design/promise.md says what 201 and 202 promise). */
+void sk__http_reply_accepted(hreq *q, const sk_purchase_result *r)
+{
+    char ref[SK_ORDER_REF_MAX];
+    sk_order_ref_format(&q->h->order_key, r->order_id, ref);
+    size_t rn = strlen(ref);
+    /* q->id is a valid campaign id: [A-Za-z0-9_-], at most 64 */
+    char body[320], *p = body; /* 218 bytes at most */
+    if (r->pending) {
+        char loc[16 + SK_ORDER_REF_MAX];
+        *put(PUT_LIT(loc, "/v1/orders/"), ref, rn) = '\0';
+        sk_hs_reply_header(q->req, "Location", loc);
+        p = PUT_LIT(p, "{\"order_id\":\"");
+        p = put(p, ref, rn);
+        p = PUT_LIT(p, "\",\"status\":\"pending\"}\n");
+        sk__http_reply_bytes(q, 202, "application/json", body, (size_t)(p - body));
+        return;
+    }
+    p = PUT_LIT(p, "{\"order_id\":\"");
+    p = put(p, ref, rn);
+    p = PUT_LIT(p, "\",\"campaign\":\"");
+    p = put(p, q->id, strlen(q->id));
+    p = PUT_LIT(p, "\",\"quantity\":");
+    p = put_i64(p, r->qty);
+    p = PUT_LIT(p, ",\"remaining\":");
+    p = put_i64(p, r->remaining);
+    p = PUT_LIT(p, ",\"status\":\"accepted\"}\n");
+    sk__http_reply_bytes(q, 201, "application/json", body, (size_t)(p - body));
 }
 
 /* Whether err is an outcome the table names (not decided, or unknown). */

@@ -9,6 +9,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "util.h"
+
 #define TAG_BYTES 8
 
 void sk_order_key_derive(const char *secret, unsigned char key_out[SK_ORDER_KEY_LEN])
@@ -36,13 +38,9 @@ static void tag_of(sk_order_key *key, uint64_t id, unsigned char tag[TAG_BYTES])
 void sk_order_ref_format(sk_order_key *key, uint64_t id, char out[SK_ORDER_REF_MAX])
 {
     static const char hex[] = "0123456789abcdef";
-    char num[24], *e = num + sizeof(num), *d = e;
+    char num[24], *e = num + sizeof(num), *d = dlock__digits(e, id);
     unsigned char tag[TAG_BYTES];
     tag_of(key, id, tag);
-    do {
-        *--d = (char)('0' + id % 10);
-        id /= 10;
-    } while (id);
     size_t n = (size_t)(e - d);
     memcpy(out, d, n);
     out[n++] = '-';

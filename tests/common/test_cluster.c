@@ -30,15 +30,7 @@ static unsigned tslot[3]; /* its slot */
 static int setup(void **state)
 {
     (void)state;
-    if (test_cluster_start(&cl, 3, 1) != 0) return -1;
-    int k = 0;
-    for (int i = 0; i < cl.n && k < 3; i++)
-        if (cl.master[i]) m[k++] = i;
-    for (k = 0; k < 3; k++) {
-        int s = test_cluster_tag_on(&cl, m[k], tag[k], sizeof(tag[k]));
-        if (s < 0) return -1;
-        tslot[k] = (unsigned)s;
-    }
+    if (test_cluster_start(&cl, 3, 1) != 0 || test_cluster_three_tags(&cl, m, tag, tslot) != 0) return -1;
     return 0;
 }
 

@@ -5,10 +5,11 @@
  * CROSSSLOT refused with the callback never run, SCRIPT LOAD on every
  * master, WAIT on the slot's master, a written command whose node
  * connection is killed is answered EUNKNOWN and never resent, and a killed
- * master's replica is followed. A command written as RESP with its slot
- * (dlock__aconn_cmd_resp_slot) reaches that slot's master without being
- * parsed back into arguments, and follows MOVED, ASK and TRYAGAIN and the
- * never-resent rule as one of argv does. Failover runs last. */
+ * master's replica is followed. Each routing behaviour is one body run
+ * two ways (struct way): a command of argv, and the same command written
+ * as RESP with its slot (dlock__aconn_cmd_resp_slot), which reaches that
+ * slot's master without being parsed back into arguments. Failover runs
+ * last. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,15 +50,7 @@ typedef struct conn_state {
 static int setup(void **state)
 {
     (void)state;
-    if (test_cluster_start(&cl, 3, 1) != 0) return -1;
-    int k = 0;
-    for (int i = 0; i < cl.n && k < 3; i++)
-        if (cl.master[i]) m[k++] = i;
-    for (k = 0; k < 3; k++) {
-        int s = test_cluster_tag_on(&cl, m[k], tag[k], sizeof(tag[k]));
-        if (s < 0) return -1;
-        tslot[k] = (unsigned)s;
-    }
+    if (test_cluster_start(&cl, 3, 1) != 0 || test_cluster_three_tags(&cl, m, tag, tslot) != 0) return -1;
     base = event_base_new();
     return base ? 0 : -1;
 }
@@ -126,20 +119,15 @@ static dlock__aconn *open_router(conn_state *st)
     return ac;
 }
 
-/* One command through ac, waited for (<= 5 s). */
-static result cmd(dlock__aconn *ac, int argc, const char **argv)
-{
-    result r = {0};
-    int rc = dlock__aconn_cmd(ac, on_reply, &r, argc, argv, NULL);
-    if (rc) {
-        r.done = true;
-        r.err = rc;
-        return r;
-    }
-    run_until(&r.done, 5000);
-    assert_true(r.done);
-    return r;
-}
+/* The two ways a caller sends a command, and every routing behaviour is
+ * checked both ways by one body: as arguments (the router reads the key
+ * to find the slot) or written as RESP with its slot
+ * (dlock__aconn_cmd_resp_slot: the bytes are never parsed back). */
+typedef struct way {
+    bool resp;
+    char letter; /* in key names: the two ways' tests share the cluster */
+} way;
+static way by_argv = {false, 'a'}, by_resp = {true, 'b'};
 
 /* argv written in RESP into buf (room bytes), as a caller that writes
  * its commands itself does; its length. */
@@ -166,11 +154,18 @@ static int send_at(dlock__aconn *ac, int slot, result *r, int argc, const char *
     return rc;
 }
 
-/* One command written as RESP with its slot, waited for (<= 5 s). */
-static result cmd_at(dlock__aconn *ac, int slot, int argc, const char **argv)
+/* Sends argv the way w; slot is its keys' slot (the RESP way names it). */
+static int send_by(const way *w, dlock__aconn *ac, int slot, result *r, int argc, const char **argv)
+{
+    if (w->resp) return send_at(ac, slot, r, argc, argv);
+    return dlock__aconn_cmd(ac, on_reply, r, argc, argv, NULL);
+}
+
+/* One command sent the way w, waited for (<= 5 s). */
+static result cmd_by(const way *w, dlock__aconn *ac, int slot, int argc, const char **argv)
 {
     result r = {0};
-    int rc = send_at(ac, slot, &r, argc, argv);
+    int rc = send_by(w, ac, slot, &r, argc, argv);
     if (rc) {
         r.done = true;
         r.err = rc;
@@ -181,9 +176,21 @@ static result cmd_at(dlock__aconn *ac, int slot, int argc, const char **argv)
     return r;
 }
 
-static void key(char *buf, size_t len, int k, const char *name)
+/* One command as arguments, waited for (<= 5 s). */
+static result cmd(dlock__aconn *ac, int argc, const char **argv) { return cmd_by(&by_argv, ac, -1, argc, argv); }
+
+/* A key of master k's tag, in the name space of way w. */
+static void key_by(const way *w, char *buf, size_t len, int k, const char *name)
 {
-    snprintf(buf, len, "{%s}%sa%s", tag[k], test_prefix(), name);
+    snprintf(buf, len, "{%s}%s%c%s", tag[k], test_prefix(), w->letter, name);
+}
+
+static void key(char *buf, size_t len, int k, const char *name) { key_by(&by_argv, buf, len, k, name); }
+
+/* The RESP way's promise: the router never read the bytes back. */
+static void never_parsed(const way *w, dlock__aconn *ac)
+{
+    if (w->resp) assert_int_equal(dlock__aconn_resp_parsed(ac), 0);
 }
 
 /* A server counter from INFO section. Only the errorstats counters are
@@ -201,22 +208,44 @@ static long info_field(int i, const char *section, const char *field)
 
 static void test_keys_reach_all_three_masters(void **state)
 {
-    (void)state;
+    const way *w = *state;
     conn_state st = {0};
     dlock__aconn *ac = open_router(&st);
     for (int k = 0; k < 3; k++) {
         char kk[128], got[64] = "", node[64], want[64];
-        key(kk, sizeof(kk), k, "route");
+        key_by(w, kk, sizeof(kk), k, "route");
         const char *set[3] = {"SET", kk, tag[k]}, *get[2] = {"GET", kk};
-        assert_string_equal(cmd(ac, 3, set).text, "OK");
+        assert_string_equal(cmd_by(w, ac, (int)tslot[k], 3, set).text, "OK");
         assert_int_equal(test_cluster_cmd(&cl, m[k], got, sizeof(got), 2, get), 0);
         assert_string_equal(got, tag[k]);
-        assert_string_equal(cmd(ac, 2, get).text, tag[k]);
+        assert_string_equal(cmd_by(w, ac, (int)tslot[k], 2, get).text, tag[k]);
         assert_int_equal(dlock__aconn_node_of_slot(ac, tslot[k], node, sizeof(node)), 0);
         snprintf(want, sizeof(want), "127.0.0.1:%d", cl.node[m[k]].port);
         assert_string_equal(node, want);
     }
+    never_parsed(w, ac);
     dlock__aconn_close(ac);
+}
+
+/* The same bytes without a slot are parsed once each to find the key,
+ * and still answered alike; a slot past the last is refused. */
+static void test_resp_without_a_slot_is_parsed_once_and_a_bad_slot_refused(void **state)
+{
+    (void)state;
+    conn_state st = {0};
+    dlock__aconn *ac = open_router(&st);
+    for (int k = 0; k < 3; k++) {
+        char kk[128];
+        key_by(&by_resp, kk, sizeof(kk), k, "route"); /* written by the RESP way above */
+        const char *get[2] = {"GET", kk};
+        assert_string_equal(cmd_by(&by_resp, ac, -1, 2, get).text, tag[k]);
+    }
+    assert_int_equal(dlock__aconn_resp_parsed(ac), 3);
+    result r = {0};
+    const char *ping[1] = {"PING"};
+    assert_int_equal(send_at(ac, 16384, &r, 1, ping), DLOCK__EINVAL);
+    dlock__aconn_close(ac);
+    assert_false(r.done);
 }
 
 static void test_crossslot_is_refused_and_the_callback_never_runs(void **state)
@@ -239,70 +268,78 @@ static void test_crossslot_is_refused_and_the_callback_never_runs(void **state)
     assert_false(r.done);
 }
 
+/* ASK during a migration: ASKING then the same command on the importing
+ * node, the map kept (each read asks again), a key not yet migrated served
+ * by the source; MOVED once the slot has moved: resent to the new master,
+ * once (the map then knows). */
 static void test_moved_and_ask_are_followed(void **state)
 {
-    (void)state;
+    const way *w = *state;
     conn_state st = {0};
     dlock__aconn *ac = open_router(&st);
     char k1[128], k2[128];
-    key(k1, sizeof(k1), 0, "moved");
-    key(k2, sizeof(k2), 0, "stays");
+    key_by(w, k1, sizeof(k1), 0, "moved");
+    key_by(w, k2, sizeof(k2), 0, "stays");
     const char *s1[3] = {"SET", k1, "v1"}, *s2[3] = {"SET", k2, "v2"}, *g1[2] = {"GET", k1},
                *g2[2] = {"GET", k2};
-    assert_string_equal(cmd(ac, 3, s1).text, "OK");
-    assert_string_equal(cmd(ac, 3, s2).text, "OK");
+    int src = m[0], dst = m[1], slot = (int)tslot[0];
+    assert_string_equal(cmd_by(w, ac, slot, 3, s1).text, "OK");
+    assert_string_equal(cmd_by(w, ac, slot, 3, s2).text, "OK");
     /* ASK: one key migrated by hand, the other still on the source */
-    int src = m[0], dst = m[1];
     assert_int_equal(test_cluster_begin_migration(&cl, tslot[0], src, dst), 0);
     assert_int_equal(test_cluster_migrate_key(&cl, src, dst, k1), 0);
     long ask0 = info_field(src, "errorstats", "errorstat_ASK:count="),
          mv0 = info_field(dst, "errorstats", "errorstat_MOVED:count=");
     for (int i = 0; i < 3; i++) {
-        assert_string_equal(cmd(ac, 2, g1).text, "v1");
-        assert_string_equal(cmd(ac, 2, g2).text, "v2");
+        assert_string_equal(cmd_by(w, ac, slot, 2, g1).text, "v1");
+        assert_string_equal(cmd_by(w, ac, slot, 2, g2).text, "v2");
     }
     assert_int_equal(info_field(src, "errorstats", "errorstat_ASK:count="), ask0 + 3); /* map kept */
     assert_int_equal(info_field(dst, "errorstats", "errorstat_MOVED:count="), mv0);
     /* MOVED: the migration ends; one MOVED, then the map knows */
     assert_int_equal(test_cluster_end_migration(&cl, tslot[0], src, dst), 0);
     long moved0 = info_field(src, "errorstats", "errorstat_MOVED:count=");
-    assert_string_equal(cmd(ac, 2, g2).text, "v2");
+    assert_string_equal(cmd_by(w, ac, slot, 2, g2).text, "v2");
     assert_int_equal(info_field(src, "errorstats", "errorstat_MOVED:count="), moved0 + 1);
     bool never = false;
     run_until(&never, 150);
     for (int i = 0; i < 5; i++)
-        assert_string_equal(cmd(ac, 2, g1).text, "v1");
+        assert_string_equal(cmd_by(w, ac, slot, 2, g1).text, "v1");
     assert_int_equal(info_field(src, "errorstats", "errorstat_MOVED:count="), moved0 + 1);
+    never_parsed(w, ac);
     assert_int_equal(test_cluster_move_slot(&cl, tslot[0], src), 0);
-    assert_string_equal(cmd(ac, 2, g1).text, "v1");
+    assert_string_equal(cmd_by(w, ac, slot, 2, g1).text, "v1");
     dlock__aconn_close(ac);
 }
 
+/* TRYAGAIN (keys of one slot split by a migration): retried on the timer
+ * within the bound (9 sends), then the error is the answer. */
 static void test_tryagain_is_retried_within_its_bound(void **state)
 {
-    (void)state;
+    const way *w = *state;
     conn_state st = {0};
     dlock__aconn *ac = open_router(&st);
     char a[128], b[128];
-    key(a, sizeof(a), 1, "ta");
-    key(b, sizeof(b), 1, "tb");
+    key_by(w, a, sizeof(a), 1, "ta");
+    key_by(w, b, sizeof(b), 1, "tb");
     const char *mset[5] = {"MSET", a, "A", b, "B"}, *mget[3] = {"MGET", a, b};
-    assert_string_equal(cmd(ac, 5, mset).text, "OK");
-    int src = m[1], dst = m[2];
+    int src = m[1], dst = m[2], slot = (int)tslot[1];
+    assert_string_equal(cmd_by(w, ac, slot, 5, mset).text, "OK");
     assert_int_equal(test_cluster_begin_migration(&cl, tslot[1], src, dst), 0);
     assert_int_equal(test_cluster_migrate_key(&cl, src, dst, a), 0);
     long t0c = info_field(src, "errorstats", "errorstat_TRYAGAIN:count=");
     int64_t t0 = dlock__now_ms();
-    result r = cmd(ac, 3, mget);
+    result r = cmd_by(w, ac, slot, 3, mget);
     int64_t took = dlock__now_ms() - t0;
     assert_int_equal(r.kind, DLOCK__R_ERROR);
     assert_non_null(strstr(r.text, "TRYAGAIN"));
     assert_int_equal(info_field(src, "errorstats", "errorstat_TRYAGAIN:count="), t0c + 9);
     assert_true(took >= 400 && took < 2000);
     assert_int_equal(test_cluster_end_migration(&cl, tslot[1], src, dst), 0);
-    r = cmd(ac, 3, mget);
+    r = cmd_by(w, ac, slot, 3, mget);
     assert_int_equal(r.kind, DLOCK__R_ARRAY);
     assert_int_equal(r.count, 2);
+    never_parsed(w, ac);
     assert_int_equal(test_cluster_move_slot(&cl, tslot[1], src), 0);
     dlock__aconn_close(ac);
 }
@@ -337,17 +374,18 @@ static void test_script_load_on_every_master_and_wait_on_a_slot(void **state)
 
 static void test_a_written_command_on_a_killed_connection_is_not_resent(void **state)
 {
-    (void)state;
+    const way *w = *state;
     conn_state st = {0};
     dlock__aconn *ac = open_router(&st);
     char s[128];
-    key(s, sizeof(s), 2, "stream");
+    key_by(w, s, sizeof(s), 2, "stream");
+    int slot = (int)tslot[2];
     const char *create[6] = {"XGROUP", "CREATE", s, "g", "$", "MKSTREAM"};
-    assert_int_equal(cmd(ac, 6, create).err, 0);
+    assert_int_equal(cmd_by(w, ac, slot, 6, create).err, 0);
     /* a command that is surely written and pending: a blocked XREADGROUP */
-    const char *xrg[10] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", s, ">"};
+    const char *xrg[9] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", s, ">"};
     result r = {0};
-    assert_int_equal(dlock__aconn_cmd(ac, on_reply, &r, 9, xrg, NULL), 0);
+    assert_int_equal(send_by(w, ac, slot, &r, 9, xrg), 0);
     bool never = false;
     run_until(&never, 300);
     assert_false(r.done);
@@ -364,173 +402,18 @@ static void test_a_written_command_on_a_killed_connection_is_not_resent(void **s
     const char *xadd[5] = {"XADD", s, "*", "f", "v"};
     assert_int_equal(test_cluster_cmd(&cl, m[2], NULL, 0, 5, xadd), 0);
     const char *xpending[6] = {"XPENDING", s, "g", "-", "+", "10"};
-    result p = cmd(ac, 6, xpending);
+    result p = cmd_by(w, ac, slot, 6, xpending);
     assert_int_equal(p.kind, DLOCK__R_ARRAY);
     assert_int_equal(p.count, 0);
     assert_int_equal(r.err, DLOCK__EUNKNOWN); /* the callback ran once, with no reply */
-    const char *xrg2[10] = {"XREADGROUP", "GROUP", "g", "c2", "COUNT", "10", "STREAMS", s, ">"};
-    result got = cmd(ac, 9, xrg2); /* the entry is still there for a new reader */
+    const char *xrg2[9] = {"XREADGROUP", "GROUP", "g", "c2", "COUNT", "10", "STREAMS", s, ">"};
+    result got = cmd_by(w, ac, slot, 9, xrg2); /* the entry is still there for a new reader */
     assert_int_equal(got.kind, DLOCK__R_ARRAY);
     assert_int_equal(got.count, 1);
     /* the routing connection reopens that node on next use */
     const char *xlen[2] = {"XLEN", s};
-    assert_int_equal(cmd(ac, 2, xlen).err, 0);
-    assert_int_equal(st.downs, 0);
-    dlock__aconn_close(ac);
-}
-
-/* The slot's master gets the bytes; the router never read them back into
- * arguments (its parse count stays), while the same bytes without a slot
- * are parsed once each to find the key, and still answered alike. */
-static void test_a_command_written_as_resp_with_its_slot_reaches_its_master_unparsed(void **state)
-{
-    (void)state;
-    conn_state st = {0};
-    dlock__aconn *ac = open_router(&st);
-    for (int k = 0; k < 3; k++) {
-        char kk[128], got[64] = "";
-        key(kk, sizeof(kk), k, "bytes");
-        const char *set[3] = {"SET", kk, tag[k]}, *get[2] = {"GET", kk};
-        assert_string_equal(cmd_at(ac, (int)tslot[k], 3, set).text, "OK");
-        assert_int_equal(test_cluster_cmd(&cl, m[k], got, sizeof(got), 2, get), 0);
-        assert_string_equal(got, tag[k]);
-        assert_string_equal(cmd_at(ac, (int)tslot[k], 2, get).text, tag[k]);
-    }
-    assert_int_equal(dlock__aconn_resp_parsed(ac), 0);
-    for (int k = 0; k < 3; k++) {
-        char kk[128];
-        key(kk, sizeof(kk), k, "bytes");
-        const char *get[2] = {"GET", kk};
-        assert_string_equal(cmd_at(ac, -1, 2, get).text, tag[k]);
-    }
-    assert_int_equal(dlock__aconn_resp_parsed(ac), 3);
-    result r = {0};
-    const char *ping[1] = {"PING"};
-    assert_int_equal(send_at(ac, 16384, &r, 1, ping), DLOCK__EINVAL);
-    dlock__aconn_close(ac);
-    assert_false(r.done);
-}
-
-/* MOVED after the slot moved under the router: the same bytes resent to
- * the new master, once (the map then knows); nothing parsed. */
-static void test_a_command_written_as_resp_follows_moved(void **state)
-{
-    (void)state;
-    conn_state st = {0};
-    dlock__aconn *ac = open_router(&st);
-    char kk[128], got[64] = "";
-    key(kk, sizeof(kk), 0, "bmoved");
-    const char *set[3] = {"SET", kk, "bv"}, *get[2] = {"GET", kk};
-    int src = m[0], dst = m[1], slot = (int)tslot[0];
-    assert_string_equal(cmd_at(ac, slot, 3, set).text, "OK");
-    assert_int_equal(test_cluster_move_slot(&cl, tslot[0], dst), 0);
-    long mv0 = info_field(src, "errorstats", "errorstat_MOVED:count=");
-    assert_string_equal(cmd_at(ac, slot, 2, get).text, "bv");
-    assert_int_equal(info_field(src, "errorstats", "errorstat_MOVED:count="), mv0 + 1);
-    const char *set2[3] = {"SET", kk, "bw"};
-    assert_string_equal(cmd_at(ac, slot, 3, set2).text, "OK");
-    assert_int_equal(info_field(src, "errorstats", "errorstat_MOVED:count="), mv0 + 1);
-    assert_int_equal(test_cluster_cmd(&cl, dst, got, sizeof(got), 2, get), 0);
-    assert_string_equal(got, "bw");
-    assert_int_equal(dlock__aconn_resp_parsed(ac), 0);
-    assert_int_equal(test_cluster_move_slot(&cl, tslot[0], src), 0);
-    dlock__aconn_close(ac);
-}
-
-/* ASK during a migration: ASKING then the same bytes on the importing
- * node, the map kept (each read asks again); a key not yet migrated is
- * served by the source. */
-static void test_a_command_written_as_resp_follows_ask(void **state)
-{
-    (void)state;
-    conn_state st = {0};
-    dlock__aconn *ac = open_router(&st);
-    char k1[128], k2[128];
-    key(k1, sizeof(k1), 0, "bask");
-    key(k2, sizeof(k2), 0, "bstays");
-    const char *s1[3] = {"SET", k1, "a1"}, *s2[3] = {"SET", k2, "a2"}, *g1[2] = {"GET", k1},
-               *g2[2] = {"GET", k2};
-    int src = m[0], dst = m[1], slot = (int)tslot[0];
-    assert_string_equal(cmd_at(ac, slot, 3, s1).text, "OK");
-    assert_string_equal(cmd_at(ac, slot, 3, s2).text, "OK");
-    assert_int_equal(test_cluster_begin_migration(&cl, tslot[0], src, dst), 0);
-    assert_int_equal(test_cluster_migrate_key(&cl, src, dst, k1), 0);
-    long ask0 = info_field(src, "errorstats", "errorstat_ASK:count=");
-    for (int i = 0; i < 2; i++) {
-        assert_string_equal(cmd_at(ac, slot, 2, g1).text, "a1");
-        assert_string_equal(cmd_at(ac, slot, 2, g2).text, "a2");
-    }
-    assert_int_equal(info_field(src, "errorstats", "errorstat_ASK:count="), ask0 + 2);
-    assert_int_equal(dlock__aconn_resp_parsed(ac), 0);
-    assert_int_equal(test_cluster_end_migration(&cl, tslot[0], src, dst), 0);
-    assert_int_equal(test_cluster_move_slot(&cl, tslot[0], src), 0);
-    dlock__aconn_close(ac);
-}
-
-/* TRYAGAIN (keys of one slot split by a migration): the same bytes retried
- * on the timer within the bound (9 sends), then the error is the answer. */
-static void test_a_command_written_as_resp_retries_tryagain_within_its_bound(void **state)
-{
-    (void)state;
-    conn_state st = {0};
-    dlock__aconn *ac = open_router(&st);
-    char a[128], b[128];
-    key(a, sizeof(a), 1, "bta");
-    key(b, sizeof(b), 1, "btb");
-    const char *mset[5] = {"MSET", a, "A", b, "B"}, *mget[3] = {"MGET", a, b};
-    int src = m[1], dst = m[2], slot = (int)tslot[1];
-    assert_string_equal(cmd_at(ac, slot, 5, mset).text, "OK");
-    assert_int_equal(test_cluster_begin_migration(&cl, tslot[1], src, dst), 0);
-    assert_int_equal(test_cluster_migrate_key(&cl, src, dst, a), 0);
-    long t0c = info_field(src, "errorstats", "errorstat_TRYAGAIN:count=");
-    int64_t t0 = dlock__now_ms();
-    result r = cmd_at(ac, slot, 3, mget);
-    int64_t took = dlock__now_ms() - t0;
-    assert_int_equal(r.kind, DLOCK__R_ERROR);
-    assert_non_null(strstr(r.text, "TRYAGAIN"));
-    assert_int_equal(info_field(src, "errorstats", "errorstat_TRYAGAIN:count="), t0c + 9);
-    assert_true(took >= 400 && took < 2000);
-    assert_int_equal(test_cluster_end_migration(&cl, tslot[1], src, dst), 0);
-    r = cmd_at(ac, slot, 3, mget);
-    assert_int_equal(r.kind, DLOCK__R_ARRAY);
-    assert_int_equal(r.count, 2);
-    assert_int_equal(dlock__aconn_resp_parsed(ac), 0);
-    assert_int_equal(test_cluster_move_slot(&cl, tslot[1], src), 0);
-    dlock__aconn_close(ac);
-}
-
-/* Written, then its connection killed: EUNKNOWN, never resent (observed
- * as in the argv test: a resent blocked XREADGROUP would take the entry). */
-static void test_a_written_command_as_resp_on_a_killed_connection_is_not_resent(void **state)
-{
-    (void)state;
-    conn_state st = {0};
-    dlock__aconn *ac = open_router(&st);
-    char s[128];
-    key(s, sizeof(s), 2, "bstream");
-    int slot = (int)tslot[2];
-    const char *create[6] = {"XGROUP", "CREATE", s, "g", "$", "MKSTREAM"};
-    assert_int_equal(cmd_at(ac, slot, 6, create).err, 0);
-    const char *xrg[9] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", s, ">"};
-    result r = {0};
-    assert_int_equal(send_at(ac, slot, &r, 9, xrg), 0);
-    bool never = false;
-    run_until(&never, 300);
-    assert_false(r.done);
-    const char *kill4[4] = {"CLIENT", "KILL", "TYPE", "normal"};
-    assert_int_equal(test_cluster_cmd(&cl, m[2], NULL, 0, 4, kill4), 0);
-    run_until(&r.done, 3000);
-    assert_true(r.done);
-    assert_int_equal(r.err, DLOCK__EUNKNOWN);
-    run_until(&never, 300); /* time for a resend, were there one */
-    const char *xadd[5] = {"XADD", s, "*", "f", "v"};
-    assert_int_equal(test_cluster_cmd(&cl, m[2], NULL, 0, 5, xadd), 0);
-    const char *xpending[6] = {"XPENDING", s, "g", "-", "+", "10"};
-    result p = cmd_at(ac, slot, 6, xpending);
-    assert_int_equal(p.kind, DLOCK__R_ARRAY);
-    assert_int_equal(p.count, 0);
-    assert_int_equal(r.err, DLOCK__EUNKNOWN); /* the callback ran once */
-    assert_int_equal(dlock__aconn_resp_parsed(ac), 0);
+    assert_int_equal(cmd_by(w, ac, slot, 2, xlen).err, 0);
+    never_parsed(w, ac);
     assert_int_equal(st.downs, 0);
     dlock__aconn_close(ac);
 }
@@ -600,20 +483,19 @@ static void test_a_killed_master_is_replaced_and_the_router_follows(void **state
     dlock__aconn_close(ac);
 }
 
+/* Both ways, by name: "<test> by argv" and "<test> by resp". */
+#define BOTH_WAYS(f) {#f " by argv", f, NULL, NULL, &by_argv}, {#f " by resp", f, NULL, NULL, &by_resp}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keys_reach_all_three_masters),
+        BOTH_WAYS(test_keys_reach_all_three_masters),
+        cmocka_unit_test(test_resp_without_a_slot_is_parsed_once_and_a_bad_slot_refused),
         cmocka_unit_test(test_crossslot_is_refused_and_the_callback_never_runs),
-        cmocka_unit_test(test_moved_and_ask_are_followed),
-        cmocka_unit_test(test_tryagain_is_retried_within_its_bound),
+        BOTH_WAYS(test_moved_and_ask_are_followed),
+        BOTH_WAYS(test_tryagain_is_retried_within_its_bound),
         cmocka_unit_test(test_script_load_on_every_master_and_wait_on_a_slot),
-        cmocka_unit_test(test_a_written_command_on_a_killed_connection_is_not_resent),
-        cmocka_unit_test(test_a_command_written_as_resp_with_its_slot_reaches_its_master_unparsed),
-        cmocka_unit_test(test_a_command_written_as_resp_follows_moved),
-        cmocka_unit_test(test_a_command_written_as_resp_follows_ask),
-        cmocka_unit_test(test_a_command_written_as_resp_retries_tryagain_within_its_bound),
-        cmocka_unit_test(test_a_written_command_as_resp_on_a_killed_connection_is_not_resent),
+        BOTH_WAYS(test_a_written_command_on_a_killed_connection_is_not_resent),
         cmocka_unit_test(test_closing_inside_a_callback_runs_every_pending_callback),
         cmocka_unit_test(test_a_killed_master_is_replaced_and_the_router_follows),
     };

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "resp_write.h"
+#include "util.h"
 #include "script.h"
 
 /* Runs a writer on a buffer full of '#': the bytes written must be want,
@@ -46,7 +47,7 @@ static void test_integers(void **state)
     CHECK(dlock__resp_bulk_i64(p, INT64_MAX), "$19\r\n9223372036854775807\r\n");
     CHECK(dlock__resp_bulk_u64(p, UINT64_MAX), "$20\r\n18446744073709551615\r\n");
     char num[24];
-    char *d = dlock__resp_digits(num + sizeof(num), 905);
+    char *d = dlock__digits(num + sizeof(num), 905);
     assert_int_equal(num + sizeof(num) - d, 3);
     assert_memory_equal(d, "905", 3);
 }

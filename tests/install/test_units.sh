@@ -11,7 +11,9 @@
 # and state directory, the user is created by the .deb's postinst, and the
 # config path is the same everywhere (units, example, man page, packaging).
 # Then `systemd-analyze verify` (when installed) on copies running the
-# build's programs: no message at all is accepted.
+# build's programs: no message at all is accepted; the same for
+# etc/dlock-singleton@.service (dlock --standby), with its dlock options
+# checked against dlock's --help.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?}
 build=${DLOCK_BUILD_DIR:?}
@@ -162,3 +164,20 @@ if ! systemd-analyze verify $units "$PWD/seckilld@a.service" >"$work/verify.log"
     exit 1
 fi
 echo "systemd-analyze verify: $(echo $units | wc -w) units and seckilld@a.service, no message"
+
+# dlock-singleton@.service (etc/, the dlock-tools package): the dlock
+# options it passes are in dlock's --help, the packaging installs it, and
+# systemd-analyze verify says nothing about an instance running the build's dlock.
+"$build/tools/dlock/dlock" --help >"$work/dlock.help"
+for opt in $(grep '^ExecStart=' "$src/etc/dlock-singleton@.service" | grep -o -- ' --[a-z-]*'); do
+    grep -q -- "$opt" "$work/dlock.help" || { echo "FAIL: dlock-singleton@.service: dlock $opt is not in its --help" >&2; exit 1; }
+done
+grep -q 'dlock-singleton@.service DESTINATION ${deb_unitdir}' "$src/cmake/packaging.cmake" ||
+    { echo "FAIL: cmake/packaging.cmake does not install dlock-singleton@.service" >&2; exit 1; }
+sed "s|/usr/local/bin/dlock|$build/tools/dlock/dlock|" "$src/etc/dlock-singleton@.service" >"$work/units/dlock-singleton@billing.service"
+if ! systemd-analyze verify "$work/units/dlock-singleton@billing.service" >"$work/verify.log" 2>&1 || [ -s "$work/verify.log" ]; then
+    cat "$work/verify.log" >&2
+    echo "FAIL: systemd-analyze verify dlock-singleton@billing.service" >&2
+    exit 1
+fi
+echo "dlock-singleton@billing.service: options in dlock --help, packaged, verified"

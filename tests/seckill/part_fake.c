@@ -1,4 +1,4 @@
-/* part_fake.c: the recording port and the hand-moved clock of the
+/* part_fake.c: the recording wire and the hand-moved clock of the
  * engine-part tests (part_fake.h). Replies are parsed from RESP text by
  * the same reader the engine's replies come through (reply.h). */
 #include <setjmp.h>
@@ -29,26 +29,59 @@ static int record(part_fake *f, int slot, int script, int argc, const char **arg
     return 0;
 }
 
-static int fake_cmd(void *ud, int slot, int argc, const char **argv, sk__reply_fn fn, void *priv)
+/* ---- the wire's functions (engine_wire.h), over the recorder: these
+ * test programs link this file instead of engine_wire.c ---------------- */
+
+int sk__wire_cmd(sk__wire *w, int conn, int slot, int argc, const char **argv, sk__reply_fn fn, void *priv)
 {
-    return record(ud, slot, -1, argc, argv, fn, priv);
+    (void)conn;
+    return record(w->fake, slot, -1, argc, argv, fn, priv);
 }
 
-static int fake_script(void *ud, int script, int nargs, const char **args, sk__reply_fn fn, void *priv)
+int sk__wire_script(sk__wire *w, int script, int nargs, const char **args, sk__reply_fn fn, void *priv)
 {
-    return record(ud, -1, script, nargs, args, fn, priv);
+    return record(w->fake, -1, script, nargs, args, fn, priv);
+}
+
+int sk__wire_batch(sk__wire *w, int conn, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv)
+{
+    (void)w, (void)conn, (void)script, (void)a, (void)fn, (void)priv;
+    fail_msg("no part sends a pre-written batch");
+    return SK_EINVAL;
+}
+
+int sk__wire_wait(sk__wire *w, int conn, int slot, int replicas, int64_t timeout_ms, sk__reply_fn fn, void *priv)
+{
+    (void)conn;
+    char n[16], t[24];
+    snprintf(n, sizeof(n), "%d", replicas);
+    snprintf(t, sizeof(t), "%lld", (long long)timeout_ms);
+    const char *argv[] = {"WAIT", n, t};
+    return record(w->fake, slot, -1, 3, argv, fn, priv);
 }
 
 /* Slots below 8192 are served by one master, the rest by another. */
-static int fake_node_of_slot(void *ud, int slot, char *out, size_t cap)
+int sk__wire_node_of_slot(const sk__wire *w, int slot, char *out, size_t cap)
 {
-    part_fake *f = ud;
-    if (f->down) return -1;
+    const part_fake *f = w->fake;
+    if (f->down || slot < 0) return -1;
     snprintf(out, cap, "%s", slot < 8192 ? "10.0.0.1:7000" : "10.0.0.2:7001");
     return 0;
 }
 
-static bool fake_muted(void *ud) { return ((part_fake *)ud)->muted; }
+bool sk__wire_up(const sk__wire *w, int conn)
+{
+    (void)conn;
+    return !((const part_fake *)w->fake)->down;
+}
+
+int64_t sk__wire_now_ms(const sk__wire *w) { return ((const part_fake *)w->fake)->now_ms; }
+
+int64_t sk__wire_wall_ms(const sk__wire *w)
+{
+    part_fake *f = w->fake;
+    return f->on_wall ? f->on_wall(f) : f->wall_ms;
+}
 
 static void fake_log(int level, const char *msg, void *ud)
 {
@@ -57,18 +90,12 @@ static void fake_log(int level, const char *msg, void *ud)
     if (f->nlogs < PF_MAX_LOGS) snprintf(f->logs[f->nlogs++], sizeof(f->logs[0]), "%s", msg);
 }
 
-static int64_t fake_now(void *ud) { return ((part_fake *)ud)->now_ms; }
-
-static int64_t fake_wall(void *ud) { return ((part_fake *)ud)->wall_ms; }
-
 void pf_init(part_fake *f)
 {
     memset(f, 0, sizeof(*f));
     f->now_ms = 1000000;
     f->wall_ms = INT64_C(1800000000000); /* 2027-01-15, after the order-id epoch */
-    f->port = (sk__port){.ud = f, .cmd = fake_cmd, .script = fake_script, .node_of_slot = fake_node_of_slot,
-                         .muted = fake_muted, .log = fake_log, .log_ud = f};
-    f->clock = (sk__clock){.ud = f, .now_ms = fake_now, .wall_ms = fake_wall};
+    f->wire = (sk__wire){.muted = &f->muted, .log = fake_log, .log_ud = f, .fake = f};
 }
 
 const pf_cmd *pf_cmd_at(const part_fake *f, int i)

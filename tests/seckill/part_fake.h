@@ -1,16 +1,17 @@
-/* part_fake.h: the port and clock the engine-part tests (test_engine_*.c)
- * give a part instead of the engine's: the port records every command the
+/* part_fake.h: the wire and clock the engine-part tests (test_engine_*.c)
+ * give a part instead of the engine's: the wire records every command the
  * part asks to send and lets the test answer them in order, as Redis
  * would (an error reply with DLOCK_ESERVER, a lost connection with no
  * reply); the clock moves only when the test moves it. A test double of
- * the engine's own port interface (engine_port.h), not of a server. */
+ * the engine's own wire (engine_wire.h: part_fake.c defines its functions,
+ * linked instead of engine_wire.c), not of a server. */
 #ifndef SK_PART_FAKE_H
 #define SK_PART_FAKE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine_port.h"
+#include "engine_wire.h"
 
 #define PF_MAX_CMDS 64
 #define PF_MAX_ARGS 8
@@ -26,12 +27,12 @@ typedef struct pf_cmd {
 } pf_cmd;
 
 typedef struct part_fake {
-    sk__port port;
-    sk__clock clock;
+    sk__wire wire;    /* the part's; its fake points back here */
     int64_t now_ms;   /* the monotonic clock */
     int64_t wall_ms;  /* the wall clock */
+    int64_t (*on_wall)(void *f); /* reads the wall clock instead when set (a pause in between) */
     bool down;        /* sends fail with SK_EUNAVAIL */
-    bool muted;       /* what port.muted answers */
+    bool muted;       /* what sk__wire_muted answers */
     pf_cmd cmds[PF_MAX_CMDS];
     int sent;         /* commands sent so far */
     int answered;     /* of those, answered (oldest first) */

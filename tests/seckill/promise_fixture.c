@@ -17,6 +17,8 @@
 #include <sqlite3.h>
 
 #include "persist.h"
+#include "redis_cmd.h"
+#include "sk_fixture.h"
 #include "redis_connect.h"
 #include "lifecycle.h"
 #include "reconcile.h"
@@ -53,22 +55,8 @@ static const char BUY_LUA[] =
     "redis.call('XADD', KEYS[4], '*', unpack(f))\n"
     "return stock\n";
 
-static dlock__reply *cmd_on(dlock__conn *conn, int argc, const char **argv)
-{
-    dlock__reply *r = NULL;
-    assert_int_equal(dlock__conn_cmd(conn ? conn : pf_rc, argc, argv, NULL, &r), 0);
-    if (dlock__reply_kind(r) == DLOCK__R_ERROR) fail_msg("redis %s: %s", argv[0], dlock__reply_str(r, NULL));
-    return r;
-}
-
-static int64_t reply_int(dlock__reply *r)
-{
-    int64_t v = 0;
-    if (dlock__reply_kind(r) == DLOCK__R_INTEGER) v = dlock__reply_int(r);
-    else if (dlock__reply_kind(r) == DLOCK__R_STRING) v = strtoll(dlock__reply_str(r, NULL), NULL, 10);
-    dlock__reply_free(r);
-    return v;
-}
+/* conn, or pf_rc when NULL. */
+static dlock__conn *on(dlock__conn *conn) { return conn ? conn : pf_rc; }
 
 int64_t pf_redis_int_on(dlock__conn *conn, const char *cmd, const char *camp, const char *suffix,
                         const char *field)
@@ -76,7 +64,7 @@ int64_t pf_redis_int_on(dlock__conn *conn, const char *cmd, const char *camp, co
     char key[128];
     snprintf(key, sizeof(key), "{c:%s}:%s", camp, suffix);
     const char *argv[] = {cmd, key, field};
-    return reply_int(cmd_on(conn, field ? 3 : 2, argv));
+    return tr_reply_int(tr_cmdv(on(conn), field ? 3 : 2, argv));
 }
 
 int64_t pf_redis_int(const char *cmd, const char *camp, const char *suffix, const char *field)
@@ -88,7 +76,7 @@ int64_t pf_redis_int(const char *cmd, const char *camp, const char *suffix, cons
 void pf_run_id_on(dlock__conn *conn, const char *key, char out[41])
 {
     const char *argv[] = {"EVAL", "return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')", "1", key};
-    dlock__reply *r = cmd_on(conn, 4, argv);
+    dlock__reply *r = tr_cmdv(on(conn), 4, argv);
     assert_int_equal(dlock__reply_kind(r), DLOCK__R_STRING);
     snprintf(out, 41, "%s", dlock__reply_str(r, NULL));
     dlock__reply_free(r);
@@ -98,7 +86,7 @@ void pf_run_id_on(dlock__conn *conn, const char *key, char out[41])
 static void run_id_of(dlock__conn *conn, char out[41])
 {
     const char *argv[] = {"INFO", "server"};
-    dlock__reply *r = cmd_on(conn, 2, argv);
+    dlock__reply *r = tr_cmdv(on(conn), 2, argv);
     const char *p = strstr(dlock__reply_str(r, NULL), "run_id:");
     assert_non_null(p);
     snprintf(out, 41, "%.40s", p + 7);
@@ -124,12 +112,12 @@ void pf_seed(const char *camp, int64_t stock, int64_t limit, int64_t reserve)
     run_id_of(NULL, runid);
     const char *h[] = {"HSET", meta, "title", c.title, "stock", s, "per_user_limit", l, "starts_at_ms", "0",
                        "ends_at_ms", "0", "price_cents", "0", "db_reserve", rs, "epoch", "1", "runid", runid};
-    dlock__reply_free(cmd_on(NULL, 20, h));
+    dlock__reply_free(tr_cmdv(on(NULL), 20, h));
     snprintf(s, sizeof(s), "%" PRId64, stock - reserve);
     const char *set[] = {"SET", stk, s};
-    dlock__reply_free(cmd_on(NULL, 3, set));
+    dlock__reply_free(tr_cmdv(on(NULL), 3, set));
     const char *sadd[] = {"SADD", "seckill:campaigns", camp};
-    dlock__reply_free(cmd_on(NULL, 3, sadd));
+    dlock__reply_free(tr_cmdv(on(NULL), 3, sadd));
 }
 
 sk_order_in pf_order(const char *camp, const char *user, int64_t qty)
@@ -150,7 +138,7 @@ uint64_t pf_tag_buy_on(dlock__conn *conn, const char *tag, const char *camp, con
     snprintf(q, sizeof(q), "%" PRId64, qty);
     const char *argv[] = {"EVAL", BUY_LUA, "6", k[0], k[1], k[2], k[3], k[4], k[5],
                           oid, user, q, camp, idem ? idem : ""};
-    int64_t left = reply_int(cmd_on(conn, 14, argv));
+    int64_t left = tr_reply_int(tr_cmdv(on(conn), 14, argv));
     if (left < 0) fail_msg("purchase of %s by %s in {%s} refused", camp, user, tag);
     return id;
 }
@@ -174,7 +162,7 @@ uint64_t pf_tag_xadd_on(dlock__conn *conn, const char *tag, const char *camp, co
     snprintf(ts, sizeof(ts), "%" PRId64, dlock__wall_ms());
     const char *argv[] = {"XADD", key, "*", "order_id", oid, "campaign", camp, "user", user, "qty", q,
                           "idem", "", "ts_ms", ts, "path", "redis", "epoch", ep};
-    dlock__reply_free(cmd_on(conn, 19, argv));
+    dlock__reply_free(tr_cmdv(on(conn), 19, argv));
     return id;
 }
 
@@ -204,13 +192,13 @@ void pf_seed_sharded_on(dlock__conn *conn, const char *camp, int64_t stock, int6
         const char *h[] = {"HSET", meta, "title", c->title, "stock", s, "per_user_limit", l, "starts_at_ms", "0",
                            "ends_at_ms", "0", "price_cents", "0", "db_reserve", rs, "epoch", "1", "runid", runid,
                            "shards", k, "bucket", b, "bucket_tags", c->bucket_tags};
-        dlock__reply_free(cmd_on(conn, j == 0 ? 26 : 24, h));
+        dlock__reply_free(tr_cmdv(on(conn), j == 0 ? 26 : 24, h));
         snprintf(s, sizeof(s), "%" PRId64, bucket_stock[j]);
         const char *set[] = {"SET", stk, s};
-        dlock__reply_free(cmd_on(conn, 3, set));
+        dlock__reply_free(tr_cmdv(on(conn), 3, set));
     }
     const char *sadd[] = {"SADD", "seckill:campaigns", camp};
-    dlock__reply_free(cmd_on(conn, 3, sadd));
+    dlock__reply_free(tr_cmdv(on(conn), 3, sadd));
     free(c);
 }
 
@@ -241,20 +229,7 @@ void pf_sweep(const char *camp)
     assert_int_equal(sk_lifecycle_sweep(pf_db, pf_rc, camp, 0, 100, &c, &r), 0);
 }
 
-int pf_reconcile(const char *camp)
-{
-    sk_reconcile_report rep;
-    assert_int_equal(sk_reconcile_campaign(pf_db, pf_rc, camp, &rep), 0);
-    if (rep.ndiffs) {
-        dlock__buf b = {0};
-        sk_reconcile_format(&rep, false, &b);
-        fprintf(stderr, "%s", b.data ? b.data : "");
-        dlock__buf_free(&b);
-    }
-    int n = rep.ndiffs;
-    sk_reconcile_report_free(&rep);
-    return n;
-}
+int pf_reconcile(const char *camp) { return sk_fx_reconcile(pf_db, pf_rc, camp, false); }
 
 /* The schema as migrations 1..5 left it (test data: a database written by
  * an older release). */
@@ -326,15 +301,7 @@ int pf_teardown(void **state)
     dlock__conn_close(pf_rc);
     test_server_stop(&pf_redis_srv);
     if (SK_TEST_PG) test_server_stop(&pg_srv);
-    if (!getenv("DLOCK_TEST_KEEP")) {
-        char p[400];
-        const char *files[] = {"orders.db", "orders.db-wal", "orders.db-shm", "schema5.db", "schema5.db-wal",
-                               "schema5.db-shm", NULL};
-        for (int i = 0; files[i]; i++) {
-            snprintf(p, sizeof(p), "%s/%s", sqlite_dir, files[i]);
-            unlink(p);
-        }
-        rmdir(sqlite_dir);
-    }
+    static const char *const dbs[] = {"orders.db", "schema5.db", NULL};
+    test_sqlite_dir_remove(sqlite_dir, dbs);
     return 0;
 }

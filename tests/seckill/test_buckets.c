@@ -1,7 +1,8 @@
 /* test_buckets.c: the bucket layout of a sharded campaign (buckets.h):
  * placement spreads buckets over the masters a slot map names, the stored
  * tag list reads back and refuses anything but the tags placement writes,
- * and the home-bucket hash is stable and covers every bucket. */
+ * and the home-bucket hash is stable and covers every bucket; every key
+ * name comes from the one key writer (layout.h) in the stored format. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "buckets.h"
+#include "layout.h"
 #include "slot.h"
 
 /* Three masters splitting the slots as redis-cli --cluster create does. */
@@ -103,6 +105,25 @@ static void test_home_bucket_is_stable_and_covers_every_bucket(void **state)
     for (int j = 0; j < 6; j++) assert_true(seen[j] > 800 && seen[j] < 1200);
 }
 
+static void test_keys_are_named_in_the_stored_format(void **state)
+{
+    (void)state;
+    char k[32], b[32];
+    sk_campaign_key("sale-1", "meta", k, sizeof(k));
+    assert_string_equal(k, "{c:sale-1}:meta");
+    sk_tag_key("c:sale-1/2.7", "order:42", k, sizeof(k));
+    assert_string_equal(k, "{c:sale-1/2.7}:order:42");
+    sk_tag_key("c:x", "", k, sizeof(k)); /* the prefix of every key of the bucket */
+    assert_string_equal(k, "{c:x}:");
+    sk_buckets one;
+    sk_buckets_single("sale-1", &one); /* bucket 0's key is the campaign's key */
+    sk_bucket_key(&one, 0, "stock", b, sizeof(b));
+    sk_campaign_key("sale-1", "stock", k, sizeof(k));
+    assert_string_equal(k, b);
+    sk_campaign_key("a-long-campaign-id", "order_status", k, 12); /* truncated, terminated */
+    assert_string_equal(k, "{c:a-long-c");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -111,6 +132,7 @@ int main(void)
         cmocka_unit_test(test_tags_round_trip_through_the_meta_field),
         cmocka_unit_test(test_parse_refuses_tags_placement_never_writes),
         cmocka_unit_test(test_home_bucket_is_stable_and_covers_every_bucket),
+        cmocka_unit_test(test_keys_are_named_in_the_stored_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

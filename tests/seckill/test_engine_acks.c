@@ -23,17 +23,29 @@ static part_fake f;
 static sk__server srv;
 static sk__acks a;
 
-static const char *WAIT1[] = {"WAIT", "1", "100"};
+static int slot_of(const char *key) { return (int)dlock__key_slot(key, strlen(key)); }
+
+static void ignore(const dlock__reply *r, int err, void *priv);
+
+/* A batch's WAIT for keys of key's slot asking for replicas, as its
+ * sender makes it: 1 skipped (pending at once), 0 sent to the master
+ * sk__acks_wait_slot names. */
+static int batch_wait(const char *key, int replicas)
+{
+    int to = -2;
+    if (sk__acks_wait_slot(&a, slot_of(key), replicas, &to)) return 1;
+    return sk__wire_wait(&f.wire, 0, to, replicas, 100, ignore, NULL);
+}
 
 /* A server with `replicas` connected, in_sync of them in sync. */
 static void start(int replica_acks, bool failover, int replicas, int in_sync)
 {
     pf_init(&f);
-    sk__server_init(&srv, &f.port, NULL);
+    sk__server_init(&srv, &f.wire, NULL, NULL);
     srv.replicas = replicas;
     srv.in_sync = in_sync;
     srv.listed = replicas;
-    sk__acks_init(&a, &f.port, &f.clock, &srv, replica_acks, 100, failover);
+    sk__acks_init(&a, &f.wire, &srv, replica_acks, 100, failover);
     sk__acks_connected(&a);
 }
 
@@ -90,7 +102,7 @@ static void test_replicas_in_sync_follow_the_info_replication_probe(void **state
     (void)state;
     start(1, false, 1, 1);
     assert_int_equal(sk__acks_known(&a), 1);
-    assert_int_equal(sk__acks_wait(&a, "{c:1}", 3, WAIT1, ignore, NULL), 0);
+    assert_int_equal(batch_wait("{c:1}", 1), 0);
     assert_string_equal(pf_cmd_at(&f, 0)->argv[0], "WAIT");
     pf_reply(&f, ":1\r\n");
     f.now_ms += 250;
@@ -105,9 +117,9 @@ static void test_replicas_in_sync_follow_the_info_replication_probe(void **state
     reply_replication(0, 1); /* its replica lags: none in sync */
     assert_int_equal(sk__acks_known(&a), 0);
     assert_int_equal(pf_logged(&f, "0 of 1 replica(s) in sync (INFO replication)"), 1);
-    assert_int_equal(sk__acks_wait(&a, "{c:1}", 3, WAIT1, ignore, NULL), 1); /* no WAIT: 202 at once */
+    assert_int_equal(batch_wait("{c:1}", 1), 1); /* no WAIT: 202 at once */
     assert_int_equal(f.sent, 2);
-    assert_false(sk__acks_master_alone(&a, "{c:1}")); /* it still lists a replica */
+    assert_false(sk__acks_master_alone(&a, slot_of("{c:1}"))); /* it still lists a replica */
     sk__acks_tick(&a); /* 500 ms since the last probe was sent: the next goes now */
     assert_int_equal(f.sent, 3);
     reply_replication(0, 1);
@@ -121,20 +133,19 @@ static void test_replicas_in_sync_follow_the_info_replication_probe(void **state
     reply_replication(1, 0);
     assert_int_equal(sk__acks_known(&a), 1);
     assert_int_equal(pf_logged(&f, "in sync again"), 1);
-    assert_int_equal(sk__acks_wait(&a, "{c:1}", 3, WAIT1, ignore, NULL), 0);
+    assert_int_equal(batch_wait("{c:1}", 1), 0);
 }
 
 static void test_a_short_wait_lowers_the_count_at_once(void **state)
 {
     (void)state;
     start(2, false, 2, 2);
-    const char *wait2[] = {"WAIT", "2", "100"};
-    assert_int_equal(sk__acks_wait(&a, "{c:1}", 3, wait2, ignore, NULL), 0);
+    assert_int_equal(batch_wait("{c:1}", 2), 0);
     sk__acks_wait_answered(&a, -1, 2, 1); /* one replica acknowledged */
     assert_int_equal(sk__acks_known(&a), 1);
     assert_int_equal(pf_logged(&f, "1 of 2 replica(s) in sync (WAIT's answer)"), 1);
-    assert_int_equal(sk__acks_wait(&a, "{c:1}", 3, wait2, ignore, NULL), 1);
-    assert_int_equal(sk__acks_wait(&a, "{c:1}", 3, WAIT1, ignore, NULL), 0); /* asking for 1 still WAITs */
+    assert_int_equal(batch_wait("{c:1}", 2), 1);
+    assert_int_equal(batch_wait("{c:1}", 1), 0); /* asking for 1 still WAITs */
     sk__acks_wait_answered(&a, -1, 2, 2); /* a full answer raises it */
     assert_int_equal(sk__acks_known(&a), 2);
 }
@@ -143,11 +154,11 @@ static void test_a_master_listing_no_replica_is_alone(void **state)
 {
     (void)state;
     start(1, true, 0, 0);
-    assert_true(sk__acks_master_alone(&a, "{c:1}"));
+    assert_true(sk__acks_master_alone(&a, slot_of("{c:1}")));
     srv.listed = -1; /* unknown: not alone */
     start(1, true, 0, 0);
     a.nodes[0].listed = -1;
-    assert_false(sk__acks_master_alone(&a, "{c:1}"));
+    assert_false(sk__acks_master_alone(&a, slot_of("{c:1}")));
 }
 
 static void test_a_standalone_server_follows_appendfsync(void **state)
@@ -201,13 +212,13 @@ static void test_each_cluster_master_known_short_has_its_entry(void **state)
     int s1 = (int)dlock__key_slot(k1, strlen(k1)), s2 = (int)dlock__key_slot(k2, strlen(k2));
     assert_true((s1 < 8192) != (s2 < 8192));
     assert_int_equal(sk__acks_known(&a), -1); /* no master known yet: WAIT is sent */
-    assert_int_equal(sk__acks_wait(&a, k1, 3, WAIT1, ignore, NULL), 0);
+    assert_int_equal(batch_wait(k1, 1), 0);
     assert_int_equal(pf_cmd_at(&f, 0)->slot, s1); /* to the slot's master */
     pf_reply(&f, ":0\r\n");
     sk__acks_wait_answered(&a, s1, 1, 0); /* what the engine's reply path reports of it */
     assert_int_equal(sk__acks_known(&a), 0);
-    assert_int_equal(sk__acks_wait(&a, k1, 3, WAIT1, ignore, NULL), 1); /* that master: 202 at once */
-    assert_int_equal(sk__acks_wait(&a, k2, 3, WAIT1, ignore, NULL), 0); /* the other still WAITs */
+    assert_int_equal(batch_wait(k1, 1), 1); /* that master: 202 at once */
+    assert_int_equal(batch_wait(k2, 1), 0); /* the other still WAITs */
     pf_reply(&f, ":1\r\n");
     sk__acks_wait_answered(&a, s2, 1, 1); /* a full answer makes no entry */
     f.now_ms += 250;
@@ -218,7 +229,7 @@ static void test_each_cluster_master_known_short_has_its_entry(void **state)
     assert_int_equal(f.sent, 3);
     reply_replication(1, 0);
     assert_int_equal(sk__acks_known(&a), 1);
-    assert_int_equal(sk__acks_wait(&a, k1, 3, WAIT1, ignore, NULL), 0);
+    assert_int_equal(batch_wait(k1, 1), 0);
 }
 
 int main(void)

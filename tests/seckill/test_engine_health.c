@@ -26,7 +26,7 @@ static int setup(void **state)
     pf_init(&f);
     char err[128];
     assert_int_equal(dlock__url_parse("redis://shop:secret@127.0.0.1:7777", &url, err, sizeof(err)), 0);
-    sk__health_init(&h, &f.port, &f.clock, &url, "inst1", 2000);
+    sk__health_init(&h, &f.wire, &url, "inst1", 2000);
     return 0;
 }
 

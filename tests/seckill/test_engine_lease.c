@@ -27,7 +27,7 @@ static int setup(void **state)
 {
     (void)state;
     pf_init(&f);
-    sk__lease_init(&l, &f.port, &f.clock, "inst1", 5, LEASE_MS);
+    sk__lease_init(&l, &f.wire, "inst1", 5, LEASE_MS);
     return 0;
 }
 
@@ -183,7 +183,7 @@ static void test_an_id_is_never_dated_after_the_check_that_let_it_out(void **sta
     (void)state;
     take();
     paused_deadline = f.now_ms + LEASE_MS - LEASE_MS / 6;
-    l.clock.wall_ms = wall_after_a_pause;
+    f.on_wall = wall_after_a_pause;
     int64_t before = f.wall_ms;
     uint64_t id;
     int rc = sk__lease_next_id(&l, &id);

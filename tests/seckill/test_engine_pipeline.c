@@ -32,6 +32,7 @@
 #include "persist_thread.h"
 #include "reconcile.h"
 #include "servers.h"
+#include "sk_fixture.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -103,15 +104,7 @@ static int teardown(void **state)
     sk_db_close(db);
     dlock__conn_close(rc);
     test_server_stop(&srv);
-    if (!getenv("DLOCK_TEST_KEEP")) {
-        char p[320];
-        const char *f[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
-        for (int i = 0; f[i]; i++) {
-            snprintf(p, sizeof(p), "%s/%s", dir, f[i]);
-            unlink(p);
-        }
-        rmdir(dir);
-    }
+    test_sqlite_dir_remove(dir, NULL);
     return 0;
 }
 
@@ -130,20 +123,7 @@ static void drain(void)
     assert_int_equal(sk_persist_run(&o, &st, err, sizeof(err)), 0);
 }
 
-static int diffs(void)
-{
-    sk_reconcile_report rep;
-    assert_int_equal(sk_reconcile_campaign(db, rc, "e2e", &rep), 0);
-    if (rep.ndiffs) {
-        dlock__buf b = {0};
-        sk_reconcile_format(&rep, false, &b);
-        fprintf(stderr, "%s", b.data);
-        dlock__buf_free(&b);
-    }
-    int n = rep.ndiffs;
-    sk_reconcile_report_free(&rep);
-    return n;
-}
+static int diffs(void) { return sk_fx_reconcile(db, rc, "e2e", false); }
 
 static void test_engine_sale_persists_exactly_the_stock_and_restocks_once(void **state)
 {

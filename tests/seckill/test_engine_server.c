@@ -34,7 +34,7 @@ static int setup(void **state)
     (void)state;
     pf_init(&f);
     done_calls = 0;
-    sk__server_init(&s, &f.port, on_done);
+    sk__server_init(&s, &f.wire, on_done, &f);
     return 0;
 }
 

@@ -29,7 +29,9 @@
 #include "redis_connect.h"
 #include "reconcile.h"
 #include "release.h"
+#include "redis_cmd.h"
 #include "servers.h"
+#include "sk_fixture.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -42,38 +44,6 @@ static char redis_url[128], db_url[600], sqlite_dir[256];
 static dlock__conn *rc;
 static sk_db *db;
 static uint64_t next_order_id = 1000;
-
-/* Decides one purchase like the engine: stock and per-user limit, then
- * deducts, records the buyer and XADDs the order. 1 accepted, 0 refused. */
-static const char ACCEPT_LUA[] =
-    "local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))\n"
-    "local q = tonumber(ARGV[3])\n"
-    "local stock = tonumber(redis.call('GET', KEYS[2]))\n"
-    "local held = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')\n"
-    "if ARGV[6] ~= 'force' and (stock < q or held + q > limit) then return 0 end\n"
-    "redis.call('DECRBY', KEYS[2], q)\n"
-    "redis.call('HINCRBY', KEYS[3], ARGV[2], q)\n"
-    "redis.call('XADD', KEYS[4], '*', 'order_id', ARGV[1], 'campaign', ARGV[4], 'user', ARGV[2],"
-    " 'qty', ARGV[3], 'idem', '', 'ts_ms', ARGV[5], 'path', 'redis')\n"
-    "return 1\n";
-
-static dlock__reply *cmdv(int argc, const char **argv)
-{
-    dlock__reply *r = NULL;
-    assert_int_equal(dlock__conn_cmd(rc, argc, argv, NULL, &r), 0);
-    if (dlock__reply_kind(r) == DLOCK__R_ERROR) fail_msg("redis %s: %s", argv[0], dlock__reply_str(r, NULL));
-    return r;
-}
-
-static int64_t rcmd_int(int argc, const char **argv)
-{
-    dlock__reply *r = cmdv(argc, argv);
-    int64_t v = 0;
-    if (dlock__reply_kind(r) == DLOCK__R_INTEGER) v = dlock__reply_int(r);
-    else if (dlock__reply_kind(r) == DLOCK__R_STRING) v = strtoll(dlock__reply_str(r, NULL), NULL, 10);
-    dlock__reply_free(r);
-    return v;
-}
 
 static void rkey(char *out, size_t len, const char *camp, const char *suffix)
 {
@@ -99,15 +69,15 @@ static void seed_reserve(const char *camp, int64_t stock, int64_t limit, int64_t
     snprintf(l, sizeof(l), "%" PRId64, limit);
     const char *h[] = {"HSET", meta, "title", c.title, "stock", s, "per_user_limit", l, "starts_at_ms", "0",
                        "ends_at_ms", "0", "price_cents", "999"};
-    dlock__reply_free(cmdv(14, h));
+    dlock__reply_free(tr_cmdv(rc, 14, h));
     snprintf(s, sizeof(s), "%" PRId64, stock - reserve);
     const char *set[] = {"SET", stk, s};
-    dlock__reply_free(cmdv(3, set));
+    dlock__reply_free(tr_cmdv(rc, 3, set));
 }
 
 static void seed(const char *camp, int64_t stock, int64_t limit) { seed_reserve(camp, stock, limit, 0); }
 
-/* One purchase attempt through ACCEPT_LUA; force skips the decision (a
+/* One purchase attempt through SK_FX_ACCEPT_LUA (its per-user limit too); force skips the decision (a
  * Redis that lost writes). Returns 1 accepted / 0 refused; *oid_out. */
 static int buy(const char *camp, const char *user, int64_t qty, bool force, uint64_t *oid_out)
 {
@@ -120,9 +90,9 @@ static int buy(const char *camp, const char *user, int64_t qty, bool force, uint
     snprintf(oid, sizeof(oid), "%" PRIu64, id);
     snprintf(q, sizeof(q), "%" PRId64, qty);
     snprintf(ts, sizeof(ts), "%" PRId64, dlock__wall_ms());
-    const char *argv[] = {"EVAL", ACCEPT_LUA, "4", meta, stk, buyers, orders, oid, user, q, camp, ts,
+    const char *argv[] = {"EVAL", SK_FX_ACCEPT_LUA, "4", stk, buyers, orders, meta, oid, user, q, camp, ts,
                           force ? "force" : "check"};
-    int ok = (int)rcmd_int(13, argv);
+    int ok = (int)tr_cmd_int(rc, 13, argv);
     if (oid_out) *oid_out = id;
     return ok;
 }
@@ -161,20 +131,7 @@ static sk_persist_stats drain(const char *camp)
     return st;
 }
 
-static int reconcile_diffs(const char *camp, bool print)
-{
-    sk_reconcile_report rep;
-    assert_int_equal(sk_reconcile_campaign(db, rc, camp, &rep), 0);
-    if (print || rep.ndiffs) {
-        dlock__buf b = {0};
-        sk_reconcile_format(&rep, false, &b);
-        fprintf(stderr, "%s", b.data ? b.data : "");
-        dlock__buf_free(&b);
-    }
-    int n = rep.ndiffs;
-    sk_reconcile_report_free(&rep);
-    return n;
-}
+static int reconcile_diffs(const char *camp, bool print) { return sk_fx_reconcile(db, rc, camp, print); }
 
 static void counts(const char *camp, sk_db_campaign_stats *st)
 {
@@ -241,15 +198,7 @@ static int group_teardown(void **state)
     dlock__conn_close(rc);
     test_server_stop(&redis_srv);
     if (SK_TEST_PG) test_server_stop(&pg_srv);
-    if (sqlite_dir[0] && !getenv("DLOCK_TEST_KEEP")) {
-        char p[400];
-        const char *files[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
-        for (int i = 0; files[i]; i++) {
-            snprintf(p, sizeof(p), "%s/%s", sqlite_dir, files[i]);
-            unlink(p);
-        }
-        rmdir(sqlite_dir);
-    }
+    test_sqlite_dir_remove(sqlite_dir, NULL);
     return 0;
 }
 
@@ -488,7 +437,7 @@ static void test_guard_rejects_what_the_database_cannot_sell(void **state)
     char stats[96];
     rkey(stats, sizeof(stats), camp, "pipeline");
     const char *hg[] = {"HGET", stats, "rejected"};
-    assert_int_equal(rcmd_int(3, hg), 11);
+    assert_int_equal(tr_cmd_int(rc, 3, hg), 11);
     /* reconciliation reports it; Redis-path orders were refused: broken
      * promises, the tool exits 4 */
     assert_true(reconcile_diffs(camp, true) > 0);
@@ -534,7 +483,7 @@ static void test_pay_then_timeout_cancels_the_rest_returning_stock_once(void **s
     char relkey[96];
     rkey(relkey, sizeof(relkey), camp, "released");
     const char *scard[] = {"SCARD", relkey};
-    assert_int_equal(rcmd_int(2, scard), 7);
+    assert_int_equal(tr_cmd_int(rc, 2, scard), 7);
     assert_int_equal(s.orders[SK_ST_PAID], 3);
     assert_int_equal(s.released_pending, 0);
     r = NULL;
@@ -554,7 +503,7 @@ static void test_pay_then_timeout_cancels_the_rest_returning_stock_once(void **s
     char stk[96];
     rkey(stk, sizeof(stk), camp, "stock");
     const char *get[] = {"GET", stk};
-    assert_int_equal(rcmd_int(2, get), 7);
+    assert_int_equal(tr_cmd_int(rc, 2, get), 7);
     int64_t rem = 0;
     assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
     assert_int_equal(rem, 7);
@@ -617,9 +566,9 @@ static void test_concurrent_cancellations_return_stock_once(void **state)
     rkey(stk, sizeof(stk), camp, "stock");
     rkey(rel, sizeof(rel), camp, "released");
     const char *get[] = {"GET", stk};
-    assert_int_equal(rcmd_int(2, get), 5);
+    assert_int_equal(tr_cmd_int(rc, 2, get), 5);
     const char *sc[] = {"SCARD", rel};
-    assert_int_equal(rcmd_int(2, sc), 1);
+    assert_int_equal(tr_cmd_int(rc, 2, sc), 1);
     int64_t rem = 0;
     assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
     assert_int_equal(rem, 5);
@@ -637,7 +586,7 @@ static void test_malformed_and_poisoned_entries_go_to_dead_letters(void **state)
     rkey(dead, sizeof(dead), camp, "orders:dead");
     const char *bad[] = {"XADD", orders, "*", "order_id", "77", "campaign", camp, "user", "x", "qty", "abc",
                          "ts_ms", "1", "path", "redis"};
-    dlock__reply_free(cmdv(15, bad));
+    dlock__reply_free(tr_cmdv(rc, 15, bad));
     /* a row the database refuses with an error (not a guard refusal) */
     if (SK_TEST_PG) {
         assert_int_equal(sk__db_script(db, "CREATE FUNCTION sk_poison() RETURNS trigger AS $$ BEGIN"
@@ -663,9 +612,9 @@ static void test_malformed_and_poisoned_entries_go_to_dead_letters(void **state)
     assert_int_equal(st.persisted, 10);
     assert_int_equal(st.dead_lettered, 2);
     const char *xl[] = {"XLEN", dead};
-    assert_int_equal(rcmd_int(2, xl), 2);
+    assert_int_equal(tr_cmd_int(rc, 2, xl), 2);
     const char *xr[] = {"XRANGE", dead, "-", "+"};
-    dlock__reply *r = cmdv(4, xr);
+    dlock__reply *r = tr_cmdv(rc, 4, xr);
     int saw_poison = 0, saw_qty = 0;
     for (size_t i = 0; i < dlock__reply_count(r); i++) {
         const dlock__reply *f = dlock__reply_at(dlock__reply_at(r, i), 1);
@@ -850,9 +799,9 @@ static void test_worker_survives_a_redis_restart(void **state)
     rkey(meta, sizeof(meta), camp, "meta");
     rkey(stk, sizeof(stk), camp, "stock");
     const char *h[] = {"HSET", meta, "stock", "100", "per_user_limit", "1"};
-    dlock__reply_free(cmdv(6, h));
+    dlock__reply_free(tr_cmdv(rc, 6, h));
     const char *set[] = {"SET", stk, "80"};
-    dlock__reply_free(cmdv(3, set));
+    dlock__reply_free(tr_cmdv(rc, 3, set));
     buy_range(camp, "r", 20, 40, NULL);
     wait_persisted(camp, 40);
     atomic_store(&b.stop, 1);
@@ -904,9 +853,9 @@ static void test_two_workers_cancel_unpaid_orders_once(void **state)
     rkey(stk, sizeof(stk), camp, "stock");
     rkey(rel, sizeof(rel), camp, "released");
     const char *get[] = {"GET", stk};
-    assert_int_equal(rcmd_int(2, get), 40);
+    assert_int_equal(tr_cmd_int(rc, 2, get), 40);
     const char *sc[] = {"SCARD", rel};
-    assert_int_equal(rcmd_int(2, sc), 40);
+    assert_int_equal(tr_cmd_int(rc, 2, sc), 40);
     assert_int_equal(reconcile_diffs(camp, false), 0);
 }
 

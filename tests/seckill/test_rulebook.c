@@ -258,13 +258,7 @@ static int teardown(void **state)
     dlock__conn_close(rc);
     test_server_stop(&redis_srv);
     test_server_stop(&pg_srv);
-    char p[400];
-    const char *files[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
-    for (int i = 0; files[i]; i++) {
-        snprintf(p, sizeof(p), "%s/%s", sqlite_dir, files[i]);
-        unlink(p);
-    }
-    rmdir(sqlite_dir);
+    test_sqlite_dir_remove(sqlite_dir, NULL);
     return 0;
 }
 

@@ -31,7 +31,9 @@
 #include "persist.h"
 #include "redis_connect.h"
 #include "reconcile.h"
+#include "redis_cmd.h"
 #include "servers.h"
+#include "sk_fixture.h"
 #include "sk_err.h"
 #include "slot.h"
 #include "util.h"
@@ -49,42 +51,12 @@ static dlock__conn *rc;
 static sk_db *db;
 static uint64_t next_order_id = 5000;
 
-/* Accepts one order in a bucket like purchase.lua: stock and buyer record
- * of the bucket, its stream entry in the contract's format. */
-static const char ACCEPT_LUA[] =
-    "if tonumber(redis.call('GET', KEYS[1])) < tonumber(ARGV[3]) then return 0 end\n"
-    "redis.call('DECRBY', KEYS[1], ARGV[3])\n"
-    "redis.call('HINCRBY', KEYS[2], ARGV[2], ARGV[3])\n"
-    "redis.call('XADD', KEYS[3], '*', 'order_id', ARGV[1], 'campaign', ARGV[4], 'user', ARGV[2],"
-    " 'qty', ARGV[3], 'idem', '', 'ts_ms', ARGV[5], 'path', 'redis')\n"
-    "return 1\n";
-
-static dlock__reply *cmdv(int argc, const char **argv)
-{
-    dlock__reply *r = NULL;
-    assert_int_equal(dlock__conn_cmd(rc, argc, argv, NULL, &r), 0);
-    if (dlock__reply_kind(r) == DLOCK__R_ERROR) fail_msg("redis %s: %s", argv[0], dlock__reply_str(r, NULL));
-    return r;
-}
-
-static int64_t rint_(int argc, const char **argv)
-{
-    dlock__reply *r = cmdv(argc, argv);
-    int64_t v = 0;
-    if (dlock__reply_kind(r) == DLOCK__R_INTEGER) v = dlock__reply_int(r);
-    else if (dlock__reply_kind(r) == DLOCK__R_STRING) v = strtoll(dlock__reply_str(r, NULL), NULL, 10);
-    dlock__reply_free(r);
-    return v;
-}
-
-static void rcmd(int argc, const char **argv) { dlock__reply_free(cmdv(argc, argv)); }
-
 static int64_t bucket_stock(const sk_buckets *b, int j)
 {
     char k[128];
     sk_bucket_key(b, j, "stock", k, sizeof(k));
     const char *argv[] = {"GET", k};
-    return rint_(2, argv);
+    return tr_cmd_int(rc, 2, argv);
 }
 
 /* ---- bucket placement on the Cluster: the master of each slot ---------- */
@@ -152,15 +124,15 @@ static void heat(const char *camp, int64_t stock, sk_buckets *b)
         const char *h[] = {"HSET", meta, "title", c.title, "stock", s, "per_user_limit", "2", "starts_at_ms", "0",
                            "ends_at_ms", "0", "price_cents", "100", "shards", kk, "bucket", jj,
                            "bucket_tags", c.bucket_tags};
-        rcmd(j == 0 ? 20 : 18, h);
+        tr_cmd(rc, j == 0 ? 20 : 18, h);
         char share[24];
         snprintf(share, sizeof(share), "%" PRId64, stock / K + (j < stock % K));
         sk_bucket_key(b, j, "stock", stk, sizeof(stk));
         const char *set[] = {"SET", stk, share};
-        rcmd(3, set);
+        tr_cmd(rc, 3, set);
         sk_bucket_key(b, j, "orders", orders, sizeof(orders));
         const char *g[] = {"XGROUP", "CREATE", orders, SK_PERSIST_GROUP, "$", "MKSTREAM"};
-        rcmd(6, g);
+        tr_cmd(rc, 6, g);
     }
 }
 
@@ -170,13 +142,13 @@ static void ack_stream(const sk_buckets *b, int j)
     char orders[128];
     sk_bucket_key(b, j, "orders", orders, sizeof(orders));
     const char *xr[] = {"XREADGROUP", "GROUP", SK_PERSIST_GROUP, "t", "COUNT", "10000", "STREAMS", orders, ">"};
-    dlock__reply *r = cmdv(9, xr);
+    dlock__reply *r = tr_cmdv(rc, 9, xr);
     if (dlock__reply_kind(r) == DLOCK__R_ARRAY && dlock__reply_count(r) == 1) {
         const dlock__reply *entries = dlock__reply_at(dlock__reply_at(r, 0), 1);
         for (size_t i = 0; i < dlock__reply_count(entries); i++) {
             const char *id = dlock__reply_str(dlock__reply_at(dlock__reply_at(entries, i), 0), NULL);
             const char *ack[] = {"XACK", orders, SK_PERSIST_GROUP, id};
-            rcmd(4, ack);
+            tr_cmd(rc, 4, ack);
         }
     }
     dlock__reply_free(r);
@@ -194,8 +166,8 @@ static uint64_t buy_ack(const char *camp, const sk_buckets *b, const char *user,
     uint64_t id = next_order_id++;
     snprintf(oid, sizeof(oid), "%" PRIu64, id);
     snprintf(ts, sizeof(ts), "%" PRId64, dlock__wall_ms());
-    const char *ev[] = {"EVAL", ACCEPT_LUA, "3", stk, buyers, orders, oid, user, "1", camp, ts};
-    assert_int_equal(rint_(11, ev), 1);
+    const char *ev[] = {"EVAL", SK_FX_ACCEPT_LUA, "3", stk, buyers, orders, oid, user, "1", camp, ts};
+    assert_int_equal(tr_cmd_int(rc, 11, ev), 1);
     sk_order_in o = {.order_id = id, .campaign = camp, .user = user, .qty = 1, .path = "redis",
                      .created_ms = dlock__wall_ms(), .idem = "", .epoch = 1};
     int res = 0;
@@ -226,9 +198,9 @@ static void take(const sk_buckets *b, const char *xid, int src, int dst, int64_t
     snprintf(units, sizeof(units), "%" PRId64, n);
     snprintf(val, sizeof(val), "%d\n%" PRId64 "\n%" PRId64, dst, n, dlock__wall_ms());
     const char *d[] = {"DECRBY", stk, units};
-    rcmd(3, d);
+    tr_cmd(rc, 3, d);
     const char *h[] = {"HSET", xfer, xid, val};
-    rcmd(4, h);
+    tr_cmd(rc, 4, h);
 }
 
 static void give(const sk_buckets *b, const char *xid, int dst, int64_t n)
@@ -238,9 +210,9 @@ static void give(const sk_buckets *b, const char *xid, int dst, int64_t n)
     sk_bucket_key(b, dst, "xin", xin, sizeof(xin));
     snprintf(units, sizeof(units), "%" PRId64, n);
     const char *s[] = {"SADD", xin, xid};
-    if (rint_(3, s) == 1) {
+    if (tr_cmd_int(rc, 3, s) == 1) {
         const char *i[] = {"INCRBY", stk, units};
-        rcmd(3, i);
+        tr_cmd(rc, 3, i);
     }
 }
 
@@ -318,10 +290,10 @@ static void test_cancellation_restocks_the_users_home_bucket_only(void **state)
     char buyers[128], released[128];
     sk_bucket_key(&b, 2, "buyers", buyers, sizeof(buyers));
     const char *hg[] = {"HEXISTS", buyers, users[2]};
-    assert_int_equal(rint_(3, hg), 0);
+    assert_int_equal(tr_cmd_int(rc, 3, hg), 0);
     sk_bucket_key(&b, 2, "released", released, sizeof(released));
     const char *sc[] = {"SCARD", released};
-    assert_int_equal(rint_(2, sc), 1);
+    assert_int_equal(tr_cmd_int(rc, 2, sc), 1);
     assert_int_equal(sk_order_cancel(db, rc, oid[2], "again"), SK_ECONFLICT);
     assert_int_equal(bucket_stock(&b, 2), 10);
     /* the sweep re-running a release is gated in the home bucket too */
@@ -364,7 +336,7 @@ static void test_reconcile_counts_units_in_transit_once(void **state)
     char xfer[128];
     sk_bucket_key(&b, 0, "xfer", xfer, sizeof(xfer));
     const char *done0[] = {"HDEL", xfer, "x-flight"};
-    rcmd(3, done0);
+    tr_cmd(rc, 3, done0);
     assert_int_equal(reconcile("xfer3", &rep, &t), 0);
     assert_int_equal(rep.r_in_transit, 0);
     assert_int_equal(rep.r_stock, 27);
@@ -398,7 +370,7 @@ static void test_reconcile_names_a_doubled_or_lost_transfer(void **state)
     sk_bucket_key(&b, 0, "xfer", xfer0, sizeof(xfer0));
     /* the gate of x-a deleted: the journal says in transit, bucket 2 has it too */
     const char *srem[] = {"SREM", xin2, "x-a"};
-    rcmd(3, srem);
+    tr_cmd(rc, 3, srem);
     sk_reconcile_report rep;
     dlock__buf t = {0};
     assert_true(reconcile("lost3", &rep, &t) > 0);
@@ -423,14 +395,14 @@ static void test_reconcile_names_a_doubled_or_lost_transfer(void **state)
     char stk2[128];
     sk_bucket_key(&b, 2, "stock", stk2, sizeof(stk2));
     const char *dec[] = {"DECRBY", stk2, "3"};
-    rcmd(3, dec);
+    tr_cmd(rc, 3, dec);
     char xfer1[128];
     sk_bucket_key(&b, 1, "xfer", xfer1, sizeof(xfer1));
     const char *done_a[] = {"HDEL", xfer1, "x-a"};
-    rcmd(3, done_a);
+    tr_cmd(rc, 3, done_a);
     assert_int_equal(reconcile_n("lost3"), 0);
     const char *drop_b[] = {"HDEL", xfer0, "x-b"};
-    rcmd(3, drop_b);
+    tr_cmd(rc, 3, drop_b);
     assert_true(reconcile("lost3", &rep, &t) > 0);
     assert_true(has_diff(&rep, "remaining stock: Redis 28 in 3 buckets + 0 in transit = 28, database 30 "
                                "(remaining 30 - reserve 0): 2 units missing"));
@@ -454,7 +426,7 @@ static void test_reconcile_reports_malformed_journal_entries(void **state)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const char *h[] = {"HSET", xfer1, bad[i][0], bad[i][1]};
-        rcmd(4, h);
+        tr_cmd(rc, 4, h);
     }
     sk_reconcile_report rep;
     dlock__buf t = {0};
@@ -588,9 +560,9 @@ static void test_reconcile_names_a_buyer_outside_its_home_bucket(void **state)
     sk_bucket_key(&b, 1, "buyers", from, sizeof(from));
     sk_bucket_key(&b, 0, "buyers", to, sizeof(to));
     const char *del[] = {"HDEL", from, u};
-    rcmd(3, del);
+    tr_cmd(rc, 3, del);
     const char *set[] = {"HSET", to, u, "1"};
-    rcmd(4, set);
+    tr_cmd(rc, 4, set);
     sk_reconcile_report rep;
     dlock__buf t = {0};
     assert_int_equal(reconcile("home3", &rep, &t), 1);
@@ -635,15 +607,7 @@ static int group_teardown(void **state)
     sk_db_close(db);
     if (SK_TEST_CLUSTER) test_cluster_stop(&cluster);
     else test_server_stop(&redis_srv);
-    if (db_dir[0] && !getenv("DLOCK_TEST_KEEP")) {
-        static const char *const files[] = {"orders.db", "orders.db-wal", "orders.db-shm"};
-        for (size_t i = 0; i < 3; i++) {
-            char p[512];
-            snprintf(p, sizeof(p), "%s/%s", db_dir, files[i]);
-            unlink(p);
-        }
-        rmdir(db_dir);
-    }
+    test_sqlite_dir_remove(db_dir, NULL);
     return 0;
 }
 

@@ -87,15 +87,7 @@ static int teardown(void **state)
     sk_db_close(pf_db);
     test_cluster_stop(&cl);
     free(slot_node);
-    if (!getenv("DLOCK_TEST_KEEP")) {
-        char p[400];
-        const char *files[] = {"orders.db", "orders.db-wal", "orders.db-shm", NULL};
-        for (int i = 0; files[i]; i++) {
-            snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
-            unlink(p);
-        }
-        rmdir(dir);
-    }
+    test_sqlite_dir_remove(dir, NULL);
     return 0;
 }
 

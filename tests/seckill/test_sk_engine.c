@@ -21,44 +21,8 @@
 #include "dlock/dlock.h"
 #include "engine.h"
 #include "lib_target.h"
-#include "servers.h"
+#include "sk_fixture.h"
 #include "util.h"
-
-static test_server redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    return lt_start(&redis);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    lt_stop(&redis);
-    return 0;
-}
-
-typedef struct slot {
-    int done;
-    sk_purchase_result r;
-} slot;
-
-static int done_count;
-
-static void on_result(const sk_purchase_result *r, void *arg)
-{
-    slot *s = arg;
-    s->r = *r;
-    s->done = 1;
-    done_count++;
-}
-
-static void run_until(struct event_base *base, int *counter, int target, int64_t timeout_ms)
-{
-    int64_t deadline = dlock__now_ms() + timeout_ms;
-    while (*counter < target && dlock__now_ms() < deadline) event_base_loop(base, EVLOOP_ONCE);
-}
 
 static sk_engine *engine(struct event_base *base, int max_batch, int64_t timeout_ms)
 {
@@ -68,37 +32,14 @@ static sk_engine *engine(struct event_base *base, int max_batch, int64_t timeout
     o.soldout_poll_ms = 100;
     if (timeout_ms) o.command_timeout_ms = timeout_ms;
     o.reconnect_max_ms = 200;
-    sk_engine *e = NULL;
-    char err[128];
-    assert_int_equal(sk_engine_new(base, redis.url, &o, &e, err, sizeof(err)), 0);
-    int64_t deadline = dlock__now_ms() + 3000;
-    while (!sk_engine_ready(e) && dlock__now_ms() < deadline) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-    assert_true(sk_engine_ready(e));
-    return e;
-}
-
-static int heat_done, heat_err;
-static void on_heat(int err, const sk_campaign_info *ci, void *arg)
-{
-    (void)ci;
-    (void)arg;
-    heat_err = err;
-    heat_done++;
+    return sk_fx_engine(base, &o, 3000);
 }
 
 static void heat(struct event_base *base, sk_engine *e, const char *id, int64_t stock, int64_t limit)
 {
     sk_campaign d;
-    memset(&d, 0, sizeof(d));
-    snprintf(d.id, sizeof(d.id), "%s", id);
-    d.stock = stock;
-    d.per_user_limit = limit;
-    d.starts_at_ms = dlock__wall_ms() - 60000;
-    d.ends_at_ms = dlock__wall_ms() + 3600000;
-    int before = heat_done;
-    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_CREATE, on_heat, NULL), 0);
-    run_until(base, &heat_done, before + 1, 3000);
-    assert_int_equal(heat_err, 0);
+    sk_fx_campaign(&d, id, stock, limit);
+    assert_int_equal(sk_fx_heat(base, e, &d, SK_HEAT_CREATE, 3000, NULL), 0);
 }
 
 typedef struct rec {
@@ -129,13 +70,13 @@ static void make_sequence(rec *seq)
 }
 
 static void run_sequence(struct event_base *base, sk_engine *e, const char *campaign, const rec *seq,
-                         slot *out)
+                         sk_fx_slot *out)
 {
-    done_count = 0;
+    sk_fx_answered = 0;
     int sent = 0;
     for (int i = 0; i < NREC; i++) {
         int rc = sk_engine_purchase(e, campaign, seq[i].user, seq[i].qty, seq[i].idem[0] ? seq[i].idem : NULL,
-                                    NULL, on_result, &out[i]);
+                                    NULL, sk_fx_on_result, &out[i]);
         if (rc) {
             out[i].r.err = rc; /* answered at once (local sold-out flag) */
             out[i].done = 1;
@@ -143,12 +84,12 @@ static void run_sequence(struct event_base *base, sk_engine *e, const char *camp
             sent++;
         }
     }
-    run_until(base, &done_count, sent, 10000);
-    assert_int_equal(done_count, sent);
+    sk_fx_run_until(base, &sk_fx_answered, sent, 10000);
+    assert_int_equal(sk_fx_answered, sent);
 }
 
 /* Index of the first request whose accepted order id is id (replays point at it). */
-static int origin(const slot *s, uint64_t id)
+static int origin(const sk_fx_slot *s, uint64_t id)
 {
     for (int i = 0; i < NREC; i++)
         if (s[i].r.err == 0 && !s[i].r.replay && s[i].r.order_id == id) return i;
@@ -163,7 +104,7 @@ static void test_coalesced_and_one_by_one_give_identical_answers(void **state)
     heat(base, batched, "co_a", 150, 3);
     heat(base, batched, "co_b", 150, 3);
     rec *seq = calloc(NREC, sizeof(rec));
-    slot *a = calloc(NREC, sizeof(slot)), *b = calloc(NREC, sizeof(slot));
+    sk_fx_slot *a = calloc(NREC, sizeof(sk_fx_slot)), *b = calloc(NREC, sizeof(sk_fx_slot));
     make_sequence(seq);
     run_sequence(base, batched, "co_a", seq, a);
     run_sequence(base, single, "co_b", seq, b);
@@ -215,29 +156,29 @@ static void test_local_sold_out_flag_clears_when_stock_returns(void **state)
     struct event_base *base = event_base_new();
     sk_engine *e = engine(base, 64, 0);
     heat(base, e, "flag", 1, 1);
-    slot s[2];
+    sk_fx_slot s[2];
     memset(s, 0, sizeof(s));
-    done_count = 0;
-    assert_int_equal(sk_engine_purchase(e, "flag", "a", 1, NULL, NULL, on_result, &s[0]), 0);
-    run_until(base, &done_count, 1, 3000);
+    sk_fx_answered = 0;
+    assert_int_equal(sk_engine_purchase(e, "flag", "a", 1, NULL, NULL, sk_fx_on_result, &s[0]), 0);
+    sk_fx_run_until(base, &sk_fx_answered, 1, 3000);
     assert_int_equal(s[0].r.err, 0);
     assert_int_equal(s[0].r.remaining, 0);
     /* known sold out: answered without a round trip */
-    assert_int_equal(sk_engine_purchase(e, "flag", "b", 1, NULL, NULL, on_result, &s[1]), SK_ESOLDOUT);
+    assert_int_equal(sk_engine_purchase(e, "flag", "b", 1, NULL, NULL, sk_fx_on_result, &s[1]), SK_ESOLDOUT);
     sk_engine_stats st;
     sk_engine_get_stats(e, &st);
     assert_int_equal(st.soldout_local, 1);
     /* a cancellation gives a unit back (as the release script does) */
     const char *argv[] = {"INCRBY", "{c:flag}:stock", "1"};
-    assert_int_equal(lt_cmd(&redis, NULL, 0, 3, argv), 0);
+    assert_int_equal(lt_cmd(&sk_fx_redis, NULL, 0, 3, argv), 0);
     int64_t deadline = dlock__now_ms() + 3000;
     int rc;
     do {
         event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-        rc = sk_engine_purchase(e, "flag", "b", 1, NULL, NULL, on_result, &s[1]);
+        rc = sk_engine_purchase(e, "flag", "b", 1, NULL, NULL, sk_fx_on_result, &s[1]);
     } while (rc == SK_ESOLDOUT && dlock__now_ms() < deadline);
     assert_int_equal(rc, 0);
-    run_until(base, &done_count, 2, 3000);
+    sk_fx_run_until(base, &sk_fx_answered, 2, 3000);
     assert_int_equal(s[1].r.err, 0);
     sk_engine_free(e);
     event_base_free(base);
@@ -250,25 +191,25 @@ static void test_frozen_redis_is_outcome_unknown_then_recovers(void **state)
     struct event_base *base = event_base_new();
     sk_engine *e = engine(base, 64, 300);
     heat(base, e, "frz", 100, 5);
-    slot s[3];
+    sk_fx_slot s[3];
     memset(s, 0, sizeof(s));
-    done_count = 0;
-    test_server_pause(&redis, true);
+    sk_fx_answered = 0;
+    test_server_pause(&sk_fx_redis, true);
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(sk_engine_purchase(e, "frz", "a", 1, NULL, NULL, on_result, &s[0]), 0);
-    run_until(base, &done_count, 1, 3000);
+    assert_int_equal(sk_engine_purchase(e, "frz", "a", 1, NULL, NULL, sk_fx_on_result, &s[0]), 0);
+    sk_fx_run_until(base, &sk_fx_answered, 1, 3000);
     int64_t took = dlock__now_ms() - t0;
     assert_int_equal(s[0].r.err, DLOCK_EUNKNOWN);
     assert_true(took >= 250 && took < 1500);
     /* while it is away, requests fail fast */
-    int rc = sk_engine_purchase(e, "frz", "a", 1, NULL, NULL, on_result, &s[1]);
+    int rc = sk_engine_purchase(e, "frz", "a", 1, NULL, NULL, sk_fx_on_result, &s[1]);
     assert_int_equal(rc, SK_EUNAVAIL);
-    test_server_pause(&redis, false);
+    test_server_pause(&sk_fx_redis, false);
     int64_t deadline = dlock__now_ms() + 5000;
     while (!sk_engine_ready(e) && dlock__now_ms() < deadline) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
     assert_true(sk_engine_ready(e));
-    assert_int_equal(sk_engine_purchase(e, "frz", "b", 1, NULL, NULL, on_result, &s[2]), 0);
-    run_until(base, &done_count, 2, 3000);
+    assert_int_equal(sk_engine_purchase(e, "frz", "b", 1, NULL, NULL, sk_fx_on_result, &s[2]), 0);
+    sk_fx_run_until(base, &sk_fx_answered, 2, 3000);
     assert_int_equal(s[2].r.err, 0);
     sk_engine_stats st;
     sk_engine_get_stats(e, &st);
@@ -287,17 +228,17 @@ static void test_a_batch_after_script_flush_is_sent_again_with_the_source(void *
     struct event_base *base = event_base_new();
     sk_engine *e = engine(base, 64, 0);
     heat(base, e, "fl", 10, 2);
-    slot s[3];
+    sk_fx_slot s[3];
     memset(s, 0, sizeof(s));
-    done_count = 0;
-    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-1", 1, "key-1", "10.0.0.1", on_result, &s[0]), 0);
-    run_until(base, &done_count, 1, 3000);
+    sk_fx_answered = 0;
+    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-1", 1, "key-1", "10.0.0.1", sk_fx_on_result, &s[0]), 0);
+    sk_fx_run_until(base, &sk_fx_answered, 1, 3000);
     assert_int_equal(s[0].r.err, 0);
     const char *flush[] = {"SCRIPT", "FLUSH"};
-    assert_int_equal(lt_cmd(&redis, NULL, 0, 2, flush), 0);
-    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-1", 1, "key-1", "10.0.0.1", on_result, &s[1]), 0);
-    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-2", 2, NULL, NULL, on_result, &s[2]), 0);
-    run_until(base, &done_count, 3, 3000);
+    assert_int_equal(lt_cmd(&sk_fx_redis, NULL, 0, 2, flush), 0);
+    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-1", 1, "key-1", "10.0.0.1", sk_fx_on_result, &s[1]), 0);
+    assert_int_equal(sk_engine_purchase(e, "fl", "buyer-2", 2, NULL, NULL, sk_fx_on_result, &s[2]), 0);
+    sk_fx_run_until(base, &sk_fx_answered, 3, 3000);
     assert_int_equal(s[1].r.err, 0);
     assert_true(s[1].r.replay);
     assert_true(s[1].r.order_id == s[0].r.order_id);
@@ -316,5 +257,5 @@ int main(void)
         cmocka_unit_test(test_frozen_redis_is_outcome_unknown_then_recovers),
         cmocka_unit_test(test_a_batch_after_script_flush_is_sent_again_with_the_source),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, sk_fx_setup, sk_fx_teardown);
 }

@@ -27,46 +27,9 @@
 #include "dlock/dlock.h"
 #include "engine.h"
 #include "lib_target.h"
-#include "servers.h"
+#include "sk_fixture.h"
 #include "slot.h"
 #include "util.h"
-
-static test_server redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    return lt_start(&redis);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    lt_stop(&redis);
-    return 0;
-}
-
-typedef struct slot {
-    int done;
-    int seq; /* order of the answer */
-    sk_purchase_result r;
-} slot;
-
-static int done_count;
-
-static void on_result(const sk_purchase_result *r, void *arg)
-{
-    slot *s = arg;
-    s->r = *r;
-    s->done = 1;
-    s->seq = done_count++;
-}
-
-static void run_until(struct event_base *base, int *counter, int target, int64_t timeout_ms)
-{
-    int64_t deadline = dlock__now_ms() + timeout_ms;
-    while (*counter < target && dlock__now_ms() < deadline) event_base_loop(base, EVLOOP_ONCE);
-}
 
 static int64_t ip_rate_limit; /* per address per window (0 = off) */
 
@@ -81,13 +44,7 @@ static sk_engine *engine_opts(struct event_base *base, int64_t pause_ms, int ack
     o.command_timeout_ms = timeout_ms;
     o.xfer_pause_ms = pause_ms;
     o.replica_acks = acks;
-    sk_engine *e = NULL;
-    char err[128];
-    assert_int_equal(sk_engine_new(base, redis.url, &o, &e, err, sizeof(err)), 0);
-    int64_t deadline = dlock__now_ms() + 5000;
-    while (!sk_engine_ready(e) && dlock__now_ms() < deadline) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-    assert_true(sk_engine_ready(e));
-    return e;
+    return sk_fx_engine(base, &o, 5000);
 }
 
 static sk_engine *engine(struct event_base *base, int64_t pause_ms)
@@ -95,32 +52,16 @@ static sk_engine *engine(struct event_base *base, int64_t pause_ms)
     return engine_opts(base, pause_ms, -1, 5000);
 }
 
-static int heat_done, heat_err;
-static sk_campaign_info heat_info;
-static void on_heat(int err, const sk_campaign_info *ci, void *arg)
-{
-    (void)arg;
-    heat_err = err;
-    if (ci) heat_info = *ci;
-    heat_done++;
-}
+static sk_campaign_info heat_info; /* what the last heat() returned */
 
 /* Creates a sharded campaign; returns its layout in b. */
 static void heat(struct event_base *base, sk_engine *e, const char *id, int64_t stock, int64_t limit, int k,
                  sk_buckets *b)
 {
     sk_campaign d;
-    memset(&d, 0, sizeof(d));
-    snprintf(d.id, sizeof(d.id), "%s", id);
-    d.stock = stock;
-    d.per_user_limit = limit;
+    sk_fx_campaign(&d, id, stock, limit);
     d.shards = k;
-    d.starts_at_ms = dlock__wall_ms() - 60000;
-    d.ends_at_ms = dlock__wall_ms() + 3600000;
-    int before = heat_done;
-    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_CREATE, on_heat, NULL), 0);
-    run_until(base, &heat_done, before + 1, 5000);
-    assert_int_equal(heat_err, 0);
+    assert_int_equal(sk_fx_heat(base, e, &d, SK_HEAT_CREATE, 5000, &heat_info), 0);
     assert_int_equal(heat_info.remaining, stock);
     assert_int_equal(heat_info.def.shards, k);
     assert_int_equal(sk_buckets_parse(id, k, heat_info.def.bucket_tags, b), 0);
@@ -130,7 +71,7 @@ static long long redis_int(const char *cmd, const char *key, const char *arg)
 {
     char out[256] = "";
     const char *argv[] = {cmd, key, arg};
-    assert_int_equal(lt_cmd(&redis, out, sizeof(out), arg ? 3 : 2, argv), 0);
+    assert_int_equal(lt_cmd(&sk_fx_redis, out, sizeof(out), arg ? 3 : 2, argv), 0);
     return strtoll(out, NULL, 10);
 }
 
@@ -174,7 +115,7 @@ static void test_buyers_one_at_a_time_in_one_bucket_buy_every_unit_before_sold_o
             char key[SK_BUCKET_TAG_MAX + 16], out[8192] = "";
             sk_bucket_key(&b, j, "meta", key, sizeof(key));
             const char *argv[] = {"INFO", "server"};
-            assert_int_equal(lt_cmd_at(&redis, key, out, sizeof(out), 2, argv), 0);
+            assert_int_equal(lt_cmd_at(&sk_fx_redis, key, out, sizeof(out), 2, argv), 0);
             const char *p = strstr(out, "run_id:");
             assert_non_null(p);
             snprintf(id[j], sizeof(id[j]), "%.40s", p + 7);
@@ -183,19 +124,19 @@ static void test_buyers_one_at_a_time_in_one_bucket_buy_every_unit_before_sold_o
         assert_string_not_equal(id[0], id[2]);
         assert_string_not_equal(id[1], id[2]);
     }
-    slot s[80];
+    sk_fx_slot s[80];
     memset(s, 0, sizeof(s));
     for (int i = 0; i < 80; i++) {
         char user[64];
         user_homed(3, 0, i, user, sizeof(user)); /* every buyer homed in bucket 0: 20 units there */
-        int before = done_count;
-        int rc = sk_engine_purchase(e, "oneatatime", user, 1, NULL, NULL, on_result, &s[i]);
+        int before = sk_fx_answered;
+        int rc = sk_engine_purchase(e, "oneatatime", user, 1, NULL, NULL, sk_fx_on_result, &s[i]);
         if (rc) { /* answered at once: only the local flag of a campaign proven empty */
             if (i < 60) fail_msg("buyer %d of 60 units refused at once: %d", i, rc);
             assert_int_equal(rc, SK_ESOLDOUT);
             continue;
         }
-        run_until(base, &done_count, before + 1, 5000);
+        sk_fx_run_until(base, &sk_fx_answered, before + 1, 5000);
         assert_true(s[i].done);
         if (i < 60 && s[i].r.err != 0) fail_msg("buyer %d of 60 units answered %d (stranded units)", i, s[i].r.err);
         if (i >= 60) assert_int_equal(s[i].r.err, SK_ESOLDOUT);
@@ -216,13 +157,13 @@ static void test_buyers_one_at_a_time_in_one_bucket_buy_every_unit_before_sold_o
     assert_true(st.xfer.takes > 0 && st.xfer.units == 40);
     /* once proven empty, a keyed buyer (which the local flag cannot answer:
      * it may be a replay) costs its purchase call only, no new proof */
-    slot k;
+    sk_fx_slot k;
     memset(&k, 0, sizeof(k));
     char user[64];
     user_homed(3, 1, 7, user, sizeof(user));
-    int before = done_count;
-    assert_int_equal(sk_engine_purchase(e, "oneatatime", user, 1, "key-after-sellout", NULL, on_result, &k), 0);
-    run_until(base, &done_count, before + 1, 5000);
+    int before = sk_fx_answered;
+    assert_int_equal(sk_engine_purchase(e, "oneatatime", user, 1, "key-after-sellout", NULL, sk_fx_on_result, &k), 0);
+    sk_fx_run_until(base, &sk_fx_answered, before + 1, 5000);
     assert_int_equal(k.r.err, SK_ESOLDOUT);
     sk_engine_stats st2;
     sk_engine_get_stats(e, &st2);
@@ -242,18 +183,18 @@ static void test_many_distinct_buyers_buy_exactly_the_stock(void **state)
     sk_engine *e = engine(base, 0);
     sk_buckets b;
     heat(base, e, "k3stock300", 300, 1, 3, &b);
-    slot *s = calloc(NBUY, sizeof(*s));
-    done_count = 0;
+    sk_fx_slot *s = calloc(NBUY, sizeof(*s));
+    sk_fx_answered = 0;
     int sent = 0;
     for (int i = 0; i < NBUY; i++) {
         char user[32];
         snprintf(user, sizeof(user), "buyer%d", i);
-        int rc = sk_engine_purchase(e, "k3stock300", user, 1, NULL, NULL, on_result, &s[i]);
+        int rc = sk_engine_purchase(e, "k3stock300", user, 1, NULL, NULL, sk_fx_on_result, &s[i]);
         if (rc == 0) sent++;
         else s[i].r.err = rc, s[i].done = 1;
         if (i % 200 == 199) event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
     }
-    run_until(base, &done_count, sent, 20000);
+    sk_fx_run_until(base, &sk_fx_answered, sent, 20000);
     int accepted = 0, soldout = 0, other = 0;
     for (int i = 0; i < NBUY; i++) {
         assert_true(s[i].done);
@@ -285,18 +226,18 @@ static void test_eight_concurrent_attempts_per_user_never_exceed_the_limit(void 
     sk_engine *e = engine(base, 0);
     sk_buckets b;
     heat(base, e, "limit1", 600, 1, 3, &b);
-    slot *s = calloc(NUSERS * TRIES, sizeof(*s));
-    done_count = 0;
+    sk_fx_slot *s = calloc(NUSERS * TRIES, sizeof(*s));
+    sk_fx_answered = 0;
     int sent = 0;
     for (int t = 0; t < TRIES; t++)
         for (int u = 0; u < NUSERS; u++) {
             char user[32];
             snprintf(user, sizeof(user), "user%d", u);
-            slot *x = &s[u * TRIES + t];
-            if (sk_engine_purchase(e, "limit1", user, 1, NULL, NULL, on_result, x) == 0) sent++;
+            sk_fx_slot *x = &s[u * TRIES + t];
+            if (sk_engine_purchase(e, "limit1", user, 1, NULL, NULL, sk_fx_on_result, x) == 0) sent++;
             else x->done = 1, x->r.err = SK_ESOLDOUT;
         }
-    run_until(base, &done_count, sent, 30000);
+    sk_fx_run_until(base, &sk_fx_answered, sent, 30000);
     int accepted = 0;
     for (int u = 0; u < NUSERS; u++) {
         int mine = 0;
@@ -337,19 +278,19 @@ static void test_a_mover_gone_between_take_and_give_loses_nothing(void **state)
     sk_buckets b;
     heat(base, a, "crashmove", 30, 1, 3, &b);
     /* drain bucket 0 by its own buyers, then one more: a take, no give */
-    slot s[12];
+    sk_fx_slot s[12];
     memset(s, 0, sizeof(s));
-    done_count = 0;
+    sk_fx_answered = 0;
     for (int i = 0; i < 11; i++) {
         char user[64];
         user_homed(3, 0, i, user, sizeof(user));
-        assert_int_equal(sk_engine_purchase(a, "crashmove", user, 1, NULL, NULL, on_result, &s[i]), 0);
-        run_until(base, &done_count, i < 10 ? i + 1 : 99, i < 10 ? 5000 : 300);
+        assert_int_equal(sk_engine_purchase(a, "crashmove", user, 1, NULL, NULL, sk_fx_on_result, &s[i]), 0);
+        sk_fx_run_until(base, &sk_fx_answered, i < 10 ? i + 1 : 99, i < 10 ? 5000 : 300);
     }
     long long journal = 0;
     for (int j = 1; j < 3; j++) journal += bucket_int(&b, j, "HLEN", "xfer");
     assert_int_equal(journal, 1);
-    assert_int_equal(done_count, 10); /* the 11th waits for units in transit */
+    assert_int_equal(sk_fx_answered, 10); /* the 11th waits for units in transit */
     long long in_buckets = 0;
     for (int j = 0; j < 3; j++) in_buckets += bucket_int(&b, j, "GET", "stock");
     assert_true(in_buckets < 20); /* units are in transit: in a journal, in no bucket */
@@ -357,13 +298,13 @@ static void test_a_mover_gone_between_take_and_give_loses_nothing(void **state)
     assert_int_equal(s[10].done, 1);
     sk_engine *r = engine(base, 0);
     /* recovery needs a purchase to know the campaign, and an entry 3 s old */
-    slot t;
+    sk_fx_slot t;
     memset(&t, 0, sizeof(t));
     char user[64];
     user_homed(3, 1, 0, user, sizeof(user));
-    int before = done_count;
-    assert_int_equal(sk_engine_purchase(r, "crashmove", user, 1, NULL, NULL, on_result, &t), 0);
-    run_until(base, &done_count, before + 1, 5000);
+    int before = sk_fx_answered;
+    assert_int_equal(sk_engine_purchase(r, "crashmove", user, 1, NULL, NULL, sk_fx_on_result, &t), 0);
+    sk_fx_run_until(base, &sk_fx_answered, before + 1, 5000);
     assert_int_equal(t.r.err, 0);
     int64_t deadline = dlock__now_ms() + 8000;
     for (;;) {
@@ -408,7 +349,7 @@ static void test_a_take_its_replica_did_not_acknowledge_is_not_given(void **stat
     LT_STANDALONE_ONLY("pauses the one server's replica");
     test_server rep;
     assert_int_equal(test_redis_start(&rep, NULL), 0);
-    assert_int_equal(test_redis_replicate(&rep, &redis), 0);
+    assert_int_equal(test_redis_replicate(&rep, &sk_fx_redis), 0);
     struct event_base *base = event_base_new();
     sk_engine *e = engine_opts(base, 0, 1, 1500);
     sk_buckets b;
@@ -417,15 +358,15 @@ static void test_a_take_its_replica_did_not_acknowledge_is_not_given(void **stat
     long long gates0 = bucket_int(&b, 0, "SCARD", "xin");
     /* buyers of bucket 0 one at a time: its 10 units (202: no replica
      * acknowledges), then no transfer may be given, so 503 */
-    slot s[20];
+    sk_fx_slot s[20];
     memset(s, 0, sizeof(s));
-    done_count = 0;
+    sk_fx_answered = 0;
     int accepted = 0, unavailable = 0;
     for (int i = 0; i < 20 && unavailable == 0; i++) {
         char user[64];
         user_homed(3, 0, i, user, sizeof(user));
-        assert_int_equal(sk_engine_purchase(e, "unacked", user, 1, NULL, NULL, on_result, &s[i]), 0);
-        run_until(base, &done_count, i + 1, 5000);
+        assert_int_equal(sk_engine_purchase(e, "unacked", user, 1, NULL, NULL, sk_fx_on_result, &s[i]), 0);
+        sk_fx_run_until(base, &sk_fx_answered, i + 1, 5000);
         assert_true(s[i].done);
         if (s[i].r.err == 0) {
             assert_true(s[i].r.pending);
@@ -463,34 +404,28 @@ static void test_create_again_and_reheat_keep_every_bucket_stock(void **state)
     sk_engine *e = engine(base, 0);
     sk_buckets b;
     heat(base, e, "reheatk3", 30, 1, 3, &b);
-    slot s[12];
+    sk_fx_slot s[12];
     memset(s, 0, sizeof(s));
-    done_count = 0;
+    sk_fx_answered = 0;
     for (int i = 0; i < 12; i++) { /* bucket 0 sells 12: 2 units moved in */
         char user[64];
         user_homed(3, 0, i, user, sizeof(user));
-        assert_int_equal(sk_engine_purchase(e, "reheatk3", user, 1, NULL, NULL, on_result, &s[i]), 0);
-        run_until(base, &done_count, i + 1, 5000);
+        assert_int_equal(sk_engine_purchase(e, "reheatk3", user, 1, NULL, NULL, sk_fx_on_result, &s[i]), 0);
+        sk_fx_run_until(base, &sk_fx_answered, i + 1, 5000);
         assert_int_equal(s[i].r.err, 0);
     }
     long long st[3];
     for (int j = 0; j < 3; j++) st[j] = bucket_int(&b, j, "GET", "stock");
     sk_campaign d = heat_info.def;
-    int before = heat_done;
-    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_CREATE, on_heat, NULL), 0);
-    run_until(base, &heat_done, before + 1, 5000);
-    assert_int_equal(heat_err, SK_EEXIST);
+    assert_int_equal(sk_fx_heat(base, e, &d, SK_HEAT_CREATE, 5000, &heat_info), SK_EEXIST);
     for (int j = 0; j < 3; j++) assert_int_equal(bucket_int(&b, j, "GET", "stock"), st[j]);
     /* bucket 2 lost (its master's data gone): the force re-heat writes it again */
     char key[SK_BUCKET_TAG_MAX + 16], out[64];
     sk_bucket_key(&b, 2, "meta", key, sizeof(key));
     const char *del[] = {"DEL", key};
-    assert_int_equal(lt_cmd(&redis, out, sizeof(out), 2, del), 0);
+    assert_int_equal(lt_cmd(&sk_fx_redis, out, sizeof(out), 2, del), 0);
     snprintf(d.title, sizeof(d.title), "renamed");
-    before = heat_done;
-    assert_int_equal(sk_engine_campaign_heat(e, &d, SK_HEAT_FORCE, on_heat, NULL), 0);
-    run_until(base, &heat_done, before + 1, 5000);
-    assert_int_equal(heat_err, 0);
+    assert_int_equal(sk_fx_heat(base, e, &d, SK_HEAT_FORCE, 5000, &heat_info), 0);
     assert_string_equal(heat_info.def.title, "renamed");
     assert_int_equal(bucket_int(&b, 0, "GET", "stock"), st[0]);
     assert_int_equal(bucket_int(&b, 1, "GET", "stock"), st[1]);
@@ -500,7 +435,7 @@ static void test_create_again_and_reheat_keep_every_bucket_stock(void **state)
 }
 
 /* The per-address limit cannot be exact across buckets without a second
- * slot in every decision: it holds per address per bucket (docs/seckill.md),
+ * sk_fx_slot in every decision: it holds per address per bucket (docs/seckill.md),
  * so one address may buy up to K times the limit in a window, never more
  * within one bucket. */
 static void test_the_per_address_limit_holds_in_each_bucket(void **state)
@@ -513,14 +448,14 @@ static void test_the_per_address_limit_holds_in_each_bucket(void **state)
     sk_buckets b;
     heat(base, e, "iplimit", 300, 1, 3, &b);
     int ok[3] = {0}, limited[3] = {0};
-    slot s[15];
+    sk_fx_slot s[15];
     memset(s, 0, sizeof(s));
-    done_count = 0;
+    sk_fx_answered = 0;
     for (int i = 0; i < 15; i++) {
         char user[64];
         user_homed(3, i % 3, i, user, sizeof(user));
-        assert_int_equal(sk_engine_purchase(e, "iplimit", user, 1, NULL, "10.1.2.3", on_result, &s[i]), 0);
-        run_until(base, &done_count, i + 1, 5000);
+        assert_int_equal(sk_engine_purchase(e, "iplimit", user, 1, NULL, "10.1.2.3", sk_fx_on_result, &s[i]), 0);
+        sk_fx_run_until(base, &sk_fx_answered, i + 1, 5000);
         if (s[i].r.err == 0) ok[i % 3]++;
         else if (s[i].r.err == SK_ERATE) limited[i % 3]++;
         else fail_msg("buyer %d: %s", i, sk_strerror(s[i].r.err));
@@ -544,5 +479,5 @@ int main(void)
         cmocka_unit_test(test_the_per_address_limit_holds_in_each_bucket),
         cmocka_unit_test(test_create_again_and_reheat_keep_every_bucket_stock),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, sk_fx_setup, sk_fx_teardown);
 }

@@ -14,10 +14,12 @@
 
 #include <cmocka.h>
 
+#include "db.h"
 #include "dlock/dlock.h"
+#include "ids.h"
 #include "script.h"
 #include "engine.h"
-#include "engine_internal.h"
+#include "engine_server.h"
 #include "common_err.h"
 #include "json.h"
 #include "orderid.h"
@@ -288,6 +290,34 @@ static void test_identifier_validation(void **state)
     assert_int_equal(sk_campaign_check(&d, NULL, 0), SK_EINVAL);
 }
 
+/* One table of limits: the purchase entry point's check names the rule a
+ * purchase breaks, and every door that reads a quantity (the entry point,
+ * the database's order check) draws the line at the same place. */
+static void test_purchase_limits_are_one_table(void **state)
+{
+    (void)state;
+    assert_null(sk_purchase_invalid("c1", "u1", 1, NULL));
+    assert_null(sk_purchase_invalid("c1", "u1", SK_QTY_MAX, "key-1"));
+    assert_string_equal(sk_purchase_invalid("c1", "u1", 0, NULL), "quantity must be a positive integer");
+    assert_string_equal(sk_purchase_invalid("c1", "u1", SK_QTY_MAX + 1, NULL), "quantity must be a positive integer");
+    assert_string_equal(sk_purchase_invalid("c1", "u1", 1, "has space"),
+                        "Idempotency-Key must be " SK_IDEM_KEY_RULE);
+    assert_non_null(sk_purchase_invalid("c.1", "u1", 1, NULL));
+    assert_non_null(sk_purchase_invalid("c1", "u 1", 1, NULL));
+    int64_t edge[] = {INT64_MIN, -1, 0, 1, SK_QTY_MAX, SK_QTY_MAX + 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++) {
+        sk_order_in o = {.order_id = 1, .campaign = "c1", .user = "u1", .qty = edge[i], .path = "redis"};
+        assert_int_equal(sk_purchase_invalid("c1", "u1", edge[i], NULL) == NULL, sk_db_order_invalid(&o) == NULL);
+    }
+    sk_campaign d = {.id = "c1", .stock = SK_STOCK_MAX, .per_user_limit = SK_PER_USER_MAX, .starts_at_ms = 1,
+                     .ends_at_ms = 2};
+    assert_int_equal(sk_campaign_check(&d, NULL, 0), 0);
+    char msg[80];
+    d.per_user_limit = SK_PER_USER_MAX + 1;
+    assert_int_equal(sk_campaign_check(&d, msg, sizeof(msg)), SK_EINVAL);
+    assert_string_equal(msg, "per_user_limit must be 1..1000000");
+}
+
 extern const dlock__script sk_script_purchase;
 
 /* One outcome table: row i is outcome i, each script code and each error
@@ -394,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_json_string_escaping_round_trips),
         cmocka_unit_test(test_order_ids_are_unique_ordered_and_decodable),
         cmocka_unit_test(test_identifier_validation),
+        cmocka_unit_test(test_purchase_limits_are_one_table),
         cmocka_unit_test(test_purchase_outcomes_are_one_table),
         cmocka_unit_test(test_replicas_in_sync_are_online_with_a_recent_ack),
     };

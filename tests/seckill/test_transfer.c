@@ -1,6 +1,7 @@
 /* test_transfer.c: the mover of a sharded campaign's units (transfer.h)
- * driven through its own interface on a real redis-server: the send hooks
- * run transfer.lua on an async connection of the test, and the events it
+ * driven through its own interface on a real redis-server: its wire is
+ * one reconnecting connection of the test (no acknowledgement plan: no
+ * WAIT), transfer.lua runs there, and the events it
  * reports are recorded. Units are moved into a lane whose purchases need
  * them (arrived), a campaign with nothing elsewhere is proven empty (with
  * the lane's own units), a journal entry in flight keeps it from being
@@ -19,6 +20,7 @@
 
 #include "camp_table.h"
 #include "dlock/dlock.h"
+#include "redis_rconn.h"
 #include "script.h"
 #include "servers.h"
 #include "transfer.h"
@@ -28,61 +30,27 @@ extern const dlock__script sk_script_transfer;
 
 static test_server srv;
 static struct event_base *base;
-static dlock__aconn *ac;
 static dlock__conn *sc;
 
-/* ---- the send hooks: transfer.lua on the test's own connection ---------- */
+/* ---- the wire: transfer.lua on the test's own connection ---------------- */
 
-typedef struct call {
-    sk__reply_fn fn;
-    void *priv;
-} call;
-
-static void on_areply(dlock__aconn *a, dlock__reply *r, int err, void *priv)
+/* The engine's reading of a reply (engine.c's on_conn_reply): an ERROR
+ * reply comes with DLOCK_ESERVER, none with the door's code. */
+static int on_conn_reply(dlock__rconn *rc, int slot, const dlock__reply *r, int err, void *owner)
 {
-    (void)a;
-    call c = *(call *)priv;
-    free(priv);
-    (void)err;
-    if (!r) c.fn(NULL, DLOCK_EUNKNOWN, c.priv); /* as the engine's hooks: sent, not answered */
-    else c.fn(r, dlock__reply_kind(r) == DLOCK__R_ERROR ? DLOCK_ESERVER : 0, c.priv);
-}
-
-static int h_send_xfer(void *ud, int nargs, const char **args, sk__reply_fn fn, void *priv)
-{
-    (void)ud;
-    int nkeys = (int)strtol(args[0], NULL, 10);
-    call *c = malloc(sizeof(*c));
-    if (!c) return DLOCK_ENOMEM;
-    *c = (call){fn, priv};
-    int rc = dlock__script_acall(ac, &sk_script_transfer, nkeys, args + 1, nargs - 1 - nkeys, args + 1 + nkeys,
-                                 on_areply, c);
-    if (rc) free(c);
-    return rc ? DLOCK_EUNKNOWN : 0;
-}
-
-static int h_send_wait(void *ud, int conn, const char *route, int argc, const char **argv, sk__reply_fn fn,
-                       void *priv)
-{
-    (void)ud, (void)conn, (void)route, (void)argc, (void)argv, (void)fn, (void)priv;
-    fail_msg("no WAIT without an acknowledgement plan");
-    return -1;
-}
-
-static int h_ack_plan(void *ud, int *replicas, int64_t *timeout)
-{
-    (void)ud;
-    *replicas = 0;
-    *timeout = 0;
-    return SK__ACK_NONE;
+    (void)rc, (void)slot, (void)owner;
+    if (!r) return err ? err : DLOCK_EUNKNOWN;
+    return dlock__reply_kind(r) == DLOCK__R_ERROR ? DLOCK_ESERVER : 0;
 }
 
 static int nlogs;
-static void h_log(void *ud, int level, const char *msg)
+static void on_log(int level, const char *msg, void *ud)
 {
     (void)ud, (void)level, (void)msg;
     nlogs++;
 }
+
+static sk__wire wire = {.log = on_log};
 
 /* ---- the events, recorded ---------------------------------------------- */
 
@@ -130,31 +98,31 @@ static void e_settled(void *ud, sk__camp *c)
 
 /* ---- fixture ------------------------------------------------------------ */
 
-static void on_state(dlock__aconn *a, bool up, const char *why, void *priv)
-{
-    (void)a, (void)up, (void)why, (void)priv;
-}
+static dlock__url url;
 
 static int setup(void **state)
 {
     (void)state;
     if (test_redis_start(&srv, NULL) != 0) return -1;
     base = event_base_new();
-    dlock__url u;
     char err[256];
-    if (!base || dlock__url_parse(srv.url, &u, err, sizeof(err)) != 0) return -1;
-    int rc = dlock__aconn_open(base, &u, on_state, NULL, &ac, err, sizeof(err));
+    if (!base || dlock__url_parse(srv.url, &url, err, sizeof(err)) != 0) return -1;
+    const dlock__rconn_opts ro = {.base = base, .url = &url, .timeout_ms = 2000, .backoff_max_ms = 200,
+                                  .on_reply = on_conn_reply};
+    if (dlock__rconn_new(&ro, &wire.conns[0]) != 0) return -1;
+    dlock__rconn_connect(wire.conns[0]);
+    int64_t end = dlock__now_ms() + 5000;
+    while (!dlock__rconn_is_up(wire.conns[0]) && dlock__now_ms() < end) event_base_loop(base, EVLOOP_ONCE);
     dlock__conn_opts o = {.connect_timeout_ms = 1000, .command_timeout_ms = 2000};
-    if (!rc) rc = dlock__conn_open(&u, &o, &sc, err, sizeof(err));
-    dlock__url_free(&u);
-    return rc;
+    return dlock__rconn_is_up(wire.conns[0]) ? dlock__conn_open(&url, &o, &sc, err, sizeof(err)) : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
     dlock__conn_close(sc);
-    dlock__aconn_close(ac);
+    dlock__rconn_free(wire.conns[0]);
+    dlock__url_free(&url);
     event_base_free(base);
     test_server_stop(&srv);
     return 0;
@@ -208,11 +176,9 @@ static void world_open(world *w, const char *id)
     snprintf(b.tag[0], sizeof(b.tag[0]), "c:%s", id);
     snprintf(b.tag[1], sizeof(b.tag[1]), "c:%s:1", id);
     assert_int_equal(sk__camp_grow(&w->t, w->c, &b), 0);
-    const sk__coalesce_hooks h = {.send_xfer = h_send_xfer, .send_wait = h_send_wait, .ack_plan = h_ack_plan,
-                                  .log = h_log};
     const sk__xfer_events e = {.need = e_need, .arrived = e_arrived, .empty = e_empty, .expire = e_expire,
                                .settled = e_settled};
-    assert_int_equal(sk__xfer_new(base, &h, &w->t, &e, 0, &w->x), 0);
+    assert_int_equal(sk__xfer_new(base, &wire, NULL, &w->t, &e, 0, &w->x), 0);
 }
 
 /* Runs the loop until lane j's pull ended and no transfer call is out. */

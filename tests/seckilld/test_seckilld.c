@@ -519,6 +519,32 @@ static void test_bad_input_matrix(void **state)
     assert_int_equal(buy(d[0].port, "m", "u", 2, NULL, resp, sizeof(resp)), 201);
 }
 
+/* The quantity's bounds are the entry point's one table (ids.h): the
+ * body read without the parser ({"quantity":N}) and the same number read
+ * by it answer alike, just inside and just outside the bounds. */
+static void test_quantity_bounds_answer_alike_on_every_reading(void **state)
+{
+    (void)state;
+    assert_int_equal(create("qb", 10, 1, -60, 3600), 201);
+    const char *P = "/v1/campaigns/qb/purchase", *U = "X-User-Id: qbuser\r\n";
+    const char *outside[] = {"{\"quantity\":1000001}", "{\"quantity\": 1000001}", "{\"quantity\":9999999}",
+                             "{\"quantity\":10000000}", "{\"quantity\":0}", "{ \"quantity\":0}"};
+    char resp[1024];
+    for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+        int st = skt_http(d[i % 3].port, "POST", P, U, outside[i], strlen(outside[i]), resp, sizeof(resp));
+        if (st != 400 || !strstr(resp, "quantity must be a positive integer"))
+            fail_msg("%s: %d %s", outside[i], st, resp);
+    }
+    /* the largest quantity passes the entry point on both readings: the
+     * campaign's rules answer it (above its limit of 1: bad quantity) */
+    const char *largest[] = {"{\"quantity\":1000000}", "{\"quantity\": 1000000}"};
+    for (size_t i = 0; i < 2; i++) {
+        int st = skt_http(d[i].port, "POST", P, U, largest[i], strlen(largest[i]), resp, sizeof(resp));
+        if (st != 400 || strstr(resp, "positive integer")) fail_msg("%s: %d %s", largest[i], st, resp);
+    }
+    assert_int_equal(buy(d[2].port, "qb", "qbuser", 1, NULL, resp, sizeof(resp)), 201);
+}
+
 /* One JSON body, one reading. A key holding \u0000 is no second
  * "quantity" or "id", a key spelled with escapes is the same key, and a
  * time is bounded to what RFC 3339 writes: each is 400 and changes nothing. */
@@ -1013,6 +1039,7 @@ int main(void)
         CASE(test_unknown_campaign_and_admin_token),
         CASE(test_bad_input_matrix),
         CASE(test_one_json_reading_for_every_body),
+        CASE(test_quantity_bounds_answer_alike_on_every_reading),
         CASE(test_slow_and_silent_clients_are_timed_out),
         CASE(test_signature_and_graceful_shutdown),
         CASE(test_rate_limit_stops_a_scalper_with_retry_after),

@@ -257,6 +257,21 @@ static void test_barrier_answers_503_recovering_until_the_run_id_matches(void **
     assert_int_equal(metric(d.port, "seckill_purchases_total{outcome=\"barrier\"}"), 2);
 }
 
+/* Buyers <prefix>0 .. <prefix>n-1 buy one unit each of camp on d: how
+ * many were accepted (201) and refused sold out (409). */
+static void buy_distinct(const char *camp, const char *prefix, int n, int *accepted, int *sold_out)
+{
+    char resp[1024];
+    *accepted = *sold_out = 0;
+    for (int i = 0; i < n; i++) {
+        char user[32];
+        snprintf(user, sizeof(user), "%s%d", prefix, i);
+        int st = buy(d.port, camp, user, NULL, resp, sizeof(resp));
+        *accepted += st == 201;
+        *sold_out += st == 409;
+    }
+}
+
 static void test_db_reserve_is_carved_out_of_the_redis_stock(void **state)
 {
     (void)state;
@@ -269,14 +284,8 @@ static void test_db_reserve_is_carved_out_of_the_redis_stock(void **state)
     assert_int_equal(skt_http(d.port, "GET", "/v1/campaigns/rs", NULL, NULL, 0, resp, sizeof(resp)), 200);
     field(resp, "db_reserve", "2");
     field(resp, "remaining", "3");
-    int acc = 0, sold = 0;
-    for (int i = 0; i < 5; i++) {
-        char user[16];
-        snprintf(user, sizeof(user), "r%d", i);
-        int st = buy(d.port, "rs", user, NULL, resp, sizeof(resp));
-        acc += st == 201;
-        sold += st == 409;
-    }
+    int acc, sold;
+    buy_distinct("rs", "r", 5, &acc, &sold);
     assert_int_equal(acc, 3);
     assert_int_equal(sold, 2);
 }
@@ -300,14 +309,8 @@ static void test_a_sharded_campaign_sells_exactly_its_redis_stock(void **state)
     assert_int_equal(skt_http(d.port, "GET", "/v1/campaigns/sh", NULL, NULL, 0, resp, sizeof(resp)), 200);
     field(resp, "shards", "3");
     field(resp, "remaining", "9");
-    int acc = 0, sold = 0;
-    for (int i = 0; i < 14; i++) {
-        char user[16];
-        snprintf(user, sizeof(user), "s%d", i);
-        int st = buy(d.port, "sh", user, NULL, resp, sizeof(resp));
-        acc += st == 201;
-        sold += st == 409;
-    }
+    int acc, sold;
+    buy_distinct("sh", "s", 14, &acc, &sold);
     assert_int_equal(acc, 9);
     assert_int_equal(sold, 5);
     assert_int_equal(skt_http(d.port, "GET", "/v1/campaigns/sh", NULL, NULL, 0, resp, sizeof(resp)), 200);

@@ -97,7 +97,11 @@ static void test_client_address_behind_trusted_proxies(void **state)
         {"10.1.1.1", "1.2.3.4\t", NULL, 0, "1.2.3.4"},
         {"10.1.1.1", "999.1.1.1", NULL, -1, NULL},
         {"10.1.1.1", "[::1]", NULL, -1, NULL},
-        {"10.1.1.1", "::ffff:1.2.3.4", NULL, 0, "::ffff:1.2.3.4"},
+        {"10.1.1.1", "::ffff:1.2.3.4", NULL, 0, "1.2.3.4"},             /* mapped IPv4 is IPv4 */
+        {"::ffff:10.1.1.1", "198.51.100.7", NULL, 0, "198.51.100.7"}, /* trusted through a v6 socket */
+        {"10.1.1.1", "198.51.100.7, ::ffff:10.2.2.2", NULL, 0, "198.51.100.7"},
+        {"10.1.1.1", NULL, "for=\"[::ffff:198.51.100.9]\"", 0, "198.51.100.9"},
+        {"::ffff:203.0.113.9", "1.1.1.1", NULL, 0, "::ffff:203.0.113.9"}, /* untrusted: as seen */
         {"10.1.1.1", NULL, "for=unknown", -1, NULL},
         {"10.1.1.1", NULL, "for=_hidden", -1, NULL},
         {"10.1.1.1", NULL, "proto=http", -1, NULL},
@@ -119,6 +123,14 @@ static void test_client_address_behind_trusted_proxies(void **state)
     const char *two[2] = {"6.6.6.6", "198.51.100.7, 10.2.2.2"};
     assert_int_equal(sk_client_addr(&t, "10.1.1.1", two, 2, NULL, 0, out), 0);
     assert_string_equal(out, "198.51.100.7");
+    /* a mapped range is the IPv4 range; a shorter one stays IPv6 */
+    sk_trusted m;
+    assert_int_equal(sk_trusted_parse("::ffff:10.0.0.0/104", &m, err, sizeof(err)), 0);
+    assert_true(sk_trusted_has(&m, "10.4.4.4"));
+    assert_true(sk_trusted_has(&m, "::ffff:10.4.4.4"));
+    assert_false(sk_trusted_has(&m, "11.4.4.4"));
+    assert_int_equal(sk_trusted_parse("::/0", &m, err, sizeof(err)), 0);
+    assert_false(sk_trusted_has(&m, "10.4.4.4"));
 }
 
 /* Per-address limits: one IPv6 client holds a network (default /64), and

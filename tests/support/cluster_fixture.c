@@ -248,6 +248,20 @@ int test_cluster_tag_on(test_cluster *c, int i, char *tag_out, size_t len)
     return -1;
 }
 
+int test_cluster_three_tags(test_cluster *c, int m[3], char tag[3][16], unsigned slot[3])
+{
+    int k = 0;
+    for (int i = 0; i < c->n && k < 3; i++)
+        if (c->master[i]) m[k++] = i;
+    if (k < 3) return -1;
+    for (k = 0; k < 3; k++) {
+        int s = test_cluster_tag_on(c, m[k], tag[k], 16);
+        if (s < 0) return -1;
+        slot[k] = (unsigned)s;
+    }
+    return 0;
+}
+
 /* ---- failures ------------------------------------------------------------ */
 
 void test_cluster_kill(test_cluster *c, int i)

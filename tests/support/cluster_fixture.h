@@ -40,6 +40,10 @@ int test_cluster_other_master(test_cluster *c, int i);
 /* A slot served by master i whose keys are written as "{tag}..." with the
  * returned tag (tag_out >= 16 bytes): a hash tag that lands on node i. */
 int test_cluster_tag_on(test_cluster *c, int i, char *tag_out, size_t len);
+/* The first three masters' node indexes in m, a hash tag of each in tag
+ * and its slot in slot (test_cluster_tag_on). 0, or -1 with fewer than
+ * three masters or a tag not found. */
+int test_cluster_three_tags(test_cluster *c, int m[3], char tag[3][16], unsigned slot[3]);
 
 /* kill -9 node i (by PID). */
 void test_cluster_kill(test_cluster *c, int i);

@@ -484,3 +484,18 @@ int test_exit_code(int pid)
     if (waitpid((pid_t)pid, &st, 0) != (pid_t)pid) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+void test_sqlite_dir_remove(const char *dir, const char *const *dbs)
+{
+    static const char *const orders_only[] = {"orders.db", NULL};
+    static const char *const suffix[] = {"", "-wal", "-shm"};
+    if (!dir[0] || getenv("DLOCK_TEST_KEEP")) return;
+    for (const char *const *db = dbs ? dbs : orders_only; *db; db++) {
+        for (int i = 0; i < 3; i++) {
+            char p[600];
+            snprintf(p, sizeof(p), "%s/%s%s", dir, *db, suffix[i]);
+            unlink(p);
+        }
+    }
+    rmdir(dir);
+}

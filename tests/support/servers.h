@@ -45,6 +45,12 @@ int test_postgres_restart(test_server *s);
 
 /* SIGTERM (SIGKILL after 5 s) by PID, wait, remove the temp dir. */
 void test_server_stop(test_server *s);
+
+/* Removes the SQLite databases named in dbs (NULL-terminated, e.g.
+ * "orders.db"; NULL: just "orders.db") with their -wal and -shm files
+ * from dir, then dir itself; keeps everything when DLOCK_TEST_KEEP is
+ * set (to look at after a failure), or when dir is "". */
+void test_sqlite_dir_remove(const char *dir, const char *const *dbs);
 /* kill -9 by PID and reap; keeps dir and port for test_redis_restart. */
 void test_server_kill(test_server *s);
 /* SIGSTOP / SIGCONT by PID. */

@@ -38,13 +38,14 @@ static void print_ttl(int64_t ttl_ms)
     else if (ttl_ms >= 0) printf("  ttl:        %.3f s\n", (double)ttl_ms / 1000.0);
 }
 
-static void print_text(const cli_options *o, const dlock_lock_status *st)
+static void print_text(const cli_options *o, const dlock_lock_status *st, const char *label)
 {
     printf("lock '%s': %s\n", o->name, st->locked ? "held" : "free");
     if (o->prefix[0]) printf("  key:        %s%s\n", o->prefix, o->name);
     if (st->locked) {
         printf("  layout:     %s\n", kind_name(o, st));
         printf("  holder:     %s\n", st->holder[0] ? st->holder : "(not a dlock lock value)");
+        printf("  label:      %s\n", label[0] ? label : "(none)");
         if (st->kind == DLOCK_LOCK_REENTRANT)
             printf("  hold count: %" PRId64 "\n", st->hold_count);
         print_ttl(st->ttl_ms);
@@ -53,7 +54,7 @@ static void print_text(const cli_options *o, const dlock_lock_status *st)
     else printf("  last fence: none\n");
 }
 
-static void print_json(const cli_options *o, const dlock_lock_status *st)
+static void print_json(const cli_options *o, const dlock_lock_status *st, const char *label)
 {
     printf("{\"name\":");
     json_string(stdout, o->name);
@@ -65,9 +66,12 @@ static void print_json(const cli_options *o, const dlock_lock_status *st)
     if (st->locked) {
         printf(",\"layout\":\"%s\",\"holder\":", kind_name(o, st));
         json_string(stdout, st->holder);
+        printf(",\"label\":");
+        if (label[0]) json_string(stdout, label);
+        else printf("null");
         printf(",\"hold_count\":%" PRId64 ",\"ttl_ms\":%" PRId64, st->hold_count, st->ttl_ms);
     } else {
-        printf(",\"holder\":null,\"hold_count\":0,\"ttl_ms\":null");
+        printf(",\"holder\":null,\"label\":null,\"hold_count\":0,\"ttl_ms\":null");
     }
     printf(",\"last_fence\":%" PRIu64 "}\n", st->last_fence);
 }
@@ -137,11 +141,17 @@ int cli_cmd_status(const cli_options *o)
     }
     dlock_lock_status st;
     code = read_status(o, c, &st);
+    char *label = NULL;
+    if (code == 0 && st.locked) { /* the holder's own label, read after it */
+        int rc = dlock_lock_label_get(c, o->name, &label);
+        if (rc != 0) code = cli_fail_name(o, rc, "cannot read lock");
+    }
     if (code == 0) {
-        if (o->json) print_json(o, &st);
-        else print_text(o, &st);
+        if (o->json) print_json(o, &st, label ? label : "");
+        else print_text(o, &st, label ? label : "");
         code = fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
     }
+    dlock_free(label);
     dlock_client_destroy(c);
     return code;
 }

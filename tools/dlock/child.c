@@ -22,6 +22,74 @@
 #include "child.h"
 #include "events.h"
 
+extern char **environ;
+
+/* ---- the environment COMMAND gets ------------------------------------ */
+
+/* NULL until the first cli_child_setenv: COMMAND then gets environ. */
+static char **child_env;
+static size_t n_child_env;
+
+/* Whether entry is "name=...". */
+static bool env_names(const char *entry, const char *name, size_t len)
+{
+    return strncmp(entry, name, len) == 0 && entry[len] == '=';
+}
+
+static int copy_environ(void)
+{
+    size_t n = 0;
+    while (environ[n]) n++;
+    child_env = calloc(n + 1, sizeof(*child_env));
+    if (!child_env) return -1;
+    for (size_t i = 0; i < n; i++) {
+        child_env[i] = strdup(environ[i]);
+        if (!child_env[i]) {
+            n_child_env = i;
+            return -1;
+        }
+    }
+    n_child_env = n;
+    return 0;
+}
+
+int cli_child_setenv(const char *name, const char *value)
+{
+    if (!child_env && copy_environ() != 0) return -1;
+    size_t len = strlen(name);
+    size_t at = n_child_env;
+    for (size_t i = 0; i < n_child_env; i++) {
+        if (!env_names(child_env[i], name, len)) continue;
+        at = i;
+        break;
+    }
+    if (!value) {
+        if (at == n_child_env) return 0;
+        free(child_env[at]);
+        memmove(&child_env[at], &child_env[at + 1], (n_child_env - at) * sizeof(*child_env));
+        n_child_env--;
+        return 0;
+    }
+    size_t size = len + 1 + strlen(value) + 1;
+    char *entry = malloc(size);
+    if (!entry) return -1;
+    snprintf(entry, size, "%s=%s", name, value);
+    if (at < n_child_env) {
+        free(child_env[at]);
+        child_env[at] = entry;
+        return 0;
+    }
+    char **grown = realloc(child_env, (n_child_env + 2) * sizeof(*child_env));
+    if (!grown) {
+        free(entry);
+        return -1;
+    }
+    child_env = grown;
+    child_env[n_child_env++] = entry;
+    child_env[n_child_env] = NULL;
+    return 0;
+}
+
 /* ---- file descriptors COMMAND inherits ---------------------------------- */
 
 /* The descriptors dlock was started with (above stderr), sorted: COMMAND
@@ -133,6 +201,8 @@ static void exec_child(const cli_options *o, bool tty, pid_t parent, int err_fd,
 #else
     (void)parent;
 #endif
+    /* The only thread of this process now: environ may change. */
+    if (child_env) environ = child_env;
     if (o->shell_cmd) execl("/bin/sh", "sh", "-c", o->shell_cmd, (char *)NULL);
     else execvp(o->cmd[0], o->cmd);
     int e = errno;
@@ -188,6 +258,11 @@ static pid_t start_child(const cli_options *o, bool tty)
     }
     cli_err("%s: cannot execute: %s", what, strerror(e));
     return -CLI_EXIT_NOEXEC;
+}
+
+pid_t cli_child_start(const cli_options *o)
+{
+    return start_child(o, false);
 }
 
 /* ---- waiting for COMMAND --------------------------------------------- */

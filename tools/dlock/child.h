@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cli.h"
 #include "lockface.h"
@@ -15,6 +16,14 @@
 /* Records the descriptors dlock was started with (COMMAND inherits those,
  * not the library's sockets). Call before connecting to Redis. */
 void cli_child_snapshot_fds(void);
+
+/* COMMAND's environment: dlock's own, with NAME set to value (value NULL:
+ * NAME removed). The change goes into a private copy that only COMMAND
+ * sees: dlock never changes its own environment once the library's threads
+ * run, since a thread reading it (getenv in a resolver, a preloaded
+ * library) while it is rewritten reads freed memory. Main thread only.
+ * Returns 0, or -1 when out of memory. */
+int cli_child_setenv(const char *name, const char *value);
 
 typedef struct cli_child_result {
     int status;          /* exit code to report for COMMAND (0..255) */
@@ -31,5 +40,11 @@ typedef struct cli_child_result {
  * (kill), or a warning (ignore). Returns 0 with *res filled, or an exit
  * code (126/127/71) when COMMAND could not be started (message printed). */
 int cli_child_run(const cli_options *o, cli_lock *lk, cli_child_result *res);
+
+/* Starts COMMAND as cli_child_run does (own process group, dlock's
+ * descriptors only, SIGTERM when dlock dies) but without the terminal,
+ * for `dlock --standby`, which supervises it itself. Returns its pid, or
+ * minus an exit code (126/127/71) after printing why. */
+pid_t cli_child_start(const cli_options *o);
 
 #endif

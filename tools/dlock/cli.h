@@ -30,6 +30,7 @@ typedef enum cli_mode {
     CLI_MODE_RUN = 0, /* dlock [options] NAME -- COMMAND... */
     CLI_MODE_STATUS,  /* dlock status NAME */
     CLI_MODE_RELEASE, /* dlock release --force NAME */
+    CLI_MODE_LEADER,  /* dlock leader [--watch] NAME */
     CLI_MODE_HELP,
     CLI_MODE_VERSION,
 } cli_mode;
@@ -65,6 +66,9 @@ typedef struct cli_options {
     bool verbose;
     bool json;              /* status --json */
     bool force;             /* release --force */
+    bool watch;             /* leader --watch */
+    bool standby;           /* --standby: warm standby of the election NAME */
+    const char *label;      /* --label; NULL: cli_label's default */
     bool help, version;     /* --help, --version (--help wins) */
     const char *shell_cmd;  /* -c STRING: run via /bin/sh -c */
     char **cmd;             /* COMMAND [ARGS...], NULL-terminated (points into argv) */
@@ -83,9 +87,18 @@ int64_t cli_lease_ms(const cli_options *o);
  * A twentieth of the lease, within 100 ms..1 s: time for SIGKILL to be
  * delivered and COMMAND reaped on a loaded machine. */
 int64_t cli_kill_margin_ms(int64_t lease_ms);
-/* The longest --kill-grace that fits under lease_ms: half the lease less
- * the margin (a healthy watchdog keeps 2/3 of it ahead), or 0. */
-int64_t cli_kill_grace_max_ms(int64_t lease_ms);
+/* The longest --kill-grace that fits under the lease, or 0: with
+ * renewals (watchdog mode), a third of the lease less the margin; a
+ * healthy watchdog renews a third of the lease after its last send, so
+ * validity stays near two thirds and SIGTERM (at grace + margin) keeps a
+ * third of the lease of slack for a slow renewal. With a fixed --lease,
+ * half the lease less the margin. */
+int64_t cli_kill_grace_max_ms(int64_t lease_ms, bool renewed);
+
+/* The holder label: --label, else "host:pid:command" (command: COMMAND's
+ * first word, "sh" for -c, the subcommand otherwise), cut to fit the
+ * library's maximum and with control characters replaced by '?'. */
+const char *cli_label(const cli_options *o);
 
 /* options.c */
 /* Parses argv into *o. Returns 0, or CLI_EXIT_USAGE after printing one
@@ -95,6 +108,10 @@ void cli_print_usage(void);
 
 /* locking.c: the lock kinds behind one face; returns an exit code. */
 int cli_cmd_run(const cli_options *o);
+
+/* standby.c: --standby NAME -- COMMAND; election.c: leader [--watch]. */
+int cli_cmd_standby(const cli_options *o);
+int cli_cmd_leader(const cli_options *o);
 
 /* admin.c: status / release --force; return an exit code. */
 int cli_cmd_status(const cli_options *o);

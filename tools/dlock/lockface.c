@@ -279,7 +279,14 @@ static int open_mutex(cli_lock *lk)
     }
     lo.on_lost = on_lost;
     lo.on_lost_ud = lk;
-    return dlock_lock_new(lk->client, o->name, &lo, &lk->lock);
+    int rc = dlock_lock_new(lk->client, o->name, &lo, &lk->lock);
+    /* who holds it, for `dlock status`: carried by every acquisition */
+    if (rc == 0) rc = dlock_lock_set_label(lk->lock, cli_label(o));
+    if (rc) {
+        dlock_lock_free(lk->lock);
+        lk->lock = NULL;
+    }
+    return rc;
 }
 
 static int open_kind(cli_lock *lk)

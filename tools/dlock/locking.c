@@ -80,18 +80,18 @@ static int report_acquire_failure(const cli_options *o, cli_lock *lk, int rc)
 }
 
 /* Exports DLOCK_NAME, DLOCK_FENCE, DLOCK_LEASE_MS and DLOCK_KILL_GRACE_MS
- * for COMMAND (dlock(1), ENVIRONMENT). */
+ * for COMMAND (dlock(1), ENVIRONMENT), in COMMAND's environment only. */
 static int export_env(const cli_options *o, const acquire_job *j)
 {
     char fence[32], lease[32], grace[32];
     snprintf(lease, sizeof(lease), "%lld", (long long)cli_lease_ms(o));
     snprintf(grace, sizeof(grace), "%lld", (long long)o->kill_grace_ms);
-    if (setenv("DLOCK_NAME", o->name, 1) != 0 || setenv("DLOCK_LEASE_MS", lease, 1) != 0 ||
-        setenv("DLOCK_KILL_GRACE_MS", grace, 1) != 0)
-        return -1;
-    if (!j->has_fence) return unsetenv("DLOCK_FENCE");
     snprintf(fence, sizeof(fence), "%" PRIu64, j->fence);
-    return setenv("DLOCK_FENCE", fence, 1);
+    if (cli_child_setenv("DLOCK_NAME", o->name) != 0 ||
+        cli_child_setenv("DLOCK_LEASE_MS", lease) != 0 ||
+        cli_child_setenv("DLOCK_KILL_GRACE_MS", grace) != 0)
+        return -1;
+    return cli_child_setenv("DLOCK_FENCE", j->has_fence ? fence : NULL);
 }
 
 /* The final exit code from COMMAND's result and the release outcome. */

@@ -27,7 +27,8 @@ int main(int argc, char **argv)
     case CLI_MODE_VERSION: printf("dlock %s\n", DLOCK_VERSION); return 0;
     case CLI_MODE_STATUS: return cli_cmd_status(&o);
     case CLI_MODE_RELEASE: return cli_cmd_release(&o);
+    case CLI_MODE_LEADER: return cli_cmd_leader(&o);
     case CLI_MODE_RUN: break;
     }
-    return cli_cmd_run(&o);
+    return o.standby ? cli_cmd_standby(&o) : cli_cmd_run(&o);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "options.h"
@@ -43,13 +44,20 @@ void cli_print_usage(void)
           "  dlock [options] NAME -c SHELL-COMMAND\n"
           "  dlock [options] status [--json] [--semaphore N] [options] NAME\n"
           "  dlock [options] release --force [options] NAME\n"
+          "  dlock [options] --standby NAME -- COMMAND [ARGS...]\n"
+          "  dlock [options] leader [--watch] [options] NAME\n"
           "  dlock torture --prefix P [--url URL] [options]   (see dlock torture --help)\n"
           "\n"
           "Run COMMAND while holding the distributed lock NAME in Redis or etcd;\n"
           "release it when COMMAND exits. The exit status is COMMAND's (128+N if\n"
           "killed by signal N). Options go before NAME (after it comes COMMAND);\n"
-          "for status and release they may come before or after the subcommand.\n"
-          "A lock named status or release: dlock [options] -- status -- COMMAND.\n"
+          "for status, release and leader they may come before or after the\n"
+          "subcommand. A lock named status, release or leader:\n"
+          "dlock [options] -- status -- COMMAND.\n"
+          "--standby starts COMMAND at once on every host and campaigns in the\n"
+          "election NAME: COMMAND gets SIGUSR1 when it leads and SIGUSR2 when it\n"
+          "must stop (its kill-grace before the leadership's validity ends), and\n"
+          "reads its role in $DLOCK_STATE_FILE. 'leader' prints the leader.\n"
           "\n"
           "Options:\n"
           "  -w, --wait DUR            give up after DUR (e.g. 500ms, 10s, 2m);\n"
@@ -71,7 +79,12 @@ void cli_print_usage(void)
           "                            (default term)\n"
           "      --kill-grace DUR      SIGTERM this long before SIGKILL, which lands before\n"
           "                            the lock's validity ends (default 10s, or the most\n"
-          "                            that fits: half the lease less a margin)\n"
+          "                            that fits: a third of the lease less a margin;\n"
+          "                            half of a fixed --lease)\n"
+          "      --label L             name this holder for status/leader (default\n"
+          "                            host:pid:command)\n"
+          "      --standby             warm standby: run COMMAND now, tell it when it leads\n"
+          "      --watch               leader: print every change of leader, in order\n"
           "      --json                status: print JSON\n"
           "      --force               release: confirm removing the lock whoever holds it\n"
           "  -v, --verbose             say what dlock is doing on stderr\n"
@@ -190,6 +203,9 @@ static const opt_spec specs[] = {
     {.name = "semaphore", .type = OPT_CALL, .call = on_semaphore},
     {.name = "on-lost", .type = OPT_CALL, .call = on_lost},
     FLAG("json", 0, json),
+    {.name = "label", .type = OPT_STR, .off = OFF(label)},
+    FLAG("standby", 0, standby),
+    FLAG("watch", 0, watch),
     FLAG("force", 0, force),
     FLAG("verbose", 'v', verbose),
     FLAG("help", 'h', help),
@@ -234,9 +250,9 @@ int64_t cli_kill_margin_ms(int64_t lease_ms)
     return m < 100 ? 100 : m > 1000 ? 1000 : m;
 }
 
-int64_t cli_kill_grace_max_ms(int64_t lease_ms)
+int64_t cli_kill_grace_max_ms(int64_t lease_ms, bool renewed)
 {
-    int64_t max = lease_ms / 2 - cli_kill_margin_ms(lease_ms);
+    int64_t max = lease_ms / (renewed ? 3 : 2) - cli_kill_margin_ms(lease_ms);
     return max > 0 ? max : 0;
 }
 
@@ -245,7 +261,8 @@ int64_t cli_kill_grace_max_ms(int64_t lease_ms)
  * --kill-grace that does not fit is refused; the default is fitted. */
 static int fit_kill_grace(cli_options *o)
 {
-    int64_t lease = cli_lease_ms(o), max = cli_kill_grace_max_ms(lease);
+    bool renewed = o->lease_ms <= 0; /* watchdog mode (--standby always is) */
+    int64_t lease = cli_lease_ms(o), max = cli_kill_grace_max_ms(lease, renewed);
     if (o->kill_grace_ms < 0) {
         o->kill_grace_ms = CLI_DEFAULT_KILL_GRACE_MS < max ? CLI_DEFAULT_KILL_GRACE_MS : max;
         return 0;
@@ -253,9 +270,10 @@ static int fit_kill_grace(cli_options *o)
     if (o->kill_grace_ms <= max || o->on_lost != CLI_ON_LOST_TERM) return 0;
     return usage_error("--kill-grace %.3gs does not fit under the %.3gs lease: COMMAND must be gone "
                        "%.3gs before the lock's validity ends; use at most --kill-grace %lldms "
-                       "(half the lease less that margin), or a longer lease",
+                       "(%s the lease less that margin), or a longer lease",
                        (double)o->kill_grace_ms / 1000.0, (double)lease / 1000.0,
-                       (double)cli_kill_margin_ms(lease) / 1000.0, (long long)max);
+                       (double)cli_kill_margin_ms(lease) / 1000.0, (long long)max,
+                       renewed ? "a third of" : "half");
 }
 
 /* Checks options that only make sense in some modes. */
@@ -270,6 +288,19 @@ static int check_mode(const cli_options *o)
                            "confirm with --force");
     if (o->mode != CLI_MODE_RUN && o->shell_cmd)
         return usage_error("-c is only for running a command");
+    if (o->mode != CLI_MODE_LEADER && o->watch)
+        return usage_error("--watch is only for 'dlock leader'");
+    if (o->mode != CLI_MODE_RUN && o->standby)
+        return usage_error("--standby runs COMMAND: dlock [options] --standby NAME -- COMMAND");
+    if (o->standby && (o->kind != CLI_KIND_SIMPLE || o->lease_ms > 0))
+        return usage_error("--standby is an election: it takes no lock kind option and no --lease "
+                           "(use --watchdog-lease)");
+    if (o->label && (o->kind != CLI_KIND_SIMPLE && o->kind != CLI_KIND_REENTRANT))
+        return usage_error("--label names a holder of a simple or --reentrant lock, or a --standby "
+                           "candidate");
+    if (o->label && !*o->label) return usage_error("--label must not be empty");
+    if (o->standby && o->on_lost != CLI_ON_LOST_TERM)
+        return usage_error("--standby tells COMMAND to stop leading with SIGUSR2; --on-lost does not apply");
     if (o->lease_ms > 0 && o->watchdog_ms > 0)
         return usage_error("--lease (fixed, never renewed) and --watchdog-lease (renewed) exclude each "
                            "other: give one of them");
@@ -305,6 +336,7 @@ static cli_mode subcommand_at(int argc, char **argv, int i)
     if (i >= argc || (i > 1 && strcmp(argv[i - 1], "--") == 0)) return CLI_MODE_RUN;
     if (strcmp(argv[i], "status") == 0) return CLI_MODE_STATUS;
     if (strcmp(argv[i], "release") == 0) return CLI_MODE_RELEASE;
+    if (strcmp(argv[i], "leader") == 0) return CLI_MODE_LEADER;
     return CLI_MODE_RUN;
 }
 
@@ -343,8 +375,28 @@ int cli_parse(int argc, char **argv, cli_options *o)
         rc = parse_command(argc, argv, next + 1, o);
         if (rc != 0) return rc;
     } else if (!o->name) {
-        return usage_error("no lock NAME given");
+        return usage_error(o->mode == CLI_MODE_LEADER ? "no election NAME given: dlock leader [--watch] NAME"
+                                                      : "no lock NAME given");
     }
     rc = check_mode(o);
     return rc ? rc : fit_kill_grace(o);
+}
+
+const char *cli_label(const cli_options *o)
+{
+    static char label[257]; /* DLOCK_LABEL_MAX + 1 */
+    if (label[0]) return label;
+    if (o->label) {
+        snprintf(label, sizeof(label), "%s", o->label);
+    } else {
+        char host[128] = "?";
+        if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "?");
+        host[sizeof(host) - 1] = '\0';
+        const char *cmd = o->shell_cmd ? "sh" : o->cmd && o->cmd[0] ? o->cmd[0] : "dlock";
+        const char *slash = strrchr(cmd, '/');
+        snprintf(label, sizeof(label), "%s:%ld:%s", host, (long)getpid(), slash && slash[1] ? slash + 1 : cmd);
+    }
+    for (char *p = label; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    return label;
 }

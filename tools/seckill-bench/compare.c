@@ -31,6 +31,7 @@
 #include "dlock/lock.h"
 #include "engine.h"
 #include "histogram.h"
+#include "layout.h"
 #include "options.h"
 #include "redis_io.h"
 #include "url.h"
@@ -434,8 +435,8 @@ static int run_engine(const cmp_opts *o, int strategy, cmp_work *w, int stock, c
 
 static void keys_of(cmp_work *w)
 {
-    snprintf(w->stock_key, sizeof(w->stock_key), "{c:%s}:stock", w->campaign);
-    snprintf(w->bought_key, sizeof(w->bought_key), "{c:%s}:bought", w->campaign);
+    sk_campaign_key(w->campaign, "stock", w->stock_key, sizeof(w->stock_key));
+    sk_campaign_key(w->campaign, "bought", w->bought_key, sizeof(w->bought_key));
 }
 
 /* Drops what a phase left in Redis (order hashes expire by themselves). */
@@ -444,7 +445,7 @@ static void cleanup(dlock__conn *c, const cmp_work *w)
     char k[128];
     const char *suffix[] = {"stock", "bought", "meta", "buyers", "orders"};
     for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
-        snprintf(k, sizeof(k), "{c:%s}:%s", w->campaign, suffix[i]);
+        sk_campaign_key(w->campaign, suffix[i], k, sizeof(k));
         cmd2(c, "UNLINK", k);
     }
     long long v;

@@ -223,7 +223,7 @@ static void read_pipeline(cli *c, const char *id, pipeline_counters *p)
 {
     memset(p, 0, sizeof(*p));
     char key[96];
-    snprintf(key, sizeof(key), "{c:%s}:pipeline", id);
+    sk_campaign_key(id, "pipeline", key, sizeof(key));
     const char *argv[] = {"HGETALL", key};
     dlock__reply *r = NULL;
     if (dlock__conn_cmd(c->rc, 2, argv, NULL, &r) || dlock__reply_kind(r) != DLOCK__R_ARRAY) {

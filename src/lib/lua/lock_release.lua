@@ -1,5 +1,5 @@
 -- lock_release.lua: simple lock compare-and-delete, then wake waiters.
--- KEYS[1] lock key
+-- KEYS[1] lock key, KEYS[2] (optional) its label key: deleted with it
 -- ARGV[1] token, ARGV[2] unlock channel,
 -- ARGV[3] publish command: PUBLISH, or SPUBLISH (sharded, on a Cluster)
 -- Returns 1 released; -1 no such key; -2 held by another token (or the
@@ -9,6 +9,7 @@
 local v = redis.pcall('get', KEYS[1])
 if v == ARGV[1] then
   redis.call('del', KEYS[1])
+  if KEYS[2] then redis.call('del', KEYS[2]) end
   redis.call(ARGV[3], ARGV[2], '0')
   return 1
 end

@@ -1,8 +1,12 @@
 -- lock_status.lua: read-only description of a lock (for `dlock status`).
--- KEYS[1] lock key, KEYS[2] fence key
--- Returns {type, holder, count, pttl, last fence}: type "none", "string",
+-- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) label key
+-- Returns {type, holder, count, pttl, last fence, label, holder's fence}:
+-- type "none", "string",
 -- "hash" or another Redis type; holder the string value or the first hash
--- field ("" otherwise); count 1 for a string, the hash field's count.
+-- field ("" otherwise); count 1 for a string, the hash field's count;
+-- label the holder's entry in the label key ("" none: a label written by
+-- another holder is never reported); holder's fence the label key's ""
+-- field when the label is the holder's ("" otherwise).
 local ty = redis.call('type', KEYS[1]).ok
 local holder, count = '', 0
 if ty == 'string' then
@@ -16,4 +20,9 @@ elseif ty == 'hash' then
   end
 end
 local fence = redis.call('get', KEYS[2]) or '0'
-return {ty, holder, count, redis.call('pttl', KEYS[1]), fence}
+local label, hfence = '', ''
+if KEYS[3] and holder ~= '' and redis.call('type', KEYS[3]).ok == 'hash' then
+  label = redis.call('hget', KEYS[3], holder) or ''
+  if label ~= '' then hfence = redis.call('hget', KEYS[3], '') or '' end
+end
+return {ty, holder, count, redis.call('pttl', KEYS[1]), fence, label, hfence}

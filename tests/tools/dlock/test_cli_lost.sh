@@ -8,13 +8,25 @@ start_redis
 
 # 0. A grace that cannot end before the lock's validity does is refused.
 run_rc "$DLOCK_BIN" --watchdog-lease 1 --kill-grace 2 toolong -- true 2> "$T_DIR/err"
-expect_eq "$RC" 64 "--kill-grace longer than half the lease -> usage error"
-expect_match "$(cat "$T_DIR/err")" "does not fit under the 1s lease.*at most --kill-grace 400ms" \
+expect_eq "$RC" 64 "--kill-grace longer than a third of the lease -> usage error"
+expect_match "$(cat "$T_DIR/err")" "does not fit under the 1s lease.*at most --kill-grace 233ms .a third of" \
     "the error says the most that fits"
+run_rc "$DLOCK_BIN" --lease 1 --kill-grace 0.45 toolong -- true 2> "$T_DIR/err"
+expect_eq "$RC" 64 "--kill-grace longer than half a fixed lease -> usage error"
+expect_match "$(cat "$T_DIR/err")" "at most --kill-grace 400ms .half" "a fixed lease fits half"
+
+# 0b. A healthy server: renewals keep COMMAND running past several leases
+# (the watchdog renews a third of the lease after its last send; a
+# renewal up to a sixth late used to bring validity under the SIGTERM
+# point of a fitted grace, and COMMAND was stopped on a healthy server)
+for i in 1 2 3; do
+    run_rc "$DLOCK_BIN" --watchdog-lease 1 healthy -- sleep 2.5
+    expect_eq "$RC" 0 "a 1 s watchdog lease on a healthy server, run $i: COMMAND runs to its end"
+done
 
 # 1. Redis frozen under a 1 s watchdog lease: COMMAND gets SIGTERM, exit 75.
 rm -f "$T_DIR/pid"
-bg "$DLOCK_BIN" --watchdog-lease 1 --kill-grace 0.3 frozen -- sh -c "echo \$\$ > $T_DIR/pid; exec sleep 30"
+bg "$DLOCK_BIN" --watchdog-lease 1 --kill-grace 0.2 frozen -- sh -c "echo \$\$ > $T_DIR/pid; exec sleep 30"
 p=$BG_PID
 wait_until 5 test -s "$T_DIR/pid"
 child=$(cat "$T_DIR/pid")
