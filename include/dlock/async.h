@@ -42,11 +42,12 @@
  *   callback of that handle runs. The loop's io and timer objects are
  *   all freed (io_free / timer_free) by dlock_async_client_free.
  *
- * Objects: the lock (simple and reentrant) and the rate limiter. Left
- * out (blocking API only, for now): etcd, Sentinel and Cluster URLs,
- * wait_replicas, and the read-write lock, semaphore, fair lock,
- * multi-lock, RedLock and latch; dlock_async_client_new refuses those
- * URLs and options with DLOCK_ENOTSUP.
+ * Objects: the lock (simple and reentrant), the read-write lock, the
+ * semaphore (a handle's permits; not the expirable permits) and the rate
+ * limiter. Left out (blocking API only, for now): etcd, Sentinel and
+ * Cluster URLs, wait_replicas, and the fair lock, multi-lock, RedLock,
+ * latch, elections and expirable permits; dlock_async_client_new refuses
+ * those URLs and options with DLOCK_ENOTSUP.
  */
 #ifndef DLOCK_ASYNC_H
 #define DLOCK_ASYNC_H
@@ -58,6 +59,8 @@
 #include "dlock/dlock.h"
 #include "dlock/lock.h"
 #include "dlock/ratelimit.h"
+#include "dlock/rwlock.h"
+#include "dlock/semaphore.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -214,6 +217,106 @@ DLOCK_API const char *dlock_async_lock_key(const dlock_async_lock *lock);
 
 /* Frees the handle (see "Lifetimes"). NULL is a no-op. */
 DLOCK_API void dlock_async_lock_free(dlock_async_lock *lock);
+
+/* ---- the read-write lock ---------------------------------------------------------- */
+
+/* rwlock.h's read-write lock: the same keys, scripts, channel and rules
+ * (reentrant per handle on both sides, downgrade, upgrade refused with
+ * DLOCK_EUPGRADE, writer preference through a waiting writer's intent),
+ * so blocking and asynchronous readers and writers of one name exclude
+ * each other. A handle is one owner ("<client id>:<16 hex>"). Waiting as
+ * the lock's (the unlock channel, FIFO within a client: only the
+ * longest-waiting handle of this client on a name tries again; a waiting
+ * writer's intent is kept alive by its tries, so a writer queued behind
+ * another handle of this client may see its intent expire meanwhile).
+ * Watchdog (lease_ms 0) and validity as the lock's; a side taken while
+ * the other is held keeps the earlier deadline. */
+typedef struct dlock_async_rwlock dlock_async_rwlock;
+/* Completion: rc as the blocking call's (below). */
+typedef void (*dlock_async_rwlock_fn)(dlock_async_rwlock *rw, int rc, void *ud);
+/* Both sides found lost (as dlock_async_lost_fn); may unlock or free rw. */
+typedef void (*dlock_async_rwlock_lost_fn)(dlock_async_rwlock *rw, int reason, void *ud);
+
+/* opts: dlock_rwlock_options (rwlock.h; NULL: defaults). Nothing is sent.
+ * 0 and *rw_out, DLOCK_EINVAL (NULL, bad name or option), DLOCK_ECLOSED,
+ * DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_rwlock_new(dlock_async_client *client, const char *name, const dlock_rwlock_options *opts,
+                                     dlock_async_rwlock **rw_out);
+/* Takes (or re-enters) one side, waiting at most wait_ms (0: one attempt;
+ * DLOCK_WAIT_FOREVER: no bound). cb gets 0, DLOCK_EBUSY (wait_ms 0),
+ * DLOCK_ETIMEOUT, DLOCK_EUPGRADE (write asked while this owner reads, as
+ * the server saw it), DLOCK_ECANCELED, DLOCK_ECLOSED, DLOCK_EUNKNOWN (the
+ * side may have been taken: it then expires on its lease), a transport
+ * code. Returns 0 (cb will run), DLOCK_EINVAL (NULL cb, negative wait, an
+ * operation pending on this handle), DLOCK_EUPGRADE (write while this
+ * handle holds only the read side: nothing sent), DLOCK_ECLOSED,
+ * DLOCK_ECONN, DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_rwlock_read_lock(dlock_async_rwlock *rw, int64_t wait_ms, dlock_async_rwlock_fn cb,
+                                           void *ud);
+DLOCK_API int dlock_async_rwlock_write_lock(dlock_async_rwlock *rw, int64_t wait_ms, dlock_async_rwlock_fn cb,
+                                            void *ud);
+/* Leaves one level of a side (at zero the side goes and a release is
+ * published). cb gets 0, DLOCK_ELOST (the server no longer had it), or a
+ * transport code. Returns 0 (cb will run), DLOCK_EINVAL, DLOCK_ENOTHELD
+ * (this side not held: nothing sent), DLOCK_ELOST (found lost since: the
+ * handle holds nothing now), DLOCK_ECLOSED, DLOCK_ECONN, DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_rwlock_read_unlock(dlock_async_rwlock *rw, dlock_async_rwlock_fn cb, void *ud);
+DLOCK_API int dlock_async_rwlock_write_unlock(dlock_async_rwlock *rw, dlock_async_rwlock_fn cb, void *ud);
+/* As dlock_async_lock_cancel (a writer's intent is withdrawn). */
+DLOCK_API int dlock_async_rwlock_cancel(dlock_async_rwlock *rw);
+/* Local view under the validity rule (0 once the deadline passed). */
+DLOCK_API int64_t dlock_async_rwlock_read_count(const dlock_async_rwlock *rw);
+DLOCK_API int64_t dlock_async_rwlock_write_count(const dlock_async_rwlock *rw);
+DLOCK_API int64_t dlock_async_rwlock_validity_ms(const dlock_async_rwlock *rw);
+/* The loss callback (NULL: only logged); set before or while holding. */
+DLOCK_API void dlock_async_rwlock_set_on_lost(dlock_async_rwlock *rw, dlock_async_rwlock_lost_fn fn, void *ud);
+/* As dlock_async_lock_free. NULL is a no-op. */
+DLOCK_API void dlock_async_rwlock_free(dlock_async_rwlock *rw);
+
+/* ---- the semaphore ------------------------------------------------------------------- */
+
+/* semaphore.h's owner-tracked semaphore of N permits: the same keys,
+ * scripts and channel, so blocking and asynchronous holders of one name
+ * share the N permits. A handle is one holder id with a count (its
+ * permits share one expiry, set anew by each acquire and renewed by the
+ * watchdog when lease_ms is 0). Waiting as the lock's (FIFO within a
+ * client: a head asking for more permits than are free holds back the
+ * handles behind it). Expirable permits (dlock_permits_*) and
+ * dlock_semaphore_available stay blocking-only. */
+typedef struct dlock_async_semaphore dlock_async_semaphore;
+typedef void (*dlock_async_semaphore_fn)(dlock_async_semaphore *sem, int rc, void *ud);
+typedef void (*dlock_async_semaphore_lost_fn)(dlock_async_semaphore *sem, int reason, void *ud);
+
+/* opts: dlock_semaphore_options (semaphore.h; NULL: defaults). Nothing is
+ * sent. 0 and *sem_out, DLOCK_EINVAL, DLOCK_ECLOSED, DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_semaphore_new(dlock_async_client *client, const char *name,
+                                        const dlock_semaphore_options *opts, dlock_async_semaphore **sem_out);
+/* Takes k more permits, waiting at most wait_ms. cb gets 0, DLOCK_EBUSY
+ * (wait_ms 0), DLOCK_ETIMEOUT, DLOCK_EINVAL (the name is recorded with
+ * another N), DLOCK_ECANCELED, DLOCK_ECLOSED, DLOCK_EUNKNOWN (the permits
+ * may have been taken: they then expire on their lease), a transport
+ * code. Returns 0 (cb will run), DLOCK_EINVAL (k < 1, NULL cb, negative
+ * wait, an operation pending), DLOCK_ELIMIT (k > N: nothing sent),
+ * DLOCK_ECLOSED, DLOCK_ECONN, DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_semaphore_acquire(dlock_async_semaphore *sem, int64_t k, int64_t wait_ms,
+                                            dlock_async_semaphore_fn cb, void *ud);
+/* Gives back k of this handle's permits (a release is published). cb gets
+ * 0, DLOCK_ELOST (the server no longer had them: the handle holds none
+ * now), DLOCK_ENOTHELD (the server saw fewer than k), a transport code.
+ * Returns 0 (cb will run), DLOCK_EINVAL, DLOCK_ENOTHELD (k above what the
+ * handle holds: nothing sent), DLOCK_ELOST (found lost since),
+ * DLOCK_ECLOSED, DLOCK_ECONN, DLOCK_ENOMEM. */
+DLOCK_API int dlock_async_semaphore_release(dlock_async_semaphore *sem, int64_t k, dlock_async_semaphore_fn cb,
+                                            void *ud);
+/* As dlock_async_lock_cancel. */
+DLOCK_API int dlock_async_semaphore_cancel(dlock_async_semaphore *sem);
+/* Permits held under the validity rule, and the validity left. */
+DLOCK_API int64_t dlock_async_semaphore_held(const dlock_async_semaphore *sem);
+DLOCK_API int64_t dlock_async_semaphore_validity_ms(const dlock_async_semaphore *sem);
+DLOCK_API void dlock_async_semaphore_set_on_lost(dlock_async_semaphore *sem, dlock_async_semaphore_lost_fn fn,
+                                                 void *ud);
+/* As dlock_async_lock_free. NULL is a no-op. */
+DLOCK_API void dlock_async_semaphore_free(dlock_async_semaphore *sem);
 
 /* ---- the rate limiter ---------------------------------------------------------- */
 

@@ -1,7 +1,11 @@
 /* async_harness.c: the test loop of async_harness.h on libevent or libuv. */
 #include "async_harness.h"
 
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -58,6 +62,7 @@ void ah_run_for(int64_t ms)
 
 void ah_fini(void)
 {
+    ah_proxy_stop();
     ah_loop.timer_free(tick);
     tick = NULL;
 #ifdef ASYNC_LOOP_LIBUV
@@ -78,4 +83,48 @@ const char *ah_name(void)
 #else
     return "libevent";
 #endif
+}
+
+/* ---- the freezing proxy ------------------------------------------------------------ */
+
+static pid_t proxy_pid;
+
+int ah_proxy_start(int target_port, int *pid_out)
+{
+    const char *dir = getenv("DLOCK_BUILD_DIR");
+    char bin[1024], port[16];
+    snprintf(bin, sizeof(bin), "%s/tests/dl_freeze_proxy", dir ? dir : ".");
+    snprintf(port, sizeof(port), "%d", target_port);
+    int fds[2];
+    if (pipe(fds) != 0) abort();
+    pid_t pid = fork();
+    if (pid < 0) abort();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(bin, bin, "127.0.0.1", port, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    proxy_pid = pid;
+    char line[32] = {0};
+    ssize_t n = read(fds[0], line, sizeof(line) - 1);
+    close(fds[0]);
+    int listen_port = n > 0 ? (int)strtol(line, NULL, 10) : 0;
+    if (listen_port <= 0) {
+        fprintf(stderr, "async_harness: %s did not start\n", bin);
+        ah_proxy_stop();
+        abort();
+    }
+    *pid_out = pid;
+    return listen_port;
+}
+
+void ah_proxy_stop(void)
+{
+    if (proxy_pid <= 0) return;
+    kill(proxy_pid, SIGCONT);
+    kill(proxy_pid, SIGTERM);
+    waitpid(proxy_pid, NULL, 0);
+    proxy_pid = 0;
 }

@@ -21,6 +21,13 @@ int64_t ah_run_until(const volatile int *flag, int64_t bound_ms);
 void ah_run_for(int64_t ms);
 /* Closes what is left (libuv: the closing handles) and the loop. */
 void ah_fini(void);
+/* The freezing proxy (tests/support/dl_freeze_proxy, in $DLOCK_BUILD_DIR)
+ * in front of 127.0.0.1:target_port: returns its port; its pid is
+ * *pid_out (freeze it with SIGSTOP). One at a time. ah_proxy_stop stops
+ * it (no-op when none runs); ah_fini does too, so a test an assertion
+ * left early leaves no process behind. Fatal on failure. */
+int ah_proxy_start(int target_port, int *pid_out);
+void ah_proxy_stop(void);
 /* "libevent" or "libuv". */
 const char *ah_name(void);
 

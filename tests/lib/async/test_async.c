@@ -113,13 +113,10 @@ static int setup(void **state)
     return 0;
 }
 
-static void proxy_stop_pid(pid_t pid);
-static pid_t proxy_pid;
-
 static int teardown(void **state)
 {
     (void)state;
-    if (proxy_pid > 0) proxy_stop_pid(proxy_pid);
+    ah_proxy_stop();
     ah_fini();
     return 0;
 }
@@ -444,52 +441,6 @@ static void test_freeing_inside_a_callback(void **state)
 
 /* ---- the loss at the validity deadline ------------------------------------------------------ */
 
-typedef struct proxy {
-    pid_t pid;
-    int port;
-} proxy;
-
-/* proxy_pid (declared above): stopped by teardown too, when an assertion left early */
-
-static void proxy_start(proxy *p, int target_port)
-{
-    const char *dir = getenv("DLOCK_BUILD_DIR");
-    char bin[1024], port[16];
-    snprintf(bin, sizeof(bin), "%s/tests/dl_freeze_proxy", dir ? dir : ".");
-    snprintf(port, sizeof(port), "%d", target_port);
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        execl(bin, bin, "127.0.0.1", port, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    proxy_pid = p->pid;
-    char line[32] = {0};
-    ssize_t n = read(fds[0], line, sizeof(line) - 1);
-    close(fds[0]);
-    assert_true(n > 0);
-    p->port = (int)strtol(line, NULL, 10);
-    assert_true(p->port > 0);
-}
-
-static void proxy_stop_pid(pid_t pid)
-{
-    kill(pid, SIGCONT);
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
-    proxy_pid = 0;
-}
-
-static void proxy_stop(proxy *p)
-{
-    proxy_stop_pid(p->pid);
-}
-
 typedef struct lost_rec {
     int calls;
     int reason;
@@ -509,10 +460,9 @@ static void on_lost(dlock_async_lock *l, int reason, void *ud)
 static void test_the_loss_is_declared_at_the_deadline_when_the_server_is_cut_off(void **state)
 {
     (void)state;
-    proxy p;
-    proxy_start(&p, srv.port);
+    int proxy_pid = 0;
     char url[64];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", p.port);
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ah_proxy_start(srv.port, &proxy_pid));
     dlock_client_options o;
     dlock_client_options_init(&o);
     o.url = url;
@@ -531,7 +481,7 @@ static void test_the_loss_is_declared_at_the_deadline_when_the_server_is_cut_off
     int64_t t_before = dlock__now_ms();
     assert_int_equal(acquire_now(l, 0, 0), 0);
     int64_t t_after = dlock__now_ms();
-    assert_int_equal(kill(p.pid, SIGSTOP), 0);
+    assert_int_equal(kill(proxy_pid, SIGSTOP), 0);
     /* the rule of dlock.h with the default drift: 900 - 9 - 2 ms */
     int64_t lo_bound = t_before + WATCHDOG_MS - 11, hi_bound = t_after + WATCHDOG_MS - 11;
     ah_run_until(&lost.calls, 3000);
@@ -542,7 +492,7 @@ static void test_the_loss_is_declared_at_the_deadline_when_the_server_is_cut_off
     assert_true(lost.at_ms <= hi_bound + SLACK_MS);
     assert_false(dlock_async_lock_is_held(l));
     assert_int_equal(dlock_async_lock_unlock(l, on_done, NULL), DLOCK_ELOST);
-    proxy_stop(&p);
+    ah_proxy_stop();
     dlock_async_lock_free(l);
     dlock_async_client_free(c);
 }
