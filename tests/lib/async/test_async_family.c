@@ -5,10 +5,15 @@
  * asynchronous waiter; upgrade refused; cancel (a writer's intent
  * withdrawn); freeing the client or a handle with operations in flight
  * (each callback once); the loss callbacks at the validity deadline while
- * the server is cut off by the freezing proxy. Leases are short (about
- * 1 s); the blocking calls made on the loop thread are short ones. */
+ * the server is cut off by the freezing proxy; the loop thread cycling the
+ * async lock and semaphore while another thread cycles blocking handles
+ * of the same names (run under TSan in CI: label threaded). Leases are
+ * short (about 1 s); the blocking calls made on the loop thread are short
+ * ones. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +25,7 @@
 
 #include "async_harness.h"
 #include "dlock/async.h"
+#include "dlock/lock.h"
 #include "dlock/rwlock.h"
 #include "dlock/semaphore.h"
 #include "servers.h"
@@ -382,6 +388,155 @@ static void test_the_losses_are_declared_at_the_deadline_when_the_server_is_cut_
     dlock_async_client_free(c);
 }
 
+/* ---- the loop thread beside a blocking thread ------------------------------------------------------------- */
+
+#define RACE_MS 1500
+
+typedef struct race {
+    atomic_int in_lock, in_sem; /* holders of each name in this process now */
+    atomic_int overlaps;   /* times a holder found another inside */
+    atomic_long blocking_cycles;
+    long async_cycles;
+    int64_t end_ms;
+    int async_errors, done;
+    dlock_async_lock *l;
+    dlock_async_semaphore *s;
+    void *hold_timer; /* the async holder's stay inside */
+    bool holding_sem;
+} race;
+
+/* A holder comes in: it must find nobody else of this process inside;
+ * it stays in for a round trip (blocking) or a loop timer (async). */
+static void come_in(race *r, atomic_int *inside)
+{
+    if (atomic_fetch_add(inside, 1) != 0) atomic_fetch_add(&r->overlaps, 1);
+}
+
+static void *blocking_cycles(void *arg)
+{
+    race *r = arg;
+    dlock_client *bc = blocking_client();
+    dlock_lock *bl = NULL;
+    dlock_semaphore *bs = NULL;
+    dlock_semaphore_options so;
+    dlock_semaphore_options_init(&so);
+    so.permits = 1;
+    if (dlock_lock_new(bc, "race", NULL, &bl) != 0 || dlock_semaphore_new(bc, "race-sem", &so, &bs) != 0) abort();
+    while (dlock__now_ms() < r->end_ms) {
+        bool locked = false;
+        if (dlock_lock_try_lock(bl, 2000, 5000, NULL) == 0) {
+            come_in(r, &r->in_lock);
+            if (dlock_lock_is_locked(bl, &locked) != 0 || !locked) atomic_fetch_add(&r->overlaps, 1);
+            atomic_fetch_sub(&r->in_lock, 1);
+            dlock_lock_unlock(bl);
+            atomic_fetch_add(&r->blocking_cycles, 1);
+        }
+        int64_t avail = -1;
+        if (dlock_semaphore_acquire(bs, 1, 2000) == 0) {
+            come_in(r, &r->in_sem);
+            if (dlock_semaphore_available(bs, &avail) != 0 || avail != 0) atomic_fetch_add(&r->overlaps, 1);
+            atomic_fetch_sub(&r->in_sem, 1);
+            dlock_semaphore_release(bs, 1);
+        }
+    }
+    dlock_semaphore_free(bs);
+    dlock_lock_free(bl);
+    dlock_client_destroy(bc);
+    return NULL;
+}
+
+static void race_next(race *r);
+
+static void race_sem_released(dlock_async_semaphore *s, int rc, void *ud)
+{
+    (void)s;
+    race *r = ud;
+    if (rc) r->async_errors++;
+    r->async_cycles++;
+    race_next(r);
+}
+
+static void race_unlocked(dlock_async_lock *l, int rc, void *ud);
+
+/* The async holder's stay is over: out, then the release. */
+static void race_leave(void *arg)
+{
+    race *r = arg;
+    if (r->holding_sem) {
+        atomic_fetch_sub(&r->in_sem, 1);
+        if (dlock_async_semaphore_release(r->s, 1, race_sem_released, r) == 0) return;
+        r->async_errors++;
+        race_next(r);
+        return;
+    }
+    atomic_fetch_sub(&r->in_lock, 1);
+    if (dlock_async_lock_unlock(r->l, race_unlocked, r) == 0) return;
+    r->async_errors++;
+    race_unlocked(r->l, 0, r);
+}
+
+static void race_sem_taken(dlock_async_semaphore *s, int rc, void *ud)
+{
+    (void)s;
+    race *r = ud;
+    if (rc) {
+        race_next(r);
+        return;
+    }
+    come_in(r, &r->in_sem);
+    r->holding_sem = true;
+    ah_loop.timer_start(r->hold_timer, 1);
+}
+
+static void race_unlocked(dlock_async_lock *l, int rc, void *ud)
+{
+    (void)l;
+    race *r = ud;
+    if (rc) r->async_errors++;
+    if (dlock_async_semaphore_acquire(r->s, 1, 2000, race_sem_taken, r) != 0) r->done = 1;
+}
+
+static void race_locked(dlock_async_lock *l, int rc, void *ud)
+{
+    race *r = ud;
+    if (rc) {
+        race_unlocked(l, 0, r);
+        return;
+    }
+    come_in(r, &r->in_lock);
+    r->holding_sem = false;
+    ah_loop.timer_start(r->hold_timer, 1);
+}
+
+static void race_next(race *r)
+{
+    if (dlock__now_ms() >= r->end_ms || dlock_async_lock_acquire(r->l, 2000, 5000, race_locked, r) != 0) r->done = 1;
+}
+
+static void test_the_loop_and_a_blocking_thread_exclude_each_other(void **state)
+{
+    (void)state;
+    dlock_async_client *c = client_on(srv.url, 3000);
+    race r = {.end_ms = dlock__now_ms() + RACE_MS};
+    assert_int_equal(dlock_async_lock_new(c, "race", NULL, &r.l), 0);
+    r.s = sem_on(c, "race-sem", 1);
+    r.hold_timer = ah_loop.timer_new(ah_loop.ud, race_leave, &r);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, blocking_cycles, &r), 0);
+    race_next(&r);
+    ah_run_until(&r.done, RACE_MS + 6000);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(r.done, 1);
+    assert_int_equal(atomic_load(&r.overlaps), 0);
+    assert_int_equal(r.async_errors, 0);
+    assert_true(r.async_cycles > 0);
+    assert_true(atomic_load(&r.blocking_cycles) > 0);
+    ah_loop.timer_free(r.hold_timer);
+    dlock_async_lock_free(r.l);
+    dlock_async_semaphore_free(r.s);
+    dlock_async_client_free(c);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -405,6 +560,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_freeing_ends_every_pending_operation_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_losses_are_declared_at_the_deadline_when_the_server_is_cut_off,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_loop_and_a_blocking_thread_exclude_each_other, setup, teardown),
     };
     return cmocka_run_group_tests_name(ah_name(), tests, group_setup, group_teardown);
 }
