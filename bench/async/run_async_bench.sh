@@ -2,7 +2,8 @@
 # run_async_bench.sh: the asynchronous client's figures (dlock/async.h),
 # each with its same-run reference, against a private redis-server (free
 # port, temp dir, `save ''`, stopped by PID):
-#  - loop lag: a 1 ms timer's lateness at p99 while 1 000 acquires are in
+#  - loop lag (libevent with EVENT_BASE_FLAG_PRECISE_TIMER, so lateness is
+#    not rounded to the kernel tick): a 1 ms timer's lateness at p99 while 1 000 acquires are in
 #    flight and Redis is frozen (dl_freeze_proxy, SIGSTOP); reference: the
 #    same timer on the same loop with Redis frozen and nothing in flight
 #    (the goal: at most 5 ms);
@@ -38,7 +39,18 @@ dir=$(mktemp -d /tmp/dlock-async-bench-XXXXXX)
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" >"$dir/redis.log" 2>&1 &
 pid=$!
 ppid_=
-trap 'kill -CONT $ppid_ 2>/dev/null; kill $ppid_ 2>/dev/null; kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+# cleanup: errexit is off in here (a proxy already stopped is no failure),
+# and the script's own status is kept
+cleanup() {
+    local rc=$?
+    set +e
+    [ -n "$ppid_" ] && { kill -CONT "$ppid_"; kill "$ppid_"; } 2>/dev/null
+    kill "$pid" 2>/dev/null
+    wait 2>/dev/null
+    rm -rf "$dir"
+    exit $rc
+}
+trap cleanup EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 url="redis://127.0.0.1:$port"
 echo "# $(date -u +%FT%TZ) $(uname -srm) $(nproc) cpus; load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -88,8 +100,9 @@ def line(name, val, unit, ref, rname, fmt="%.0f"):
     print(("SUMMARY name=%s value=" + fmt + " unit=%s ref=%s ref_value=" + fmt + " ratio=%.3f")
           % (name, med(val), unit, ref, med(rname), ratio))
 print("# medians of %d runs: waiter memory %.0f bytes each (%s waiters), %.0f acquisitions out of FIFO order, "
-      "handoff p50 %.0f us" % (len(runs), med("waiter_bytes"), sys.argv[2], med("waiters_out_of_order"),
-                               med("handoff_p50_us")))
+      "handoff p50 %.0f us; one round trip p50 %.0f us, p99 %.0f us" % (
+          len(runs), med("waiter_bytes"), sys.argv[2], med("waiters_out_of_order"), med("handoff_p50_us"),
+          med("round_trip_us"), med("round_trip_p99_us")))
 line("async_loop_lag_p99_1000_in_flight", "lag_in_flight_p99_ms", "ms", "same_loop_idle_redis_frozen",
      "lag_idle_p99_ms", "%.3f")
 line("async_lock_cycles_64_in_flight", "async_cycles_per_s", "cycles/s", "redis-benchmark_P64_c1_same_scripts",
