@@ -44,8 +44,9 @@
  *
  * Objects: the lock (simple and reentrant), the read-write lock, the
  * semaphore (a handle's permits; not the expirable permits) and the rate
- * limiter. Left out (blocking API only, for now): etcd, Sentinel and
- * Cluster URLs, wait_replicas, and the fair lock, multi-lock, RedLock,
+ * limiter, on a standalone server or a Sentinel-managed master. Left out
+ * (blocking API only, for now): etcd and Cluster URLs, wait_replicas,
+ * and the fair lock, multi-lock, RedLock,
  * latch, elections and expirable permits; dlock_async_client_new refuses
  * those URLs and options with DLOCK_ENOTSUP.
  */
@@ -104,7 +105,8 @@ typedef struct dlock_async_client dlock_async_client;
 
 /* Makes a client on loop (the table is copied; its ud must outlive the
  * client). opts as dlock_client_create's (dlock_client_options_init, then
- * override): url (redis:// or unix://), connect_timeout_ms,
+ * override): url (redis://, unix:// or redis-sentinel://, below),
+ * connect_timeout_ms,
  * command_timeout_ms, watchdog_timeout_ms, retry_delay_ms (the pause
  * before reconnecting after a failed connect), key_prefix, log_fn/log_ud/
  * log_level (called on the loop thread); pool_size and retry_attempts are
@@ -112,9 +114,18 @@ typedef struct dlock_async_client dlock_async_client;
  * Starts connecting (non-blocking) and returns; an unreachable server or a
  * refused AUTH shows up as the operations' DLOCK_ECONN / DLOCK_EAUTH.
  * Returns 0 and *client_out, or DLOCK_EINVAL (NULL, a bad option or loop
- * table), DLOCK_EURL, DLOCK_ETLS, DLOCK_ENOTSUP (an etcd, Sentinel or
- * Cluster URL; wait_replicas > 0), DLOCK_ECONN (the socket could not be
- * made), DLOCK_ENOMEM. */
+ * table), DLOCK_EURL, DLOCK_ETLS, DLOCK_ENOTSUP (an etcd or Cluster URL;
+ * wait_replicas > 0), DLOCK_ECONN (the socket could not be made),
+ * DLOCK_ENOMEM.
+ * redis-sentinel://: the master is asked of the sentinels (in URL order,
+ * each bounded by connect_timeout_ms) without blocking; a command made
+ * before they answered waits for them (within command_timeout_ms) and
+ * ends DLOCK_ECONN when none does. The sentinel that answered is watched
+ * (+switch-master): after a failover the command and pub/sub connections
+ * move to the new master (commands in flight on the old one end
+ * DLOCK_EUNKNOWN). A lost connection, or a master answering READONLY
+ * (that command ends DLOCK_ECONN: nothing ran), makes the next command
+ * ask the sentinels again. The URL's credentials go to the master only. */
 DLOCK_API int dlock_async_client_new(const dlock_async_loop *loop, const dlock_client_options *opts,
                                      dlock_async_client **client_out);
 

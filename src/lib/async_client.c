@@ -8,7 +8,12 @@
  * Invariant: the client's memory lives until it was freed by the user, no
  * loop callback is on the stack (depth) and no request is pending (nreq),
  * because hiredis may call a request's callback after the free returned
- * (when the free happened inside one of its callbacks). */
+ * (when the free happened inside one of its callbacks).
+ * Sentinel URLs: the master comes from async_sentinel.c; a request made
+ * while it is not known (first use, after a connection loss, a failover)
+ * is parked in the list with its deadline and sent when the sentinels
+ * answer, or ends ECONN (never sent) when none does or its deadline
+ * passes first. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,7 @@
 #include "util.h"
 
 #define MAXARGV 24
+#define PARKED 1 /* ensure_conn: no master known yet; asked the sentinels */
 
 struct dlock_async_client {
     dlock_async_loop loop;
@@ -36,6 +42,10 @@ struct dlock_async_client {
     struct areq *head, *tail; /* requests in flight, in send order */
     size_t nreq;             /* requests and handshake commands pending */
     dlock__asub *sub;
+    dlock__asent *sent;   /* Sentinel URLs */
+    bool master_stale;    /* the connection to it was lost: ask again */
+    char conn_host[256];  /* where conn goes (Sentinel URLs) */
+    int conn_port;
     dlock__aobj objs; /* ring of handles */
     uint64_t serial;
     int depth;
@@ -51,7 +61,7 @@ typedef struct areq {
     int nkeys, nargs;
     char **strs; /* keys, then args (in the same block) */
     int64_t deadline_ms;
-    bool by_source, listed;
+    bool by_source, listed, parked;
     struct areq *prev, *next;
 } areq;
 
@@ -110,15 +120,19 @@ static void drop_conn(dlock_async_client *c, const char *why)
     if (!c->conn_up) c->next_connect_ms = dlock__now_ms() + c->opts.retry_delay_ms;
     c->conn = NULL;
     c->conn_up = false;
+    c->master_stale = true;
     dlock__lconn_drop(lc);
     dlock__lconn_close(lc);
 }
+
+static void end_req(dlock_async_client *c, struct areq *r, int rc);
 
 static void on_timer(void *arg)
 {
     dlock_async_client *c = arg;
     dlock__ac_enter(c);
     int64_t now = dlock__now_ms();
+    while (c->head && c->head->parked && now >= c->head->deadline_ms) end_req(c, c->head, DLOCK_ECONN);
     if (c->conn && !c->conn_up && now >= c->connect_deadline_ms) drop_conn(c, "connect timed out");
     else if (c->head && now >= c->head->deadline_ms) drop_conn(c, "no reply within command_timeout_ms");
     if (!c->closing) rearm(c);
@@ -139,6 +153,7 @@ static void on_state(dlock__lconn *lc, bool up, const char *why, void *priv)
         if (!c->conn_up) c->next_connect_ms = dlock__now_ms() + c->opts.retry_delay_ms;
         c->conn = NULL;
         c->conn_up = false;
+        c->master_stale = true;
         dlock__lconn_close(lc);
     }
     rearm(c);
@@ -170,15 +185,34 @@ static void queue_handshake(dlock_async_client *c)
     }
 }
 
+/* Where the command connection goes: the URL's server, or the master the
+ * sentinels named (PARKED while none is known: they are asked). */
+static int target(dlock_async_client *c, const char **host, int *port)
+{
+    *host = c->url.kind == DLOCK__URL_UNIX ? NULL : c->url.host;
+    *port = c->url.port;
+    if (c->url.kind != DLOCK__URL_SENTINEL) return 0;
+    if (c->master_stale) dlock__asent_resolve(c->sent);
+    c->master_stale = false;
+    if (dlock__asent_resolving(c->sent) || !dlock__asent_master(c->sent, host, port)) {
+        dlock__asent_resolve(c->sent);
+        return PARKED;
+    }
+    return 0;
+}
+
 static int ensure_conn(dlock_async_client *c)
 {
     if (c->conn) return 0;
+    const char *host;
+    int port;
+    int rc = target(c, &host, &port);
+    if (rc) return rc;
     int64_t now = dlock__now_ms();
     if (now < c->next_connect_ms) return DLOCK_ECONN;
-    const char *host = c->url.kind == DLOCK__URL_UNIX ? NULL : c->url.host;
     const char *path = c->url.kind == DLOCK__URL_UNIX ? c->url.path : NULL;
     char err[160];
-    int rc = dlock__lconn_open(&c->ev, host, c->url.port, path, on_state, c, &c->conn, err, sizeof(err));
+    rc = dlock__lconn_open(&c->ev, host, port, path, on_state, c, &c->conn, err, sizeof(err));
     if (rc) {
         dlock__ac_log(c, DLOCK_LOG_WARN, "async %s", err);
         c->next_connect_ms = now + c->opts.retry_delay_ms;
@@ -186,6 +220,8 @@ static int ensure_conn(dlock_async_client *c)
     }
     c->conn_up = false;
     c->connect_deadline_ms = now + c->opts.connect_timeout_ms;
+    snprintf(c->conn_host, sizeof(c->conn_host), "%s", host ? host : "");
+    c->conn_port = port;
     queue_handshake(c);
     rearm(c);
     return 0;
@@ -220,6 +256,12 @@ static void on_reply(dlock__lconn *lc, dlock__reply *reply, int err, void *priv)
 static int send_req(dlock_async_client *c, areq *r)
 {
     int rc = ensure_conn(c);
+    if (rc == PARKED) {
+        enlist(c, r);
+        r->parked = true;
+        if (c->head == r) rearm(c);
+        return 0;
+    }
     if (rc) return rc;
     const char *argv[MAXARGV];
     size_t lens[MAXARGV];
@@ -242,9 +284,24 @@ static int error_code(dlock_async_client *c, const areq *r, const dlock__reply *
     return DLOCK_ESERVER;
 }
 
+/* A Sentinel URL's master turned replica (a failover this client has not
+ * heard of yet): the write was refused, nothing ran; the connection goes
+ * and the sentinels are asked again. */
+static bool demoted(dlock_async_client *c, dlock__lconn *lc, const dlock__reply *reply)
+{
+    if (c->url.kind != DLOCK__URL_SENTINEL || !dlock__reply_is_error(reply, "READONLY")) return false;
+    if (c->conn == lc) {
+        dlock__ac_log(c, DLOCK_LOG_WARN, "async sentinel: the master answered READONLY: asking the sentinels");
+        c->conn = NULL;
+        c->conn_up = false;
+        c->master_stale = true;
+        dlock__lconn_close(lc); /* the requests behind end EUNKNOWN */
+    }
+    return true;
+}
+
 static void on_reply(dlock__lconn *lc, dlock__reply *reply, int err, void *priv)
 {
-    (void)lc;
     areq *r = priv;
     dlock_async_client *c = r->c;
     dlock__ac_enter(c);
@@ -256,7 +313,7 @@ static void on_reply(dlock__lconn *lc, dlock__reply *reply, int err, void *priv)
             if (send_req(c, r) == 0) goto out;
             rc = DLOCK_ECONN;
         } else if (!c->closing) {
-            rc = error_code(c, r, reply);
+            rc = demoted(c, lc, reply) ? DLOCK_ECONN : error_code(c, r, reply);
         }
     }
     r->fn(r->priv, rc == 0 ? reply : NULL, rc, r->tag);
@@ -289,6 +346,45 @@ static areq *req_new(dlock_async_client *c, const dlock__script *s, int nkeys, c
         p += len;
     }
     return r;
+}
+
+/* A parked request ends without having been sent. */
+static void end_req(dlock_async_client *c, areq *r, int rc)
+{
+    unlist(c, r);
+    r->fn(r->priv, NULL, rc, r->tag);
+    c->nreq--;
+    free(r);
+}
+
+/* The sentinels answered (ok: a master is known) or a failover named a new
+ * master: a connection elsewhere goes (its requests end EUNKNOWN), the
+ * pub/sub connection follows, the parked requests are sent or end ECONN. */
+static void master_changed(void *priv, bool ok)
+{
+    dlock_async_client *c = priv;
+    if (c->closing) return;
+    dlock__ac_enter(c);
+    const char *host = NULL;
+    int port = 0;
+    if (ok && dlock__asent_master(c->sent, &host, &port)) {
+        if (c->conn && (strcmp(c->conn_host, host) != 0 || c->conn_port != port)) drop_conn(c, "the master moved");
+        c->master_stale = false;
+        dlock__asub_set_master(c->sub, host, port);
+    }
+    for (areq *r = c->head, *nx; r; r = nx) {
+        nx = r->next;
+        if (!r->parked) continue;
+        unlist(c, r);
+        r->parked = false;
+        if (!ok || send_req(c, r) != 0) {
+            r->fn(r->priv, NULL, DLOCK_ECONN, r->tag);
+            c->nreq--;
+            free(r);
+        }
+    }
+    rearm(c);
+    dlock__ac_leave(c);
 }
 
 int dlock__ac_eval(dlock_async_client *c, const dlock__script *s, int nkeys, const char *const *keys,
@@ -339,8 +435,8 @@ static int parse_url(dlock_async_client *c)
         dlock__ac_log(c, DLOCK_LOG_ERROR, "async client: %s", err);
         return rc;
     }
-    if (c->url.kind == DLOCK__URL_SENTINEL || c->url.kind == DLOCK__URL_CLUSTER) {
-        dlock__ac_log(c, DLOCK_LOG_ERROR, "async client: Sentinel and Cluster URLs are not supported yet");
+    if (c->url.kind == DLOCK__URL_CLUSTER) {
+        dlock__ac_log(c, DLOCK_LOG_ERROR, "async client: Cluster URLs are not supported yet");
         return DLOCK_ENOTSUP;
     }
     return 0;
@@ -358,8 +454,10 @@ static int client_init(dlock_async_client *c, const dlock_async_loop *loop, cons
     if (rc == 0) rc = dlock__err_from_common(dlock__random_hex(c->id, 16));
     if (rc == 0 && !(c->timer = dlock__atimer_new(loop, on_timer, c))) rc = DLOCK_ENOMEM;
     if (rc == 0) rc = dlock__asub_new(loop, &c->url, &c->opts, &c->sub);
+    if (rc == 0 && c->url.kind == DLOCK__URL_SENTINEL)
+        rc = dlock__asent_new(loop, &c->url, &c->opts, master_changed, c, &c->sent);
     if (rc == 0) rc = ensure_conn(c);
-    return rc;
+    return rc == PARKED ? 0 : rc;
 }
 
 DLOCK_API int dlock_async_client_new(const dlock_async_loop *loop, const dlock_client_options *opts,
@@ -394,6 +492,12 @@ DLOCK_API void dlock_async_client_free(dlock_async_client *c)
     dlock__lconn *lc = c->conn;
     c->conn = NULL;
     dlock__lconn_close(lc); /* each request ends ECLOSED (now, or when hiredis returns) */
+    dlock__asent_free(c->sent);
+    c->sent = NULL;
+    for (areq *r = c->head, *nx; r; r = nx) {
+        nx = r->next;
+        if (r->parked) end_req(c, r, DLOCK_ECLOSED);
+    }
     dlock__atimer_free(&c->loop, c->timer);
     c->timer = NULL;
     c->free_pending = true;

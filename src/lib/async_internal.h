@@ -11,6 +11,8 @@
  *     |               NOSCRIPT), handle registry, enter/leave, free
  *   async_sub.c       the pub/sub connection: channels, their FIFO of waiters
  *     |
+ *   async_sentinel.c  the master of a redis-sentinel:// URL: resolution,
+ *     |               +switch-master
  *   async_loop.c      the host loop's table: timers, the connection's view
  *
  * Everything runs on the loop thread; nothing here locks or blocks.
@@ -39,6 +41,23 @@ void *dlock__atimer_new(const dlock_async_loop *l, dlock_async_timer_fn fn, void
 void dlock__atimer_start(const dlock_async_loop *l, void *t, int64_t after_ms);
 void dlock__atimer_stop(const dlock_async_loop *l, void *t);
 void dlock__atimer_free(const dlock_async_loop *l, void *t);
+
+/* ---- async_sentinel.c ------------------------------------------------------------ */
+
+typedef struct dlock__asent dlock__asent;
+
+/* url (a SENTINEL URL) and o are kept: they must outlive it. changed runs
+ * on the loop after each resolution (ok: a master is known) and after a
+ * +switch-master for this master (ok). 0 or ENOMEM. */
+int dlock__asent_new(const dlock_async_loop *loop, const dlock__url *url, const dlock_client_options *o,
+                     void (*changed)(void *priv, bool ok), void *priv, dlock__asent **out);
+void dlock__asent_free(dlock__asent *s);
+/* Forgets the master and asks the sentinels again (on the loop's next
+ * pass); a no-op while a resolution runs. */
+void dlock__asent_resolve(dlock__asent *s);
+bool dlock__asent_resolving(const dlock__asent *s);
+/* The master's address while one is known (valid until the next change). */
+bool dlock__asent_master(const dlock__asent *s, const char **host_out, int *port_out);
 
 /* ---- async_sub.c --------------------------------------------------------------- */
 
@@ -72,6 +91,10 @@ bool dlock__asub_is_head(const dlock__await *w);
 /* A release by this client was published on channel: the head gets its
  * turn now, and the message, when it comes, is not handed out again. */
 void dlock__asub_notify_local(dlock__asub *s, const char *channel);
+/* For a redis-sentinel:// URL: the master to connect to (copied); a
+ * different one drops the current connection (it reconnects there and
+ * subscribes again). Until the first, nothing connects. */
+void dlock__asub_set_master(dlock__asub *s, const char *host, int port);
 /* Figures for tests and benchmarks: channels subscribed, waiters queued. */
 void dlock__asub_counts(const dlock__asub *s, size_t *channels_out, size_t *waiters_out);
 

@@ -12,6 +12,7 @@
  * connection puts every channel back to NEW and reconnects after
  * retry_delay_ms; the heads' rechecks (async_wait.c) carry on meanwhile. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,8 @@ struct dlock__asub {
     dlock__achan *buckets[NBUCKETS];
     dlock__achan *kicks;
     size_t nchan, nwait;
+    char mhost[256]; /* a Sentinel URL's master ("": not known yet) */
+    int mport;
 };
 
 static uint32_t hash_name(const char *s)
@@ -129,9 +132,12 @@ static void queue_handshake(dlock__asub *s)
 static void ensure(dlock__asub *s)
 {
     if (!s->lc) {
-        const char *host = s->url.kind == DLOCK__URL_UNIX ? NULL : s->url.host;
+        bool sentinel = s->url.kind == DLOCK__URL_SENTINEL;
+        const char *host = s->url.kind == DLOCK__URL_UNIX ? NULL : sentinel ? s->mhost : s->url.host;
         const char *path = s->url.kind == DLOCK__URL_UNIX ? s->url.path : NULL;
-        if (dlock__lconn_open(&s->ev, host, s->url.port, path, on_state, s, &s->lc, NULL, 0) != 0) {
+        if (sentinel && !s->mhost[0]) return; /* dlock__asub_set_master comes back here */
+        if (dlock__lconn_open(&s->ev, host, sentinel ? s->mport : s->url.port, path, on_state, s, &s->lc, NULL,
+                              0) != 0) {
             dlock__atimer_start(&s->loop, s->retry_timer, s->o->retry_delay_ms + RETRY_MIN_MS);
             return;
         }
@@ -313,6 +319,15 @@ void dlock__asub_notify_local(dlock__asub *s, const char *channel)
     if (!ch || !ch->head || ch->state != CH_SUBSCRIBED) return;
     ch->skip++;
     kick(ch);
+}
+
+void dlock__asub_set_master(dlock__asub *s, const char *host, int port)
+{
+    if (strcmp(s->mhost, host) == 0 && s->mport == port) return;
+    snprintf(s->mhost, sizeof(s->mhost), "%s", host);
+    s->mport = port;
+    if (s->lc) dlock__lconn_drop(s->lc); /* on_state: channels NEW, reconnect there */
+    else if (s->nchan) dlock__atimer_start(&s->loop, s->retry_timer, 0);
 }
 
 void dlock__asub_counts(const dlock__asub *s, size_t *channels_out, size_t *waiters_out)
