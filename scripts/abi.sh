@@ -18,7 +18,10 @@ lib=$(ls "$build"/src/lib/libdlock.so.1.* 2>/dev/null | head -n 1)
 base=abi/libdlock.abi
 case $mode in
 update)
-    abidw --headers-dir include/dlock --no-corpus-path --out-file "$base" "$lib"
+    abidw --headers-dir include/dlock --no-corpus-path --no-comp-dir-path --out-file "$base" "$lib"
+    # the tree's own paths relative, so the baseline does not change with
+    # the directory it was made in
+    sed -i "s|$(pwd)/||g" "$base"
     echo "abi.sh: wrote $base from $lib"
     ;;
 check)
@@ -30,7 +33,7 @@ check)
     # through a pointer (an option struct grown at its end); the public
     # structs' and enums' layouts are compared member by member as well
     now=$(mktemp /tmp/dlock-abi-XXXXXX)
-    abidw --headers-dir include/dlock --no-corpus-path --out-file "$now" "$lib" &&
+    abidw --headers-dir include/dlock --no-corpus-path --no-comp-dir-path --out-file "$now" "$lib" &&
         python3 scripts/abi_layout.py "$base" "$now"
     lrc=$?
     rm -f "$now"

@@ -11,7 +11,7 @@
 import sys
 import xml.etree.ElementTree as ET
 
-PUBLIC = "/include/dlock/"
+PUBLIC = "include/dlock/"  # relative in the baseline, absolute in a fresh dump
 
 
 def load(path):

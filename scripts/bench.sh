@@ -42,6 +42,7 @@ benches=(
     "run_bench|bench/dlock-bench/run_bench.sh $BUILD $R $MS"
     "run_etcd_bench|bench/dlock-bench/run_etcd_bench.sh $BUILD $R $MS"
     "run_cluster_bench|bench/dlock-bench/run_cluster_bench.sh $BUILD $R $MS"
+    "run_async_bench|bench/async/run_async_bench.sh $BUILD $( [ "$QUICK" = 1 ] && echo 1 500 1000 || echo 3 $MS 10000 )"
     "run|BUILD_DIR=$BUILD $SECKILL_ENV bench/seckill/run.sh"
     "cluster|BUILD_DIR=$BUILD ${SECKILL_ENV:+ROUNDS=1 DURATION=1} bench/seckill/cluster.sh"
     "acks|BUILD_DIR=$BUILD ${SECKILL_ENV:+ROUNDS=1 DURATION=1} bench/seckill/acks.sh"

@@ -39,12 +39,18 @@ DLOCK_API int dlock_client_set_clock_drift(dlock_client *c, int64_t drift_ppm, i
     return 0;
 }
 
+int64_t dlock__valid_until_rule(int64_t sent_ms, int64_t lease_ms, int64_t drift_ppm, int64_t drift_ms)
+{
+    /* lease_ms <= 2^53 in practice; ppm <= 5e5 keeps the product in range */
+    return sent_ms + lease_ms - (lease_ms / 1000) * drift_ppm / 1000 - (lease_ms % 1000) * drift_ppm / 1000000 -
+           drift_ms;
+}
+
 int64_t dlock__client_valid_until(const dlock_client *c, int64_t sent_ms, int64_t lease_ms)
 {
     int64_t ppm = atomic_load(&((dlock_client *)c)->drift_ppm);
     int64_t fixed = atomic_load(&((dlock_client *)c)->drift_ms);
-    /* lease_ms <= 2^53 in practice; ppm <= 5e5 keeps the product in range */
-    return sent_ms + lease_ms - (lease_ms / 1000) * ppm / 1000 - (lease_ms % 1000) * ppm / 1000000 - fixed;
+    return dlock__valid_until_rule(sent_ms, lease_ms, ppm, fixed);
 }
 
 void dlock__thread_owner(const dlock_client *c, char *out, size_t outlen)

@@ -149,6 +149,9 @@ void dlock__wait_end(dlock__waiter *w);
  * as long as the two clocks' rates differ by less than the drift, the
  * holder stops believing before the server lets anyone else in. */
 int64_t dlock__client_valid_until(const dlock_client *c, int64_t sent_ms, int64_t lease_ms);
+/* The same rule with the drift given (the asynchronous client's, which
+ * has no dlock_client): one formula for both halves. */
+int64_t dlock__valid_until_rule(int64_t sent_ms, int64_t lease_ms, int64_t drift_ppm, int64_t drift_ms);
 
 /* An object registered with the watchdog is renewed every
  * watchdog_timeout/3 by the watchdog's renewal thread. renew() returns 0

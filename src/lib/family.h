@@ -122,4 +122,12 @@ int dlock__fam_wait(const dlock__wait_spec *spec);
 /* Writes v in decimal into buf (NUL-terminated); returns buf-ready 0. */
 int dlock__fam_fmt_i64(char *buf, size_t len, int64_t v);
 
+/* The rate limiter's options (ratelimit.h) checked and written as its
+ * script's arguments: the emission interval in microseconds and the
+ * burst; the blocking and the asynchronous limiter share them. 0 or
+ * DLOCK_EINVAL. */
+struct dlock_ratelimit_options;
+int dlock__ratelimit_params(const struct dlock_ratelimit_options *opts, char interval[40], char burst[24],
+                            int64_t *burst_n_out);
+
 #endif

@@ -40,13 +40,9 @@ DLOCK_API void dlock_ratelimit_options_init(dlock_ratelimit_options *opts)
     opts->period_ms = 1000;
 }
 
-DLOCK_API int dlock_ratelimit_new(dlock_client *client, const char *name,
-                                  const dlock_ratelimit_options *opts, dlock_ratelimit **rl_out)
+int dlock__ratelimit_params(const dlock_ratelimit_options *opts, char interval[40], char burst[24],
+                            int64_t *burst_n_out)
 {
-    if (!client || !rl_out) return DLOCK_EINVAL;
-    *rl_out = NULL;
-    int offered = dlock__client_offers(client, DLOCK__OBJ_RATELIMIT, "rate limiter");
-    if (offered) return offered;
     dlock_ratelimit_options o;
     dlock_ratelimit_options_init(&o);
     if (opts && dlock__opts_read(&o, sizeof(o), DLOCK__SIZE_TO(dlock_ratelimit_options, burst), opts)) return DLOCK_EINVAL;
@@ -56,7 +52,24 @@ DLOCK_API int dlock_ratelimit_new(dlock_client *client, const char *name,
         return DLOCK_EINVAL;
     double interval_us = (double)o.period_ms * 1000.0 / (double)o.rate;
     if (interval_us < 1.0) return DLOCK_EINVAL; /* finer than TIME resolution */
-    int rc = dlock__client_check_name(client, "rate limiter", name);
+    snprintf(interval, 40, "%.6f", interval_us);
+    snprintf(burst, 24, "%lld", (long long)o.burst);
+    *burst_n_out = o.burst;
+    return 0;
+}
+
+DLOCK_API int dlock_ratelimit_new(dlock_client *client, const char *name,
+                                  const dlock_ratelimit_options *opts, dlock_ratelimit **rl_out)
+{
+    if (!client || !rl_out) return DLOCK_EINVAL;
+    *rl_out = NULL;
+    int offered = dlock__client_offers(client, DLOCK__OBJ_RATELIMIT, "rate limiter");
+    if (offered) return offered;
+    char interval[40], burst[24];
+    int64_t burst_n;
+    int rc = dlock__ratelimit_params(opts, interval, burst, &burst_n);
+    if (rc) return rc;
+    rc = dlock__client_check_name(client, "rate limiter", name);
     if (rc) return rc;
     dlock_ratelimit *rl = calloc(1, sizeof(*rl));
     if (!rl) return DLOCK_ENOMEM;
@@ -67,9 +80,9 @@ DLOCK_API int dlock_ratelimit_new(dlock_client *client, const char *name,
         free(rl);
         return rc;
     }
-    snprintf(rl->interval, sizeof(rl->interval), "%.6f", interval_us);
-    snprintf(rl->burst, sizeof(rl->burst), "%lld", (long long)o.burst);
-    rl->burst_n = o.burst;
+    memcpy(rl->interval, interval, sizeof(interval));
+    memcpy(rl->burst, burst, sizeof(burst));
+    rl->burst_n = burst_n;
     *rl_out = rl;
     return 0;
 }

@@ -1,0 +1,220 @@
+/* async_internal.h: the parts of libdlock's asynchronous half (async.h)
+ * and how they call each other, each file using only those below it:
+ *
+ *   async_lock.c      the lock handles (public dlock_async_lock_*)
+ *     |
+ *   async_wait.c      the acquire driver (try, wait in a channel's FIFO,
+ *     |               recheck, deadline, cancel) and the hold's watchdog
+ *     |               on loop timers under the validity rule
+ *   async_client.c    the client: options, the command connection, requests
+ *     |               with reply deadlines, scripts (EVALSHA, EVAL once on
+ *     |               NOSCRIPT), handle registry, enter/leave, free
+ *   async_sub.c       the pub/sub connection: channels, their FIFO of waiters
+ *     |
+ *   async_sentinel.c  the master of a redis-sentinel:// URL: resolution,
+ *     |               +switch-master
+ *   async_loop.c      the host loop's table: timers, the connection's view
+ *
+ * Everything runs on the loop thread; nothing here locks or blocks.
+ * Internal only. */
+#ifndef DLOCK_LIB_ASYNC_INTERNAL_H
+#define DLOCK_LIB_ASYNC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlock/async.h"
+#include "client_internal.h"
+#include "redis_loop.h"
+#include "script.h"
+#include "url.h"
+
+/* ---- async_loop.c ---------------------------------------------------------- */
+
+/* 0 when every function of the table is set and size covers them, else
+ * DLOCK_EINVAL. */
+int dlock__aloop_check(const dlock_async_loop *l);
+/* The connection's view of the loop (redis_loop.h). */
+void dlock__aloop_evloop(const dlock_async_loop *l, dlock__evloop *out);
+/* A one-shot timer (NULL on failure); start (ms < 0: 0), stop, free (NULL ok). */
+void *dlock__atimer_new(const dlock_async_loop *l, dlock_async_timer_fn fn, void *arg);
+void dlock__atimer_start(const dlock_async_loop *l, void *t, int64_t after_ms);
+void dlock__atimer_stop(const dlock_async_loop *l, void *t);
+void dlock__atimer_free(const dlock_async_loop *l, void *t);
+
+/* ---- async_sentinel.c ------------------------------------------------------------ */
+
+typedef struct dlock__asent dlock__asent;
+
+/* url (a SENTINEL URL) and o are kept: they must outlive it. changed runs
+ * on the loop after each resolution (ok: a master is known) and after a
+ * +switch-master for this master (ok). 0 or ENOMEM. */
+int dlock__asent_new(const dlock_async_loop *loop, const dlock__url *url, const dlock_client_options *o,
+                     void (*changed)(void *priv, bool ok), void *priv, dlock__asent **out);
+void dlock__asent_free(dlock__asent *s);
+/* Forgets the master and asks the sentinels again (on the loop's next
+ * pass); a no-op while a resolution runs. */
+void dlock__asent_resolve(dlock__asent *s);
+bool dlock__asent_resolving(const dlock__asent *s);
+/* The master's address while one is known (valid until the next change). */
+bool dlock__asent_master(const dlock__asent *s, const char **host_out, int *port_out);
+
+/* ---- async_sub.c --------------------------------------------------------------- */
+
+typedef struct dlock__asub dlock__asub;
+typedef struct dlock__achan dlock__achan;
+
+/* A place in a channel's FIFO. turn runs on the head (the longest
+ * waiting) when it should try again: its channel's subscription was
+ * confirmed (first, or again after a reconnect), a message came, or it
+ * just became head. turn may leave or join anything. */
+typedef struct dlock__await {
+    dlock__achan *ch; /* NULL: not in a queue */
+    struct dlock__await *prev, *next;
+    void (*turn)(struct dlock__await *w);
+} dlock__await;
+
+/* url: redis:// or unix:// (copied). o: the client's options (kept: must
+ * outlive the subscriber). 0 or ENOMEM. Connects when first needed. */
+int dlock__asub_new(const dlock_async_loop *loop, const dlock__url *url, const dlock_client_options *o,
+                    dlock__asub **out);
+/* Closes the connection and frees every channel; waiters still queued are
+ * dropped from their queues without a turn. NULL ok. */
+void dlock__asub_free(dlock__asub *s);
+/* Puts w at the tail of channel's queue (subscribing when it is the
+ * first). 0, ENOMEM or ECONN (nothing queued). */
+int dlock__asub_join(dlock__asub *s, const char *channel, dlock__await *w);
+/* Takes w out of its queue (no-op if in none); the next becomes head and
+ * gets its turn on the loop's next pass. */
+void dlock__asub_leave(dlock__await *w);
+bool dlock__asub_is_head(const dlock__await *w);
+/* A release by this client was published on channel: the head gets its
+ * turn now, and the message, when it comes, is not handed out again. */
+void dlock__asub_notify_local(dlock__asub *s, const char *channel);
+/* For a redis-sentinel:// URL: the master to connect to (copied); a
+ * different one drops the current connection (it reconnects there and
+ * subscribes again). Until the first, nothing connects. */
+void dlock__asub_set_master(dlock__asub *s, const char *host, int port);
+/* Figures for tests and benchmarks: channels subscribed, waiters queued. */
+void dlock__asub_counts(const dlock__asub *s, size_t *channels_out, size_t *waiters_out);
+
+/* ---- async_client.c --------------------------------------------------------------- */
+
+/* A handle as the client's registry sees it: orphan ends its pending
+ * operation with DLOCK_ECLOSED, stops its timers and forgets the client
+ * (called by dlock_async_client_free, which then never touches it). */
+typedef struct dlock__aobj {
+    void (*orphan)(struct dlock__aobj *o);
+    struct dlock__aobj *prev, *next;
+} dlock__aobj;
+
+/* A reply for a request: rc 0 with reply (never an error reply: those are
+ * rc DLOCK_ESERVER, or DLOCK_EAUTH for NOAUTH/WRONGPASS, and reply is
+ * NULL), or a code with reply NULL: DLOCK_EUNKNOWN (sent, no answer before
+ * the deadline or the connection dropped), DLOCK_ECONN (never sent),
+ * DLOCK_ECLOSED (the client is being freed). tag: as given. */
+typedef void (*dlock__areply_fn)(void *priv, const dlock__reply *reply, int rc, uint64_t tag);
+
+const dlock_client_options *dlock__ac_options(const dlock_async_client *c);
+const dlock_async_loop *dlock__ac_loop(const dlock_async_client *c);
+dlock__asub *dlock__ac_sub(dlock_async_client *c);
+bool dlock__ac_closing(const dlock_async_client *c);
+/* A fresh number for default owners ("<client id>:a<n>"). */
+uint64_t dlock__ac_serial(dlock_async_client *c);
+/* Runs script s: EVALSHA, and EVAL once when the server answers NOSCRIPT.
+ * 0 (fn will run once) or DLOCK_ECONN / DLOCK_ENOMEM / DLOCK_ECLOSED
+ * (fn will not). Arguments are copied. */
+int dlock__ac_eval(dlock_async_client *c, const dlock__script *s, int nkeys, const char *const *keys,
+                   int nargs, const char *const *args, dlock__areply_fn fn, void *priv, uint64_t tag);
+/* The validity deadline of a hold acquired or renewed by a command sent
+ * at sent_ms with lease_ms (the rule of dlock.h, this client's drift). */
+int64_t dlock__ac_valid_until(const dlock_async_client *c, int64_t sent_ms, int64_t lease_ms);
+void dlock__ac_add_obj(dlock_async_client *c, dlock__aobj *o);
+void dlock__ac_remove_obj(dlock_async_client *c, dlock__aobj *o);
+/* Around every entry from the loop into a handle (its timers): a client
+ * freed meanwhile is released only at the outermost leave. */
+void dlock__ac_enter(dlock_async_client *c);
+void dlock__ac_leave(dlock_async_client *c);
+void dlock__ac_log(const dlock_async_client *c, dlock_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- async_wait.c ------------------------------------------------------------------ */
+
+/* The acquire driver, one per handle. The object implements try_send
+ * (send its acquire script with dlock__ac_eval, tag = the tag given;
+ * 0 or the send's code) and done (the final outcome: call the user's
+ * callback); its reply handler passes each try's outcome back with
+ * dlock__aop_result. */
+typedef struct dlock__aop dlock__aop;
+typedef struct dlock__aop_ops {
+    int (*try_send)(dlock__aop *op, uint64_t tag);
+    void (*done)(dlock__aop *op, int rc);
+} dlock__aop_ops;
+
+struct dlock__aop {
+    dlock_async_client *c;
+    const dlock__aop_ops *ops;
+    const char *channel;   /* the object's wake channel */
+    int64_t recheck_max_ms;
+    void *timer;           /* made on first wait */
+    dlock__await w;
+    uint64_t gen;          /* the current acquire's tag; replies of older tries are stale */
+    int64_t deadline_ms;   /* monotonic; -1: no bound */
+    int64_t recheck_ms;    /* the next recheck interval (grows) */
+    int64_t next_try_ms;   /* when the head's timer tries again */
+    bool active;           /* an acquire is pending */
+    bool waits;            /* wait_ms != 0 */
+    bool in_flight;        /* a try is out */
+    bool again;            /* woken while a try was out: try once more */
+};
+
+void dlock__aop_init(dlock__aop *op, dlock_async_client *c, const dlock__aop_ops *ops, const char *channel,
+                     int64_t recheck_max_ms);
+/* Starts an acquire: the first try is sent now. 0 or the send's code
+ * (nothing pending then). */
+int dlock__aop_start(dlock__aop *op, int64_t wait_ms);
+/* A try's outcome: acquired (0), busy (DLOCK_EBUSY; ttl_ms: the holder's
+ * remaining lease, < 0 unknown), or another code. A stale tag is ignored
+ * and false returned (the object then undoes an acquisition it got). */
+bool dlock__aop_result(dlock__aop *op, uint64_t tag, int rc, int64_t ttl_ms);
+/* Ends a pending acquire with rc (done called); false when none was. */
+bool dlock__aop_end(dlock__aop *op, int rc);
+/* Frees the timer, leaves the queue (not the object). */
+void dlock__aop_dispose(dlock__aop *op);
+
+/* A hold's validity and watchdog on the loop's timers. The object
+ * implements renew_send (its owner-checked renewal script, tag given) and
+ * lost (declare the loss: log, user callback); its renewal reply handler
+ * calls dlock__ahold_renewed. */
+typedef struct dlock__ahold dlock__ahold;
+typedef struct dlock__ahold_ops {
+    int (*renew_send)(dlock__ahold *h, int64_t lease_ms, uint64_t tag);
+    void (*lost)(dlock__ahold *h);
+} dlock__ahold_ops;
+
+struct dlock__ahold {
+    dlock_async_client *c;
+    const dlock__ahold_ops *ops;
+    void *timer;
+    uint64_t gen;          /* this hold's renewals' tag */
+    bool held, watchdog, renewing;
+    int64_t lease_ms;
+    int64_t valid_until_ms; /* the validity deadline (dlock.h) */
+    int64_t next_renew_ms;
+    int64_t renew_sent_ms;
+};
+
+void dlock__ahold_init(dlock__ahold *h, dlock_async_client *c, const dlock__ahold_ops *ops);
+/* Held from a command sent at sent_ms that set lease_ms; watchdog: renew
+ * every third of the lease. A held hold is only renewed (re-entry). 0 or
+ * DLOCK_ENOMEM (no timer: not held). */
+int dlock__ahold_begin(dlock__ahold *h, bool watchdog, int64_t sent_ms, int64_t lease_ms);
+/* A renewal's reply: rc 0 renewed, DLOCK_ELOST gone or taken (the loss is
+ * declared now), another code (tried again soon, within the validity). */
+void dlock__ahold_renewed(dlock__ahold *h, uint64_t tag, int rc);
+void dlock__ahold_end(dlock__ahold *h);
+bool dlock__ahold_valid(const dlock__ahold *h);
+int64_t dlock__ahold_validity_ms(const dlock__ahold *h);
+void dlock__ahold_dispose(dlock__ahold *h);
+
+#endif

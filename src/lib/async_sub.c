@@ -1,0 +1,337 @@
+/* async_sub.c: the asynchronous client's pub/sub connection and the FIFO
+ * of waiters on each channel (async_internal.h). Invariant: a channel with
+ * waiters is subscribed, being subscribed, or queued to be subscribed again
+ * on the next connection; only its head is ever given a turn, so one
+ * release wakes one waiter of this client however many wait.
+ *
+ * Channel states: NEW (no SUBSCRIBE on the current connection) ->
+ * SUBSCRIBING -> SUBSCRIBED -> UNSUBSCRIBING (its last waiter left) ->
+ * freed, or SUBSCRIBING again when waiters came back meanwhile: a channel
+ * is never subscribed while its UNSUBSCRIBE is unanswered, because hiredis
+ * 0.14 forgets a channel's callback on the UNSUBSCRIBE answer. A lost
+ * connection puts every channel back to NEW and reconnects after
+ * retry_delay_ms; the heads' rechecks (async_wait.c) carry on meanwhile. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "async_internal.h"
+#include "util.h"
+
+#define NBUCKETS 1024
+#define RETRY_MIN_MS 50
+
+enum { CH_NEW = 0, CH_SUBSCRIBING, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
+
+struct dlock__achan {
+    dlock__asub *s;
+    char *name;
+    dlock__achan *hnext; /* bucket chain */
+    dlock__achan *knext; /* the kick list */
+    dlock__await *head, *tail;
+    int state;
+    int skip;            /* local notifies whose message has not come yet */
+    bool kicked;
+};
+
+struct dlock__asub {
+    dlock_async_loop loop;
+    dlock__evloop ev;
+    dlock__url url;
+    const dlock_client_options *o;
+    dlock__lconn *lc;
+    void *retry_timer, *kick_timer;
+    dlock__achan *buckets[NBUCKETS];
+    dlock__achan *kicks;
+    size_t nchan, nwait;
+    char mhost[256]; /* a Sentinel URL's master ("": not known yet) */
+    int mport;
+};
+
+static uint32_t hash_name(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h & (NBUCKETS - 1);
+}
+
+static dlock__achan *find(dlock__asub *s, const char *name, size_t len)
+{
+    for (dlock__achan *ch = s->buckets[hash_name(name)]; ch; ch = ch->hnext)
+        if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0) return ch;
+    return NULL;
+}
+
+static void unkick(dlock__achan *ch)
+{
+    for (dlock__achan **p = &ch->s->kicks; *p; p = &(*p)->knext) {
+        if (*p == ch) {
+            *p = ch->knext;
+            break;
+        }
+    }
+    ch->kicked = false;
+}
+
+static void chan_free(dlock__achan *ch)
+{
+    dlock__asub *s = ch->s;
+    if (ch->kicked) unkick(ch);
+    for (dlock__achan **p = &s->buckets[hash_name(ch->name)]; *p; p = &(*p)->hnext) {
+        if (*p == ch) {
+            *p = ch->hnext;
+            break;
+        }
+    }
+    s->nchan--;
+    free(ch->name);
+    free(ch);
+}
+
+static void kick(dlock__achan *ch)
+{
+    if (ch->kicked || !ch->head) return;
+    ch->kicked = true;
+    ch->knext = ch->s->kicks;
+    ch->s->kicks = ch;
+    dlock__atimer_start(&ch->s->loop, ch->s->kick_timer, 0);
+}
+
+/* ---- the connection ------------------------------------------------------------ */
+
+static void send_sub(dlock__achan *ch, const char *cmd)
+{
+    const char *argv[2] = {cmd, ch->name};
+    if (ch->s->lc && dlock__lconn_sub(ch->s->lc, NULL, NULL, 2, argv) == 0)
+        ch->state = cmd[0] == 'S' ? CH_SUBSCRIBING : CH_UNSUBSCRIBING;
+}
+
+static void on_message(dlock__lconn *lc, dlock__reply *reply, int err, void *priv);
+static void on_state(dlock__lconn *lc, bool up, const char *why, void *priv);
+
+static void handshake_reply(dlock__lconn *lc, dlock__reply *reply, int err, void *priv)
+{
+    (void)err;
+    dlock__asub *s = priv;
+    if (reply && dlock__reply_kind(reply) == DLOCK__R_ERROR) {
+        dlock__log_opts(s->o, DLOCK_LOG_WARN, "async pub/sub connection refused: %s",
+                        dlock__reply_str(reply, NULL));
+        dlock__lconn_drop(lc);
+    }
+}
+
+static void queue_handshake(dlock__asub *s)
+{
+    const char *auth[3];
+    int argc = dlock__url_auth_argv(&s->url, auth);
+    if (argc) dlock__lconn_cmd(s->lc, handshake_reply, s, argc, auth, NULL);
+}
+
+/* Opens the connection when there is none and subscribes every NEW channel. */
+static void ensure(dlock__asub *s)
+{
+    if (!s->lc) {
+        bool sentinel = s->url.kind == DLOCK__URL_SENTINEL;
+        const char *host = s->url.kind == DLOCK__URL_UNIX ? NULL : sentinel ? s->mhost : s->url.host;
+        const char *path = s->url.kind == DLOCK__URL_UNIX ? s->url.path : NULL;
+        if (sentinel && !s->mhost[0]) return; /* dlock__asub_set_master comes back here */
+        if (dlock__lconn_open(&s->ev, host, sentinel ? s->mport : s->url.port, path, on_state, s, &s->lc, NULL,
+                              0) != 0) {
+            dlock__atimer_start(&s->loop, s->retry_timer, s->o->retry_delay_ms + RETRY_MIN_MS);
+            return;
+        }
+        const char *sub0[2] = {"SUBSCRIBE", "dlock__async_hello"};
+        queue_handshake(s);
+        dlock__lconn_sub(s->lc, on_message, s, 2, sub0); /* sets the one subscription callback */
+    }
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (dlock__achan *ch = s->buckets[b]; ch; ch = ch->hnext)
+            if (ch->state == CH_NEW && ch->head) send_sub(ch, "SUBSCRIBE");
+}
+
+static void on_state(dlock__lconn *lc, bool up, const char *why, void *priv)
+{
+    dlock__asub *s = priv;
+    if (up || lc != s->lc) return;
+    dlock__log_opts(s->o, DLOCK_LOG_INFO, "async pub/sub connection lost: %s", why);
+    dlock__lconn_close(lc);
+    s->lc = NULL;
+    bool any = false;
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        for (dlock__achan *ch = s->buckets[b], *nx; ch; ch = nx) {
+            nx = ch->hnext;
+            ch->state = CH_NEW;
+            ch->skip = 0;
+            if (!ch->head) chan_free(ch);
+            else any = true;
+        }
+    }
+    if (any) dlock__atimer_start(&s->loop, s->retry_timer, s->o->retry_delay_ms + RETRY_MIN_MS);
+}
+
+static void after_sub(dlock__achan *ch, bool subscribed)
+{
+    if (subscribed) {
+        ch->state = CH_SUBSCRIBED;
+        if (ch->head) ch->head->turn(ch->head); /* a message may have been missed before */
+        else send_sub(ch, "UNSUBSCRIBE");
+        return;
+    }
+    ch->state = CH_NEW;
+    if (ch->head) send_sub(ch, "SUBSCRIBE");
+    else chan_free(ch);
+}
+
+static void on_message(dlock__lconn *lc, dlock__reply *reply, int err, void *priv)
+{
+    (void)lc;
+    (void)err;
+    dlock__asub *s = priv;
+    if (!reply || dlock__reply_kind(reply) != DLOCK__R_ARRAY || dlock__reply_count(reply) < 3) return;
+    const char *kind = dlock__reply_str(dlock__reply_at(reply, 0), NULL);
+    size_t len;
+    const char *name = dlock__reply_str(dlock__reply_at(reply, 1), &len);
+    dlock__achan *ch = find(s, name, len);
+    if (!ch) return;
+    if (strcmp(kind, "subscribe") == 0 && ch->state == CH_SUBSCRIBING) after_sub(ch, true);
+    else if (strcmp(kind, "unsubscribe") == 0 && ch->state == CH_UNSUBSCRIBING) after_sub(ch, false);
+    else if (strcmp(kind, "message") == 0 && ch->skip > 0) ch->skip--;
+    else if (strcmp(kind, "message") == 0 && ch->head) ch->head->turn(ch->head);
+}
+
+static void on_retry(void *arg)
+{
+    ensure(arg);
+}
+
+static void on_kick(void *arg)
+{
+    dlock__asub *s = arg;
+    while (s->kicks) {
+        dlock__achan *ch = s->kicks;
+        s->kicks = ch->knext;
+        ch->kicked = false;
+        if (ch->head && ch->state == CH_SUBSCRIBED) ch->head->turn(ch->head);
+    }
+}
+
+/* ---- the API ------------------------------------------------------------------------ */
+
+int dlock__asub_new(const dlock_async_loop *loop, const dlock__url *url, const dlock_client_options *o,
+                    dlock__asub **out)
+{
+    *out = NULL;
+    dlock__asub *s = calloc(1, sizeof(*s));
+    if (!s) return DLOCK_ENOMEM;
+    s->loop = *loop;
+    s->o = o;
+    dlock__aloop_evloop(loop, &s->ev);
+    s->retry_timer = dlock__atimer_new(loop, on_retry, s);
+    s->kick_timer = dlock__atimer_new(loop, on_kick, s);
+    if (dlock__url_copy(url, &s->url) != 0 || !s->retry_timer || !s->kick_timer) {
+        dlock__asub_free(s);
+        return DLOCK_ENOMEM;
+    }
+    *out = s;
+    return 0;
+}
+
+void dlock__asub_free(dlock__asub *s)
+{
+    if (!s) return;
+    dlock__lconn_close(s->lc);
+    s->lc = NULL;
+    dlock__atimer_free(&s->loop, s->retry_timer);
+    dlock__atimer_free(&s->loop, s->kick_timer);
+    s->kicks = NULL;
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        while (s->buckets[b]) {
+            dlock__achan *ch = s->buckets[b];
+            for (dlock__await *w = ch->head; w; w = w->next) w->ch = NULL;
+            ch->kicked = false;
+            chan_free(ch);
+        }
+    }
+    dlock__url_free(&s->url);
+    free(s);
+}
+
+static dlock__achan *chan_new(dlock__asub *s, const char *channel)
+{
+    dlock__achan *ch = calloc(1, sizeof(*ch));
+    if (!ch || !(ch->name = strdup(channel))) {
+        free(ch);
+        return NULL;
+    }
+    ch->s = s;
+    uint32_t b = hash_name(channel);
+    ch->hnext = s->buckets[b];
+    s->buckets[b] = ch;
+    s->nchan++;
+    return ch;
+}
+
+int dlock__asub_join(dlock__asub *s, const char *channel, dlock__await *w)
+{
+    dlock__achan *ch = find(s, channel, strlen(channel));
+    if (!ch && !(ch = chan_new(s, channel))) return DLOCK_ENOMEM;
+    w->ch = ch;
+    w->next = NULL;
+    w->prev = ch->tail;
+    if (ch->tail) ch->tail->next = w;
+    else ch->head = w;
+    ch->tail = w;
+    s->nwait++;
+    if (ch->state == CH_NEW) ensure(s);
+    else if (ch->state == CH_SUBSCRIBED && ch->head == w) kick(ch);
+    return 0;
+}
+
+void dlock__asub_leave(dlock__await *w)
+{
+    dlock__achan *ch = w->ch;
+    if (!ch) return;
+    bool was_head = ch->head == w;
+    if (w->prev) w->prev->next = w->next;
+    else ch->head = w->next;
+    if (w->next) w->next->prev = w->prev;
+    else ch->tail = w->prev;
+    w->ch = NULL;
+    w->prev = w->next = NULL;
+    ch->s->nwait--;
+    if (ch->head) {
+        if (was_head) kick(ch);
+        return;
+    }
+    if (ch->state == CH_SUBSCRIBED) send_sub(ch, "UNSUBSCRIBE");
+    if (ch->state == CH_NEW || ch->state == CH_SUBSCRIBED) chan_free(ch); /* never sent, or the send failed */
+}
+
+bool dlock__asub_is_head(const dlock__await *w)
+{
+    return w->ch && w->ch->head == w;
+}
+
+void dlock__asub_notify_local(dlock__asub *s, const char *channel)
+{
+    dlock__achan *ch = find(s, channel, strlen(channel));
+    if (!ch || !ch->head || ch->state != CH_SUBSCRIBED) return;
+    ch->skip++;
+    kick(ch);
+}
+
+void dlock__asub_set_master(dlock__asub *s, const char *host, int port)
+{
+    if (strcmp(s->mhost, host) == 0 && s->mport == port) return;
+    snprintf(s->mhost, sizeof(s->mhost), "%s", host);
+    s->mport = port;
+    if (s->lc) dlock__lconn_drop(s->lc); /* on_state: channels NEW, reconnect there */
+    else if (s->nchan) dlock__atimer_start(&s->loop, s->retry_timer, 0);
+}
+
+void dlock__asub_counts(const dlock__asub *s, size_t *channels_out, size_t *waiters_out)
+{
+    if (channels_out) *channels_out = s ? s->nchan : 0;
+    if (waiters_out) *waiters_out = s ? s->nwait : 0;
+}
