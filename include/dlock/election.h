@@ -6,6 +6,11 @@
  * the server or the network is frozen; the next leader can start no
  * earlier than the lease after the old leader's last successful renewal
  * was received. Its term is a fencing token (lock.h, "fencing").
+ * Across a Redis failover that holds only for renewals a replica has: on
+ * Sentinel or Cluster give the client wait_replicas >= 1 (dlock.h), or
+ * two leaders can overlap until the old master is demoted; a campaign
+ * may then answer DLOCK_ENOTREPL (no replica acknowledged: not leading,
+ * campaign again).
  * Key layouts and measured failure behaviour: docs/locks.md, "Elections".
  *
  * Thread-safety: a dlock_election handle is used by one thread at a time,

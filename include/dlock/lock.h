@@ -114,6 +114,10 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *name, const dlock
  *                   expires on its lease, logged at WARN). A 0 return
  *                   with wait_replicas = n means n replicas have the
  *                   acquisition (and its fence); see docs/locks.md,
+ *                   "Replica safety". The watchdog's renewals wait the
+ *                   same way: a renewal fewer than n replicas have does
+ *                   not move the validity deadline (it is retried; the
+ *                   lock is lost at the deadline if none gets through),
  *   DLOCK_EUNKNOWN  an attempt's reply was lost and asking the server
  *                   whether it was applied failed too (see top),
  *   DLOCK_ECONN     no connection (while waiting, connection failures are
@@ -164,7 +168,9 @@ DLOCK_API int dlock_lock_remaining_ttl(dlock_lock *lock, int64_t *ttl_ms_out);
 /* Sets the remaining lease to lease_ms (> 0) if this handle still holds
  * the lock (owner-checked on the server); switches a watchdog-mode lock to
  * the explicit lease (the watchdog stops renewing it).
- * Returns 0, DLOCK_ENOTHELD, DLOCK_ELOST, DLOCK_EINVAL, DLOCK_EUNKNOWN... */
+ * Returns 0, DLOCK_ENOTHELD, DLOCK_ELOST, DLOCK_EINVAL, DLOCK_EUNKNOWN,
+ * DLOCK_ENOTREPL (wait_replicas = n > 0: fewer than n replicas have the
+ * new lease; the server has it, the handle keeps its old deadline)... */
 DLOCK_API int dlock_lock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* The lock's name (as given), its Redis key, the owner value of the

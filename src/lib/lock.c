@@ -305,15 +305,28 @@ static int release_script(rlock *l, const char *owner, int64_t lease_ms, long lo
     return rc;
 }
 
+/* Renews owner's hold for lease_ms. With wait_replicas = n > 0 the renewal
+ * is a good one only once n replicas have it (WAIT pipelined after the
+ * script): a renewal only the master saw would move the holder's validity
+ * past the lease a promoted replica keeps, and after a failover the next
+ * holder could get in while this one still believes. DLOCK_ENOTREPL then:
+ * the server has the new lease, the holder keeps its old deadline. */
 static int renew_script(rlock *l, const char *owner, int64_t lease_ms)
 {
+    const dlock_client_options *o = dlock__client_options(l->c);
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
     const char *keys[2] = {l->key, l->label_key};
     const char *args[2] = {owner, lease};
+    const dlock__script *sc = l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew;
     dlock__reply *r = NULL;
-    int rc = dlock__client_eval(l->c, l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew, 2, keys, 2, args, &r);
+    int acked = o->wait_replicas;
+    int rc = o->wait_replicas > 0
+                 ? dlock__client_eval_wait(l->c, sc, 2, keys, 2, args, o->wait_replicas, o->wait_replicas_timeout_ms,
+                                           &r, &acked)
+                 : dlock__client_eval(l->c, sc, 2, keys, 2, args, &r);
     if (rc == 0) rc = lock_finish(&l->hold, r);
+    if (rc == 0 && acked < o->wait_replicas) rc = DLOCK_ENOTREPL;
     dlock__reply_free(r);
     return rc;
 }
@@ -323,6 +336,7 @@ static int renew_script(rlock *l, const char *owner, int64_t lease_ms)
 static int lock_prepare(dlock__hold *h, int64_t lease_ms, dlock__renew_cmd *cmd)
 {
     rlock *l = LOCK_OF(h);
+    if (dlock__client_options(l->c)->wait_replicas > 0) return -1; /* renew(): each renewal waits for its WAIT */
     snprintf(cmd->num, sizeof(cmd->num), "%lld", (long long)lease_ms);
     cmd->script = l->kind == DLOCK_LOCK_SIMPLE ? &dlock__script_lock_renew : &dlock__script_rlock_renew;
     cmd->nkeys = 2;

@@ -2,7 +2,9 @@
  * acknowledgements, so it survives the loss of its master; or the acquire
  * says it has not (DLOCK_ENOTREPL) and nothing is held. Real processes: a
  * master, a replica and 3 sentinels per test; the master dies by kill -9
- * right after the acquire returns, and the sentinels promote the replica. */
+ * right after the acquire returns, and the sentinels promote the replica.
+ * The watchdog's renewals wait the same way: a renewal no replica has
+ * does not move the holder's validity deadline. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,11 +131,44 @@ static void test_unacknowledged_lock_is_refused_and_released(void **state)
     dlock_client_destroy(c);
 }
 
+/* With wait_replicas = 1 a renewal only the master has is not a good one:
+ * with the replica frozen the master keeps taking the renewals, yet the
+ * holder stops believing one lease after the last replicated renewal (a
+ * promoted replica's copy of the key would expire then). */
+static void test_unreplicated_renewals_do_not_extend_the_hold(void **state)
+{
+    (void)state;
+    dlock_client_options o;
+    dlock_client_options_init(&o);
+    o.wait_replicas = 1;
+    o.wait_replicas_timeout_ms = 100;
+    o.watchdog_timeout_ms = 1000;
+    o.command_timeout_ms = 2000;
+    dlock_client *c = ls_client_opts(&master, &o);
+    assert_non_null(c);
+    dlock_lock *l = ls_lock(c, "renewals", DLOCK_LOCK_SIMPLE);
+    assert_int_equal(dlock_lock_try_lock(l, 0, 0, NULL), 0); /* watchdog mode */
+    dlock__sleep_ms(700);                                   /* a replicated renewal went through */
+    assert_true(dlock_lock_is_held(l));
+    test_server_pause(&replica, true);
+    int64_t t0 = dlock__now_ms();
+    while (dlock_lock_is_held(l) && dlock__now_ms() - t0 < 5000) dlock__sleep_ms(10);
+    int64_t took = dlock__now_ms() - t0;
+    print_message("replica frozen: the holder stopped believing after %lld ms (lease 1000 ms)\n", (long long)took);
+    assert_false(dlock_lock_is_held(l));
+    assert_true(took <= 1000 + 200); /* by the lease after the last replicated renewal */
+    assert_true(ls_exists(&master, ls_key("renewals"))); /* the master took the renewals */
+    test_server_pause(&replica, false);
+    dlock_lock_free(l);
+    dlock_client_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_acknowledged_lock_survives_the_masters_death, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unacknowledged_lock_is_refused_and_released, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreplicated_renewals_do_not_extend_the_hold, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
