@@ -58,6 +58,7 @@ typedef struct cli_options {
     int64_t lease_ms;       /* --lease; 0: watchdog mode */
     int64_t watchdog_ms;    /* --watchdog-lease; 0: library default */
     int64_t kill_grace_ms;  /* --kill-grace; fitted under the lease (cli_parse) */
+    int wait_replicas;      /* --wait-replicas; 0: off (Redis only) */
     cli_on_lost on_lost;
     const char *url;        /* --url, else $DLOCK_URL, else the default */
     const char *prefix;     /* --prefix */

@@ -210,10 +210,16 @@ int cli_client_open(const cli_options *o, dlock_client **client_out)
     static bool flush_at_exit;
     if (o->verbose && !flush_at_exit) flush_at_exit = atexit(flush_log) == 0;
     log_echo = o->verbose;
+    if (o->wait_replicas > 0 && o->url && strncmp(o->url, "etcd", 4) == 0) {
+        cli_err("--wait-replicas is for Redis: etcd acknowledges every write on a majority of its members "
+                "already; leave it out");
+        return CLI_EXIT_USAGE;
+    }
     dlock_client_options co;
     dlock_client_options_init(&co);
     co.url = o->url;
     co.key_prefix = o->prefix;
+    co.wait_replicas = o->wait_replicas;
     if (o->watchdog_ms > 0) co.watchdog_timeout_ms = o->watchdog_ms;
     /* A renewal must not hang longer than a third of the lease. */
     if (co.command_timeout_ms > co.watchdog_timeout_ms / 3)

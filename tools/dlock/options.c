@@ -81,6 +81,9 @@ void cli_print_usage(void)
           "                            the lock's validity ends (default 10s, or the most\n"
           "                            that fits: a third of the lease less a margin;\n"
           "                            half of a fixed --lease)\n"
+          "      --wait-replicas N     Redis: a hold (and each renewal) counts only once N\n"
+          "                            replicas have it, so a failover keeps it (with\n"
+          "                            --standby on Sentinel or Cluster: at least 1)\n"
           "      --label L             name this holder for status/leader (default\n"
           "                            host:pid:command)\n"
           "      --standby             warm standby: run COMMAND now, tell it when it leads\n"
@@ -194,6 +197,7 @@ static const opt_spec specs[] = {
     DUR("lease", lease_ms, 1),
     DUR("watchdog-lease", watchdog_ms, 300),
     DUR("kill-grace", kill_grace_ms, 0),
+    {.name = "wait-replicas", .type = OPT_INT, .off = OFF(wait_replicas), .lo = 0, .hi = 64},
     {.name = "url", .short_name = 'u', .type = OPT_STR, .off = OFF(url)},
     {.name = "prefix", .type = OPT_STR, .off = OFF(prefix)},
     TRIGGER("reentrant", 0, on_kind),

@@ -107,6 +107,31 @@ expect_range "$(($(now_ms) - t0))" 0 1900 "no answer reported before the pause e
 expect_match "$(cat "$T_DIR/err")" "127.0.0.1:$REDIS_PORT" "message names the server"
 rcli client unpause > /dev/null # (itself waits for the pause to end)
 
+# --wait-replicas: out of range, on etcd, and on a server with no replica
+# (nothing held afterwards: the acquisition is given back).
+expect_fail 64 "--wait-replicas 65" --wait-replicas 65 x -- $T
+expect_fail 64 "--wait-replicas on etcd" -u etcd://127.0.0.1:1 --wait-replicas 1 x -- $T
+expect_msg "dlock: --wait-replicas is for Redis: etcd acknowledges every write on a majority of its members \
+already; leave it out" "--wait-replicas on etcd"
+expect_fail 69 "--wait-replicas 1 without a replica" --wait-replicas 1 \
+    --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" wr -- $T
+expect_match "$(cat "$T_DIR/err")" "replicas" "the message says replicas were missing"
+expect_eq "$("$DLOCK_BIN" -u "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" status wr | head -1)" \
+    "lock 'wr': free" "nothing held after a refused --wait-replicas"
+# ... and with a replica attached, the same command runs (held and renewed
+# with the replica's acknowledgement)
+master_port=$REDIS_PORT master_pid=$REDIS_PID
+rcli config set repl-diskless-sync-delay 0 > /dev/null # the replica syncs at once, not in 5 s
+start_redis --requirepass "$REDIS_PASS" --masterauth "$REDIS_PASS" --replicaof 127.0.0.1 "$master_port"
+for i in $(seq 1 250); do
+    rcli info replication | grep -q "master_link_status:up" && break
+    sleep 0.02
+done
+REDIS_PORT=$master_port REDIS_PID=$master_pid
+run_rc "$DLOCK_BIN" --wait-replicas 1 --watchdog-lease 900ms --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" \
+    wr -- sleep 1
+expect_eq "$RC" 0 "--wait-replicas 1 with a replica: COMMAND ran through renewals"
+
 # Options before and after a subcommand; a lock named status behind "--".
 U="redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT"
 expect_eq "$("$DLOCK_BIN" -u "$U" status x | head -1)" "lock 'x': free" "options before status"
