@@ -37,6 +37,20 @@ void cli_verbose(const cli_options *o, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The tail of the usage text: durations and exit codes. */
+static void print_usage_tail(void)
+{
+    fputs("\n"
+          "DUR is a duration: 250ms, 1.5s, 30s, 2m, 1h. A bare number still means\n"
+          "seconds but is deprecated (a warning; refused from 2.0): give a unit.\n"
+          "\n"
+          "Exit codes: COMMAND's status; 1 (or -E) lock busy; 64 usage; 69 Redis\n"
+          "unreachable; 70 internal/server error; 71 OS error; 75 lock lost while\n"
+          "COMMAND ran; 77 authentication failed; 78 bad URL; 126/127 COMMAND not\n"
+          "executable / not found; 128+N interrupted by signal N. See dlock(1).\n",
+          stdout);
+}
+
 void cli_print_usage(void)
 {
     fputs("Usage:\n"
@@ -92,16 +106,9 @@ void cli_print_usage(void)
           "      --force               release: confirm removing the lock whoever holds it\n"
           "  -v, --verbose             say what dlock is doing on stderr\n"
           "  -h, --help                show this help\n"
-          "  -V, --version             show the version\n"
-          "\n"
-          "DUR is a duration: 250ms, 1.5s, 30s, 2m, 1h. A bare number still means\n"
-          "seconds but is deprecated (a warning; refused from 2.0): give a unit.\n"
-          "\n"
-          "Exit codes: COMMAND's status; 1 (or -E) lock busy; 64 usage; 69 Redis\n"
-          "unreachable; 70 internal/server error; 71 OS error; 75 lock lost while\n"
-          "COMMAND ran; 77 authentication failed; 78 bad URL; 126/127 COMMAND not\n"
-          "executable / not found; 128+N interrupted by signal N. See dlock(1).\n",
+          "  -V, --version             show the version\n",
           stdout);
+    print_usage_tail();
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
