@@ -232,8 +232,12 @@ int test_redis_replicate(test_server *replica, const test_server *master)
     int64_t deadline = dlock__now_ms() + 10000;
     while (dlock__now_ms() < deadline) {
         const char *q[2] = {"INFO", "replication"};
-        if (test_redis_cmd(replica, info, sizeof(info), 2, q) == 0 &&
-            strstr(info, "master_link_status:up"))
+        /* linked, and counted by the master's WAIT (after a diskless
+         * sync the master waits for the replica's first REPLCONF ACK) */
+        const char *w[3] = {"WAIT", "1", "100"};
+        char acked[32] = "";
+        if (test_redis_cmd(replica, info, sizeof(info), 2, q) == 0 && strstr(info, "master_link_status:up") &&
+            test_redis_cmd(master, acked, sizeof(acked), 3, w) == 0 && strtol(acked, NULL, 10) >= 1)
             return 0;
         dlock__sleep_ms(50);
     }

@@ -32,7 +32,8 @@ int test_exit_code(int pid);
 int test_redis_start(test_server *s, const char *const *extra_conf);
 /* Same, reusing s->port and s->dir (a restart after test_server_kill). */
 int test_redis_restart(test_server *s, const char *const *extra_conf);
-/* Makes replica follow master (REPLICAOF) and waits for the link (<= 10 s). */
+/* Makes replica follow master (REPLICAOF) and waits (<= 10 s) for the
+ * link and for the master's WAIT to count it. */
 int test_redis_replicate(test_server *replica, const test_server *master);
 /* Starts a sentinel monitoring master as `name` with quorum, short
  * down-after (1000 ms) and failover timeouts. */

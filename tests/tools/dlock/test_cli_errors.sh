@@ -123,11 +123,13 @@ expect_eq "$("$DLOCK_BIN" -u "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" status
 master_port=$REDIS_PORT master_pid=$REDIS_PID
 rcli config set repl-diskless-sync-delay 0 > /dev/null # the replica syncs at once, not in 5 s
 start_redis --requirepass "$REDIS_PASS" --masterauth "$REDIS_PASS" --replicaof 127.0.0.1 "$master_port"
-for i in $(seq 1 250); do
-    rcli info replication | grep -q "master_link_status:up" && break
-    sleep 0.02
-done
 REDIS_PORT=$master_port REDIS_PID=$master_pid
+# ready when the master's WAIT counts the replica (after the sync, Valkey
+# also waits for the replica's first REPLCONF ACK)
+for i in $(seq 1 100); do
+    [ "$(rcli wait 1 100)" = 1 ] && break
+    sleep 0.05
+done
 run_rc "$DLOCK_BIN" --wait-replicas 1 --watchdog-lease 900ms --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" \
     wr -- sleep 1
 expect_eq "$RC" 0 "--wait-replicas 1 with a replica: COMMAND ran through renewals"
