@@ -65,13 +65,17 @@ typedef struct dlock__asub dlock__asub;
 typedef struct dlock__achan dlock__achan;
 
 /* A place in a channel's FIFO. turn runs on the head (the longest
- * waiting) when it should try again: its channel's subscription was
- * confirmed (first, or again after a reconnect), a message came, or it
- * just became head. turn may leave or join anything. */
+ * waiting): with try_now when it should try again (its channel's
+ * subscription was confirmed, first or again after a reconnect; a message
+ * came; it became head after the previous head left without holding), and
+ * without when it became head because the previous head now holds the
+ * name alone (dlock__asub_leave_holding): no release was seen, so it only
+ * arms its recheck. With try_now, turn may leave or join anything;
+ * without, it must not. */
 typedef struct dlock__await {
     dlock__achan *ch; /* NULL: not in a queue */
     struct dlock__await *prev, *next;
-    void (*turn)(struct dlock__await *w);
+    void (*turn)(struct dlock__await *w, bool try_now);
 } dlock__await;
 
 /* url: redis:// or unix:// (copied). o: the client's options (kept: must
@@ -87,10 +91,24 @@ int dlock__asub_join(dlock__asub *s, const char *channel, dlock__await *w);
 /* Takes w out of its queue (no-op if in none); the next becomes head and
  * gets its turn on the loop's next pass. */
 void dlock__asub_leave(dlock__await *w);
+/* The same for a head that just acquired the name exclusively (a lock, a
+ * write lock): the next head's try would only find it busy, so it gets a
+ * turn without try_now, now, and waits for the holder's release. */
+void dlock__asub_leave_holding(dlock__await *w);
 bool dlock__asub_is_head(const dlock__await *w);
-/* A release by this client was published on channel: the head gets its
- * turn now, and the message, when it comes, is not handed out again. */
-void dlock__asub_notify_local(dlock__asub *s, const char *channel);
+/* A release by this client that will publish on channel is about to be
+ * sent on the command connection. When the channel is subscribed and has a
+ * head, the head gets its turn on the loop's next pass, so its try goes
+ * out behind the release on the same connection and Redis runs it after
+ * the release (one round trip per handoff, not two), and the message, when
+ * it comes, is not handed out again. True when that was done (counted). */
+bool dlock__asub_release_sent(dlock__asub *s, const char *channel);
+/* The release's answer: published says whether the script published (an
+ * unknown outcome counts as not). counted: release_sent's answer. A
+ * counted release that did not publish is uncounted (its message will not
+ * come); one that was not counted but published gives the head its turn
+ * now, as the message will. */
+void dlock__asub_release_done(dlock__asub *s, const char *channel, bool counted, bool published);
 /* For a redis-sentinel:// URL: the master to connect to (copied); a
  * different one drops the current connection (it reconnects there and
  * subscribes again). Until the first, nothing connects. */
@@ -164,6 +182,7 @@ struct dlock__aop {
     int64_t next_try_ms;   /* when the head's timer tries again */
     bool active;           /* an acquire is pending */
     bool waits;            /* wait_ms != 0 */
+    bool exclusive;        /* an acquisition excludes every other holder (set by the object) */
     bool in_flight;        /* a try is out */
     bool again;            /* woken while a try was out: try once more */
 };

@@ -44,6 +44,7 @@ struct dlock_async_lock {
     int pending;
     int refs;
     bool freed, orphaned, lost, unknown;
+    bool rel_counted; /* the pending unlock was counted (dlock__asub_release_sent) */
     dlock_async_lost_fn on_lost;
     void *on_lost_ud;
 };
@@ -210,10 +211,7 @@ static int released(dlock_async_lock *l, long long v)
     l->count = 0;
     l->unknown = false;
     dlock__ahold_end(&l->hold);
-    if (ok) {
-        dlock__asub_notify_local(dlock__ac_sub(l->c), l->channel);
-        return 0;
-    }
+    if (ok) return 0;
     if (believed) return DLOCK_ELOST;
     return v == -1 ? DLOCK_ENOTHELD : DLOCK_ENOTOWNER;
 }
@@ -226,6 +224,9 @@ static void unlock_reply(void *priv, const dlock__reply *reply, int rc, uint64_t
         unref(l);
         return;
     }
+    long long v = rc == 0 && dlock__reply_kind(reply) == DLOCK__R_INTEGER ? dlock__reply_int(reply) : -1;
+    bool published = l->kind == DLOCK_LOCK_SIMPLE ? v == 1 : v == 0;
+    dlock__asub_release_done(dlock__ac_sub(l->c), l->channel, l->rel_counted, published);
     if (rc == 0 && dlock__reply_kind(reply) == DLOCK__R_INTEGER) {
         rc = released(l, dlock__reply_int(reply));
     } else if (rc == 0) {
@@ -359,6 +360,7 @@ DLOCK_API int dlock_async_lock_new(dlock_async_client *c, const char *name, cons
     }
     int64_t recheck = l->kind == DLOCK_LOCK_SIMPLE ? RECHECK_MAX_SIMPLE_MS : RECHECK_MAX_REENTRANT_MS;
     dlock__aop_init(&l->op, c, &aop_ops, l->channel, recheck);
+    l->op.exclusive = true;
     dlock__ahold_init(&l->hold, c, &ahold_ops);
     if (l->kind == DLOCK_LOCK_REENTRANT && !l->explicit_owner)
         snprintf(l->owner, sizeof(l->owner), "%s:a%llu", dlock_async_client_id(c),
@@ -421,6 +423,9 @@ DLOCK_API int dlock_async_lock_unlock(dlock_async_lock *l, dlock_async_lock_fn c
     int rc = 0;
     send_release(l, unlock_reply, 0, &rc);
     if (rc) return rc;
+    /* the last hold's release publishes: the next head's try may go behind it */
+    l->rel_counted = (l->kind == DLOCK_LOCK_SIMPLE || l->count <= 1) &&
+                     dlock__asub_release_sent(dlock__ac_sub(l->c), l->channel);
     l->pending = UNLOCKING;
     l->cb = cb;
     l->ud = ud;

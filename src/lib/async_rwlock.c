@@ -47,6 +47,7 @@ struct dlock_async_rwlock {
     void *ud;
     int pending, refs;
     bool freed, orphaned, lost;
+    bool rel_counted; /* the pending release was counted (dlock__asub_release_sent) */
     dlock_async_rwlock_lost_fn on_lost;
     void *on_lost_ud;
 };
@@ -189,13 +190,14 @@ static void rel_reply(void *priv, const dlock__reply *reply, int rc, uint64_t ta
         unref(rw);
         return;
     }
+    bool published = rc == 0 && dlock__reply_kind(reply) == DLOCK__R_INTEGER && dlock__reply_int(reply) == 0;
+    dlock__asub_release_done(dlock__ac_sub(rw->c), rw->keys[K_CHAN], rw->rel_counted, published);
     int64_t *cnt = rw->write ? &rw->wcount : &rw->rcount;
     if (rc == 0 && dlock__reply_kind(reply) == DLOCK__R_INTEGER) {
         long long left = dlock__reply_int(reply);
         if (left < 0) *cnt = 0;
         else if (*cnt > 0) (*cnt)--;
         if (rw->rcount == 0 && rw->wcount == 0) dlock__ahold_end(&rw->hold);
-        if (left >= 0) dlock__asub_notify_local(dlock__ac_sub(rw->c), rw->keys[K_CHAN]);
         rc = left < 0 ? DLOCK_ELOST : 0;
     } else if (rc == 0) {
         rc = DLOCK_ESERVER;
@@ -344,6 +346,7 @@ static int start(dlock_async_rwlock *rw, bool write, int64_t wait_ms, dlock_asyn
     snprintf(rw->lease_arg, sizeof(rw->lease_arg), "%lld", (long long)lease);
     snprintf(rw->intent_arg, sizeof(rw->intent_arg), "%lld", (long long)(wait_ms == 0 ? 0 : rw->intent_ms));
     rw->write = write;
+    rw->op.exclusive = write;
     rw->waited = wait_ms != 0;
     rw->pending = ACQUIRING;
     rw->cb = cb;
@@ -380,6 +383,9 @@ static int unlock(dlock_async_rwlock *rw, bool write, dlock_async_rwlock_fn cb, 
     if ((write ? rw->wcount : rw->rcount) == 0) return DLOCK_ENOTHELD;
     int rc = send_release(rw, write, rel_reply);
     if (rc) return rc;
+    /* the last hold of the side publishes: the next head's try may go behind it */
+    rw->rel_counted = (write ? rw->wcount : rw->rcount) == 1 &&
+                      dlock__asub_release_sent(dlock__ac_sub(rw->c), rw->keys[K_CHAN]);
     rw->write = write;
     rw->pending = RELEASING;
     rw->cb = cb;

@@ -45,6 +45,7 @@ struct dlock_async_semaphore {
     void *ud;
     int pending, refs;
     bool freed, orphaned, lost;
+    bool rel_counted; /* the pending release was counted (dlock__asub_release_sent) */
     dlock_async_semaphore_lost_fn on_lost;
     void *on_lost_ud;
 };
@@ -182,12 +183,13 @@ static void rel_reply(void *priv, const dlock__reply *reply, int rc, uint64_t ta
         unref(s);
         return;
     }
+    bool published = rc == 0 && dlock__reply_kind(reply) == DLOCK__R_INTEGER && dlock__reply_int(reply) == 1;
+    dlock__asub_release_done(dlock__ac_sub(s->c), s->keys[K_CHAN], s->rel_counted, published);
     if (rc == 0 && dlock__reply_kind(reply) == DLOCK__R_INTEGER) {
         long long code = dlock__reply_int(reply);
         if (code == 1) s->held -= s->k;
         else if (code == 0) s->held = 0;
         if (s->held <= 0) dlock__ahold_end(&s->hold);
-        if (code == 1) dlock__asub_notify_local(dlock__ac_sub(s->c), s->keys[K_CHAN]);
         rc = code == 1 ? 0 : code == 0 ? DLOCK_ELOST : DLOCK_ENOTHELD;
     } else if (rc == 0) {
         rc = DLOCK_ESERVER;
@@ -358,6 +360,7 @@ DLOCK_API int dlock_async_semaphore_release(dlock_async_semaphore *s, int64_t k,
     if (k > s->held) return DLOCK_ENOTHELD;
     int rc = send_release(s, k, rel_reply);
     if (rc) return rc;
+    s->rel_counted = dlock__asub_release_sent(dlock__ac_sub(s->c), s->keys[K_CHAN]);
     s->k = k;
     s->pending = RELEASING;
     s->cb = cb;

@@ -31,7 +31,7 @@ struct dlock__achan {
     dlock__achan *knext; /* the kick list */
     dlock__await *head, *tail;
     int state;
-    int skip;            /* local notifies whose message has not come yet */
+    int skip;            /* releases counted by release_sent whose message has not come yet */
     bool kicked;
 };
 
@@ -174,7 +174,7 @@ static void after_sub(dlock__achan *ch, bool subscribed)
 {
     if (subscribed) {
         ch->state = CH_SUBSCRIBED;
-        if (ch->head) ch->head->turn(ch->head); /* a message may have been missed before */
+        if (ch->head) ch->head->turn(ch->head, true); /* a message may have been missed before */
         else send_sub(ch, "UNSUBSCRIBE");
         return;
     }
@@ -197,7 +197,7 @@ static void on_message(dlock__lconn *lc, dlock__reply *reply, int err, void *pri
     if (strcmp(kind, "subscribe") == 0 && ch->state == CH_SUBSCRIBING) after_sub(ch, true);
     else if (strcmp(kind, "unsubscribe") == 0 && ch->state == CH_UNSUBSCRIBING) after_sub(ch, false);
     else if (strcmp(kind, "message") == 0 && ch->skip > 0) ch->skip--;
-    else if (strcmp(kind, "message") == 0 && ch->head) ch->head->turn(ch->head);
+    else if (strcmp(kind, "message") == 0 && ch->head) ch->head->turn(ch->head, true);
 }
 
 static void on_retry(void *arg)
@@ -212,7 +212,7 @@ static void on_kick(void *arg)
         dlock__achan *ch = s->kicks;
         s->kicks = ch->knext;
         ch->kicked = false;
-        if (ch->head && ch->state == CH_SUBSCRIBED) ch->head->turn(ch->head);
+        if (ch->head && ch->state == CH_SUBSCRIBED) ch->head->turn(ch->head, true);
     }
 }
 
@@ -288,7 +288,7 @@ int dlock__asub_join(dlock__asub *s, const char *channel, dlock__await *w)
     return 0;
 }
 
-void dlock__asub_leave(dlock__await *w)
+static void unlink_waiter(dlock__await *w, bool holding)
 {
     dlock__achan *ch = w->ch;
     if (!ch) return;
@@ -301,11 +301,22 @@ void dlock__asub_leave(dlock__await *w)
     w->prev = w->next = NULL;
     ch->s->nwait--;
     if (ch->head) {
-        if (was_head) kick(ch);
+        if (was_head && holding) ch->head->turn(ch->head, false);
+        else if (was_head) kick(ch);
         return;
     }
     if (ch->state == CH_SUBSCRIBED) send_sub(ch, "UNSUBSCRIBE");
     if (ch->state == CH_NEW || ch->state == CH_SUBSCRIBED) chan_free(ch); /* never sent, or the send failed */
+}
+
+void dlock__asub_leave(dlock__await *w)
+{
+    unlink_waiter(w, false);
+}
+
+void dlock__asub_leave_holding(dlock__await *w)
+{
+    unlink_waiter(w, true);
 }
 
 bool dlock__asub_is_head(const dlock__await *w)
@@ -313,12 +324,21 @@ bool dlock__asub_is_head(const dlock__await *w)
     return w->ch && w->ch->head == w;
 }
 
-void dlock__asub_notify_local(dlock__asub *s, const char *channel)
+bool dlock__asub_release_sent(dlock__asub *s, const char *channel)
 {
     dlock__achan *ch = find(s, channel, strlen(channel));
-    if (!ch || !ch->head || ch->state != CH_SUBSCRIBED) return;
+    if (!ch || !ch->head || ch->state != CH_SUBSCRIBED) return false;
     ch->skip++;
     kick(ch);
+    return true;
+}
+
+void dlock__asub_release_done(dlock__asub *s, const char *channel, bool counted, bool published)
+{
+    dlock__achan *ch = find(s, channel, strlen(channel));
+    if (!ch) return;
+    if (counted && !published && ch->skip > 0) ch->skip--;
+    else if (!counted && published && ch->state == CH_SUBSCRIBED) kick(ch);
 }
 
 void dlock__asub_set_master(dlock__asub *s, const char *host, int port)

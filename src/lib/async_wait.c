@@ -36,7 +36,8 @@ static void op_finish(dlock__aop *op, int rc)
 {
     op->active = false;
     op->in_flight = op->again = false;
-    dlock__asub_leave(&op->w);
+    if (rc == 0 && op->exclusive) dlock__asub_leave_holding(&op->w);
+    else dlock__asub_leave(&op->w);
     dlock__atimer_stop(dlock__ac_loop(op->c), op->timer);
     op->ops->done(op, rc);
 }
@@ -62,12 +63,20 @@ static void op_try(dlock__aop *op)
     op_arm(op);
 }
 
-static void op_turn(dlock__await *w)
+/* try_now false: the head before this one holds the name now; trying
+ * would only find it busy, so the recheck starts from here. */
+static void op_turn(dlock__await *w, bool try_now)
 {
     dlock__aop *op = OP_OF(w);
     if (!op->active) return;
-    if (op->in_flight) op->again = true;
-    else op_try(op);
+    if (!try_now) {
+        if (!op->in_flight) op->next_try_ms = dlock__now_ms() + op->recheck_ms;
+        op_arm(op);
+    } else if (op->in_flight) {
+        op->again = true;
+    } else {
+        op_try(op);
+    }
 }
 
 static void op_timer(void *arg)

@@ -5,7 +5,8 @@
  * waking each other; cancel; freeing a handle or the client with
  * operations in flight (each callback once, ECLOSED); the loss callback at
  * the validity deadline while the server is cut off by the freezing proxy;
- * FIFO among one client's waiters; the rate limiter sharing buckets with
+ * FIFO among one client's waiters, each handoff one release and one try
+ * (counted by the server); the rate limiter sharing buckets with
  * the blocking one. Leases are short (about 1 s). */
 #include <pthread.h>
 #include <setjmp.h>
@@ -501,6 +502,7 @@ static void test_the_loss_is_declared_at_the_deadline_when_the_server_is_cut_off
 
 typedef struct fifo_w {
     dlock_async_lock *l;
+    void *timer;
     int idx;
     int calls;
     int rc;
@@ -508,6 +510,21 @@ typedef struct fifo_w {
 } fifo_w;
 
 static int fifo_done, fifo_order;
+
+/* Scripts the server ran so far (EVALSHA and EVAL calls, INFO commandstats). */
+static long long scripts_run(void)
+{
+    char info[16384];
+    const char *argv[2] = {"INFO", "commandstats"};
+    assert_int_equal(test_redis_cmd(&srv, info, sizeof(info), 2, argv), 0);
+    long long n = 0;
+    const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(info, names[i]);
+        if (p) n += strtoll(p + strlen(names[i]), NULL, 10);
+    }
+    return n;
+}
 
 static void fifo_unlocked(dlock_async_lock *l, int rc, void *ud)
 {
@@ -517,13 +534,22 @@ static void fifo_unlocked(dlock_async_lock *l, int rc, void *ud)
     fifo_done++;
 }
 
+static void fifo_unlock(void *arg)
+{
+    fifo_w *w = arg;
+    assert_int_equal(dlock_async_lock_unlock(w->l, fifo_unlocked, NULL), 0);
+}
+
+/* Holds for 3 ms (long enough for the next head to have been answered
+ * busy if it tried at once), then unlocks. */
 static void fifo_acquired(dlock_async_lock *l, int rc, void *ud)
 {
+    (void)l;
     fifo_w *w = ud;
     w->calls++;
     w->rc = rc;
     w->order = ++fifo_order;
-    if (rc == 0) assert_int_equal(dlock_async_lock_unlock(l, fifo_unlocked, NULL), 0);
+    if (rc == 0) ah_loop.timer_start(w->timer, 3);
 }
 
 static void test_waiters_of_one_client_acquire_in_fifo_order(void **state)
@@ -537,19 +563,28 @@ static void test_waiters_of_one_client_acquire_in_fifo_order(void **state)
     memset(w, 0, sizeof(w));
     for (int i = 0; i < N; i++) {
         w[i].l = lock_on(c, "fifo", DLOCK_LOCK_SIMPLE, NULL);
+        w[i].timer = ah_loop.timer_new(ah_loop.ud, fifo_unlock, &w[i]);
         assert_int_equal(dlock_async_lock_acquire(w[i].l, 10000, 0, fifo_acquired, &w[i]), 0);
         ah_run_for(5); /* queued one after the other */
     }
     ah_run_for(100);
     fifo_order = fifo_done = 0;
+    long long scripts0 = scripts_run();
     assert_int_equal(unlock_now(h), 0);
     int64_t t0 = dlock__now_ms();
     while (fifo_done < N && dlock__now_ms() - t0 < 8000) ah_run_for(10);
     assert_int_equal(fifo_done, N);
+    /* each handoff is the release and the next head's one try behind it:
+     * no try by a new head while the one before it holds, none twice for
+     * one release (a few spare for a message that comes before a reply) */
+    long long scripts = scripts_run() - scripts0;
+    assert_true(scripts >= 2 * N + 1);
+    assert_true(scripts <= 2 * N + 1 + N / 4);
     for (int i = 0; i < N; i++) {
         assert_int_equal(w[i].calls, 1);
         assert_int_equal(w[i].rc, 0);
         assert_int_equal(w[i].order, i + 1);
+        ah_loop.timer_free(w[i].timer);
         dlock_async_lock_free(w[i].l);
     }
     dlock_async_lock_free(h);

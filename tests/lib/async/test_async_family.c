@@ -2,7 +2,8 @@
  * (dlock/async.h) on a real redis-server, built on libevent and on libuv
  * (test_async_family_libevent, _libuv): blocking and asynchronous holders
  * of one name exclude each other and a blocking release wakes an
- * asynchronous waiter; upgrade refused; cancel (a writer's intent
+ * asynchronous waiter (also after a read release that left a hold and
+ * published nothing); upgrade refused; cancel (a writer's intent
  * withdrawn); freeing the client or a handle with operations in flight
  * (each callback once); the loss callbacks at the validity deadline while
  * the server is cut off by the freezing proxy; the loop thread cycling the
@@ -238,6 +239,43 @@ static void test_rwlock_cancel_withdraws_the_writers_intent(void **state)
     dlock_async_rwlock_free(writer);
     dlock_async_client_free(c);
     dlock_rwlock_free(breader);
+    dlock_rwlock_free(brw);
+    dlock_client_destroy(bc);
+}
+
+/* A read release that leaves a hold publishes nothing: it must not make
+ * the next message, from another holder's release, count as one already
+ * handed out (the waiting writer would sleep until its recheck). */
+static void test_a_partial_read_release_does_not_swallow_a_wakeup(void **state)
+{
+    (void)state;
+    dlock_client *bc = blocking_client();
+    dlock_rwlock *brw = NULL;
+    assert_int_equal(dlock_rwlock_new(bc, "rws", NULL, &brw), 0);
+    assert_int_equal(dlock_rwlock_read_lock(brw, 0), 0);
+    dlock_async_client *c = client_on(srv.url, 1000);
+    dlock_async_rwlock *reader = rw_on(c, "rws"), *writer = NULL;
+    dlock_rwlock_options ro;
+    dlock_rwlock_options_init(&ro);
+    ro.writer_intent_ms = 60000; /* rechecks grow to 20 s: a late wakeup shows */
+    assert_int_equal(dlock_async_rwlock_new(c, "rws", &ro, &writer), 0);
+    assert_int_equal(rw_now(reader, false, true, 0), 0);
+    assert_int_equal(rw_now(reader, false, true, 0), 0); /* read twice */
+    rec w = {0};
+    assert_int_equal(dlock_async_rwlock_write_lock(writer, 20000, on_rw, &w), 0);
+    ah_run_for(3000); /* the writer's recheck interval has grown past 1.6 s */
+    assert_int_equal(rw_now(reader, false, false, 0), 0); /* one hold left: no publish */
+    assert_int_equal(rw_now(reader, false, false, 0), 0); /* the last: publishes */
+    ah_run_for(100);
+    assert_int_equal(w.calls, 0); /* the blocking reader still holds */
+    int64_t t0 = dlock__now_ms();
+    assert_int_equal(dlock_rwlock_read_unlock(brw), 0);
+    assert_int_equal(wait_rec(&w, 5000), 0);
+    assert_true(w.at_ms - t0 < 200 + SLACK_MS); /* woken by that release's message */
+    assert_int_equal(rw_now(writer, true, false, 0), 0);
+    dlock_async_rwlock_free(reader);
+    dlock_async_rwlock_free(writer);
+    dlock_async_client_free(c);
     dlock_rwlock_free(brw);
     dlock_client_destroy(bc);
 }
@@ -556,6 +594,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rwlock_blocking_and_async_sides_exclude_and_wake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rwlock_cancel_withdraws_the_writers_intent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_partial_read_release_does_not_swallow_a_wakeup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_semaphore_permits_are_shared_with_blocking_holders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_freeing_ends_every_pending_operation_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_losses_are_declared_at_the_deadline_when_the_server_is_cut_off,
