@@ -347,21 +347,22 @@ static long rss_kb(void)
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/* One round trip: the median (and *p99_out) of 200 uncontended single
+/* One round trip: the median (and *p99_out) of 1000 uncontended single
  * acquires. */
 static int64_t round_trip_us(int64_t *p99_out)
 {
+    enum { N = 1000 };
     dlock_async_lock *l = new_lock("bench:rtt");
-    int64_t v[200];
-    for (int i = 0; i < 200; i++) {
+    int64_t v[N];
+    for (int i = 0; i < N; i++) {
         int64_t t0 = now_us();
         acquire_wait(l, 0, 10000);
         v[i] = now_us() - t0;
         unlock_wait(l);
     }
     dlock_async_lock_free(l);
-    *p99_out = pct(v, 200, 0.99);
-    return pct(v, 200, 0.5);
+    *p99_out = pct(v, N, 0.99);
+    return pct(v, N, 0.5);
 }
 
 static int scen_waiters(const cfg *c)

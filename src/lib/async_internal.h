@@ -64,18 +64,22 @@ bool dlock__asent_master(const dlock__asent *s, const char **host_out, int *port
 typedef struct dlock__asub dlock__asub;
 typedef struct dlock__achan dlock__achan;
 
-/* A place in a channel's FIFO. turn runs on the head (the longest
- * waiting): with try_now when it should try again (its channel's
- * subscription was confirmed, first or again after a reconnect; a message
- * came; it became head after the previous head left without holding), and
- * without when it became head because the previous head now holds the
- * name alone (dlock__asub_leave_holding): no release was seen, so it only
- * arms its recheck. With try_now, turn may leave or join anything;
- * without, it must not. */
+/* Why the head (the longest waiting) of a channel's FIFO gets a turn:
+ * TRY: it should try again (its channel's subscription was confirmed,
+ * first or again after a reconnect; a message came; it became head after
+ * the previous head left without holding); it may leave or join anything.
+ * SEND: the same, inside a call of the user's (a release this client is
+ * sending, dlock__asub_release_sent): its try goes out now, behind the
+ * release, and a send that fails is dealt with from the loop, so no
+ * callback runs and nothing leaves or joins. WAIT: it became head because
+ * the previous head now holds the name alone (dlock__asub_leave_holding):
+ * no release was seen, so it only arms its recheck. */
+typedef enum dlock__turn { DLOCK__TURN_TRY = 0, DLOCK__TURN_SEND, DLOCK__TURN_WAIT } dlock__turn;
+
 typedef struct dlock__await {
     dlock__achan *ch; /* NULL: not in a queue */
     struct dlock__await *prev, *next;
-    void (*turn)(struct dlock__await *w, bool try_now);
+    void (*turn)(struct dlock__await *w, dlock__turn why);
 } dlock__await;
 
 /* url: redis:// or unix:// (copied). o: the client's options (kept: must
@@ -93,15 +97,16 @@ int dlock__asub_join(dlock__asub *s, const char *channel, dlock__await *w);
 void dlock__asub_leave(dlock__await *w);
 /* The same for a head that just acquired the name exclusively (a lock, a
  * write lock): the next head's try would only find it busy, so it gets a
- * turn without try_now, now, and waits for the holder's release. */
+ * WAIT turn, now, and waits for the holder's release. */
 void dlock__asub_leave_holding(dlock__await *w);
 bool dlock__asub_is_head(const dlock__await *w);
-/* A release by this client that will publish on channel is about to be
- * sent on the command connection. When the channel is subscribed and has a
- * head, the head gets its turn on the loop's next pass, so its try goes
- * out behind the release on the same connection and Redis runs it after
- * the release (one round trip per handoff, not two), and the message, when
- * it comes, is not handed out again. True when that was done (counted). */
+/* A release by this client that will publish on channel was just queued
+ * on the command connection. When the channel is subscribed and has a
+ * head, the head gets a SEND turn now, so its try goes out behind the
+ * release on the same connection, in the same write, and Redis runs it
+ * after the release (one round trip per handoff, not two), and the
+ * message, when it comes, is not handed out again. True when that was
+ * done (counted). */
 bool dlock__asub_release_sent(dlock__asub *s, const char *channel);
 /* The release's answer: published says whether the script published (an
  * unknown outcome counts as not). counted: release_sent's answer. A

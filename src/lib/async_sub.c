@@ -174,7 +174,7 @@ static void after_sub(dlock__achan *ch, bool subscribed)
 {
     if (subscribed) {
         ch->state = CH_SUBSCRIBED;
-        if (ch->head) ch->head->turn(ch->head, true); /* a message may have been missed before */
+        if (ch->head) ch->head->turn(ch->head, DLOCK__TURN_TRY); /* a message may have been missed before */
         else send_sub(ch, "UNSUBSCRIBE");
         return;
     }
@@ -197,7 +197,7 @@ static void on_message(dlock__lconn *lc, dlock__reply *reply, int err, void *pri
     if (strcmp(kind, "subscribe") == 0 && ch->state == CH_SUBSCRIBING) after_sub(ch, true);
     else if (strcmp(kind, "unsubscribe") == 0 && ch->state == CH_UNSUBSCRIBING) after_sub(ch, false);
     else if (strcmp(kind, "message") == 0 && ch->skip > 0) ch->skip--;
-    else if (strcmp(kind, "message") == 0 && ch->head) ch->head->turn(ch->head, true);
+    else if (strcmp(kind, "message") == 0 && ch->head) ch->head->turn(ch->head, DLOCK__TURN_TRY);
 }
 
 static void on_retry(void *arg)
@@ -212,7 +212,7 @@ static void on_kick(void *arg)
         dlock__achan *ch = s->kicks;
         s->kicks = ch->knext;
         ch->kicked = false;
-        if (ch->head && ch->state == CH_SUBSCRIBED) ch->head->turn(ch->head, true);
+        if (ch->head && ch->state == CH_SUBSCRIBED) ch->head->turn(ch->head, DLOCK__TURN_TRY);
     }
 }
 
@@ -301,7 +301,7 @@ static void unlink_waiter(dlock__await *w, bool holding)
     w->prev = w->next = NULL;
     ch->s->nwait--;
     if (ch->head) {
-        if (was_head && holding) ch->head->turn(ch->head, false);
+        if (was_head && holding) ch->head->turn(ch->head, DLOCK__TURN_WAIT);
         else if (was_head) kick(ch);
         return;
     }
@@ -329,7 +329,7 @@ bool dlock__asub_release_sent(dlock__asub *s, const char *channel)
     dlock__achan *ch = find(s, channel, strlen(channel));
     if (!ch || !ch->head || ch->state != CH_SUBSCRIBED) return false;
     ch->skip++;
-    kick(ch);
+    ch->head->turn(ch->head, DLOCK__TURN_SEND);
     return true;
 }
 

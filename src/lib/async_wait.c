@@ -63,17 +63,29 @@ static void op_try(dlock__aop *op)
     op_arm(op);
 }
 
-/* try_now false: the head before this one holds the name now; trying
- * would only find it busy, so the recheck starts from here. */
-static void op_turn(dlock__await *w, bool try_now)
+/* SEND: a try now, and a send that fails is tried again (or ends the
+ * acquire) from the op's timer, never inside the caller's call. */
+static void op_send_quietly(dlock__aop *op)
+{
+    op->again = false;
+    if (op->ops->try_send(op, op->gen) == 0) op->in_flight = true;
+    else op->next_try_ms = dlock__now_ms();
+    op_arm(op);
+}
+
+/* WAIT: the head before this one holds the name now; trying would only
+ * find it busy, so the recheck starts from here. */
+static void op_turn(dlock__await *w, dlock__turn why)
 {
     dlock__aop *op = OP_OF(w);
     if (!op->active) return;
-    if (!try_now) {
+    if (why == DLOCK__TURN_WAIT) {
         if (!op->in_flight) op->next_try_ms = dlock__now_ms() + op->recheck_ms;
         op_arm(op);
     } else if (op->in_flight) {
         op->again = true;
+    } else if (why == DLOCK__TURN_SEND) {
+        op_send_quietly(op);
     } else {
         op_try(op);
     }
