@@ -224,6 +224,12 @@ int cli_client_open(const cli_options *o, dlock_client **client_out)
     /* A renewal must not hang longer than a third of the lease. */
     if (co.command_timeout_ms > co.watchdog_timeout_ms / 3)
         co.command_timeout_ms = co.watchdog_timeout_ms / 3;
+    /* A replica on a busy host may take more than the library's 100 ms to
+     * acknowledge; a lock for a job can wait for it up to half the command
+     * timeout (the rest is for the round trip). Validity is counted from
+     * the send either way. */
+    if (co.command_timeout_ms / 2 > co.wait_replicas_timeout_ms)
+        co.wait_replicas_timeout_ms = co.command_timeout_ms / 2;
     co.log_fn = on_log;
     co.log_level = o->verbose ? DLOCK_LOG_DEBUG : DLOCK_LOG_WARN;
     co.pool_size = 2;

@@ -130,8 +130,8 @@ for i in $(seq 1 100); do
     [ "$(rcli wait 1 100)" = 1 ] && break
     sleep 0.05
 done
-run_rc "$DLOCK_BIN" --wait-replicas 1 --watchdog-lease 900ms --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" \
-    wr -- sleep 1
+run_rc "$DLOCK_BIN" --wait-replicas 1 --watchdog-lease 3s --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" \
+    wr -- sleep 1.5
 expect_eq "$RC" 0 "--wait-replicas 1 with a replica: COMMAND ran through renewals"
 
 # Options before and after a subcommand; a lock named status behind "--".
