@@ -41,7 +41,7 @@ static int batch_wait(const char *key, int replicas)
 static void start(int replica_acks, bool failover, int replicas, int in_sync)
 {
     pf_init(&f);
-    sk__server_init(&srv, &f.wire, NULL, NULL);
+    sk__server_init(&srv, &f.wire);
     srv.replicas = replicas;
     srv.in_sync = in_sync;
     srv.listed = replicas;

@@ -1,9 +1,9 @@
 /* test_engine_server.c: what the engine learns about the server at a
- * connect (engine_server.h), on a fake port: the four probes, the run id,
- * Cluster mode, replicas and persistence read from their replies; the
- * facts are complete (done runs once) only when every reply is in, also
- * when the connection goes mid-way; a refused CONFIG GET means "not
- * durable" and is logged once. */
+ * connect (engine_server.h), on a fake port: the four probes (sent as the
+ * engine sends them), the run id, Cluster mode, replicas and persistence
+ * read from their replies; the facts are complete (sk__server_read says
+ * so once) only when every reply is in, also when the connection goes
+ * mid-way; a refused CONFIG GET means "not durable" and is logged once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,12 +21,24 @@
 
 static part_fake f;
 static sk__server s;
-static int done_calls;
+static int done_calls; /* sk__server_read said "complete" */
+static int probe_ids[SK__PROBES];
 
-static void on_done(void *ud)
+static void on_probe(const dlock__reply *r, int err, void *priv)
 {
-    assert_ptr_equal(ud, &f);
-    done_calls++;
+    if (sk__server_read(&s, *(const int *)priv, r, err)) done_calls++;
+}
+
+/* What the engine does at a connect (engine.c, probe_server). */
+static void probe(void)
+{
+    sk__server_forget(&s);
+    for (int i = 0; i < SK__PROBES; i++) {
+        const char **argv = NULL;
+        int argc = sk__server_probe_argv(i, &argv);
+        probe_ids[i] = i;
+        if (sk__wire_cmd(&f.wire, 0, -1, argc, argv, on_probe, &probe_ids[i]) == 0) s.due++;
+    }
 }
 
 static int setup(void **state)
@@ -34,7 +46,7 @@ static int setup(void **state)
     (void)state;
     pf_init(&f);
     done_calls = 0;
-    sk__server_init(&s, &f.wire, on_done, &f);
+    sk__server_init(&s, &f.wire);
     return 0;
 }
 
@@ -62,7 +74,7 @@ static void answer_probes(const char *cluster_enabled, const char *fsync)
 static void test_facts_are_learned_from_the_probe_replies(void **state)
 {
     (void)state;
-    sk__server_probe(&s);
+    probe();
     assert_int_equal(f.sent, 4);
     assert_int_equal(s.due, 4);
     const char *want[4][3] = {{"INFO", "server"}, {"INFO", "replication"}, {"INFO", "cluster"},
@@ -96,7 +108,7 @@ static void test_facts_are_learned_from_the_probe_replies(void **state)
 static void test_on_a_cluster_the_scripts_get_no_run_id(void **state)
 {
     (void)state;
-    sk__server_probe(&s);
+    probe();
     answer_probes("1", "everysec");
     assert_true(s.cluster);
     assert_string_equal(s.runid, RUNID);
@@ -108,9 +120,9 @@ static void test_on_a_cluster_the_scripts_get_no_run_id(void **state)
 static void test_a_new_connection_forgets_the_last_ones_facts(void **state)
 {
     (void)state;
-    sk__server_probe(&s);
+    probe();
     answer_probes("1", "always");
-    sk__server_probe(&s);
+    probe();
     assert_string_equal(s.runid, "");
     assert_false(s.cluster);
     assert_false(s.aof_yes);
@@ -121,7 +133,7 @@ static void test_a_new_connection_forgets_the_last_ones_facts(void **state)
 static void test_a_connection_lost_mid_probe_completes_without_facts(void **state)
 {
     (void)state;
-    sk__server_probe(&s);
+    probe();
     reply_text("# Server\r\nrun_id:" RUNID "\r\n");
     for (int i = 0; i < 3; i++) pf_fail(&f, DLOCK_EUNKNOWN);
     assert_int_equal(done_calls, 1);
@@ -133,7 +145,7 @@ static void test_a_connection_lost_mid_probe_completes_without_facts(void **stat
 static void test_no_run_id_is_logged(void **state)
 {
     (void)state;
-    sk__server_probe(&s);
+    probe();
     reply_text("# Server\r\nredis_version:7.2.4\r\n");
     assert_int_equal(pf_logged(&f, "INFO server gave no run_id"), 1);
 }
@@ -142,7 +154,7 @@ static void test_a_refused_config_is_not_durable_and_logged_once(void **state)
 {
     (void)state;
     for (int round = 0; round < 2; round++) {
-        sk__server_probe(&s);
+        probe();
         reply_text("# Server\r\nrun_id:" RUNID "\r\n");
         reply_text("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
         reply_text("# Cluster\r\ncluster_enabled:0\r\n");
@@ -157,7 +169,7 @@ static void test_muted_probes_log_nothing(void **state)
 {
     (void)state;
     f.muted = true; /* the credentials were refused: every reply is NOAUTH */
-    sk__server_probe(&s);
+    probe();
     for (int i = 0; i < 4; i++) pf_reply(&f, "-NOAUTH Authentication required.\r\n");
     assert_int_equal(done_calls, 1);
     assert_int_equal(f.nlogs, 0);
@@ -167,7 +179,7 @@ static void test_nothing_sent_while_down(void **state)
 {
     (void)state;
     f.down = true;
-    sk__server_probe(&s);
+    probe();
     assert_int_equal(s.due, 0);
     assert_int_equal(done_calls, 0);
 }

@@ -1,12 +1,13 @@
 /* test_transfer.c: the mover of a sharded campaign's units (transfer.h)
  * driven through its own interface on a real redis-server: its wire is
  * one reconnecting connection of the test (no acknowledgement plan: no
- * WAIT), transfer.lua runs there, and the events it
- * reports are recorded. Units are moved into a lane whose purchases need
- * them (arrived), a campaign with nothing elsewhere is proven empty (with
- * the lane's own units), a journal entry in flight keeps it from being
- * proven empty (the pull goes round again: expire, until nothing waits),
- * and recovery gives an entry a mover left behind. */
+ * WAIT), transfer.lua runs there, over a park (park.h) holding purchases
+ * whose answers are recorded. Units are moved into a lane whose purchases
+ * need them (they go out again), a campaign with nothing elsewhere is
+ * proven empty (with the lane's own units: what fits goes again, the rest
+ * is sold out), a journal entry in flight keeps it from being proven empty
+ * (the pull goes round again until the purchase's deadline: 503), and
+ * recovery gives an entry a mover left behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,8 @@
 
 #include "camp_table.h"
 #include "dlock/dlock.h"
+#include "outcome.h"
+#include "park.h"
 #include "redis_rconn.h"
 #include "script.h"
 #include "servers.h"
@@ -52,48 +55,27 @@ static void on_log(int level, const char *msg, void *ud)
 
 static sk__wire wire = {.log = on_log};
 
-/* ---- the events, recorded ---------------------------------------------- */
+/* ---- the park, with purchases whose answers are recorded --------------- */
 
-typedef struct rec {
-    int64_t need[2];     /* what the lanes' parked purchases need (the test's stand-in) */
-    int arrived[2], empty[2], expire[2], settled;
-    int64_t here;        /* of the last empty */
-} rec;
+typedef struct answer {
+    int calls, err;
+    int64_t remaining;
+} answer;
 
-static rec ev;
+static int again_runs; /* the coalescer's again_ev, made active by the park */
 
-static int64_t e_need(void *ud, sk__lane *l)
+static void on_again(evutil_socket_t fd, short what, void *arg)
 {
-    (void)ud;
-    return ev.need[l->j];
+    (void)fd, (void)what, (void)arg;
+    again_runs++;
 }
 
-static void e_arrived(void *ud, sk__lane *l)
+static void on_answer(const sk_purchase_result *res, void *arg)
 {
-    (void)ud;
-    ev.arrived[l->j]++;
-    ev.need[l->j] = 0; /* the purchases were sent again */
-}
-
-static void e_empty(void *ud, sk__lane *l, int64_t here)
-{
-    (void)ud;
-    ev.empty[l->j]++;
-    ev.here = here;
-    ev.need[l->j] = 0; /* answered */
-}
-
-/* The third time round, the purchases waiting give up. */
-static void e_expire(void *ud, sk__lane *l)
-{
-    (void)ud;
-    if (++ev.expire[l->j] >= 3) ev.need[l->j] = 0;
-}
-
-static void e_settled(void *ud, sk__camp *c)
-{
-    (void)ud, (void)c;
-    ev.settled++;
+    answer *a = arg;
+    a->calls++;
+    a->err = res->err;
+    a->remaining = res->remaining;
 }
 
 /* ---- fixture ------------------------------------------------------------ */
@@ -160,15 +142,39 @@ static void set_stock(const sk__lane *l, long long v)
 
 typedef struct world {
     sk__camp_table t;
+    sk__park pk;
+    struct event *again_ev;
     sk__camp *c;
     sk__xfer *x;
 } world;
+
+/* A purchase of qty parked on l (as the coalescer parks a "short" one). */
+static void park_one(world *w, sk__lane *l, int64_t qty, answer *a)
+{
+    sk__preq *q = calloc(1, sizeof(*q));
+    assert_non_null(q);
+    *q = (sk__preq){.cb = on_answer, .arg = a, .qty = qty};
+    w->pk.pending++;
+    sk__park_add(l, q);
+}
+
+/* The next purchase due to go out again: on lane l; answered here (frees it). */
+static void expect_again(world *w, const sk__lane *l, answer *a)
+{
+    sk__preq *q = sk__park_next_again(&w->pk);
+    assert_non_null(q);
+    assert_ptr_equal(q->lane, l);
+    assert_ptr_equal(q->arg, a);
+    assert_int_equal(a->calls, 0);
+    sk_purchase_result res = {.qty = q->qty};
+    sk__park_answer(&w->pk, q, &res);
+}
 
 /* A campaign of two buckets in a table of its own, and a mover over it. */
 static void world_open(world *w, const char *id)
 {
     memset(w, 0, sizeof(*w));
-    memset(&ev, 0, sizeof(ev));
+    again_runs = 0;
     w->t.max_batch = 4;
     w->c = sk__camp_find(&w->t, id, true);
     assert_non_null(w->c);
@@ -176,9 +182,10 @@ static void world_open(world *w, const char *id)
     snprintf(b.tag[0], sizeof(b.tag[0]), "c:%s", id);
     snprintf(b.tag[1], sizeof(b.tag[1]), "c:%s:1", id);
     assert_int_equal(sk__camp_grow(&w->t, w->c, &b), 0);
-    const sk__xfer_events e = {.need = e_need, .arrived = e_arrived, .empty = e_empty, .expire = e_expire,
-                               .settled = e_settled};
-    assert_int_equal(sk__xfer_new(base, &wire, NULL, &w->t, &e, 0, &w->x), 0);
+    w->again_ev = event_new(base, -1, 0, on_again, NULL);
+    assert_non_null(w->again_ev);
+    sk__park_init(&w->pk, &w->t, 2000, w->again_ev);
+    assert_int_equal(sk__xfer_new(base, &wire, NULL, &w->t, &w->pk, 0, &w->x), 0);
 }
 
 /* Runs the loop until lane j's pull ended and no transfer call is out. */
@@ -198,6 +205,9 @@ static void world_close(world *w)
 {
     sk__xfer_stop(w->x);
     sk__xfer_free(w->x);
+    assert_null(sk__park_next_again(&w->pk));
+    assert_int_equal(w->pk.pending, 0);
+    event_free(w->again_ev);
     sk__camp_table_clear(&w->t);
 }
 
@@ -211,12 +221,17 @@ static void test_units_move_into_a_lane_that_needs_them(void **state)
     sk__lane *l0 = w.c->lanes[0], *l1 = w.c->lanes[1];
     set_stock(l0, 0);
     set_stock(l1, 10);
-    ev.need[0] = 3;
+    answer a = {0};
+    park_one(&w, l0, 3, &a);
     sk__xfer_kick(w.x, l0);
     run_idle(&w, 0);
-    assert_int_equal(ev.arrived[0], 1);
-    assert_int_equal(ev.empty[0] + ev.expire[0] + ev.arrived[1], 0);
-    assert_true(ev.settled >= 1);
+    /* the parked purchase goes out again, unanswered */
+    assert_null(l0->parked);
+    assert_int_equal(l0->again, 1);
+    event_base_loop(base, EVLOOP_NONBLOCK); /* the coalescer would send it now */
+    assert_int_equal(again_runs, 1);
+    expect_again(&w, l0, &a);
+    assert_int_equal(l0->again, 0);
     /* half of the richer bucket (more than the 3 needed), journal forgotten */
     assert_int_equal(get_int(l0, "stock"), 5);
     assert_int_equal(get_int(l1, "stock"), 5);
@@ -237,12 +252,17 @@ static void test_a_campaign_with_nothing_elsewhere_is_proven_empty(void **state)
     world_open(&w, "xf2");
     set_stock(w.c->lanes[0], 1);
     set_stock(w.c->lanes[1], 0);
-    ev.need[0] = 2;
+    answer one = {0}, two = {0};
+    park_one(&w, w.c->lanes[0], 1, &one);
+    park_one(&w, w.c->lanes[0], 2, &two);
     sk__xfer_kick(w.x, w.c->lanes[0]);
     run_idle(&w, 0);
-    assert_int_equal(ev.empty[0], 1);
-    assert_int_equal(ev.here, 1); /* the lane's own unit: a purchase of 1 may still go */
-    assert_int_equal(ev.arrived[0], 0);
+    /* the lane's own unit: the purchase of 1 goes again, the one of 2 is sold out */
+    assert_int_equal(two.calls, 1);
+    assert_int_equal(two.err, SK_ESOLDOUT);
+    assert_int_equal(two.remaining, 1);
+    expect_again(&w, w.c->lanes[0], &one);
+    assert_false(w.c->soldout); /* a unit is left */
     sk_engine_xfer_stats st;
     sk__xfer_stats(w.x, &st);
     assert_int_equal(st.soldout_checks, 1);
@@ -270,11 +290,16 @@ static void test_units_in_transit_are_never_proven_empty(void **state)
     assert_int_equal(dlock__script_call(sc, &sk_script_transfer, 3, keys, 4, args, &r, NULL), 0);
     assert_int_equal(dlock__reply_int(dlock__reply_at(r, 0)), 1);
     dlock__reply_free(r);
-    ev.need[0] = 1;
+    w.pk.max_ms = 30;
+    answer a = {0};
+    park_one(&w, l0, 1, &a);
     sk__xfer_kick(w.x, l0);
     run_idle(&w, 0);
-    assert_int_equal(ev.expire[0], 3);
-    assert_int_equal(ev.empty[0] + ev.arrived[0], 0);
+    /* round and round until the deadline: unavailable, not sold out */
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, SK_EUNAVAIL);
+    assert_int_equal(again_runs, 0);
+    assert_int_equal(w.pk.waits[0] + w.pk.waits[1] + w.pk.waits[2] + w.pk.waits[3], 0); /* waited >= 30 ms */
     assert_int_equal(get_int(l1, "xfer"), 1);
     world_close(&w);
 }
@@ -308,7 +333,7 @@ static void test_recovery_gives_an_entry_a_mover_left(void **state)
     sk__xfer_stats(w.x, &st);
     assert_int_equal(st.recovered, 1);
     assert_int_equal(st.units, 4);
-    assert_int_equal(ev.arrived[0] + ev.empty[0], 0); /* nobody waited */
+    assert_int_equal(again_runs + (int)w.pk.outcomes[SK_OUT_SOLD_OUT], 0); /* nobody waited */
     assert_true(nlogs >= 1);
     world_close(&w);
 }

@@ -73,7 +73,7 @@ bool sk__camp_idle(const sk__camp *c)
     if (c->polling || c->busy || c->loading || c->rerouted) return false;
     for (int j = 0; j < c->nlanes; j++) {
         const sk__lane *l = c->lanes[j];
-        if (l->npending || l->inflight || l->parked || l->pull) return false;
+        if (l->npending || l->inflight || l->parked || l->again || l->pull) return false;
     }
     return true;
 }
@@ -106,6 +106,11 @@ void sk__camp_drop(sk__camp_table *t, sk__camp *c)
     while (*pp && *pp != c) pp = &(*pp)->next;
     if (*pp) *pp = c->next;
     camp_free(c);
+}
+
+void sk__camp_settle(sk__camp_table *t, sk__camp *c)
+{
+    if (!t->closing && c->unknown && sk__camp_idle(c)) sk__camp_drop(t, c);
 }
 
 void sk__camp_each(sk__camp_table *t, void (*fn)(sk__camp *c, void *ud), void *ud)

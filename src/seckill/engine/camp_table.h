@@ -30,8 +30,9 @@ typedef struct sk__lane {
     int conn;              /* the data connection of the last one sent (coalesce.c keeps the lane's order) */
     struct event *linger;
     bool linger_armed;
-    sk__preq *parked;      /* answered "short": waiting for a transfer (FIFO) */
+    sk__preq *parked;      /* answered "short": waiting for a transfer (FIFO, park.h) */
     sk__preq **parked_tail;
+    int again;             /* its parked purchases due to go out again (on the park's FIFO) */
     int64_t known;         /* the bucket's stock as last seen; INT64_MAX unknown */
     int64_t unacked_until_ms; /* a take here was not acknowledged: only probed until then */
     struct sk__pull *pull; /* the transfer into this lane in progress (transfer.c) */
@@ -59,6 +60,7 @@ typedef struct sk__camp_table {
     sk__camp *chains[SK__CAMP_CHAINS]; /* hash chains (not a campaign's stock buckets) */
     int max_batch; /* size of each entry's pending array */
     struct sk__coalescer *owner; /* copied into each new entry */
+    bool closing;  /* the engine is being freed: no entry is dropped, nothing is sent again */
 } sk__camp_table;
 
 /* The entry of id; with create, a new one (NULL on allocation failure). */
@@ -70,6 +72,9 @@ int sk__camp_grow(sk__camp_table *t, sk__camp *c, const sk_buckets *b);
 bool sk__camp_idle(const sk__camp *c);
 /* Unlinks c (it must be idle) and frees it. */
 void sk__camp_drop(sk__camp_table *t, sk__camp *c);
+/* Something of c ended (a reply, a pull): drops c if it is idle and its
+ * campaign was "not found", unless the table is closing. */
+void sk__camp_settle(sk__camp_table *t, sk__camp *c);
 /* Calls fn for every entry; fn must not add or drop entries. */
 void sk__camp_each(sk__camp_table *t, void (*fn)(sk__camp *c, void *ud), void *ud);
 /* Frees every entry (their queues must be empty). */

@@ -22,10 +22,12 @@
  * (queue, batches); a purchase goes to its user's home bucket. A campaign
  * starts with one lane; a "reroute" answer makes the coalescer read the
  * layout and re-queue. A "short" answer parks the purchase on its lane
- * and kicks the mover (transfer.h), which reports back: units arrived
- * (the parked purchases go again), proven empty (sold out, the local flag
- * set), going round again (those parked past park_max_ms answer 503, not
- * decided). Only this file answers a buyer. */
+ * (park.h) and kicks the mover (transfer.h), which calls the park where a
+ * pull ends: units arrived (the parked purchases go out again), proven
+ * empty (sold out, the local flag set), going round again (those parked
+ * past the deadline answer 503, not decided). What goes out again is
+ * taken from the park's FIFO here (send_again). Every answer is the
+ * park's one answer (sk__park_answer). */
 #include "coalesce.h"
 
 #include <stdio.h>
@@ -39,24 +41,10 @@
 #include "layout.h"
 #include "ids.h"
 #include "outcome.h"
+#include "park.h"
 #include "transfer.h"
 #include "soldout.h"
 #include "util.h"
-
-struct sk__preq {
-    sk_purchase_cb cb;
-    void *arg;
-    int64_t qty;
-    char user[65];
-    char idem[65];
-    char ip[64];
-    uint64_t order_id;      /* 0 until the first send; kept when sent again */
-    bool resent;            /* sent again after a transfer: rate limits not counted twice */
-    int64_t parked_ms;      /* monotonic ms it first came back "short" (0: never) */
-    bool confirmed;         /* a replay of an order the database holds: 201 without an acknowledgement */
-    struct sk__preq *next;  /* parked FIFO */
-    sk_purchase_result res; /* decided, waiting for the acknowledgement */
-};
 
 struct sk__coalescer {
     struct event_base *base;
@@ -64,20 +52,16 @@ struct sk__coalescer {
     int max_batch;
     int64_t linger_us;
     int64_t limits[6];      /* user rate, window; ip rate, window; idem ttl; order ttl */
-    int64_t park_max_ms;    /* a parked purchase answers 503 after this (the engine's command timeout) */
-    sk__camp_table camps;
+    sk__camp_table camps;   /* camps.closing: fail_all was called */
+    sk__park park;          /* every purchase until its answer; the parked ones */
     sk__xfer *xfer;         /* moves units into lanes with parked purchases */
-    size_t pending;         /* purchases queued, in flight or parked */
-    bool freeing;
     struct sk__batch *failed; /* batches to fail from the loop (fail_ev) */
     struct event *fail_ev;
-    uint64_t outcomes[SK_STAT_OUTCOMES];
+    struct event *again_ev; /* the park has purchases to send again */
     uint64_t batches[SK_STAT_BATCH_BUCKETS];
     uint64_t batched_purchases;
     uint64_t soldout_local;
     uint64_t answered_acked, answered_pending, answered_confirmed, ack_waits, ack_failures, ack_skipped;
-    uint64_t waits[SK_STAT_WAIT_BUCKETS]; /* parked purchases by wait until their answer */
-    uint64_t wait_ms_sum;
     char *wire;             /* the last batch's RESP arguments (reused) */
     size_t wire_cap;
     int conn_batches[SK__CONNS]; /* batches sent on each data connection and not yet answered */
@@ -105,7 +89,6 @@ typedef struct sk__batch {
 } sk__batch;
 
 const int64_t sk_batch_bucket_le[SK_STAT_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, INT64_MAX};
-const int64_t sk_wait_bucket_le_ms[SK_STAT_WAIT_BUCKETS] = {1, 2, 5, 10, 50, 100, 1000, INT64_MAX};
 
 static void sk__co_enqueue(sk__lane *l, sk__preq *q);
 
@@ -114,39 +97,13 @@ static void sk__co_log(sk__coalescer *co, int level, const char *msg)
     sk__wire_log(co->d.w, level, "%s", msg);
 }
 
-static void count_outcome(sk__coalescer *co, const sk_purchase_result *r)
-{
-    co->outcomes[sk_outcome_of_err(r->err, r->replay)]++;
-}
-
-static void sk__co_maybe_drop(sk__coalescer *co, sk__camp *c)
-{
-    if (!co->freeing && c->unknown && sk__camp_idle(c)) sk__camp_drop(&co->camps, c);
-}
-
-/* A purchase's final answer; a parked one's wait is counted. */
-static void sk__co_answer(sk__coalescer *co, sk__preq *q, const sk_purchase_result *res)
-{
-    if (q->parked_ms) {
-        int64_t w = dlock__now_ms() - q->parked_ms;
-        int k = 0;
-        while (k < SK_STAT_WAIT_BUCKETS - 1 && w > sk_wait_bucket_le_ms[k]) k++;
-        co->waits[k]++;
-        co->wait_ms_sum += (uint64_t)(w > 0 ? w : 0);
-    }
-    count_outcome(co, res);
-    q->cb(res, q->arg);
-    free(q);
-    co->pending--;
-}
-
 /* ---- failing batches from the loop ----------------------------------- */
 
 static void deliver_batch_error(sk__coalescer *co, sk__batch *b, int err)
 {
     for (int i = 0; i < b->n; i++) {
         sk_purchase_result r = {.err = err, .qty = b->reqs[i]->qty, .order_id = b->reqs[i]->order_id};
-        sk__co_answer(co, b->reqs[i], &r);
+        sk__park_answer(&co->park, b->reqs[i], &r);
     }
 }
 
@@ -169,7 +126,7 @@ static void deliver_failed(evutil_socket_t fd, short what, void *arg)
         l->inflight--;
         deliver_batch_error(co, b, b->err);
         batch_free(co, b);
-        sk__co_maybe_drop(co, l->camp);
+        sk__camp_settle(&co->camps, l->camp);
     }
 }
 
@@ -180,7 +137,7 @@ static void fail_later(sk__coalescer *co, sk__batch *b, int err)
     b->err = err;
     b->next = co->failed;
     co->failed = b;
-    if (co->freeing) {
+    if (co->camps.closing) {
         deliver_failed(-1, 0, co);
         return;
     }
@@ -405,15 +362,6 @@ static void flush(sk__lane *l)
 
 enum { CODE_REROUTE = 11, CODE_SHORT = 12, CODE_CONFIRMED = 13 }; /* purchase.lua's ROUTE codes */
 
-static void park(sk__lane *l, sk__preq *q)
-{
-    q->resent = true;
-    q->next = NULL;
-    if (!q->parked_ms) q->parked_ms = dlock__now_ms();
-    *l->parked_tail = q;
-    l->parked_tail = &q->next;
-}
-
 static void reroute(sk__camp *c, sk__preq *q)
 {
     q->next = NULL;
@@ -433,7 +381,7 @@ static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
         reroute(c, q);
         return false;
     }
-    /* A campaign proven empty (the local flag, xfer_empty) answers a short
+    /* A campaign proven empty (the local flag, sk__park_empty) answers a short
      * bucket sold out at once, as the flag answers a purchase without an
      * Idempotency-Key: units that come back clear the flag (poll_one). */
     if (code == CODE_SHORT && c->soldout) code = sk_outcome_get(SK_OUT_SOLD_OUT)->script_code;
@@ -443,7 +391,7 @@ static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
     if (q->confirmed) code = sk_outcome_get(SK_OUT_REPLAY)->script_code;
     if (code == CODE_SHORT) {
         l->known = v;
-        park(l, q);
+        sk__park_add(l, q);
         return false;
     }
     sk_outcome_id id = sk_outcome_of_script(code);
@@ -479,7 +427,7 @@ static void deliver_decided(sk__coalescer *co, sk__batch *b)
             if (q->res.pending) co->answered_pending++;
             else co->answered_acked++;
         }
-        sk__co_answer(co, q, &q->res);
+        sk__park_answer(&co->park, q, &q->res);
     }
 }
 
@@ -548,7 +496,7 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     b->lane = NULL; /* the campaign may go before the WAIT's reply */
     int b_k = b->k;
     batch_reply_in(co, b);
-    if (co->freeing) return;
+    if (co->camps.closing) return;
     /* A batch sent before the layout was read (on another connection than
      * the layout's read, so its reply may come after it): its "reroute"
      * purchases go to their home lanes, known now. */
@@ -558,7 +506,7 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     }
     if (c->k > 1 && (l->parked || (l->known == 0 && !c->soldout))) sk__xfer_kick(co->xfer, l);
     if (l->npending) flush(l);
-    sk__co_maybe_drop(co, c);
+    sk__camp_settle(&co->camps, c);
 }
 
 /* ---- the layout of a sharded campaign ------------------------------------ */
@@ -590,7 +538,7 @@ static void fail_rerouted(sk__camp *c, int err)
     while (q) {
         sk__preq *next = q->next;
         sk_purchase_result res = {.err = err, .qty = q->qty, .order_id = q->order_id};
-        sk__co_answer(c->co, q, &res);
+        sk__park_answer(&c->co->park, q, &res);
         q = next;
     }
 }
@@ -600,7 +548,7 @@ static void on_layout(const dlock__reply *r, int err, void *priv)
     sk__camp *c = priv;
     sk__coalescer *co = c->co;
     c->loading = false;
-    if (co->freeing) return;
+    if (co->camps.closing) return;
     sk_buckets *b = malloc(sizeof(*b));
     int rc = b ? 0 : DLOCK_ENOMEM;
     if (!rc && (err || dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 2)) rc = SK_EUNAVAIL;
@@ -650,12 +598,30 @@ static void sk__co_enqueue(sk__lane *l, sk__preq *q)
     if (l->npending >= co->max_batch) flush(l);
     if (l->npending >= co->max_batch) { /* only left full by an allocation failure */
         sk_purchase_result res = {.err = SK_EQUEUEFULL, .qty = q->qty};
-        sk__co_answer(co, q, &res);
+        sk__park_answer(&co->park, q, &res);
         return;
     }
     l->pending[l->npending++] = q;
     if (l->npending >= co->max_batch || l->inflight == 0) flush(l);
     else arm_linger(co, l);
+}
+
+/* Purchases the park gave back (units arrived, or they fit after a proven
+ * empty) go out again on their lanes, in the order they were parked. */
+static void send_again(sk__coalescer *co)
+{
+    for (sk__preq *q; (q = sk__park_next_again(&co->park)) != NULL;) {
+        sk__lane *l = q->lane;
+        sk__co_enqueue(l, q);
+        sk__camp_settle(&co->camps, l->camp); /* idle only if q was answered at once */
+    }
+}
+
+static void on_again(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    send_again(arg);
 }
 
 /* The engine is called directly too (tools, tests): the one check of ids.h. */
@@ -669,12 +635,13 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
 {
     if (!cb || !purchase_valid(campaign, user, qty, idem)) return SK_EINVAL;
     if (!sk__coalescer_ready(co)) {
-        co->outcomes[SK_OUT_UNAVAILABLE]++;
+        co->park.outcomes[SK_OUT_UNAVAILABLE]++;
         return SK_EUNAVAIL;
     }
+    send_again(co); /* parked purchases before a newer one */
     sk__camp *c = sk__camp_find(&co->camps, campaign, true);
     if (!c) return DLOCK_ENOMEM;
-    int rc = sk_soldout_answer(c->soldout, idem != NULL, &co->soldout_local, co->outcomes);
+    int rc = sk_soldout_answer(c->soldout, idem != NULL, &co->soldout_local, co->park.outcomes);
     if (rc) return rc;
     sk__lane *l = c->lanes[c->k > 1 ? sk_home_bucket(user, c->k) : 0];
     size_t max = (size_t)co->max_batch;
@@ -692,29 +659,10 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
     if (idem) memcpy(q->idem, idem, strlen(idem) + 1);
     size_t ipn = ip ? strlen(ip) : 0;
     if (ipn < sizeof(q->ip)) memcpy(q->ip, ip ? ip : "", ipn + 1);
-    co->pending++;
+    co->park.pending++;
     if (c->loading) reroute(c, q); /* its home is known with the layout */
     else sk__co_enqueue(l, q);
     return 0;
-}
-
-static sk__preq *take_parked(sk__lane *l)
-{
-    sk__preq *q = l->parked;
-    l->parked = NULL;
-    l->parked_tail = &l->parked;
-    return q;
-}
-
-static void fail_parked(sk__coalescer *co, sk__lane *l, int err)
-{
-    sk__preq *q = take_parked(l);
-    while (q) {
-        sk__preq *next = q->next;
-        sk_purchase_result res = {.err = err, .qty = q->qty, .order_id = q->order_id};
-        sk__co_answer(co, q, &res);
-        q = next;
-    }
 }
 
 static void fail_queue(sk__camp *c, void *ud)
@@ -731,17 +679,21 @@ static void fail_queue(sk__camp *c, void *ud)
         l->npending = 0;
         for (int i = 0; i < n; i++) {
             sk_purchase_result r = {.err = err, .qty = l->pending[i]->qty};
-            sk__co_answer(c->co, l->pending[i], &r);
+            sk__park_answer(&c->co->park, l->pending[i], &r);
         }
-        fail_parked(c->co, l, err);
+        sk__park_fail(&c->co->park, l, err);
     }
 }
 
 void sk__coalescer_fail_all(sk__coalescer *co, int err)
 {
-    co->freeing = true;
+    co->camps.closing = true;
     deliver_failed(-1, 0, co);
     sk__xfer_stop(co->xfer);
+    for (sk__preq *q; (q = sk__park_next_again(&co->park)) != NULL;) {
+        sk_purchase_result res = {.err = err, .qty = q->qty, .order_id = q->order_id};
+        sk__park_answer(&co->park, q, &res);
+    }
     sk__camp_each(&co->camps, fail_queue, &err);
 }
 
@@ -761,7 +713,7 @@ static void on_poll_reply(const dlock__reply *r, int err, void *priv)
             c->soldout = false;
         }
     }
-    sk__co_maybe_drop(c->co, c);
+    sk__camp_settle(&c->co->camps, c);
 }
 
 /* A sold-out campaign's every bucket: stock in any clears the flag. */
@@ -789,71 +741,6 @@ void sk__coalescer_restocked(sk__coalescer *co, const char *campaign)
     if (c) c->soldout = false;
 }
 
-/* ---- what the mover reports (transfer.h) ------------------------------- */
-
-static int64_t xfer_need(void *ud, sk__lane *l)
-{
-    (void)ud;
-    int64_t need = 0;
-    for (const sk__preq *q = l->parked; q; q = q->next) need += q->qty;
-    return need;
-}
-
-/* Units arrived (or may have): every parked purchase goes again. */
-static void xfer_arrived(void *ud, sk__lane *l)
-{
-    (void)ud;
-    sk__preq *q = take_parked(l);
-    while (q) {
-        sk__preq *next = q->next;
-        sk__co_enqueue(l, q);
-        q = next;
-    }
-}
-
-/* Nothing outside l: parked purchases that fit in its units go again, the
- * others are sold out; an empty l sets the local flag (decide_one then
- * answers a short bucket sold out at once, until any bucket has stock). */
-static void xfer_empty(void *ud, sk__lane *l, int64_t here)
-{
-    sk__coalescer *co = ud;
-    if (here <= 0) l->camp->soldout = true;
-    sk__preq *q = take_parked(l);
-    while (q) {
-        sk__preq *next = q->next;
-        if (q->qty <= here) {
-            sk__co_enqueue(l, q);
-        } else {
-            sk_purchase_result res = {.err = SK_ESOLDOUT, .qty = q->qty, .order_id = q->order_id,
-                                      .remaining = here > 0 ? here : 0};
-            sk__co_answer(co, q, &res);
-        }
-        q = next;
-    }
-}
-
-/* Parked purchases past their deadline answer 503 (not decided). */
-static void xfer_expire(void *ud, sk__lane *l)
-{
-    sk__coalescer *co = ud;
-    int64_t now = dlock__now_ms();
-    sk__preq *q = take_parked(l);
-    while (q) {
-        sk__preq *next = q->next;
-        if (now - q->parked_ms >= co->park_max_ms) {
-            sk_purchase_result res = {.err = SK_EUNAVAIL, .qty = q->qty, .order_id = q->order_id};
-            sk__co_answer(co, q, &res);
-        } else {
-            q->next = NULL;
-            *l->parked_tail = q;
-            l->parked_tail = &q->next;
-        }
-        q = next;
-    }
-}
-
-static void xfer_settled(void *ud, sk__camp *c) { sk__co_maybe_drop(ud, c); }
-
 /* ---- life cycle and figures --------------------------------------------- */
 
 int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk__co_deps *deps,
@@ -871,12 +758,13 @@ int sk__coalescer_new(struct event_base *base, const sk_engine_opts *o, const sk
     memcpy(co->limits, lim, sizeof(lim));
     co->camps.max_batch = o->max_batch;
     co->camps.owner = co;
-    co->park_max_ms = o->command_timeout_ms > 0 ? o->command_timeout_ms : 2000;
     co->fail_ev = event_new(base, -1, 0, deliver_failed, co);
-    const sk__xfer_events ev = {.ud = co, .need = xfer_need, .arrived = xfer_arrived, .empty = xfer_empty,
-                                .expire = xfer_expire, .settled = xfer_settled};
-    if (!co->fail_ev || sk__xfer_new(base, co->d.w, co->d.acks, &co->camps, &ev, o->xfer_pause_ms, &co->xfer) != 0) {
+    co->again_ev = event_new(base, -1, 0, on_again, co);
+    sk__park_init(&co->park, &co->camps, o->command_timeout_ms > 0 ? o->command_timeout_ms : 2000, co->again_ev);
+    if (!co->fail_ev || !co->again_ev ||
+        sk__xfer_new(base, co->d.w, co->d.acks, &co->camps, &co->park, o->xfer_pause_ms, &co->xfer) != 0) {
         if (co->fail_ev) event_free(co->fail_ev);
+        if (co->again_ev) event_free(co->again_ev);
         free(co);
         return DLOCK_ENOMEM;
     }
@@ -890,15 +778,16 @@ void sk__coalescer_free(sk__coalescer *co)
     sk__xfer_free(co->xfer); /* its pulls point into the lanes */
     sk__camp_table_clear(&co->camps);
     event_free(co->fail_ev);
+    event_free(co->again_ev);
     free(co->wire);
     free(co);
 }
 
-size_t sk__coalescer_pending(const sk__coalescer *co) { return co->pending; }
+size_t sk__coalescer_pending(const sk__coalescer *co) { return co->park.pending; }
 
 void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
 {
-    memcpy(st->outcomes, co->outcomes, sizeof(st->outcomes));
+    memcpy(st->outcomes, co->park.outcomes, sizeof(st->outcomes));
     memcpy(st->batches, co->batches, sizeof(st->batches));
     st->batched_purchases = co->batched_purchases;
     st->soldout_local = co->soldout_local;
@@ -909,6 +798,6 @@ void sk__coalescer_stats(const sk__coalescer *co, sk_engine_stats *st)
     st->ack_failures = co->ack_failures;
     st->ack_skipped = co->ack_skipped;
     sk__xfer_stats(co->xfer, &st->xfer);
-    memcpy(st->xfer.waits, co->waits, sizeof(co->waits));
-    st->xfer.wait_ms_sum = co->wait_ms_sum;
+    memcpy(st->xfer.waits, co->park.waits, sizeof(st->xfer.waits));
+    st->xfer.wait_ms_sum = co->park.wait_ms_sum;
 }

@@ -15,8 +15,9 @@
  * when the reconnect backoff starts again is engine_health.c. Those parts
  * (and engine_server.c, engine_acks.c) are sub-structs of the engine that
  * reach Redis, the log and the clock only through the wire (engine_wire.h)
- * init_parts gives them; this file calls them, they never call it (but
- * for the server part's one "probed" callback).
+ * init_parts gives them; this file calls them, they never call it (the
+ * server part's probes are sent here, and their replies handed to it:
+ * its answer says when the facts are complete).
  * A new connection first loads the scripts and probes the server
  * (engine_server.c: run id, replicas, persistence); the engine is ready
  * once those replies are in and a lease is held. Purchases go to the
@@ -79,6 +80,12 @@ typedef struct sk__conn {
     dlock__rconn *rc;   /* also wire.conns[i]; its run id (i > 0) is wire.runid[i] */
 } sk__conn;
 
+/* The reply of the server part's probe i (engine_server.h). */
+typedef struct sk__probe {
+    struct sk_engine *e;
+    int i;
+} sk__probe;
+
 struct sk_engine {
     struct event_base *base;
     dlock__url url;
@@ -92,6 +99,7 @@ struct sk_engine {
     sk_engine_stats st;     /* redis_errors, reconnects, nodes (the rest is co's and the parts') */
     /* the parts, each on the wire */
     sk__server srv;         /* what the connected server said at connect */
+    sk__probe probes[SK__PROBES];
     sk__acks acks;          /* the acknowledgement plan */
     sk__lease lease;        /* the order-id worker lease and the id generator */
     sk__health health;      /* what /healthz is told */
@@ -213,12 +221,28 @@ static bool links_wanted(const sk_engine *e)
            !dlock__aconn_refusal(dlock__rconn_aconn(conn_rc(e, 0)), NULL);
 }
 
-/* The server's connect-time facts are in. */
-static void on_server_probed(void *ud)
+/* Each probe's reply goes to the server part; after the last one the
+ * server's connect-time facts are in. */
+static void on_probe(const dlock__reply *r, int err, void *priv)
 {
-    sk_engine *e = ud;
+    const sk__probe *p = priv;
+    sk_engine *e = p->e;
+    if (!sk__server_read(&e->srv, p->i, r, err)) return;
     sk__acks_connected(&e->acks);
     if (links_wanted(e)) links_open(e);
+}
+
+/* A new connection: the server part forgets the facts; its probes go out
+ * (due counts those sent). */
+static void probe_server(sk_engine *e)
+{
+    sk__server_forget(&e->srv);
+    for (int i = 0; i < SK__PROBES; i++) {
+        const char **argv = NULL;
+        int argc = sk__server_probe_argv(i, &argv);
+        e->probes[i] = (sk__probe){.e = e, .i = i};
+        if (sk__wire_cmd(&e->wire, 0, -1, argc, argv, on_probe, &e->probes[i]) == 0) e->srv.due++;
+    }
 }
 
 static void init_parts(sk_engine *e)
@@ -227,7 +251,7 @@ static void init_parts(sk_engine *e)
     *w = (sk__wire){.muted = &e->health.auth_refused, .strip_db = e->url.kind == DLOCK__URL_TCP, .log = e->o.log,
                     .log_ud = e->o.log_ud};
     bool failover = e->url.kind == DLOCK__URL_SENTINEL || e->url.kind == DLOCK__URL_CLUSTER;
-    sk__server_init(&e->srv, w, on_server_probed, e);
+    sk__server_init(&e->srv, w);
     sk__acks_init(&e->acks, w, &e->srv, e->o.replica_acks, e->o.replica_ack_timeout_ms, failover);
     sk__lease_init(&e->lease, w, e->instance, (int)dlock__random_below(SK_ORDERID_MAX_WORKER + 1),
                    e->o.worker_lease_ms);
@@ -299,7 +323,7 @@ static void main_state(sk_engine *e, dlock__rconn_event ev, dlock__aconn *ac, co
         sk__health_up(&e->health); /* "redis connected" and the backoff reset wait for a good reply */
         load_scripts(e);
         sk__acks_reset(&e->acks);
-        sk__server_probe(&e->srv);
+        probe_server(e);
         sk__lease_step(&e->lease);
         return;
     case DLOCK__RCONN_FAILED:

@@ -4,7 +4,9 @@
  * the barrier check and the facts the acknowledgement plan follows
  * (engine_acks.c).
  *
- * Probes, pipelined behind SCRIPT LOAD on the new connection: INFO server
+ * Probes, pipelined behind SCRIPT LOAD on the new connection (the engine
+ * sends them and hands each reply to sk__server_read, which says when the
+ * last one is in): INFO server
  * (run_id: the barrier of purchase.lua), INFO cluster (cluster_enabled:
  * on a Cluster the scripts compare with their own node's run id, and
  * WAIT goes to the slot's master), INFO replication
@@ -40,18 +42,11 @@ bool sk__info_field(const char *text, const char *field, char *out, size_t cap)
     return false;
 }
 
-void sk__server_init(sk__server *s, sk__wire *w, void (*done)(void *ud), void *done_ud)
+void sk__server_init(sk__server *s, sk__wire *w)
 {
     memset(s, 0, sizeof(*s));
     s->w = w;
-    s->done = done;
-    s->done_ud = done_ud;
     s->in_sync = s->listed = -1;
-}
-
-static void probe_done(sk__server *s)
-{
-    if (s->due > 0 && --s->due == 0 && s->done) s->done(s->done_ud);
 }
 
 /* A probe's failure is worth a line unless the connection went (its
@@ -61,35 +56,29 @@ static bool news(const sk__server *s, int err)
     return err != DLOCK_EUNKNOWN && err != SK_EUNAVAIL && !sk__wire_muted(s->w);
 }
 
-static void on_info_server(const dlock__reply *r, int err, void *priv)
+static void read_info_server(sk__server *s, const dlock__reply *r, int err)
 {
-    sk__server *s = priv;
     bool ok = !err && dlock__reply_kind(r) == DLOCK__R_STRING &&
               sk__info_field(dlock__reply_str(r, NULL), "run_id", s->runid, sizeof(s->runid));
     if (!ok && news(s, err))
         sk__wire_log(s->w, DLOCK_LOG_ERROR, "INFO server gave no run_id: every campaign answers 503 recovering");
-    probe_done(s);
 }
 
-static void on_info_repl(const dlock__reply *r, int err, void *priv)
+static void read_info_repl(sk__server *s, const dlock__reply *r, int err)
 {
-    sk__server *s = priv;
     char v[32];
     if (!err && dlock__reply_kind(r) == DLOCK__R_STRING) {
         const char *text = dlock__reply_str(r, NULL);
         if (sk__info_field(text, "connected_slaves", v, sizeof(v))) s->replicas = (int)strtol(v, NULL, 10);
         s->in_sync = sk__info_replicas_in_sync(text, &s->listed);
     }
-    probe_done(s);
 }
 
-static void on_info_cluster(const dlock__reply *r, int err, void *priv)
+static void read_info_cluster(sk__server *s, const dlock__reply *r, int err)
 {
-    sk__server *s = priv;
     char v[8];
     s->cluster = !err && dlock__reply_kind(r) == DLOCK__R_STRING &&
                  sk__info_field(dlock__reply_str(r, NULL), "cluster_enabled", v, sizeof(v)) && strcmp(v, "1") == 0;
-    probe_done(s);
 }
 
 const char *sk__server_script_runid(const sk__server *s) { return s->cluster ? "" : s->runid; }
@@ -116,14 +105,7 @@ bool sk__server_read_config(sk__server *s, const dlock__reply *r, int err)
     return true;
 }
 
-static void on_config(const dlock__reply *r, int err, void *priv)
-{
-    sk__server *s = priv;
-    sk__server_read_config(s, r, err);
-    probe_done(s);
-}
-
-void sk__server_probe(sk__server *s)
+void sk__server_forget(sk__server *s)
 {
     s->runid[0] = '\0';
     s->replicas = 0;
@@ -131,15 +113,26 @@ void sk__server_probe(sk__server *s)
     s->aof_yes = s->fsync_always = s->cluster = false;
     s->due = 0;
     s->config_refused = false;
-    const char *srv[] = {"INFO", "server"}, *repl[] = {"INFO", "replication"}, *cl[] = {"INFO", "cluster"};
-    const char *aof[] = {"CONFIG", "GET", "append*"};
-    struct {
-        int argc;
-        const char **argv;
-        sk__reply_fn fn;
-    } probes[] = {{2, srv, on_info_server}, {2, repl, on_info_repl}, {2, cl, on_info_cluster}, {3, aof, on_config}};
-    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
-        if (sk__wire_cmd(s->w, 0, -1, probes[i].argc, probes[i].argv, probes[i].fn, s) == 0) s->due++;
+}
+
+int sk__server_probe_argv(int i, const char ***argv_out)
+{
+    static const char *srv[] = {"INFO", "server"}, *repl[] = {"INFO", "replication"}, *cl[] = {"INFO", "cluster"};
+    static const char *aof[] = {"CONFIG", "GET", "append*"};
+    static const char **const argv[SK__PROBES] = {srv, repl, cl, aof};
+    *argv_out = argv[i];
+    return i == SK__PROBES - 1 ? 3 : 2;
+}
+
+bool sk__server_read(sk__server *s, int i, const dlock__reply *r, int err)
+{
+    switch (i) {
+    case 0: read_info_server(s, r, err); break;
+    case 1: read_info_repl(s, r, err); break;
+    case 2: read_info_cluster(s, r, err); break;
+    default: sk__server_read_config(s, r, err); break;
+    }
+    return s->due > 0 && --s->due == 0;
 }
 
 #define IN_SYNC_LAG_S 2 /* a replica acknowledges every second: older is not in sync */

@@ -1,18 +1,17 @@
 /* engine_server.h: the engine's part that learns what the connected
  * server is (run id, Cluster mode, replicas, persistence) from the probes
- * it sends at every connect (engine_server.c). Invariant: the facts are
- * complete only once every probe's reply is in (due == 0); they come only
- * from replies, through the wire (engine_wire.h), so a test feeds them on
- * a fake wire. Not thread-safe: the engine's loop only. */
+ * the engine sends at every connect (engine_server.c). Invariant: the
+ * facts are complete only once every probe's reply is in (due == 0); they
+ * come only from replies, which the engine hands to sk__server_read (the
+ * last one tells it so: no callback), so a test feeds them on a fake wire.
+ * Not thread-safe: the engine's loop only. */
 #ifndef SK_ENGINE_SERVER_H
 #define SK_ENGINE_SERVER_H
 
 #include "engine_wire.h"
 
 typedef struct sk__server {
-    sk__wire *w;     /* cmd (the probes), muted, log */
-    void (*done)(void *ud); /* the engine's: called with done_ud when the last probe reply is in */
-    void *done_ud;
+    sk__wire *w;     /* muted, log */
     char runid[41];  /* INFO server run_id; "" unknown */
     int due;         /* connect-time replies still to come */
     int replicas;    /* INFO replication connected_slaves */
@@ -24,11 +23,19 @@ typedef struct sk__server {
     bool config_refused_logged;
 } sk__server;
 
-void sk__server_init(sk__server *s, sk__wire *w, void (*done)(void *ud), void *done_ud);
-/* A new connection: forgets the facts and sends INFO server, INFO
- * replication, INFO cluster and CONFIG GET append* (s->due counts their
- * replies; done runs after the last one). */
-void sk__server_probe(sk__server *s);
+/* The connect-time probes, in the order they are sent: INFO server, INFO
+ * replication, INFO cluster, CONFIG GET append*. */
+enum { SK__PROBES = 4 };
+
+void sk__server_init(sk__server *s, sk__wire *w);
+/* A new connection: forgets the facts (due 0; the caller counts each
+ * probe it sends in due). */
+void sk__server_forget(sk__server *s);
+/* Probe i's command (0 <= i < SK__PROBES) into *argv_out: its argc. */
+int sk__server_probe_argv(int i, const char ***argv_out);
+/* Probe i's reply (or err) into the facts; true when it was the last one
+ * due: the facts are complete. */
+bool sk__server_read(sk__server *s, int i, const dlock__reply *r, int err);
 /* The run id purchase.lua and campaign_heat.lua check against: the
  * connected server's, or "" on a Cluster (the script reads the run id of
  * the node it runs on: the engine does not track which node serves a slot

@@ -1,27 +1,28 @@
 /* transfer.c: moving units between the buckets of a sharded campaign
  * (docs/seckill.md, "Transfers"; lua/transfer.lua). Design:
- * - A lane whose purchases came back "short" (parked) pulls: it tries the
- *   other buckets, richest known first, with "take" (half of the source,
+ * - A lane whose purchases came back "short" (parked: park.h) pulls: it
+ *   tries the other buckets, richest known first, with "take" (half of the source,
  *   at least what the parked purchases need, recorded in the source's
  *   journal), then "give" on its own bucket (gated by the transfer id),
  *   then "done" forgets the journal entry. Each half is acknowledged like
  *   a purchase (WAIT on its node when the plan asks for it); a half that
  *   is not acknowledged leaves the entry for recovery, never a second
- *   give. Then the lane is reported: units arrived (its parked
- *   purchases are sent again).
+ *   give. Then the park is told units arrived (its parked purchases go
+ *   out again).
  * - Sold out: when no source had anything, every bucket is probed twice
  *   more (stock, journal size, gate size). Two probes that agree, with no
  *   journal entry anywhere and no source above zero, prove a moment at
  *   which the campaign had nothing left outside this bucket (gate sizes
  *   only grow, so an unchanged size means no give landed in between):
- *   only then is the lane reported empty (the coalescer answers sold_out
- *   and sets the campaign's local flag). Otherwise it tries again.
+ *   only then is the lane reported empty (the park answers sold_out and
+ *   sets the campaign's local flag). Otherwise it tries again.
  * - Recovery: every second, journal entries older than RECOVER_AGE_MS in
  *   any bucket of a known sharded campaign are given (gated) and done,
  *   each only after a WAIT on its source holds the take.
- * The mover answers no buyer: it reports units arrived, proven empty and
- * going round again (transfer.h); the coalescer owns the parked purchases,
- * their deadline and their answers. */
+ * The mover answers no buyer itself: where a pull ends (units arrived,
+ * proven empty, going round again) it calls the park (park.c), which owns
+ * the parked purchases, their deadline and their answers; a campaign that
+ * may have become idle goes to sk__camp_settle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ struct sk__xfer {
     struct event_base *base;
     sk__wire *w;              /* transfer.lua and its WAITs (connection 0), the log */
     sk__acks *acks;           /* the acknowledgement plan; NULL: none */
-    sk__xfer_events ev;
+    sk__park *park;           /* the lanes' parked purchases (not owned) */
     sk__camp_table *camps;    /* recovery walks it (not owned) */
     int64_t pause_ms;         /* test hook: delay between take and give */
     bool stopping;
@@ -119,8 +120,6 @@ static int send_give(sk__xfer *x, sk__lane *dst, const char *xid, int64_t units,
     return sk__wire_script(x->w, SK__LUA_TRANSFER, 7, args, fn, priv);
 }
 
-static void settled(sk__xfer *x, sk__camp *c) { x->ev.settled(x->ev.ud, c); }
-
 typedef struct done_ctx {
     sk__xfer *x;
     sk__camp *camp;
@@ -133,7 +132,7 @@ static void ignore(const dlock__reply *r, int err, void *priv)
     done_ctx d = *(done_ctx *)priv;
     free(priv);
     d.camp->busy--;
-    settled(d.x, d.camp);
+    sk__camp_settle(d.x->camps, d.camp);
 }
 
 /* Forgets a journal entry whose give is durable (best effort: recovery
@@ -180,9 +179,6 @@ static bool read_snap(const dlock__reply *r, int err, int64_t *n_out, snap *s)
 
 /* ---- the end of a pull --------------------------------------------------- */
 
-/* Units the parked purchases of the pull's lane need (0: none parked). */
-static int64_t parked_need(const sk__pull *p) { return p->x->ev.need(p->x->ev.ud, p->dst); }
-
 static void pull_unlink(sk__pull *p)
 {
     if (p->lprev) p->lprev->lnext = p->lnext;
@@ -198,7 +194,7 @@ static void pull_free(sk__pull *p)
     sk__camp *c = p->dst->camp;
     pull_unlink(p);
     free(p);
-    settled(x, c);
+    sk__camp_settle(x->camps, c);
 }
 
 static void on_pull_timer(evutil_socket_t fd, short what, void *arg)
@@ -225,8 +221,8 @@ static void pull_later(sk__pull *p, int64_t ms, void (*fn)(sk__pull *p))
  * purchases parked past their deadline give up first. */
 static void rescan(sk__pull *p)
 {
-    p->x->ev.expire(p->x->ev.ud, p->dst);
-    if (parked_need(p) == 0) {
+    sk__park_expire(p->x->park, p->dst);
+    if (sk__park_need(p->dst) == 0) {
         pull_free(p);
         return;
     }
@@ -239,7 +235,7 @@ static void rescan(sk__pull *p)
  * drop an idle campaign, and the lane with it). */
 static void after_move(sk__pull *p)
 {
-    p->x->ev.arrived(p->x->ev.ud, p->dst);
+    sk__park_arrived(p->x->park, p->dst);
     pull_free(p);
 }
 
@@ -338,7 +334,7 @@ static void take_next(sk__pull *p)
         p->src = p->order[p->next++];
         snprintf(p->xid, sizeof(p->xid), "%s.%llu", x->xid_base, (unsigned long long)++x->xid_seq);
         bool probe_only = dlock__now_ms() < c->lanes[p->src]->unacked_until_ms;
-        int64_t need = parked_need(p);
+        int64_t need = sk__park_need(p->dst);
         int64_t want = probe_only ? 0 : need > 0 ? need : 1;
         if (send_take(x, c->lanes[p->src], p->xid, p->dst->j, want, on_take, p) == 0) {
             c->busy++;
@@ -384,7 +380,7 @@ static bool proven_empty(const sk__pull *p)
 static void conclude(sk__pull *p)
 {
     p->x->xs.soldout_checks++;
-    p->x->ev.empty(p->x->ev.ud, p->dst, p->s2[p->dst->j].stock);
+    sk__park_empty(p->x->park, p->dst, p->s2[p->dst->j].stock);
     pull_free(p);
 }
 
@@ -421,7 +417,7 @@ static void on_probe(const dlock__reply *r, int err, void *priv)
 /* No source gave anything: the destination's own probe completes collect 1. */
 static void begin_collect(sk__pull *p)
 {
-    if (parked_need(p) == 0) { /* a pull for a drained lane with no buyer waiting: nothing to prove */
+    if (sk__park_need(p->dst) == 0) { /* a pull for a drained lane with no buyer waiting: nothing to prove */
         pull_free(p);
         return;
     }
@@ -478,7 +474,7 @@ static void recov_end(recov *rv)
     sk__xfer *x = rv->x;
     c->busy--;
     free(rv);
-    settled(x, c);
+    sk__camp_settle(x->camps, c);
 }
 
 static void on_recov_wait(const dlock__reply *r, int err, void *priv)
@@ -509,7 +505,7 @@ static void on_recov_give(const dlock__reply *r, int err, void *priv)
     }
     sk__lane *d = rv->camp->lanes[rv->dst];
     d->known = dlock__reply_int(dlock__reply_at(r, 1));
-    if (x->ev.need(x->ev.ud, d) > 0) sk__xfer_kick(x, d); /* no-op while a pull into d is under way */
+    if (sk__park_need(d) > 0) sk__xfer_kick(x, d); /* no-op while a pull into d is under way */
     int w = send_ack(x, d, &rv->acks, on_recov_wait, rv);
     if (w == 0) send_done(x, rv->camp->lanes[rv->src], rv->xid);
     if (w != 1) recov_end(rv);
@@ -560,7 +556,7 @@ static void on_stale(const dlock__reply *r, int err, void *priv)
             recover_entry(x, c, sq->src, r, i);
     free(sq);
     c->busy--;
-    settled(x, c);
+    sk__camp_settle(x->camps, c);
 }
 
 static void recover_camp(sk__camp *c, void *ud)
@@ -592,13 +588,13 @@ void sk__xfer_recover(sk__xfer *x)
 
 /* ---- life cycle ---------------------------------------------------------- */
 
-int sk__xfer_new(struct event_base *base, sk__wire *w, sk__acks *acks, sk__camp_table *camps,
-                 const sk__xfer_events *ev, int64_t pause_ms, sk__xfer **out)
+int sk__xfer_new(struct event_base *base, sk__wire *w, sk__acks *acks, sk__camp_table *camps, sk__park *park,
+                 int64_t pause_ms, sk__xfer **out)
 {
     sk__xfer *x = calloc(1, sizeof(*x));
     *out = x;
     if (!x) return DLOCK_ENOMEM;
-    *x = (sk__xfer){.base = base, .w = w, .acks = acks, .ev = *ev, .camps = camps, .pause_ms = pause_ms};
+    *x = (sk__xfer){.base = base, .w = w, .acks = acks, .park = park, .camps = camps, .pause_ms = pause_ms};
     dlock__random_hex(x->xid_base, (sizeof(x->xid_base) - 1) / 2); /* 16 hex digits + NUL */
     return 0;
 }
