@@ -4,10 +4,10 @@
  * timers, never blocking.
  *
  * Design note. One connection per master, opened on first use with the
- * URL's credentials. The slot map is loaded without blocking: CLUSTER
- * SLOTS (SHARDS when SLOTS is refused or does not parse) asked of one
- * node at a time in dlock__router_refresh_order, at most one walk at once
- * and one per DLOCK__CLUSTER_REFRESH_GAP_MS; a walk no node answered is
+ * URL's credentials. The slot map is loaded without blocking, by the
+ * router's walk (dlock__rwalk: CLUSTER SLOTS, SHARDS when SLOTS is refused
+ * or does not parse, one node at a time in dlock__router_refresh_order),
+ * at most one walk at once and one per DLOCK__CLUSTER_REFRESH_GAP_MS; a walk no node answered is
  * tried again after retry_delay_ms while commands wait. A command made
  * while its slot has no known master is parked with its deadline
  * (command_timeout_ms) and sent when a walk succeeds, or ends ECONN.
@@ -72,10 +72,8 @@ struct dlock__acl {
     bool known;             /* a map was applied */
     creq *parked;
     void *timer;
-    bool walking, walk_pending, walk_second;
-    int order[MAX_NODES + 1];
-    size_t order_n, order_i;
-    int walk_node;
+    bool walking, walk_pending;
+    dlock__rwalk walk;
     int64_t next_walk_ms;
     size_t npending;
     int depth;
@@ -323,38 +321,29 @@ static void on_map(void *priv, const dlock__reply *reply, int rc)
 {
     dlock__acl *a = priv;
     if (a->closing) return;
-    dlock__cmap m;
-    const char *sub = a->walk_second ? DLOCK__CMAP_SECOND : DLOCK__CMAP_FIRST;
-    if (rc == 0)
-        rc = dlock__err_from_common(
-            dlock__cmap_parse(sub, reply, a->rt.nodes[a->walk_node].host, &m, NULL, 0));
-    if (rc == DLOCK_ESERVER && !a->walk_second) {
-        const char *argv[2] = {"CLUSTER", DLOCK__CMAP_SECOND};
-        a->walk_second = true;
-        if (send_fixed(a, a->walk_node, 2, argv, on_map, a) == 0) return;
+    const char *sub = NULL;
+    dlock__rwalk_step step = dlock__rwalk_reply(&a->rt, &a->walk, rc == 0 ? reply : NULL, &sub);
+    if (step == DLOCK__RWALK_AGAIN) {
+        const char *argv[2] = {"CLUSTER", sub};
+        if (send_fixed(a, a->walk.node, 2, argv, on_map, a) == 0) return;
     }
-    if (rc == 0) {
-        rc = dlock__router_apply(&a->rt, &m);
-        dlock__cmap_free(&m);
-    }
-    if (rc) {
+    if (step != DLOCK__RWALK_DONE) {
         walk_next(a);
         return;
     }
     a->walking = false;
     a->known = true;
-    dlock__router_refreshed(&a->rt);
     send_taken(a, take_parked(a, 0), 0); /* those waiting for the map */
 }
 
 /* Asks the next node of the walk; when none is left, walks again later. */
 static void walk_next(dlock__acl *a)
 {
-    const char *argv[2] = {"CLUSTER", DLOCK__CMAP_FIRST};
-    while (a->order_i < a->order_n) {
-        a->walk_node = a->order[a->order_i++];
-        a->walk_second = false;
-        if (send_fixed(a, a->walk_node, 2, argv, on_map, a) == 0) return;
+    const char *sub;
+    int i;
+    while ((i = dlock__rwalk_next(&a->walk, &sub)) >= 0) {
+        const char *argv[2] = {"CLUSTER", sub};
+        if (send_fixed(a, i, 2, argv, on_map, a) == 0) return;
     }
     a->walking = false;
     a->walk_pending = true;
@@ -364,23 +353,22 @@ static void walk_next(dlock__acl *a)
     dlock__log_opts(a->o, DLOCK_LOG_WARN, "async cluster: no node answered CLUSTER %s", DLOCK__CMAP_FIRST);
 }
 
-/* A walk now, or once DLOCK__CLUSTER_REFRESH_GAP_MS passed since the last. */
+/* A walk now, or once the router's gap (and after a failed walk,
+ * retry_delay_ms) passed. */
 static void start_walk(dlock__acl *a)
 {
     if (a->walking || a->closing) return;
     int64_t now = dlock__now_ms();
-    if (a->known && now - a->rt.refreshed_at_ms < DLOCK__CLUSTER_REFRESH_GAP_MS) {
+    int64_t at = now + dlock__router_refresh_wait_ms(&a->rt, now);
+    if (a->walk_pending && a->next_walk_ms > at) at = a->next_walk_ms;
+    if (at > now) {
         a->walk_pending = true;
-        if (a->next_walk_ms < a->rt.refreshed_at_ms + DLOCK__CLUSTER_REFRESH_GAP_MS)
-            a->next_walk_ms = a->rt.refreshed_at_ms + DLOCK__CLUSTER_REFRESH_GAP_MS;
+        a->next_walk_ms = at;
         return;
     }
-    if (a->walk_pending && now < a->next_walk_ms) return;
     a->walk_pending = false;
     a->walking = true;
-    a->order_n = dlock__router_refresh_order(&a->rt, &a->url, a->order);
-    a->order_i = 0;
-    dlock__router_refresh_begins(&a->rt, now);
+    dlock__rwalk_begin(&a->rt, &a->url, &a->walk, now);
     walk_next(a);
 }
 
