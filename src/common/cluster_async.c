@@ -376,16 +376,12 @@ static void no_reply(ccmd *cm)
     dlock__acluster *cl = cm->cl;
     anode *n = &cl->nodes[cm->h.target];
     bool written = n->gen_up == cm->gen;
-    if (!cl->closing) {
-        dlock__router_lost(&cl->rt, cm->h.target);
-        start_refresh(cl);
-    }
-    if (written || cl->closing || cm->fixed || cm->h.redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) {
+    bool again = !cl->closing && dlock__router_no_reply(&cl->rt, &cm->h, cm->h.target, written, !cm->fixed);
+    if (!cl->closing) start_refresh(cl);
+    if (!again) {
         finish(cm, NULL, written ? DLOCK__EUNKNOWN : DLOCK__ECONN);
         return;
     }
-    cm->h.redirects++;
-    cm->h.asking = false;
     park(cm, DLOCK__CLUSTER_REFRESH_GAP_MS);
 }
 

@@ -111,6 +111,15 @@ void dlock__router_lost(dlock__router *rt, int i)
     rt->refresh_due = true;
 }
 
+bool dlock__router_no_reply(dlock__router *rt, dlock__hop *h, int node, bool written, bool may_move)
+{
+    dlock__router_lost(rt, node);
+    if (written || !may_move || h->redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) return false;
+    h->redirects++;
+    h->asking = false;
+    return true;
+}
+
 int64_t dlock__router_refresh_wait_ms(const dlock__router *rt, int64_t now_ms)
 {
     int64_t since = now_ms - rt->refreshed_at_ms;

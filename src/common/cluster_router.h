@@ -58,6 +58,13 @@ void dlock__router_refresh_begins(dlock__router *rt, int64_t now_ms);
 void dlock__router_refreshed(dlock__router *rt);
 /* Node i failed (nothing or no reply came back): ask it last, refresh. */
 void dlock__router_lost(dlock__router *rt, int i);
+/* A command sent to node got no reply (its connection failed): the node
+ * is suspect (dlock__router_lost). True when it goes again, to the slot's
+ * master after DLOCK__CLUSTER_REFRESH_GAP_MS (h counts it as a redirect):
+ * nothing was written (the connection never came up), it may move and
+ * the redirect bound is not reached. A written command is never resent:
+ * it may have run. */
+bool dlock__router_no_reply(dlock__router *rt, dlock__hop *h, int node, bool written, bool may_move);
 /* The ms before a refresh may begin (0: now): REFRESH_GAP_MS after the
  * last one began. */
 int64_t dlock__router_refresh_wait_ms(const dlock__router *rt, int64_t now_ms);

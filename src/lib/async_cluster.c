@@ -427,16 +427,12 @@ static int dispatch(creq *r)
 static void no_reply(creq *r, int node, int err)
 {
     dlock__acl *a = r->a;
-    if (!a->closing) {
-        dlock__router_lost(&a->rt, node);
-        start_walk(a);
-    }
-    if (err != DLOCK_ECONN || a->closing || r->fixed >= 0 || r->h.redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) {
+    bool again = !a->closing && dlock__router_no_reply(&a->rt, &r->h, node, err != DLOCK_ECONN, r->fixed < 0);
+    if (!a->closing) start_walk(a);
+    if (!again) {
         finish(r, NULL, err);
         return;
     }
-    r->h.redirects++;
-    r->h.asking = false;
     r->h.target = -1;
     park(a, r, dlock__now_ms() + DLOCK__CLUSTER_REFRESH_GAP_MS);
 }

@@ -326,6 +326,24 @@ static void test_the_map_walk_asks_one_node_at_a_time_slots_then_shards(void **s
     dlock__router_free(&rt);
 }
 
+/* No reply: resent only when nothing was written, within the bound. */
+static void test_a_command_without_a_reply_is_resent_only_when_never_written(void **state)
+{
+    (void)state;
+    dlock__router rt;
+    router_with_two_masters(&rt);
+    dlock__hop h = {.target = 1, .asking = true};
+    assert_false(dlock__router_no_reply(&rt, &h, 1, true, true)); /* written: may have run */
+    assert_int_equal(rt.suspect, 1);
+    assert_true(rt.refresh_due);
+    assert_false(dlock__router_no_reply(&rt, &h, 1, false, false)); /* pinned to its node */
+    for (int i = 0; i < DLOCK__CLUSTER_MAX_REDIRECTS; i++) assert_true(dlock__router_no_reply(&rt, &h, 0, false, true));
+    assert_false(h.asking);
+    assert_int_equal(h.redirects, DLOCK__CLUSTER_MAX_REDIRECTS);
+    assert_false(dlock__router_no_reply(&rt, &h, 0, false, true));
+    dlock__router_free(&rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -343,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_a_full_node_table_makes_the_redirect_final),
         cmocka_unit_test(test_refresh_order_is_masters_then_seeds_then_the_suspect),
         cmocka_unit_test(test_the_map_walk_asks_one_node_at_a_time_slots_then_shards),
+        cmocka_unit_test(test_a_command_without_a_reply_is_resent_only_when_never_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
