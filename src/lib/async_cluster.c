@@ -73,6 +73,7 @@ struct dlock__acl {
     creq *parked;
     void *timer;
     bool walking, walk_pending;
+    bool walk_failed; /* the last walk found no node (logged once) */
     dlock__rwalk walk;
     int64_t next_walk_ms;
     size_t npending;
@@ -332,6 +333,7 @@ static void on_map(void *priv, const dlock__reply *reply, int rc)
         return;
     }
     a->walking = false;
+    a->walk_failed = false;
     a->known = true;
     send_taken(a, take_parked(a, 0), 0); /* those waiting for the map */
 }
@@ -346,11 +348,16 @@ static void walk_next(dlock__acl *a)
         if (send_fixed(a, i, 2, argv, on_map, a) == 0) return;
     }
     a->walking = false;
+    if (!a->walk_failed)
+        dlock__log_opts(a->o, DLOCK_LOG_WARN, "async cluster: no node answered CLUSTER %s", DLOCK__CMAP_FIRST);
+    a->walk_failed = true;
+    bool waiting = false; /* commands that wait for a map walk again; else the next one that needs it asks */
+    for (const creq *r = a->parked; r && !waiting; r = r->next) waiting = !r->resend_ms;
+    if (!waiting) return;
     a->walk_pending = true;
     a->next_walk_ms = dlock__now_ms() + (a->o->retry_delay_ms > DLOCK__CLUSTER_REFRESH_GAP_MS
                                              ? a->o->retry_delay_ms
                                              : DLOCK__CLUSTER_REFRESH_GAP_MS);
-    dlock__log_opts(a->o, DLOCK_LOG_WARN, "async cluster: no node answered CLUSTER %s", DLOCK__CMAP_FIRST);
 }
 
 /* A walk now, or once the router's gap (and after a failed walk,

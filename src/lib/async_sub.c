@@ -245,6 +245,7 @@ static void on_state(dlock__lconn *lc, bool up, const char *why, void *priv)
     if (up || lc != n->lc) return;
     dlock__log_opts(n->s->o, DLOCK_LOG_INFO, "async pub/sub connection lost: %s", why);
     node_gone(n);
+    if (n->s->acl) dlock__acl_refresh(n->s->acl); /* a failover: place the channels where the map then says */
 }
 
 /* On a Cluster, a subscription refused (MOVED) or dropped by the server

@@ -7,7 +7,8 @@
  * a held lock's slot moved (renewal, unlock, a waiter subscribed again
  * where the slot now lives); ASK followed in a hand-driven migration; a
  * frozen master's requests ending EUNKNOWN at their deadline while another
- * master serves; freeing the client with requests in flight. */
+ * master serves; freeing the client with requests in flight; no node
+ * answering (ECONN at the deadline). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -448,6 +449,30 @@ static void test_freeing_the_client_ends_requests_on_several_masters(void **stat
     }
 }
 
+static void test_no_node_answering_is_econn_at_the_deadline(void **state)
+{
+    (void)state;
+    dlock_client_options o;
+    dlock_client_options_init(&o);
+    o.url = "redis-cluster://127.0.0.1:1,127.0.0.1:2";
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 1000;
+    dlock_async_client *c = NULL;
+    assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0); /* nothing blocked on the seeds */
+    dlock_async_lock *l = NULL;
+    assert_int_equal(dlock_async_lock_new(c, "nobody", NULL, &l), 0);
+    rec r = {0};
+    int64_t t0 = dlock__now_ms();
+    assert_int_equal(dlock_async_lock_acquire(l, 0, 1000, on_done, &r), 0);
+    assert_int_equal(r.calls, 0); /* never inside the call */
+    ah_run_until(&r.calls, 3000);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.rc, DLOCK_ECONN); /* parked for the map, never sent */
+    assert_true(r.at_ms - t0 >= 900);
+    dlock_async_lock_free(l);
+    dlock_async_client_free(c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -480,6 +505,7 @@ static int group_teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_no_node_answering_is_econn_at_the_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_locks_fence_and_reentry_on_several_masters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blocking_and_async_holders_exclude_and_wake_each_other, setup,
                                         teardown),
