@@ -56,6 +56,7 @@ struct creq {
     bool parked; /* in a->parked */
     int64_t deadline_ms;
     int64_t resend_ms; /* parked: when to send again; 0: when the map is known */
+    int64_t born_ms;   /* made then: waiting for the map ends command_timeout_ms later */
     creq *prev, *next;
     int argc;
     const char **argv;
@@ -146,10 +147,13 @@ static void unpark(dlock__acl *a, creq *r)
     r->parked = false;
 }
 
-/* Waits until resend_ms (0: until the map is known), within its deadline. */
+/* Waits until resend_ms (a retry: within command_timeout_ms from now; the
+ * retries are bounded by the router), or 0: until the map is known
+ * (within command_timeout_ms from the command's making, however often a
+ * map comes without its slot). */
 static void park(dlock__acl *a, creq *r, int64_t resend_ms)
 {
-    r->deadline_ms = dlock__now_ms() + a->o->command_timeout_ms;
+    r->deadline_ms = (resend_ms ? dlock__now_ms() : r->born_ms) + a->o->command_timeout_ms;
     r->resend_ms = resend_ms;
     r->parked = true;
     r->prev = NULL;
@@ -500,6 +504,7 @@ static creq *creq_new(dlock__acl *a, int argc, const char **argv, const size_t *
     r->node = -1;
     r->fixed = -1;
     r->h.target = -1;
+    r->born_ms = dlock__now_ms();
     return r;
 }
 
