@@ -181,8 +181,9 @@ static void node_gone(dlock__acl *a, int i, const char *why, bool drop)
     cnode *n = &a->nodes[i];
     dlock__lconn *lc = n->lc;
     if (!lc) return;
-    dlock__log_opts(a->o, DLOCK_LOG_WARN, "async cluster: connection to %s:%d dropped: %s",
-                    a->rt.nodes[i].host, a->rt.nodes[i].port, why);
+    /* as the one connection's: a reply deadline passed WARN, a lost connection INFO */
+    dlock__log_opts(a->o, drop ? DLOCK_LOG_WARN : DLOCK_LOG_INFO, "async cluster: connection to %s:%d %s: %s",
+                    a->rt.nodes[i].host, a->rt.nodes[i].port, drop ? "dropped" : "lost", why);
     if (!n->up) n->next_connect_ms = dlock__now_ms() + a->o->retry_delay_ms;
     n->lc = NULL;
     n->up = false;

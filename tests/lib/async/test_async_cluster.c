@@ -8,7 +8,8 @@
  * where the slot now lives); ASK followed in a hand-driven migration; a
  * frozen master's requests ending EUNKNOWN at their deadline while another
  * master serves; freeing the client with requests in flight; no node
- * answering (ECONN at the deadline). */
+ * answering (ECONN at the deadline); a master killed and its replica
+ * promoted (last: the Cluster has a replica per master for it). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -449,6 +450,56 @@ static void test_freeing_the_client_ends_requests_on_several_masters(void **stat
     }
 }
 
+/* Last: master m[0] is killed; its replica takes over. */
+static void test_a_failover_is_followed(void **state)
+{
+    (void)state;
+    dlock_async_client *c = client_with(1000), *c2 = client_with(1000);
+    dlock_async_lock *h = lock_on(c, 0, "failover", DLOCK_LOCK_REENTRANT);
+    dlock_async_lock *w = lock_on(c2, 0, "failover", DLOCK_LOCK_REENTRANT);
+    assert_int_equal(acquire_now(h, 0, 30000), 0); /* a fixed lease: the hold outlives the failover */
+    rec wr = {0};
+    assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, on_done, &wr), 0);
+    ah_run_for(500); /* the hold reaches the replica meanwhile */
+    test_cluster_kill(&cl, m[0]);
+    int promoted = test_cluster_wait_failover(&cl, m[0], 15000); /* the loop stands still meanwhile */
+    assert_true(promoted >= 0);
+    long subs0 = shard_channels(promoted);
+    ah_run_for(500); /* the connections to the dead master close; the map is asked again */
+    if (wr.calls) { /* its try went out on the dead master's connection: unknown, as documented */
+        assert_int_equal(wr.rc, DLOCK_EUNKNOWN);
+        print_message("the waiter's try was in flight on the dead master: EUNKNOWN; waits again\n");
+        wr = (rec){0};
+        assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, on_done, &wr), 0);
+    }
+    int64_t t0 = dlock__now_ms(); /* the waiter subscribes again, on the promoted replica */
+    while (shard_channels(promoted) != subs0 + 1 && dlock__now_ms() - t0 < 3000) ah_run_for(50);
+    assert_int_equal(shard_channels(promoted), subs0 + 1);
+    /* a new name on the dead master's slot: sent where the refreshed map
+     * says */
+    dlock_async_lock *n = lock_on(c, 0, "after-failover", DLOCK_LOCK_SIMPLE);
+    assert_int_equal(acquire_now(n, 0, 5000), 0);
+    char got[128];
+    get_on(promoted, dlock_async_lock_key(n), got, sizeof(got));
+    assert_string_equal(got, dlock_async_lock_owner(n));
+    assert_int_equal(unlock_now(n), 0);
+    /* the hold came across by replication; its release there wakes the
+     * waiter through its new subscription */
+    assert_int_equal(wr.calls, 0);
+    int64_t t_unlock = dlock__now_ms();
+    assert_int_equal(unlock_now(h), 0);
+    ah_run_until(&wr.calls, 3000);
+    assert_int_equal(wr.calls, 1);
+    assert_int_equal(wr.rc, 0);
+    assert_true(wr.at_ms - t_unlock < 500 + SLACK_MS); /* woken by the SPUBLISH, not a recheck */
+    assert_int_equal(unlock_now(w), 0);
+    dlock_async_lock_free(n);
+    dlock_async_lock_free(h);
+    dlock_async_lock_free(w);
+    dlock_async_client_free(c);
+    dlock_async_client_free(c2);
+}
+
 static void test_no_node_answering_is_econn_at_the_deadline(void **state)
 {
     (void)state;
@@ -491,7 +542,7 @@ static int group_setup(void **state)
 {
     (void)state;
     signal(SIGPIPE, SIG_IGN);
-    if (test_cluster_start(&cl, 3, 0) != 0) return -1;
+    if (test_cluster_start(&cl, 3, 1) != 0) return -1;
     return test_cluster_three_tags(&cl, m, tag, tslot);
 }
 
@@ -514,6 +565,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ask_is_followed_in_a_migration_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_freeing_the_client_ends_requests_on_several_masters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_frozen_master_ends_its_requests_at_their_deadline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_failover_is_followed, setup, teardown),
     };
     return cmocka_run_group_tests_name(ah_name(), tests, group_setup, group_teardown);
 }
