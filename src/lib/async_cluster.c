@@ -7,8 +7,10 @@
  * URL's credentials. The slot map is loaded without blocking, by the
  * router's walk (dlock__rwalk: CLUSTER SLOTS, SHARDS when SLOTS is refused
  * or does not parse, one node at a time in dlock__router_refresh_order),
- * at most one walk at once and one per DLOCK__CLUSTER_REFRESH_GAP_MS; a walk no node answered is
- * tried again after retry_delay_ms while commands wait. A command made
+ * at most one walk at once and one per DLOCK__CLUSTER_REFRESH_GAP_MS; a
+ * walk no node answered is tried again after retry_delay_ms while
+ * commands wait for the map (else when the next one needs it; its
+ * failure is logged once). A command made
  * while its slot has no known master is parked with its deadline
  * (command_timeout_ms) and sent when a walk succeeds, or ends ECONN.
  * Each command in flight is listed on its node in send order with its
@@ -222,7 +224,7 @@ static void handshake_reply(dlock__lconn *lc, dlock__reply *reply, int err, void
     maybe_free(a);
 }
 
-/* Node i's connection, opened when there is none; NULL (not yet: *wait_ms
+/* Node i's connection, opened when there is none; NULL (not yet: *retry_at
  * set, or failed). */
 static dlock__lconn *node_conn(dlock__acl *a, int i, int64_t *retry_at)
 {
