@@ -44,9 +44,9 @@
  *
  * Objects: the lock (simple and reentrant), the read-write lock, the
  * semaphore (a handle's permits; not the expirable permits) and the rate
- * limiter, on a standalone server or a Sentinel-managed master. Left out
- * (blocking API only, for now): etcd and Cluster URLs, wait_replicas,
- * and the fair lock, multi-lock, RedLock,
+ * limiter, on a standalone server, a Sentinel-managed master or a Redis
+ * Cluster. Left out (blocking API only, for now): etcd URLs,
+ * wait_replicas, and the fair lock, multi-lock, RedLock,
  * latch, elections and expirable permits; dlock_async_client_new refuses
  * those URLs and options with DLOCK_ENOTSUP.
  */
@@ -105,16 +105,18 @@ typedef struct dlock_async_client dlock_async_client;
 
 /* Makes a client on loop (the table is copied; its ud must outlive the
  * client). opts as dlock_client_create's (dlock_client_options_init, then
- * override): url (redis://, unix:// or redis-sentinel://, below),
+ * override): url (redis://, unix://, redis-sentinel:// or
+ * redis-cluster://, below),
  * connect_timeout_ms,
  * command_timeout_ms, watchdog_timeout_ms, retry_delay_ms (the pause
  * before reconnecting after a failed connect), key_prefix, log_fn/log_ud/
  * log_level (called on the loop thread); pool_size and retry_attempts are
- * not used (one command connection, one pub/sub connection).
+ * not used (one command connection, one pub/sub connection; on a
+ * Cluster one of each per master).
  * Starts connecting (non-blocking) and returns; an unreachable server or a
  * refused AUTH shows up as the operations' DLOCK_ECONN / DLOCK_EAUTH.
  * Returns 0 and *client_out, or DLOCK_EINVAL (NULL, a bad option or loop
- * table), DLOCK_EURL, DLOCK_ETLS, DLOCK_ENOTSUP (an etcd or Cluster URL;
+ * table), DLOCK_EURL, DLOCK_ETLS, DLOCK_ENOTSUP (an etcd URL;
  * wait_replicas > 0), DLOCK_ECONN (the socket could not be made),
  * DLOCK_ENOMEM.
  * redis-sentinel://: the master is asked of the sentinels (in URL order,
@@ -125,7 +127,26 @@ typedef struct dlock_async_client dlock_async_client;
  * move to the new master (commands in flight on the old one end
  * DLOCK_EUNKNOWN). A lost connection, or a master answering READONLY
  * (that command ends DLOCK_ECONN: nothing ran), makes the next command
- * ask the sentinels again. The URL's credentials go to the master only. */
+ * ask the sentinels again. The URL's credentials go to the master only.
+ * redis-cluster://: the slot map is asked of the nodes (CLUSTER SLOTS,
+ * then SHARDS; the map's masters, then the URL's nodes) on the loop; a
+ * command made before it is known waits for it (within
+ * command_timeout_ms) and ends DLOCK_ECONN when no node answers. Each
+ * command goes to the master of its keys' slot (every object's keys
+ * share one by hash tag), on a connection per master opened on first use
+ * with the URL's credentials, and keeps its reply deadline there: a
+ * master that stops answering has its connection dropped (its commands
+ * end DLOCK_EUNKNOWN) and the map is asked again. MOVED sends the command
+ * again to the named master at once (at most 5 redirects; the map is
+ * refreshed in the background), ASK sends ASKING and the command to the
+ * named node once; TRYAGAIN, LOADING, MASTERDOWN, CLUSTERDOWN and READONLY
+ * (a failover) are retried for about half a second, the last two on the
+ * slot's master in the refreshed map. A renewal's validity still counts
+ * from its first send. Waiters subscribe on the master of their channel's
+ * slot (SSUBSCRIBE when the channel shares its object's slot, as the
+ * blocking client does, whose holders they exclude and wake) and again
+ * where the slot lives after the server dropped the subscription (the
+ * slot moved) or the connection broke. */
 DLOCK_API int dlock_async_client_new(const dlock_async_loop *loop, const dlock_client_options *opts,
                                      dlock_async_client **client_out);
 

@@ -62,9 +62,7 @@ struct dlock__acluster {
     dlock__router rt;
     anode nodes[MAX_NODES]; /* aligned with rt.nodes */
     bool up, down, closing, refreshing;
-    int order[MAX_NODES + 1]; /* the current refresh walk */
-    size_t order_n, order_i;
-    bool order_ok; /* a node answered during this walk (even badly) */
+    dlock__rwalk walk; /* the current refresh walk */
     struct event *refresh_ev, *up_ev;
     ccmd *waiting; /* commands parked on a timer */
     int in_cb;
@@ -148,9 +146,7 @@ static int bootstrap(dlock__acluster *cl, char *err, size_t errlen)
 }
 
 typedef struct map_req {
-    dlock__acluster *cl;
-    int node;
-    bool second; /* the DLOCK__CMAP_SECOND fallback */
+    dlock__acluster *cl; /* the walk (cl->walk) says which node and question */
 } map_req;
 
 static void refresh_next(dlock__acluster *cl);
@@ -158,11 +154,8 @@ static void refresh_next(dlock__acluster *cl);
 static void refresh_done(dlock__acluster *cl, bool ok)
 {
     cl->refreshing = false;
-    if (ok) {
-        dlock__router_refreshed(&cl->rt);
-        return;
-    }
-    if (!cl->order_ok && !cl->down && !cl->closing) { /* nobody answered at all */
+    if (ok) return;
+    if (!cl->walk.answered && !cl->down && !cl->closing) { /* nobody answered at all */
         cl->down = true;
         cl->up = false;
         cl->in_cb++; /* the owner may close us in there: the walk's callers still read cl */
@@ -173,31 +166,21 @@ static void refresh_done(dlock__acluster *cl, bool ok)
 
 static void on_map_reply(dlock__aconn *ac, dlock__reply *reply, int err, void *priv)
 {
-    (void)ac;
     (void)err;
     map_req *q = priv;
     dlock__acluster *cl = q->cl;
     cl->in_cb++;
     if (cl->closing) goto out;
-    if (reply) cl->order_ok = true;
-    dlock__cmap m;
-    const char *host = cl->rt.nodes[q->node].host;
-    int rc = !reply ? DLOCK__EUNKNOWN
-                    : dlock__cmap_parse(q->second ? DLOCK__CMAP_SECOND : DLOCK__CMAP_FIRST, reply, host, &m,
-                                        NULL, 0);
-    if (rc == DLOCK__ESERVER && !q->second) {
-        const char *argv[2] = {"CLUSTER", DLOCK__CMAP_SECOND};
+    const char *sub = NULL;
+    dlock__rwalk_step step = dlock__rwalk_reply(&cl->rt, &cl->walk, reply, &sub);
+    if (step == DLOCK__RWALK_AGAIN) {
+        const char *argv[2] = {"CLUSTER", sub};
         map_req *q2 = malloc(sizeof(*q2));
-        if (q2 && (*q2 = (map_req){.cl = cl, .node = q->node, .second = true}, true) &&
-            dlock__aplain_cmd(ac, on_map_reply, q2, 2, argv, NULL) == 0)
+        if (q2 && (*q2 = (map_req){.cl = cl}, true) && dlock__aplain_cmd(ac, on_map_reply, q2, 2, argv, NULL) == 0)
             goto out;
         free(q2);
     }
-    if (rc == 0) {
-        rc = dlock__router_apply(&cl->rt, &m);
-        dlock__cmap_free(&m);
-    }
-    if (rc == 0)
+    if (step == DLOCK__RWALK_DONE)
         refresh_done(cl, true);
     else
         refresh_next(cl);
@@ -209,13 +192,14 @@ out:
 /* Asks the next candidate of the walk; ends it when none is left. */
 static void refresh_next(dlock__acluster *cl)
 {
-    const char *argv[2] = {"CLUSTER", DLOCK__CMAP_FIRST};
-    while (cl->order_i < cl->order_n) {
-        int i = cl->order[cl->order_i++];
+    const char *sub;
+    int i;
+    while ((i = dlock__rwalk_next(&cl->walk, &sub)) >= 0) {
+        const char *argv[2] = {"CLUSTER", sub};
         dlock__aconn *ac = node_ac(cl, i);
         map_req *q = ac ? malloc(sizeof(*q)) : NULL;
         if (!q) continue;
-        *q = (map_req){.cl = cl, .node = i};
+        *q = (map_req){.cl = cl};
         if (dlock__aplain_cmd(ac, on_map_reply, q, 2, argv, NULL) == 0) return;
         free(q);
     }
@@ -237,18 +221,14 @@ static void on_refresh_timer(evutil_socket_t fd, short what, void *arg)
 static void start_refresh(dlock__acluster *cl)
 {
     if (cl->refreshing || cl->closing || cl->down) return;
-    int64_t since = dlock__now_ms() - cl->rt.refreshed_at_ms;
-    if (since < DLOCK__CLUSTER_REFRESH_GAP_MS) {
-        int64_t ms = DLOCK__CLUSTER_REFRESH_GAP_MS - since;
+    int64_t ms = dlock__router_refresh_wait_ms(&cl->rt, dlock__now_ms());
+    if (ms > 0) {
         struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t)(ms * 1000)};
         if (cl->refresh_ev && !evtimer_pending(cl->refresh_ev, NULL)) evtimer_add(cl->refresh_ev, &tv);
         return;
     }
-    cl->order_n = dlock__router_refresh_order(&cl->rt, &cl->url, cl->order);
-    cl->order_i = 0;
-    cl->order_ok = false;
     cl->refreshing = true;
-    dlock__router_refresh_begins(&cl->rt, dlock__now_ms());
+    dlock__rwalk_begin(&cl->rt, &cl->url, &cl->walk, dlock__now_ms());
     refresh_next(cl);
 }
 
@@ -396,16 +376,12 @@ static void no_reply(ccmd *cm)
     dlock__acluster *cl = cm->cl;
     anode *n = &cl->nodes[cm->h.target];
     bool written = n->gen_up == cm->gen;
-    if (!cl->closing) {
-        dlock__router_lost(&cl->rt, cm->h.target);
-        start_refresh(cl);
-    }
-    if (written || cl->closing || cm->fixed || cm->h.redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) {
+    bool again = !cl->closing && dlock__router_no_reply(&cl->rt, &cm->h, cm->h.target, written, !cm->fixed);
+    if (!cl->closing) start_refresh(cl);
+    if (!again) {
         finish(cm, NULL, written ? DLOCK__EUNKNOWN : DLOCK__ECONN);
         return;
     }
-    cm->h.redirects++;
-    cm->h.asking = false;
     park(cm, DLOCK__CLUSTER_REFRESH_GAP_MS);
 }
 

@@ -111,6 +111,60 @@ void dlock__router_lost(dlock__router *rt, int i)
     rt->refresh_due = true;
 }
 
+bool dlock__router_no_reply(dlock__router *rt, dlock__hop *h, int node, bool written, bool may_move)
+{
+    dlock__router_lost(rt, node);
+    if (written || !may_move || h->redirects >= DLOCK__CLUSTER_MAX_REDIRECTS) return false;
+    h->redirects++;
+    h->asking = false;
+    return true;
+}
+
+int64_t dlock__router_refresh_wait_ms(const dlock__router *rt, int64_t now_ms)
+{
+    int64_t since = now_ms - rt->refreshed_at_ms;
+    return since < DLOCK__CLUSTER_REFRESH_GAP_MS ? DLOCK__CLUSTER_REFRESH_GAP_MS - since : 0;
+}
+
+void dlock__rwalk_begin(dlock__router *rt, const dlock__url *url, dlock__rwalk *w, int64_t now_ms)
+{
+    w->n = dlock__router_refresh_order(rt, url, w->order);
+    w->i = 0;
+    w->node = -1;
+    w->second = w->answered = false;
+    dlock__router_refresh_begins(rt, now_ms);
+}
+
+int dlock__rwalk_next(dlock__rwalk *w, const char **sub_out)
+{
+    w->node = w->i < w->n ? w->order[w->i++] : -1;
+    w->second = false;
+    *sub_out = DLOCK__CMAP_FIRST;
+    return w->node;
+}
+
+dlock__rwalk_step dlock__rwalk_reply(dlock__router *rt, dlock__rwalk *w, const dlock__reply *r,
+                                     const char **sub_out)
+{
+    if (r) w->answered = true;
+    if (!r || w->node < 0) return DLOCK__RWALK_NEXT;
+    dlock__cmap m;
+    const char *sub = w->second ? DLOCK__CMAP_SECOND : DLOCK__CMAP_FIRST;
+    int rc = dlock__cmap_parse(sub, r, rt->nodes[w->node].host, &m, NULL, 0);
+    if (rc == DLOCK__ESERVER && !w->second) {
+        w->second = true;
+        *sub_out = DLOCK__CMAP_SECOND;
+        return DLOCK__RWALK_AGAIN;
+    }
+    if (rc == 0) {
+        rc = dlock__router_apply(rt, &m);
+        dlock__cmap_free(&m);
+    }
+    if (rc) return DLOCK__RWALK_NEXT;
+    dlock__router_refreshed(rt);
+    return DLOCK__RWALK_DONE;
+}
+
 dlock__hop_step dlock__router_follow(dlock__router *rt, dlock__hop *h, int slot, const dlock__reply *r,
                                      int64_t *wait_ms, dlock__next *next_out)
 {

@@ -1,6 +1,7 @@
 /* cluster_router.h: the state one Redis Cluster router keeps, and what it
- * does with a reply, shared by its two I/O drivers (the sync cluster_conn.c
- * and the async cluster_async.c). No I/O here: a node table (host:port, an
+ * does with a reply, shared by its three I/O drivers (the sync
+ * cluster_conn.c, the libevent cluster_async.c and libdlock's asynchronous
+ * client, src/lib/async_cluster.c). No I/O here: a node table (host:port, an
  * index per node that a driver uses for its own connection array), the
  * slot map, the node of the last routed command, the node that last failed
  * and the refresh bookkeeping, and a command's hop (where it goes next,
@@ -57,6 +58,43 @@ void dlock__router_refresh_begins(dlock__router *rt, int64_t now_ms);
 void dlock__router_refreshed(dlock__router *rt);
 /* Node i failed (nothing or no reply came back): ask it last, refresh. */
 void dlock__router_lost(dlock__router *rt, int i);
+/* A command sent to node got no reply (its connection failed): the node
+ * is suspect (dlock__router_lost). True when it goes again, to the slot's
+ * master after DLOCK__CLUSTER_REFRESH_GAP_MS (h counts it as a redirect):
+ * nothing was written (the connection never came up), it may move and
+ * the redirect bound is not reached. A written command is never resent:
+ * it may have run. */
+bool dlock__router_no_reply(dlock__router *rt, dlock__hop *h, int node, bool written, bool may_move);
+/* The ms before a refresh may begin (0: now): REFRESH_GAP_MS after the
+ * last one began. */
+int64_t dlock__router_refresh_wait_ms(const dlock__router *rt, int64_t now_ms);
+
+/* An asynchronous driver's walk for the map: one node asked at a time, in
+ * dlock__router_refresh_order, "CLUSTER <DLOCK__CMAP_FIRST>" and, when a
+ * node refuses it or its reply does not parse, "CLUSTER
+ * <DLOCK__CMAP_SECOND>" of the same node; the first good reply is applied. */
+typedef struct dlock__rwalk {
+    int order[DLOCK__ROUTER_MAX_NODES + 1];
+    size_t n, i;
+    int node;      /* the node asked now, -1 */
+    bool second;   /* it was asked DLOCK__CMAP_SECOND */
+    bool answered; /* a node answered during this walk (even badly) */
+} dlock__rwalk;
+
+typedef enum dlock__rwalk_step {
+    DLOCK__RWALK_DONE = 0,  /* the map was applied, the refresh ended well */
+    DLOCK__RWALK_AGAIN = 1, /* ask the same node "CLUSTER <*sub_out>" */
+    DLOCK__RWALK_NEXT = 2,  /* ask the next node (dlock__rwalk_next) */
+} dlock__rwalk_step;
+
+/* A walk begins (the refresh begins at now_ms). */
+void dlock__rwalk_begin(dlock__router *rt, const dlock__url *url, dlock__rwalk *w, int64_t now_ms);
+/* The next node to ask, with the CLUSTER subcommand to send it; -1 when
+ * none is left (the walk failed). */
+int dlock__rwalk_next(dlock__rwalk *w, const char **sub_out);
+/* What the node asked answered (r NULL: nothing came). */
+dlock__rwalk_step dlock__rwalk_reply(dlock__router *rt, dlock__rwalk *w, const dlock__reply *r,
+                                     const char **sub_out);
 
 typedef enum dlock__hop_step {
     DLOCK__HOP_FINAL = 0,  /* the reply is the answer */

@@ -13,7 +13,10 @@
  * while it is not known (first use, after a connection loss, a failover)
  * is parked in the list with its deadline and sent when the sentinels
  * answer, or ends ECONN (never sent) when none does or its deadline
- * passes first. */
+ * passes first.
+ * Cluster URLs: every request goes through async_cluster.c (the map, a
+ * connection per master, redirects, deadlines per node); this file keeps
+ * what every URL shares (scripts, NOSCRIPT, error codes, lifetimes). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 
 #include "async_internal.h"
 #include "opts_read.h"
+#include "slot.h"
 #include "util.h"
 
 #define MAXARGV 24
@@ -43,6 +47,7 @@ struct dlock_async_client {
     size_t nreq;             /* requests and handshake commands pending */
     dlock__asub *sub;
     dlock__asent *sent;   /* Sentinel URLs */
+    dlock__acl *acl;      /* Cluster URLs */
     bool master_stale;    /* the connection to it was lost: ask again */
     char conn_host[256];  /* where conn goes (Sentinel URLs) */
     int conn_port;
@@ -252,9 +257,11 @@ static void enlist(dlock_async_client *c, areq *r)
 }
 
 static void on_reply(dlock__lconn *lc, dlock__reply *reply, int err, void *priv);
+static int cluster_send(dlock_async_client *c, areq *r);
 
 static int send_req(dlock_async_client *c, areq *r)
 {
+    if (c->acl) return cluster_send(c, r);
     int rc = ensure_conn(c);
     if (rc == PARKED) {
         enlist(c, r);
@@ -322,6 +329,42 @@ static void on_reply(dlock__lconn *lc, dlock__reply *reply, int err, void *priv)
 out:
     if (!c->closing) rearm(c);
     dlock__ac_leave(c);
+}
+
+/* A Cluster URL's reply (redirects followed by async_cluster.c). */
+static void on_cluster_reply(void *priv, const dlock__reply *reply, int rc)
+{
+    areq *r = priv;
+    dlock_async_client *c = r->c;
+    dlock__ac_enter(c);
+    if (c->closing) rc = DLOCK_ECLOSED;
+    if (rc == 0 && dlock__reply_kind(reply) == DLOCK__R_ERROR) {
+        if (!r->by_source && dlock__script_missing(reply)) {
+            r->by_source = true; /* NOSCRIPT on that master: nothing ran; EVAL once */
+            if (send_req(c, r) == 0) goto out;
+            rc = DLOCK_ECONN;
+        } else {
+            rc = error_code(c, r, reply);
+        }
+    }
+    r->fn(r->priv, rc == 0 ? reply : NULL, rc, r->tag);
+    c->nreq--;
+    free(r);
+out:
+    dlock__ac_leave(c);
+}
+
+/* To the master of the slot of the script's keys (they share one slot by
+ * hash tag, docs/locks.md). */
+static int cluster_send(dlock_async_client *c, areq *r)
+{
+    const char *argv[MAXARGV];
+    size_t lens[MAXARGV];
+    char nk[16];
+    int argc = dlock__script_argv(r->s, r->by_source, r->nkeys, (const char *const *)r->strs, r->nargs,
+                                  (const char *const *)r->strs + r->nkeys, argv, lens, nk);
+    int slot = r->nkeys > 0 ? (int)dlock__key_slot(r->strs[0], strlen(r->strs[0])) : -1;
+    return dlock__acl_cmd(c->acl, slot, argc, argv, lens, on_cluster_reply, r);
 }
 
 static areq *req_new(dlock_async_client *c, const dlock__script *s, int nkeys, const char *const *keys,
@@ -435,10 +478,6 @@ static int parse_url(dlock_async_client *c)
         dlock__ac_log(c, DLOCK_LOG_ERROR, "async client: %s", err);
         return rc;
     }
-    if (c->url.kind == DLOCK__URL_CLUSTER) {
-        dlock__ac_log(c, DLOCK_LOG_ERROR, "async client: Cluster URLs are not supported yet");
-        return DLOCK_ENOTSUP;
-    }
     return 0;
 }
 
@@ -453,10 +492,11 @@ static int client_init(dlock_async_client *c, const dlock_async_loop *loop, cons
     if (rc == 0) rc = parse_url(c);
     if (rc == 0) rc = dlock__err_from_common(dlock__random_hex(c->id, 16));
     if (rc == 0 && !(c->timer = dlock__atimer_new(loop, on_timer, c))) rc = DLOCK_ENOMEM;
-    if (rc == 0) rc = dlock__asub_new(loop, &c->url, &c->opts, &c->sub);
+    if (rc == 0 && c->url.kind == DLOCK__URL_CLUSTER) rc = dlock__acl_new(loop, &c->url, &c->opts, &c->acl);
+    if (rc == 0) rc = dlock__asub_new(loop, &c->url, &c->opts, c->acl, &c->sub);
     if (rc == 0 && c->url.kind == DLOCK__URL_SENTINEL)
         rc = dlock__asent_new(loop, &c->url, &c->opts, master_changed, c, &c->sent);
-    if (rc == 0) rc = ensure_conn(c);
+    if (rc == 0 && !c->acl) rc = ensure_conn(c);
     return rc == PARKED ? 0 : rc;
 }
 
@@ -494,6 +534,9 @@ DLOCK_API void dlock_async_client_free(dlock_async_client *c)
     dlock__lconn_close(lc); /* each request ends ECLOSED (now, or when hiredis returns) */
     dlock__asent_free(c->sent);
     c->sent = NULL;
+    dlock__acl *acl = c->acl;
+    c->acl = NULL;
+    dlock__acl_free(acl); /* the same on each master's connection */
     for (areq *r = c->head, *nx; r; r = nx) {
         nx = r->next;
         if (r->parked) end_req(c, r, DLOCK_ECLOSED);
@@ -537,6 +580,12 @@ dlock__asub *dlock__ac_sub(dlock_async_client *c)
 bool dlock__ac_closing(const dlock_async_client *c)
 {
     return c->closing;
+}
+
+bool dlock__ac_sharded(const dlock_async_client *c, const char *key, const char *channel)
+{
+    return c->url.kind == DLOCK__URL_CLUSTER &&
+           dlock__key_slot(key, strlen(key)) == dlock__key_slot(channel, strlen(channel));
 }
 
 uint64_t dlock__ac_serial(dlock_async_client *c)

@@ -9,8 +9,12 @@
  *   async_client.c    the client: options, the command connection, requests
  *     |               with reply deadlines, scripts (EVALSHA, EVAL once on
  *     |               NOSCRIPT), handle registry, enter/leave, free
- *   async_sub.c       the pub/sub connection: channels, their FIFO of waiters
- *     |
+ *   async_sub.c       the pub/sub connections: channels, their FIFO of waiters
+ *     |               (on a Cluster, one connection per master a channel
+ *     |               lives on, sharded channels with SSUBSCRIBE)
+ *   async_cluster.c   a redis-cluster:// URL's requests: the slot map loaded
+ *     |               on the loop, a connection per master, MOVED / ASK
+ *     |               followed, reply deadlines per node
  *   async_sentinel.c  the master of a redis-sentinel:// URL: resolution,
  *     |               +switch-master
  *   async_loop.c      the host loop's table: timers, the connection's view
@@ -59,6 +63,34 @@ bool dlock__asent_resolving(const dlock__asent *s);
 /* The master's address while one is known (valid until the next change). */
 bool dlock__asent_master(const dlock__asent *s, const char **host_out, int *port_out);
 
+/* ---- async_cluster.c ------------------------------------------------------------ */
+
+typedef struct dlock__acl dlock__acl;
+
+/* A command's outcome: rc 0 with reply (any kind, error replies too, once
+ * redirects were followed), or rc DLOCK_EUNKNOWN (sent, no answer before
+ * the deadline or the connection dropped), DLOCK_ECONN (never sent: no
+ * map or node within the deadline), DLOCK_ECLOSED (being freed) and
+ * reply NULL. */
+typedef void (*dlock__acl_fn)(void *priv, const dlock__reply *reply, int rc);
+
+/* url (a CLUSTER URL, copied) and o (kept: must outlive it); starts
+ * loading the map on the loop. 0 or ENOMEM. */
+int dlock__acl_new(const dlock_async_loop *loop, const dlock__url *url, const dlock_client_options *o,
+                   dlock__acl **out);
+/* Closes every connection: each command pending ends DLOCK_ECLOSED (now,
+ * or when hiredis returns); the memory goes after the last. NULL ok. */
+void dlock__acl_free(dlock__acl *a);
+/* Sends argv (copied) to slot's master (slot -1: keyless), following
+ * redirects. 0 (fn will run once, never inside this call) or
+ * DLOCK_ECONN / DLOCK_ENOMEM / DLOCK_EINVAL / DLOCK_ECLOSED (fn will not). */
+int dlock__acl_cmd(dlock__acl *a, int slot, int argc, const char **argv, const size_t *lens, dlock__acl_fn fn,
+                   void *priv);
+/* The master of slot while the map is known (valid until the next change). */
+bool dlock__acl_node_of(const dlock__acl *a, int slot, const char **host_out, int *port_out);
+/* Asks for the map again, in the background (after a slot moved). */
+void dlock__acl_refresh(dlock__acl *a);
+
 /* ---- async_sub.c --------------------------------------------------------------- */
 
 typedef struct dlock__asub dlock__asub;
@@ -82,16 +114,19 @@ typedef struct dlock__await {
     void (*turn)(struct dlock__await *w, dlock__turn why);
 } dlock__await;
 
-/* url: redis:// or unix:// (copied). o: the client's options (kept: must
- * outlive the subscriber). 0 or ENOMEM. Connects when first needed. */
+/* url: redis://, unix://, redis-sentinel:// or redis-cluster:// (copied).
+ * o: the client's options (kept: must outlive the subscriber). acl: a
+ * Cluster URL's driver (where each channel's slot lives; kept), else
+ * NULL. 0 or ENOMEM. Connects when first needed. */
 int dlock__asub_new(const dlock_async_loop *loop, const dlock__url *url, const dlock_client_options *o,
-                    dlock__asub **out);
+                    dlock__acl *acl, dlock__asub **out);
 /* Closes the connection and frees every channel; waiters still queued are
  * dropped from their queues without a turn. NULL ok. */
 void dlock__asub_free(dlock__asub *s);
 /* Puts w at the tail of channel's queue (subscribing when it is the
- * first). 0, ENOMEM or ECONN (nothing queued). */
-int dlock__asub_join(dlock__asub *s, const char *channel, dlock__await *w);
+ * first; sharded: SSUBSCRIBE on the master of its slot, Cluster URLs
+ * only, see dlock__ac_sharded). 0, ENOMEM or ECONN (nothing queued). */
+int dlock__asub_join(dlock__asub *s, const char *channel, bool sharded, dlock__await *w);
 /* Takes w out of its queue (no-op if in none); the next becomes head and
  * gets its turn on the loop's next pass. */
 void dlock__asub_leave(dlock__await *w);
@@ -142,6 +177,11 @@ const dlock_client_options *dlock__ac_options(const dlock_async_client *c);
 const dlock_async_loop *dlock__ac_loop(const dlock_async_client *c);
 dlock__asub *dlock__ac_sub(dlock_async_client *c);
 bool dlock__ac_closing(const dlock_async_client *c);
+/* Whether channel, a release channel of key, is a sharded channel: on a
+ * redis-cluster:// URL when it hashes to key's slot (the blocking
+ * client's rule, dlock__client_sharded); its publish command for the
+ * scripts is dlock__pub_cmd(sharded). */
+bool dlock__ac_sharded(const dlock_async_client *c, const char *key, const char *channel);
 /* A fresh number for default owners ("<client id>:a<n>"). */
 uint64_t dlock__ac_serial(dlock_async_client *c);
 /* Runs script s: EVALSHA, and EVAL once when the server answers NOSCRIPT.
@@ -178,6 +218,7 @@ struct dlock__aop {
     dlock_async_client *c;
     const dlock__aop_ops *ops;
     const char *channel;   /* the object's wake channel */
+    bool sharded;          /* channel is sharded (dlock__ac_sharded) */
     int64_t recheck_max_ms;
     void *timer;           /* made on first wait */
     dlock__await w;
@@ -193,7 +234,7 @@ struct dlock__aop {
 };
 
 void dlock__aop_init(dlock__aop *op, dlock_async_client *c, const dlock__aop_ops *ops, const char *channel,
-                     int64_t recheck_max_ms);
+                     bool sharded, int64_t recheck_max_ms);
 /* Starts an acquire: the first try is sent now. 0 or the send's code
  * (nothing pending then). */
 int dlock__aop_start(dlock__aop *op, int64_t wait_ms);

@@ -189,10 +189,10 @@ static void acq_reply(void *priv, const dlock__reply *reply, int rc, uint64_t ta
 static void send_release(dlock_async_lock *l, dlock__areply_fn fn, uint64_t tag, int *rc_out)
 {
     if (l->kind == DLOCK_LOCK_SIMPLE) {
-        const char *args[3] = {l->owner, l->channel, "PUBLISH"};
+        const char *args[3] = {l->owner, l->channel, dlock__pub_cmd(l->op.sharded)};
         *rc_out = eval(l, &dlock__script_lock_release, 3, args, fn, tag);
     } else {
-        const char *args[4] = {l->owner, l->lease_arg, l->channel, "PUBLISH"};
+        const char *args[4] = {l->owner, l->lease_arg, l->channel, dlock__pub_cmd(l->op.sharded)};
         *rc_out = eval(l, &dlock__script_rlock_release, 4, args, fn, tag);
     }
 }
@@ -359,7 +359,7 @@ DLOCK_API int dlock_async_lock_new(dlock_async_client *c, const char *name, cons
         return rc;
     }
     int64_t recheck = l->kind == DLOCK_LOCK_SIMPLE ? RECHECK_MAX_SIMPLE_MS : RECHECK_MAX_REENTRANT_MS;
-    dlock__aop_init(&l->op, c, &aop_ops, l->channel, recheck);
+    dlock__aop_init(&l->op, c, &aop_ops, l->channel, dlock__ac_sharded(c, l->key, l->channel), recheck);
     l->op.exclusive = true;
     dlock__ahold_init(&l->hold, c, &ahold_ops);
     if (l->kind == DLOCK_LOCK_REENTRANT && !l->explicit_owner)

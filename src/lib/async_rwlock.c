@@ -98,7 +98,7 @@ static void drop_reply(void *priv, const dlock__reply *reply, int rc, uint64_t t
 static int send_release(dlock_async_rwlock *rw, bool write, dlock__areply_fn fn)
 {
     const char *keys[3] = {rw->keys[K_W], rw->keys[K_R], rw->keys[K_RN]};
-    const char *args[4] = {rw->owner, write ? "w" : "r", rw->keys[K_CHAN], "PUBLISH"};
+    const char *args[4] = {rw->owner, write ? "w" : "r", rw->keys[K_CHAN], dlock__pub_cmd(rw->op.sharded)};
     return eval(rw, &dlock__script_rw_release, 3, keys, 4, args, fn, 0);
 }
 
@@ -121,7 +121,7 @@ static int try_send(dlock__aop *op, uint64_t tag)
 static void withdraw(dlock_async_rwlock *rw)
 {
     const char *keys[1] = {rw->keys[K_WW]};
-    const char *args[3] = {rw->owner, rw->keys[K_CHAN], "PUBLISH"};
+    const char *args[3] = {rw->owner, rw->keys[K_CHAN], dlock__pub_cmd(rw->op.sharded)};
     if (eval(rw, &dlock__script_rw_withdraw, 1, keys, 3, args, drop_reply, 0) != 0)
         dlock__ac_log(rw->c, DLOCK_LOG_WARN, "async rwlock %s: withdrawing a writer's intent failed: it expires "
                       "in %lld ms", rw->keys[K_BASE], (long long)rw->intent_ms);
@@ -327,7 +327,8 @@ DLOCK_API int dlock_async_rwlock_new(dlock_async_client *c, const char *name, co
     rw->lease_ms = o.lease_ms;
     rw->intent_ms = o.writer_intent_ms;
     int64_t nap = o.writer_intent_ms > 0 ? o.writer_intent_ms / 3 : 1000;
-    dlock__aop_init(&rw->op, c, &aop_ops, rw->keys[K_CHAN], nap < 1 ? 1 : nap);
+    bool sharded = dlock__ac_sharded(c, rw->keys[K_BASE], rw->keys[K_CHAN]);
+    dlock__aop_init(&rw->op, c, &aop_ops, rw->keys[K_CHAN], sharded, nap < 1 ? 1 : nap);
     dlock__ahold_init(&rw->hold, c, &ahold_ops);
     rw->obj.orphan = orphan;
     dlock__ac_add_obj(c, &rw->obj);

@@ -99,7 +99,7 @@ static int send_release(dlock_async_semaphore *s, int64_t k, dlock__areply_fn fn
 {
     char ks[24];
     snprintf(ks, sizeof(ks), "%lld", (long long)k);
-    const char *args[4] = {s->owner, ks, s->keys[K_CHAN], "PUBLISH"};
+    const char *args[4] = {s->owner, ks, s->keys[K_CHAN], dlock__pub_cmd(s->op.sharded)};
     return eval(s, &dlock__script_sem_release, 3, 4, args, fn, 0);
 }
 
@@ -110,7 +110,7 @@ static void acq_reply(void *priv, const dlock__reply *reply, int rc, uint64_t ta
 static int try_send(dlock__aop *op, uint64_t tag)
 {
     dlock_async_semaphore *s = SEM_OF_OP(op);
-    const char *args[6] = {s->owner, s->k_arg, s->lease_arg, s->limit_arg, s->keys[K_CHAN], "PUBLISH"};
+    const char *args[6] = {s->owner, s->k_arg, s->lease_arg, s->limit_arg, s->keys[K_CHAN], dlock__pub_cmd(s->op.sharded)};
     s->try_sent_ms = dlock__now_ms();
     /* k rides in the tag: a late answer gives back the permits it took */
     return eval(s, &dlock__script_sem_acquire, 3, 6, args, acq_reply, tag << TAG_K_BITS | (uint64_t)s->k);
@@ -316,7 +316,8 @@ DLOCK_API int dlock_async_semaphore_new(dlock_async_client *c, const char *name,
     s->limit = o.permits;
     s->lease_ms = o.lease_ms;
     snprintf(s->limit_arg, sizeof(s->limit_arg), "%lld", (long long)o.permits);
-    dlock__aop_init(&s->op, c, &aop_ops, s->keys[K_CHAN], RECHECK_MAX_MS);
+    bool sharded = dlock__ac_sharded(c, s->keys[K_BASE], s->keys[K_CHAN]);
+    dlock__aop_init(&s->op, c, &aop_ops, s->keys[K_CHAN], sharded, RECHECK_MAX_MS);
     dlock__ahold_init(&s->hold, c, &ahold_ops);
     s->obj.orphan = orphan;
     dlock__ac_add_obj(c, &s->obj);

@@ -1,4 +1,4 @@
-/* async_sub.c: the asynchronous client's pub/sub connection and the FIFO
+/* async_sub.c: the asynchronous client's pub/sub connections and the FIFO
  * of waiters on each channel (async_internal.h). Invariant: a channel with
  * waiters is subscribed, being subscribed, or queued to be subscribed again
  * on the next connection; only its head is ever given a turn, so one
@@ -9,20 +9,41 @@
  * freed, or SUBSCRIBING again when waiters came back meanwhile: a channel
  * is never subscribed while its UNSUBSCRIBE is unanswered, because hiredis
  * 0.14 forgets a channel's callback on the UNSUBSCRIBE answer. A lost
- * connection puts every channel back to NEW and reconnects after
- * retry_delay_ms; the heads' rechecks (async_wait.c) carry on meanwhile. */
+ * connection puts its channels back to NEW and reconnects after
+ * retry_delay_ms; the heads' rechecks (async_wait.c) carry on meanwhile.
+ * Connections: one (the URL's server, or the master the sentinels named),
+ * or on a Cluster one per master a channel's slot lives on (the map of
+ * async_cluster.c). A sharded channel is SSUBSCRIBEd there; hiredis 0.14
+ * hands a connection's pushes only to names a plain SUBSCRIBE registered,
+ * so it is plainly subscribed too (first in, last out: UNSUBSCRIBE's
+ * answer ends it). When the server drops a sharded subscription
+ * (`sunsubscribe`: its slot moved) or refuses one (MOVED), that master's
+ * connection goes, the map is asked again, and its channels are placed
+ * again where the map then says; their heads get a turn once subscribed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "async_internal.h"
+#include "cluster_router.h"
+#include "slot.h"
 #include "util.h"
 
 #define NBUCKETS 1024
 #define RETRY_MIN_MS 50
+#define MAX_NODES DLOCK__ROUTER_MAX_NODES
 
 enum { CH_NEW = 0, CH_SUBSCRIBING, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
+
+/* One pub/sub connection: index 0 for standalone and Sentinel URLs; on a
+ * Cluster one per master (host:port). */
+typedef struct snode {
+    dlock__asub *s;
+    dlock__lconn *lc;
+    char host[256];
+    int port;
+} snode;
 
 struct dlock__achan {
     dlock__asub *s;
@@ -30,9 +51,10 @@ struct dlock__achan {
     dlock__achan *hnext; /* bucket chain */
     dlock__achan *knext; /* the kick list */
     dlock__await *head, *tail;
+    snode *at;           /* the connection it was subscribed on (NEW: none) */
     int state;
     int skip;            /* releases counted by release_sent whose message has not come yet */
-    bool kicked;
+    bool kicked, sharded;
 };
 
 struct dlock__asub {
@@ -40,7 +62,9 @@ struct dlock__asub {
     dlock__evloop ev;
     dlock__url url;
     const dlock_client_options *o;
-    dlock__lconn *lc;
+    dlock__acl *acl; /* Cluster URLs */
+    snode nodes[MAX_NODES];
+    size_t n_nodes;
     void *retry_timer, *kick_timer;
     dlock__achan *buckets[NBUCKETS];
     dlock__achan *kicks;
@@ -98,13 +122,21 @@ static void kick(dlock__achan *ch)
     dlock__atimer_start(&ch->s->loop, ch->s->kick_timer, 0);
 }
 
-/* ---- the connection ------------------------------------------------------------ */
+/* ---- the connections ------------------------------------------------------------ */
 
-static void send_sub(dlock__achan *ch, const char *cmd)
+/* (S)SUBSCRIBE or (S)UNSUBSCRIBE ch on its connection (see the note above
+ * for the plain half of a sharded channel). */
+static void send_sub(dlock__achan *ch, bool subscribe)
 {
-    const char *argv[2] = {cmd, ch->name};
-    if (ch->s->lc && dlock__lconn_sub(ch->s->lc, NULL, NULL, 2, argv) == 0)
-        ch->state = cmd[0] == 'S' ? CH_SUBSCRIBING : CH_UNSUBSCRIBING;
+    dlock__lconn *lc = ch->at ? ch->at->lc : NULL;
+    if (!lc) return;
+    const char *plain[2] = {subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", ch->name};
+    const char *shard[2] = {subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE", ch->name};
+    int rc = 0;
+    if (!subscribe && ch->sharded) rc = dlock__lconn_sub(lc, NULL, NULL, 2, shard);
+    if (rc == 0) rc = dlock__lconn_sub(lc, NULL, NULL, 2, plain);
+    if (rc == 0 && subscribe && ch->sharded) rc = dlock__lconn_sub(lc, NULL, NULL, 2, shard);
+    if (rc == 0) ch->state = subscribe ? CH_SUBSCRIBING : CH_UNSUBSCRIBING;
 }
 
 static void on_message(dlock__lconn *lc, dlock__reply *reply, int err, void *priv);
@@ -121,53 +153,111 @@ static void handshake_reply(dlock__lconn *lc, dlock__reply *reply, int err, void
     }
 }
 
-static void queue_handshake(dlock__asub *s)
+static void retry_later(dlock__asub *s)
 {
+    dlock__atimer_start(&s->loop, s->retry_timer, s->o->retry_delay_ms + RETRY_MIN_MS);
+}
+
+/* The connection ch goes on: the one, or on a Cluster its slot's master's
+ * (NULL while the map is not known or the table is full). */
+static snode *node_for(dlock__asub *s, const dlock__achan *ch)
+{
+    if (!s->acl) return &s->nodes[0];
+    const char *host;
+    int port;
+    if (!dlock__acl_node_of(s->acl, (int)dlock__key_slot(ch->name, strlen(ch->name)), &host, &port))
+        return NULL;
+    for (size_t i = 0; i < s->n_nodes; i++)
+        if (s->nodes[i].port == port && strcmp(s->nodes[i].host, host) == 0) return &s->nodes[i];
+    if (s->n_nodes >= MAX_NODES) return NULL;
+    snode *n = &s->nodes[s->n_nodes++];
+    snprintf(n->host, sizeof(n->host), "%s", host);
+    n->port = port;
+    return n;
+}
+
+/* Opens n's connection when it has none; false: not now (retried later). */
+static bool open_node(dlock__asub *s, snode *n)
+{
+    if (n->lc) return true;
+    bool sentinel = s->url.kind == DLOCK__URL_SENTINEL, unix_sock = s->url.kind == DLOCK__URL_UNIX;
+    const char *host = s->acl ? n->host : unix_sock ? NULL : sentinel ? s->mhost : s->url.host;
+    int port = s->acl ? n->port : sentinel ? s->mport : s->url.port;
+    if (sentinel && !s->mhost[0]) return false; /* dlock__asub_set_master comes back here */
+    if (dlock__lconn_open(&s->ev, host, port, unix_sock ? s->url.path : NULL, on_state, n, &n->lc, NULL, 0) !=
+        0) {
+        n->lc = NULL;
+        retry_later(s);
+        return false;
+    }
     const char *auth[3];
     int argc = dlock__url_auth_argv(&s->url, auth);
-    if (argc) dlock__lconn_cmd(s->lc, handshake_reply, s, argc, auth, NULL);
+    if (argc) dlock__lconn_cmd(n->lc, handshake_reply, s, argc, auth, NULL);
+    const char *sub0[2] = {"SUBSCRIBE", "dlock__async_hello"};
+    dlock__lconn_sub(n->lc, on_message, n, 2, sub0); /* sets the one subscription callback */
+    return true;
 }
 
-/* Opens the connection when there is none and subscribes every NEW channel. */
+/* Subscribes every NEW channel with waiters where it lives. */
 static void ensure(dlock__asub *s)
 {
-    if (!s->lc) {
-        bool sentinel = s->url.kind == DLOCK__URL_SENTINEL;
-        const char *host = s->url.kind == DLOCK__URL_UNIX ? NULL : sentinel ? s->mhost : s->url.host;
-        const char *path = s->url.kind == DLOCK__URL_UNIX ? s->url.path : NULL;
-        if (sentinel && !s->mhost[0]) return; /* dlock__asub_set_master comes back here */
-        if (dlock__lconn_open(&s->ev, host, sentinel ? s->mport : s->url.port, path, on_state, s, &s->lc, NULL,
-                              0) != 0) {
-            dlock__atimer_start(&s->loop, s->retry_timer, s->o->retry_delay_ms + RETRY_MIN_MS);
-            return;
+    bool later = false;
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        for (dlock__achan *ch = s->buckets[b]; ch; ch = ch->hnext) {
+            if (ch->state != CH_NEW || !ch->head) continue;
+            snode *n = node_for(s, ch);
+            if (!n || !open_node(s, n)) {
+                later = later || !n;
+                continue;
+            }
+            ch->at = n;
+            send_sub(ch, true);
         }
-        const char *sub0[2] = {"SUBSCRIBE", "dlock__async_hello"};
-        queue_handshake(s);
-        dlock__lconn_sub(s->lc, on_message, s, 2, sub0); /* sets the one subscription callback */
     }
-    for (size_t b = 0; b < NBUCKETS; b++)
-        for (dlock__achan *ch = s->buckets[b]; ch; ch = ch->hnext)
-            if (ch->state == CH_NEW && ch->head) send_sub(ch, "SUBSCRIBE");
+    if (later) retry_later(s);
 }
 
-static void on_state(dlock__lconn *lc, bool up, const char *why, void *priv)
+/* n's connection goes: its channels are NEW (placed again later). */
+static void node_gone(snode *n)
 {
-    dlock__asub *s = priv;
-    if (up || lc != s->lc) return;
-    dlock__log_opts(s->o, DLOCK_LOG_INFO, "async pub/sub connection lost: %s", why);
+    dlock__asub *s = n->s;
+    dlock__lconn *lc = n->lc;
+    n->lc = NULL;
     dlock__lconn_close(lc);
-    s->lc = NULL;
     bool any = false;
     for (size_t b = 0; b < NBUCKETS; b++) {
         for (dlock__achan *ch = s->buckets[b], *nx; ch; ch = nx) {
             nx = ch->hnext;
+            if (ch->at != n) continue;
+            ch->at = NULL;
             ch->state = CH_NEW;
             ch->skip = 0;
             if (!ch->head) chan_free(ch);
             else any = true;
         }
     }
-    if (any) dlock__atimer_start(&s->loop, s->retry_timer, s->o->retry_delay_ms + RETRY_MIN_MS);
+    if (any) retry_later(s);
+}
+
+static void on_state(dlock__lconn *lc, bool up, const char *why, void *priv)
+{
+    snode *n = priv;
+    if (up || lc != n->lc) return;
+    dlock__log_opts(n->s->o, DLOCK_LOG_INFO, "async pub/sub connection lost: %s", why);
+    node_gone(n);
+    if (n->s->acl) dlock__acl_refresh(n->s->acl); /* a failover: place the channels where the map then says */
+}
+
+/* On a Cluster, a subscription refused (MOVED) or dropped by the server
+ * (its slot moved away): see the design note. */
+static void moved_away(snode *n, const char *what)
+{
+    dlock__log_opts(n->s->o, DLOCK_LOG_INFO,
+                    "async pub/sub on %s:%d: %s: subscribing where the slot now lives", n->host, n->port,
+                    what);
+    dlock__acl *acl = n->s->acl;
+    node_gone(n);
+    dlock__acl_refresh(acl);
 }
 
 static void after_sub(dlock__achan *ch, bool subscribed)
@@ -175,29 +265,45 @@ static void after_sub(dlock__achan *ch, bool subscribed)
     if (subscribed) {
         ch->state = CH_SUBSCRIBED;
         if (ch->head) ch->head->turn(ch->head, DLOCK__TURN_TRY); /* a message may have been missed before */
-        else send_sub(ch, "UNSUBSCRIBE");
+        else send_sub(ch, false);
         return;
     }
     ch->state = CH_NEW;
-    if (ch->head) send_sub(ch, "SUBSCRIBE");
+    if (ch->head) send_sub(ch, true);
     else chan_free(ch);
+}
+
+static bool is(const char *kind, const char *want)
+{
+    return strcmp(kind, want) == 0;
 }
 
 static void on_message(dlock__lconn *lc, dlock__reply *reply, int err, void *priv)
 {
     (void)lc;
     (void)err;
-    dlock__asub *s = priv;
+    snode *n = priv;
+    if (reply && n->s->acl && dlock__reply_kind(reply) == DLOCK__R_ERROR) {
+        moved_away(n, dlock__reply_str(reply, NULL));
+        return;
+    }
     if (!reply || dlock__reply_kind(reply) != DLOCK__R_ARRAY || dlock__reply_count(reply) < 3) return;
     const char *kind = dlock__reply_str(dlock__reply_at(reply, 0), NULL);
     size_t len;
     const char *name = dlock__reply_str(dlock__reply_at(reply, 1), &len);
-    dlock__achan *ch = find(s, name, len);
-    if (!ch) return;
-    if (strcmp(kind, "subscribe") == 0 && ch->state == CH_SUBSCRIBING) after_sub(ch, true);
-    else if (strcmp(kind, "unsubscribe") == 0 && ch->state == CH_UNSUBSCRIBING) after_sub(ch, false);
-    else if (strcmp(kind, "message") == 0 && ch->skip > 0) ch->skip--;
-    else if (strcmp(kind, "message") == 0 && ch->head) ch->head->turn(ch->head, DLOCK__TURN_TRY);
+    dlock__achan *ch = find(n->s, name, len);
+    if (!ch || ch->at != n) return;
+    bool message = is(kind, "message") || is(kind, "smessage");
+    if (ch->state == CH_SUBSCRIBING && (is(kind, ch->sharded ? "ssubscribe" : "subscribe")))
+        after_sub(ch, true);
+    else if (is(kind, "unsubscribe") && ch->state == CH_UNSUBSCRIBING)
+        after_sub(ch, false);
+    else if (is(kind, "sunsubscribe") && ch->state == CH_SUBSCRIBED)
+        moved_away(n, "sharded subscription dropped");
+    else if (message && ch->skip > 0)
+        ch->skip--;
+    else if (message && ch->head)
+        ch->head->turn(ch->head, DLOCK__TURN_TRY);
 }
 
 static void on_retry(void *arg)
@@ -219,13 +325,16 @@ static void on_kick(void *arg)
 /* ---- the API ------------------------------------------------------------------------ */
 
 int dlock__asub_new(const dlock_async_loop *loop, const dlock__url *url, const dlock_client_options *o,
-                    dlock__asub **out)
+                    dlock__acl *acl, dlock__asub **out)
 {
     *out = NULL;
     dlock__asub *s = calloc(1, sizeof(*s));
     if (!s) return DLOCK_ENOMEM;
     s->loop = *loop;
     s->o = o;
+    s->acl = acl;
+    s->n_nodes = acl ? 0 : 1;
+    for (size_t i = 0; i < MAX_NODES; i++) s->nodes[i].s = s;
     dlock__aloop_evloop(loop, &s->ev);
     s->retry_timer = dlock__atimer_new(loop, on_retry, s);
     s->kick_timer = dlock__atimer_new(loop, on_kick, s);
@@ -240,8 +349,10 @@ int dlock__asub_new(const dlock_async_loop *loop, const dlock__url *url, const d
 void dlock__asub_free(dlock__asub *s)
 {
     if (!s) return;
-    dlock__lconn_close(s->lc);
-    s->lc = NULL;
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        dlock__lconn_close(s->nodes[i].lc);
+        s->nodes[i].lc = NULL;
+    }
     dlock__atimer_free(&s->loop, s->retry_timer);
     dlock__atimer_free(&s->loop, s->kick_timer);
     s->kicks = NULL;
@@ -272,10 +383,13 @@ static dlock__achan *chan_new(dlock__asub *s, const char *channel)
     return ch;
 }
 
-int dlock__asub_join(dlock__asub *s, const char *channel, dlock__await *w)
+int dlock__asub_join(dlock__asub *s, const char *channel, bool sharded, dlock__await *w)
 {
     dlock__achan *ch = find(s, channel, strlen(channel));
-    if (!ch && !(ch = chan_new(s, channel))) return DLOCK_ENOMEM;
+    if (!ch) {
+        if (!(ch = chan_new(s, channel))) return DLOCK_ENOMEM;
+        ch->sharded = sharded && s->acl; /* a pure function of the name: every joiner agrees */
+    }
     w->ch = ch;
     w->next = NULL;
     w->prev = ch->tail;
@@ -305,7 +419,7 @@ static void unlink_waiter(dlock__await *w, bool holding)
         else if (was_head) kick(ch);
         return;
     }
-    if (ch->state == CH_SUBSCRIBED) send_sub(ch, "UNSUBSCRIBE");
+    if (ch->state == CH_SUBSCRIBED) send_sub(ch, false);
     if (ch->state == CH_NEW || ch->state == CH_SUBSCRIBED) chan_free(ch); /* never sent, or the send failed */
 }
 
@@ -346,7 +460,7 @@ void dlock__asub_set_master(dlock__asub *s, const char *host, int port)
     if (strcmp(s->mhost, host) == 0 && s->mport == port) return;
     snprintf(s->mhost, sizeof(s->mhost), "%s", host);
     s->mport = port;
-    if (s->lc) dlock__lconn_drop(s->lc); /* on_state: channels NEW, reconnect there */
+    if (s->nodes[0].lc) dlock__lconn_drop(s->nodes[0].lc); /* on_state: channels NEW, reconnect there */
     else if (s->nchan) dlock__atimer_start(&s->loop, s->retry_timer, 0);
 }
 

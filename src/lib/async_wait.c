@@ -110,9 +110,10 @@ static void op_timer(void *arg)
 }
 
 void dlock__aop_init(dlock__aop *op, dlock_async_client *c, const dlock__aop_ops *ops, const char *channel,
-                     int64_t recheck_max_ms)
+                     bool sharded, int64_t recheck_max_ms)
 {
-    *op = (dlock__aop){.c = c, .ops = ops, .channel = channel, .recheck_max_ms = recheck_max_ms};
+    *op = (dlock__aop){
+        .c = c, .ops = ops, .channel = channel, .sharded = sharded, .recheck_max_ms = recheck_max_ms};
     op->w.turn = op_turn;
 }
 
@@ -139,7 +140,7 @@ int dlock__aop_start(dlock__aop *op, int64_t wait_ms)
 static void op_wait(dlock__aop *op, int64_t ttl_ms)
 {
     if (!op->w.ch) {
-        int rc = dlock__asub_join(dlock__ac_sub(op->c), op->channel, &op->w);
+        int rc = dlock__asub_join(dlock__ac_sub(op->c), op->channel, op->sharded, &op->w);
         if (rc) {
             op_finish(op, rc);
             return;

@@ -2,7 +2,8 @@
  * (dlock__cluster_next), and how the router's shared state follows it
  * (dlock__router_follow), for every redirect and retryable error and at
  * every bound, from replies parsed from RESP as a node sends them. A
- * command is resent only on replies that say it did not run. */
+ * command is resent only on replies that say it did not run. The
+ * asynchronous drivers' map walk (dlock__rwalk). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +286,64 @@ static void test_refresh_order_is_masters_then_seeds_then_the_suspect(void **sta
     dlock__router_free(&rt);
 }
 
+/* The asynchronous drivers' walk for the map: one node at a time, SHARDS
+ * asked of a node that refused SLOTS, the first good reply applied. */
+static void test_the_map_walk_asks_one_node_at_a_time_slots_then_shards(void **state)
+{
+    (void)state;
+    dlock__router rt;
+    router_with_two_masters(&rt);
+    dlock__url url = {.kind = DLOCK__URL_CLUSTER};
+    dlock__rwalk w;
+    const char *sub = NULL;
+    rt.refresh_due = true;
+    dlock__rwalk_begin(&rt, &url, &w, 5000);
+    assert_int_equal(dlock__router_refresh_wait_ms(&rt, 5010), DLOCK__CLUSTER_REFRESH_GAP_MS - 10);
+    assert_int_equal(dlock__router_refresh_wait_ms(&rt, 5000 + DLOCK__CLUSTER_REFRESH_GAP_MS), 0);
+    assert_int_equal(dlock__rwalk_next(&w, &sub), 0);
+    assert_string_equal(sub, DLOCK__CMAP_FIRST);
+    dlock__reply *refused = parse("-ERR unknown subcommand\r\n");
+    assert_int_equal(dlock__rwalk_reply(&rt, &w, refused, &sub), DLOCK__RWALK_AGAIN);
+    assert_string_equal(sub, DLOCK__CMAP_SECOND);
+    assert_true(w.answered);
+    assert_int_equal(dlock__rwalk_reply(&rt, &w, refused, &sub), DLOCK__RWALK_NEXT);
+    assert_int_equal(dlock__rwalk_next(&w, &sub), 1);
+    assert_string_equal(sub, DLOCK__CMAP_FIRST);
+    assert_int_equal(dlock__rwalk_reply(&rt, &w, NULL, &sub), DLOCK__RWALK_NEXT); /* nothing came */
+    assert_int_equal(dlock__rwalk_next(&w, &sub), -1);
+    assert_true(rt.refresh_due); /* the walk failed: the map is unchanged */
+    assert_int_equal(dlock__router_target(&rt, 5), 0);
+
+    dlock__rwalk_begin(&rt, &url, &w, 6000);
+    assert_false(w.answered);
+    assert_int_equal(dlock__rwalk_next(&w, &sub), 0);
+    dlock__reply *slots = parse("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$8\r\n10.0.0.3\r\n:7000\r\n$2\r\nid\r\n");
+    assert_int_equal(dlock__rwalk_reply(&rt, &w, slots, &sub), DLOCK__RWALK_DONE);
+    assert_false(rt.refresh_due);
+    assert_string_equal(rt.nodes[dlock__router_target(&rt, 5)].host, "10.0.0.3");
+    dlock__reply_free(refused);
+    dlock__reply_free(slots);
+    dlock__router_free(&rt);
+}
+
+/* No reply: resent only when nothing was written, within the bound. */
+static void test_a_command_without_a_reply_is_resent_only_when_never_written(void **state)
+{
+    (void)state;
+    dlock__router rt;
+    router_with_two_masters(&rt);
+    dlock__hop h = {.target = 1, .asking = true};
+    assert_false(dlock__router_no_reply(&rt, &h, 1, true, true)); /* written: may have run */
+    assert_int_equal(rt.suspect, 1);
+    assert_true(rt.refresh_due);
+    assert_false(dlock__router_no_reply(&rt, &h, 1, false, false)); /* pinned to its node */
+    for (int i = 0; i < DLOCK__CLUSTER_MAX_REDIRECTS; i++) assert_true(dlock__router_no_reply(&rt, &h, 0, false, true));
+    assert_false(h.asking);
+    assert_int_equal(h.redirects, DLOCK__CLUSTER_MAX_REDIRECTS);
+    assert_false(dlock__router_no_reply(&rt, &h, 0, false, true));
+    dlock__router_free(&rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +360,8 @@ int main(void)
         cmocka_unit_test(test_a_keyless_command_is_not_rerouted_after_clusterdown),
         cmocka_unit_test(test_a_full_node_table_makes_the_redirect_final),
         cmocka_unit_test(test_refresh_order_is_masters_then_seeds_then_the_suspect),
+        cmocka_unit_test(test_the_map_walk_asks_one_node_at_a_time_slots_then_shards),
+        cmocka_unit_test(test_a_command_without_a_reply_is_resent_only_when_never_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,8 +184,6 @@ static void test_bad_arguments_start_nothing(void **state)
     dlock_async_client *c = NULL;
     dlock_client_options o;
     dlock_client_options_init(&o);
-    o.url = "redis-cluster://127.0.0.1:1";
-    assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), DLOCK_ENOTSUP);
     o.url = "etcd://127.0.0.1:1";
     assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), DLOCK_ENOTSUP);
     o.url = "bogus://x";
