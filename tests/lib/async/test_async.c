@@ -29,42 +29,13 @@
 #include "servers.h"
 #include "util.h"
 
-#define SLACK_MS 400 /* loaded 2-core CI under sanitizers */
-#define WATCHDOG_MS 900
-
 static test_server srv;
-
-typedef struct rec {
-    int calls;
-    int rc;
-    int64_t at_ms;
-    int order; /* the how-many-th completion among a group */
-} rec;
-
-static int completions;
-
-static void on_done(dlock_async_lock *l, int rc, void *ud)
-{
-    (void)l;
-    rec *r = ud;
-    r->calls++;
-    r->rc = rc;
-    r->at_ms = dlock__now_ms();
-    r->order = ++completions;
-}
 
 static dlock_async_client *client_on(const char *url)
 {
     dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = url;
-    o.key_prefix = test_prefix();
-    o.watchdog_timeout_ms = WATCHDOG_MS;
-    o.command_timeout_ms = 1000;
-    o.connect_timeout_ms = 1000;
-    dlock_async_client *c = NULL;
-    assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0);
-    return c;
+    ah_client_options(&o, url, 1000);
+    return ah_client(&o);
 }
 
 static dlock_async_lock *lock_on(dlock_async_client *c, const char *name, dlock_lock_kind kind, const char *owner)
@@ -79,24 +50,6 @@ static dlock_async_lock *lock_on(dlock_async_client *c, const char *name, dlock_
 }
 
 /* Acquires and runs the loop until the callback; returns its rc. */
-static int acquire_now(dlock_async_lock *l, int64_t wait_ms, int64_t lease_ms)
-{
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_acquire(l, wait_ms, lease_ms, on_done, &r), 0);
-    ah_run_until(&r.calls, wait_ms > 0 ? wait_ms + 3000 : 3000);
-    assert_int_equal(r.calls, 1);
-    return r.rc;
-}
-
-static int unlock_now(dlock_async_lock *l)
-{
-    rec r = {0};
-    int rc = dlock_async_lock_unlock(l, on_done, &r);
-    if (rc) return rc;
-    ah_run_until(&r.calls, 3000);
-    assert_int_equal(r.calls, 1);
-    return r.rc;
-}
 
 static void redis_get(const char *name, char *out, size_t len)
 {
@@ -107,21 +60,6 @@ static void redis_get(const char *name, char *out, size_t len)
     test_redis_cmd(&srv, out, len, 2, argv);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    ah_init();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ah_proxy_stop();
-    ah_fini();
-    return 0;
-}
-
 /* ---- the basics ------------------------------------------------------------------ */
 
 static void test_acquire_gives_a_fence_and_unlock_deletes_the_key(void **state)
@@ -129,7 +67,7 @@ static void test_acquire_gives_a_fence_and_unlock_deletes_the_key(void **state)
     (void)state;
     dlock_async_client *c = client_on(srv.url);
     dlock_async_lock *l = lock_on(c, "basic", DLOCK_LOCK_SIMPLE, NULL);
-    assert_int_equal(acquire_now(l, 0, 0), 0);
+    assert_int_equal(ah_acquire_now(l, 0, 0), 0);
     assert_true(dlock_async_lock_is_held(l));
     assert_true(dlock_async_lock_fence(l) > 0);
     assert_true(dlock_async_lock_validity_ms(l) > 0);
@@ -137,15 +75,15 @@ static void test_acquire_gives_a_fence_and_unlock_deletes_the_key(void **state)
     redis_get("basic", v, sizeof(v));
     assert_string_equal(v, dlock_async_lock_owner(l)); /* the blocking layout: K = token */
     uint64_t f1 = dlock_async_lock_fence(l);
-    assert_int_equal(dlock_async_lock_acquire(l, 0, 0, on_done, NULL), DLOCK_EALREADY);
-    assert_int_equal(unlock_now(l), 0);
+    assert_int_equal(dlock_async_lock_acquire(l, 0, 0, ah_on_lock, NULL), DLOCK_EALREADY);
+    assert_int_equal(ah_unlock_now(l), 0);
     assert_false(dlock_async_lock_is_held(l));
     redis_get("basic", v, sizeof(v));
     assert_string_equal(v, "");
-    assert_int_equal(dlock_async_lock_unlock(l, on_done, NULL), DLOCK_ENOTHELD);
-    assert_int_equal(acquire_now(l, 0, 5000), 0);
+    assert_int_equal(dlock_async_lock_unlock(l, ah_on_lock, NULL), DLOCK_ENOTHELD);
+    assert_int_equal(ah_acquire_now(l, 0, 5000), 0);
     assert_true(dlock_async_lock_fence(l) > f1);
-    assert_int_equal(unlock_now(l), 0);
+    assert_int_equal(ah_unlock_now(l), 0);
     dlock_async_lock_free(l);
     dlock_async_client_free(c);
 }
@@ -157,21 +95,21 @@ static void test_busy_reentry_and_the_wait_deadline(void **state)
     dlock_async_lock *a = lock_on(c, "busy", DLOCK_LOCK_REENTRANT, "req-1");
     dlock_async_lock *a2 = lock_on(c, "busy", DLOCK_LOCK_REENTRANT, "req-1");
     dlock_async_lock *b = lock_on(c, "busy", DLOCK_LOCK_REENTRANT, "req-2");
-    assert_int_equal(acquire_now(a, 0, 0), 0);
-    assert_int_equal(acquire_now(a, 0, 0), 0); /* re-entry on the handle */
-    assert_int_equal(acquire_now(a2, 0, 0), 0); /* the same owner value: one holder */
-    assert_int_equal(acquire_now(b, 0, 0), DLOCK_EBUSY);
+    assert_int_equal(ah_acquire_now(a, 0, 0), 0);
+    assert_int_equal(ah_acquire_now(a, 0, 0), 0); /* re-entry on the handle */
+    assert_int_equal(ah_acquire_now(a2, 0, 0), 0); /* the same owner value: one holder */
+    assert_int_equal(ah_acquire_now(b, 0, 0), DLOCK_EBUSY);
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(acquire_now(b, 300, 0), DLOCK_ETIMEOUT);
+    assert_int_equal(ah_acquire_now(b, 300, 0), DLOCK_ETIMEOUT);
     int64_t took = dlock__now_ms() - t0;
-    assert_true(took >= 290 && took < 300 + SLACK_MS);
-    assert_int_equal(unlock_now(a2), 0);
-    assert_int_equal(unlock_now(a), 0);
+    assert_true(took >= 290 && took < 300 + AH_SLACK_MS);
+    assert_int_equal(ah_unlock_now(a2), 0);
+    assert_int_equal(ah_unlock_now(a), 0);
     assert_true(dlock_async_lock_is_held(a)); /* one hold left */
-    assert_int_equal(unlock_now(a), 0);
+    assert_int_equal(ah_unlock_now(a), 0);
     assert_false(dlock_async_lock_is_held(a));
-    assert_int_equal(acquire_now(b, 0, 0), 0);
-    assert_int_equal(unlock_now(b), 0);
+    assert_int_equal(ah_acquire_now(b, 0, 0), 0);
+    assert_int_equal(ah_unlock_now(b), 0);
     dlock_async_lock_free(a);
     dlock_async_lock_free(a2);
     dlock_async_lock_free(b);
@@ -197,7 +135,7 @@ static void test_bad_arguments_start_nothing(void **state)
     dlock_async_lock *l = NULL;
     assert_int_equal(dlock_async_lock_new(c, "", NULL, &l), DLOCK_EINVAL);
     assert_int_equal(dlock_async_lock_new(c, "x", NULL, &l), 0);
-    assert_int_equal(dlock_async_lock_acquire(l, 0, -1, on_done, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_async_lock_acquire(l, 0, -1, ah_on_lock, NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_async_lock_acquire(l, 0, 0, NULL, NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_async_lock_cancel(l), DLOCK_ENOTHELD);
     dlock_async_lock_free(l);
@@ -206,37 +144,10 @@ static void test_bad_arguments_start_nothing(void **state)
 
 /* ---- blocking and asynchronous holders of one name -------------------------------------- */
 
-static dlock_client *blocking_client(void)
-{
-    dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = srv.url;
-    o.key_prefix = test_prefix();
-    o.watchdog_timeout_ms = WATCHDOG_MS;
-    dlock_client *bc = NULL;
-    assert_int_equal(dlock_client_create(&o, &bc), 0);
-    return bc;
-}
-
-typedef struct later_unlock {
-    dlock_lock *bl;
-    void *timer;
-    int64_t at_ms;
-    int done;
-} later_unlock;
-
-static void unlock_blocking(void *arg)
-{
-    later_unlock *u = arg;
-    u->at_ms = dlock__now_ms();
-    assert_int_equal(dlock_lock_unlock(u->bl), 0); /* one short blocking call, in a test */
-    u->done = 1;
-}
-
 static void test_a_blocking_release_wakes_an_async_waiter(void **state)
 {
     (void)state;
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(srv.url);
     dlock_lock_options bo;
     dlock_lock_options_init(&bo);
     bo.kind = DLOCK_LOCK_REENTRANT;
@@ -247,25 +158,24 @@ static void test_a_blocking_release_wakes_an_async_waiter(void **state)
 
     dlock_async_client *c = client_on(srv.url);
     dlock_async_lock *l = lock_on(c, "mixed", DLOCK_LOCK_REENTRANT, NULL);
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_acquire(l, 10000, 0, on_done, &r), 0);
+    ah_rec r = {0};
+    assert_int_equal(dlock_async_lock_acquire(l, 10000, 0, ah_on_lock, &r), 0);
     /* released after 2 s: a waiter that only polled would sleep on its
      * growing recheck interval (50 ms doubling to 5 s) well past that */
-    later_unlock u = {.bl = bl};
-    u.timer = ah_loop.timer_new(ah_loop.ud, unlock_blocking, &u);
-    ah_loop.timer_start(u.timer, 2000);
+    ah_later u = {.bl = bl};
+    ah_release_later(&u, 2000);
     ah_run_until(&u.done, 3000);
     assert_int_equal(r.calls, 0); /* excluded while the blocking handle held it */
     ah_run_until(&r.calls, 3000);
     assert_int_equal(r.calls, 1);
     assert_int_equal(r.rc, 0);
-    assert_true(r.at_ms - u.at_ms < 500 + SLACK_MS); /* woken by the publish, not a recheck */
+    assert_true(r.at_ms - u.at_ms < 500 + AH_SLACK_MS); /* woken by the publish, not a recheck */
     bool locked = false;
     assert_int_equal(dlock_lock_try_lock(bl, 0, 30000, NULL), DLOCK_EBUSY);
     assert_int_equal(dlock_lock_is_locked(bl, &locked), 0);
     assert_true(locked);
-    assert_int_equal(unlock_now(l), 0);
-    ah_loop.timer_free(u.timer);
+    assert_int_equal(ah_unlock_now(l), 0);
+    ah_later_free(&u);
     dlock_async_lock_free(l);
     dlock_async_client_free(c);
     dlock_lock_free(bl);
@@ -293,8 +203,8 @@ static void test_an_async_release_wakes_a_blocking_waiter(void **state)
     (void)state;
     dlock_async_client *c = client_on(srv.url);
     dlock_async_lock *l = lock_on(c, "mixed2", DLOCK_LOCK_SIMPLE, NULL);
-    assert_int_equal(acquire_now(l, 0, 0), 0);
-    dlock_client *bc = blocking_client();
+    assert_int_equal(ah_acquire_now(l, 0, 0), 0);
+    dlock_client *bc = ah_blocking_client(srv.url);
     blocking_waiter w = {0};
     assert_int_equal(dlock_lock_new(bc, "mixed2", NULL, &w.bl), 0);
     pthread_t th;
@@ -303,11 +213,11 @@ static void test_an_async_release_wakes_a_blocking_waiter(void **state)
     assert_int_equal(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST), 0);
     assert_true(dlock_async_lock_is_held(l));
     int64_t t_unlock = dlock__now_ms();
-    assert_int_equal(unlock_now(l), 0);
+    assert_int_equal(ah_unlock_now(l), 0);
     pthread_join(th, NULL);
     assert_int_equal(w.rc, 0);
     assert_true(w.at_ms >= t_unlock);
-    assert_int_equal(acquire_now(l, 0, 0), DLOCK_EBUSY);
+    assert_int_equal(ah_acquire_now(l, 0, 0), DLOCK_EBUSY);
     assert_int_equal(dlock_lock_unlock(w.bl), 0);
     dlock_lock_free(w.bl);
     dlock_client_destroy(bc);
@@ -323,15 +233,15 @@ static void test_cancel_ends_a_wait_and_gives_back_a_late_grant(void **state)
     dlock_async_client *c = client_on(srv.url);
     dlock_async_lock *h = lock_on(c, "cancel", DLOCK_LOCK_SIMPLE, NULL);
     dlock_async_lock *w = lock_on(c, "cancel", DLOCK_LOCK_SIMPLE, NULL);
-    assert_int_equal(acquire_now(h, 0, 0), 0);
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_acquire(w, DLOCK_WAIT_FOREVER, 0, on_done, &r), 0);
+    assert_int_equal(ah_acquire_now(h, 0, 0), 0);
+    ah_rec r = {0};
+    assert_int_equal(dlock_async_lock_acquire(w, DLOCK_WAIT_FOREVER, 0, ah_on_lock, &r), 0);
     ah_run_for(200);
     assert_int_equal(r.calls, 0);
     assert_int_equal(dlock_async_lock_cancel(w), 0);
     assert_int_equal(r.calls, 1); /* before cancel returned */
     assert_int_equal(r.rc, DLOCK_ECANCELED);
-    assert_int_equal(unlock_now(h), 0);
+    assert_int_equal(ah_unlock_now(h), 0);
     ah_run_for(300);
     assert_int_equal(r.calls, 1);
     assert_false(dlock_async_lock_is_held(w));
@@ -340,8 +250,8 @@ static void test_cancel_ends_a_wait_and_gives_back_a_late_grant(void **state)
     assert_string_equal(v, "");
     /* cancelled while its first try is out: the server grants it, the
      * handle gives it back by itself */
-    rec r2 = {0};
-    assert_int_equal(dlock_async_lock_acquire(w, 0, 10000, on_done, &r2), 0);
+    ah_rec r2 = {0};
+    assert_int_equal(dlock_async_lock_acquire(w, 0, 10000, ah_on_lock, &r2), 0);
     assert_int_equal(dlock_async_lock_cancel(w), 0);
     assert_int_equal(r2.rc, DLOCK_ECANCELED);
     ah_run_for(300);
@@ -358,26 +268,26 @@ static void test_freeing_the_client_ends_every_operation_once(void **state)
     (void)state;
     dlock_async_client *holder = client_on(srv.url);
     dlock_async_lock *h = lock_on(holder, "mid", DLOCK_LOCK_SIMPLE, NULL);
-    assert_int_equal(acquire_now(h, 0, 0), 0);
+    assert_int_equal(ah_acquire_now(h, 0, 0), 0);
     dlock_async_client *c = client_on(srv.url);
     enum { N = 5 };
     dlock_async_lock *w[N + 1];
-    rec r[N + 1];
+    ah_rec r[N + 1];
     memset(r, 0, sizeof(r));
     for (int i = 0; i < N; i++) {
         w[i] = lock_on(c, "mid", DLOCK_LOCK_SIMPLE, NULL);
-        assert_int_equal(dlock_async_lock_acquire(w[i], DLOCK_WAIT_FOREVER, 0, on_done, &r[i]), 0);
+        assert_int_equal(dlock_async_lock_acquire(w[i], DLOCK_WAIT_FOREVER, 0, ah_on_lock, &r[i]), 0);
     }
     ah_run_for(200); /* all waiting now */
     w[N] = lock_on(c, "mid-free", DLOCK_LOCK_SIMPLE, NULL);
-    assert_int_equal(dlock_async_lock_acquire(w[N], 0, 5000, on_done, &r[N]), 0); /* its try is out */
+    assert_int_equal(dlock_async_lock_acquire(w[N], 0, 5000, ah_on_lock, &r[N]), 0); /* its try is out */
     dlock_async_client_free(c);
     for (int i = 0; i <= N; i++) {
         assert_int_equal(r[i].calls, 1);
         assert_int_equal(r[i].rc, DLOCK_ECLOSED);
     }
-    assert_int_equal(dlock_async_lock_acquire(w[0], 0, 0, on_done, &r[0]), DLOCK_ECLOSED);
-    assert_int_equal(unlock_now(h), 0);
+    assert_int_equal(dlock_async_lock_acquire(w[0], 0, 0, ah_on_lock, &r[0]), DLOCK_ECLOSED);
+    assert_int_equal(ah_unlock_now(h), 0);
     ah_run_for(300);
     for (int i = 0; i <= N; i++) {
         assert_int_equal(r[i].calls, 1); /* never again */
@@ -422,8 +332,8 @@ static void test_freeing_inside_a_callback(void **state)
     assert_int_equal(a.calls, 1);
     assert_int_equal(a.rc, 0); /* held and freed: it expires on its lease */
     dlock_async_lock *other = lock_on(c, "incb", DLOCK_LOCK_SIMPLE, NULL);
-    rec waiting = {0};
-    assert_int_equal(dlock_async_lock_acquire(other, DLOCK_WAIT_FOREVER, 0, on_done, &waiting), 0);
+    ah_rec waiting = {0};
+    assert_int_equal(dlock_async_lock_acquire(other, DLOCK_WAIT_FOREVER, 0, ah_on_lock, &waiting), 0);
     dlock_async_lock *l2 = lock_on(c, "incb2", DLOCK_LOCK_SIMPLE, NULL);
     in_cb b = {.c = c};
     assert_int_equal(dlock_async_lock_acquire(l2, 0, 0, free_client_in_cb, &b), 0);
@@ -466,7 +376,7 @@ static void test_the_loss_is_declared_at_the_deadline_when_the_server_is_cut_off
     dlock_client_options_init(&o);
     o.url = url;
     o.key_prefix = test_prefix();
-    o.watchdog_timeout_ms = WATCHDOG_MS;
+    o.watchdog_timeout_ms = AH_WATCHDOG_MS;
     o.command_timeout_ms = 3000; /* later than the deadline: the loss must not wait for it */
     dlock_async_client *c = NULL;
     assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0);
@@ -478,19 +388,19 @@ static void test_the_loss_is_declared_at_the_deadline_when_the_server_is_cut_off
     dlock_async_lock *l = NULL;
     assert_int_equal(dlock_async_lock_new(c, "cut", &lo, &l), 0);
     int64_t t_before = dlock__now_ms();
-    assert_int_equal(acquire_now(l, 0, 0), 0);
+    assert_int_equal(ah_acquire_now(l, 0, 0), 0);
     int64_t t_after = dlock__now_ms();
     assert_int_equal(kill(proxy_pid, SIGSTOP), 0);
     /* the rule of dlock.h with the default drift: 900 - 9 - 2 ms */
-    int64_t lo_bound = t_before + WATCHDOG_MS - 11, hi_bound = t_after + WATCHDOG_MS - 11;
+    int64_t lo_bound = t_before + AH_WATCHDOG_MS - 11, hi_bound = t_after + AH_WATCHDOG_MS - 11;
     ah_run_until(&lost.calls, 3000);
     assert_int_equal(lost.calls, 1);
     assert_int_equal(lost.reason, DLOCK_ELOST);
     assert_false(lost.held_in_cb);
     assert_true(lost.at_ms >= lo_bound);
-    assert_true(lost.at_ms <= hi_bound + SLACK_MS);
+    assert_true(lost.at_ms <= hi_bound + AH_SLACK_MS);
     assert_false(dlock_async_lock_is_held(l));
-    assert_int_equal(dlock_async_lock_unlock(l, on_done, NULL), DLOCK_ELOST);
+    assert_int_equal(dlock_async_lock_unlock(l, ah_on_lock, NULL), DLOCK_ELOST);
     ah_proxy_stop();
     dlock_async_lock_free(l);
     dlock_async_client_free(c);
@@ -556,7 +466,7 @@ static void test_waiters_of_one_client_acquire_in_fifo_order(void **state)
     enum { N = 20 };
     dlock_async_client *c = client_on(srv.url);
     dlock_async_lock *h = lock_on(c, "fifo", DLOCK_LOCK_SIMPLE, NULL);
-    assert_int_equal(acquire_now(h, 0, 0), 0);
+    assert_int_equal(ah_acquire_now(h, 0, 0), 0);
     fifo_w w[N];
     memset(w, 0, sizeof(w));
     for (int i = 0; i < N; i++) {
@@ -568,7 +478,7 @@ static void test_waiters_of_one_client_acquire_in_fifo_order(void **state)
     ah_run_for(100);
     fifo_order = fifo_done = 0;
     long long scripts0 = scripts_run();
-    assert_int_equal(unlock_now(h), 0);
+    assert_int_equal(ah_unlock_now(h), 0);
     int64_t t0 = dlock__now_ms();
     while (fifo_done < N && dlock__now_ms() - t0 < 8000) ah_run_for(10);
     assert_int_equal(fifo_done, N);
@@ -596,8 +506,8 @@ static void test_an_unreachable_server_is_econn(void **state)
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", test_free_port());
     dlock_async_client *c = client_on(url);
     dlock_async_lock *l = lock_on(c, "nobody", DLOCK_LOCK_SIMPLE, NULL);
-    rec r = {0};
-    int rc = dlock_async_lock_acquire(l, 0, 0, on_done, &r);
+    ah_rec r = {0};
+    int rc = dlock_async_lock_acquire(l, 0, 0, ah_on_lock, &r);
     if (rc == 0) {
         ah_run_until(&r.calls, 3000);
         assert_int_equal(r.calls, 1);
@@ -645,7 +555,7 @@ static void test_the_async_limiter_shares_buckets_with_the_blocking_one(void **s
     dlock_async_client *c = client_on(srv.url);
     dlock_async_ratelimit *arl = NULL;
     assert_int_equal(dlock_async_ratelimit_new(c, "api", &o, &arl), 0);
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(srv.url);
     dlock_ratelimit *brl = NULL;
     assert_int_equal(dlock_ratelimit_new(bc, "api", &o, &brl), 0);
     rl_rec r;
@@ -695,20 +605,20 @@ static int group_teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_acquire_gives_a_fence_and_unlock_deletes_the_key, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_busy_reentry_and_the_wait_deadline, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments_start_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_blocking_release_wakes_an_async_waiter, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_an_async_release_wakes_a_blocking_waiter, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_ends_a_wait_and_gives_back_a_late_grant, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_freeing_the_client_ends_every_operation_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_freeing_inside_a_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acquire_gives_a_fence_and_unlock_deletes_the_key, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_busy_reentry_and_the_wait_deadline, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments_start_nothing, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_a_blocking_release_wakes_an_async_waiter, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_an_async_release_wakes_a_blocking_waiter, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_ends_a_wait_and_gives_back_a_late_grant, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_freeing_the_client_ends_every_operation_once, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_freeing_inside_a_callback, ah_setup, ah_teardown),
         cmocka_unit_test_setup_teardown(test_the_loss_is_declared_at_the_deadline_when_the_server_is_cut_off,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_waiters_of_one_client_acquire_in_fifo_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_an_unreachable_server_is_econn, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_the_async_limiter_shares_buckets_with_the_blocking_one, setup,
-                                        teardown),
+                                        ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_waiters_of_one_client_acquire_in_fifo_order, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_an_unreachable_server_is_econn, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_the_async_limiter_shares_buckets_with_the_blocking_one, ah_setup,
+                                        ah_teardown),
     };
     return cmocka_run_group_tests_name(ah_name(), tests, group_setup, group_teardown);
 }

@@ -30,27 +30,10 @@
 #include "dlock/semaphore.h"
 #include "util.h"
 
-#define SLACK_MS 400 /* loaded 2-core CI under sanitizers */
-#define WATCHDOG_MS 900
-
 static test_cluster cl;
 static int m[3];
 static char tag[3][16];
 static unsigned tslot[3];
-
-typedef struct rec {
-    int calls, rc;
-    int64_t at_ms;
-} rec;
-
-static void on_done(dlock_async_lock *l, int rc, void *ud)
-{
-    (void)l;
-    rec *r = ud;
-    r->calls++;
-    r->rc = rc;
-    r->at_ms = dlock__now_ms();
-}
 
 static int surfaced; /* redirects that reached an object as an error reply */
 
@@ -65,18 +48,11 @@ static void on_log(dlock_log_level level, const char *msg, void *ud)
 static dlock_async_client *client_with(int64_t command_timeout_ms)
 {
     dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = cl.url;
-    o.key_prefix = test_prefix();
-    o.watchdog_timeout_ms = WATCHDOG_MS;
-    o.command_timeout_ms = command_timeout_ms;
-    o.connect_timeout_ms = 1000;
+    ah_client_options(&o, cl.url, command_timeout_ms);
     o.retry_delay_ms = 100;
     o.log_fn = on_log;
     o.log_level = DLOCK_LOG_WARN;
-    dlock_async_client *c = NULL;
-    assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0);
-    return c;
+    return ah_client(&o);
 }
 
 /* "{tag of master k}what": a name whose keys live on master m[k]. */
@@ -95,24 +71,6 @@ static dlock_async_lock *lock_on(dlock_async_client *c, int k, const char *what,
     dlock_async_lock *l = NULL;
     assert_int_equal(dlock_async_lock_new(c, name_on(name, sizeof(name), k, what), &o, &l), 0);
     return l;
-}
-
-static int acquire_now(dlock_async_lock *l, int64_t wait_ms, int64_t lease_ms)
-{
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_acquire(l, wait_ms, lease_ms, on_done, &r), 0);
-    ah_run_until(&r.calls, wait_ms + 5000);
-    assert_int_equal(r.calls, 1);
-    return r.rc;
-}
-
-static int unlock_now(dlock_async_lock *l)
-{
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_unlock(l, on_done, &r), 0);
-    ah_run_until(&r.calls, 5000);
-    assert_int_equal(r.calls, 1);
-    return r.rc;
 }
 
 static long info_field(int i, const char *section, const char *field)
@@ -145,8 +103,8 @@ static void test_locks_fence_and_reentry_on_several_masters(void **state)
     (void)state;
     dlock_async_client *c = client_with(2000);
     dlock_async_lock *a = lock_on(c, 0, "a", DLOCK_LOCK_SIMPLE), *b = lock_on(c, 1, "b", DLOCK_LOCK_SIMPLE);
-    assert_int_equal(acquire_now(a, 0, 5000), 0); /* made before the map was known: parked, then sent */
-    assert_int_equal(acquire_now(b, 0, 5000), 0);
+    assert_int_equal(ah_acquire_now(a, 0, 5000), 0); /* made before the map was known: parked, then sent */
+    assert_int_equal(ah_acquire_now(b, 0, 5000), 0);
     char got[128];
     get_on(m[0], dlock_async_lock_key(a), got, sizeof(got));
     assert_string_equal(got, dlock_async_lock_owner(a));
@@ -154,21 +112,21 @@ static void test_locks_fence_and_reentry_on_several_masters(void **state)
     assert_string_equal(got, dlock_async_lock_owner(b));
     uint64_t f1 = dlock_async_lock_fence(a);
     assert_true(f1 > 0);
-    assert_int_equal(unlock_now(a), 0);
-    assert_int_equal(acquire_now(a, 0, 5000), 0);
+    assert_int_equal(ah_unlock_now(a), 0);
+    assert_int_equal(ah_acquire_now(a, 0, 5000), 0);
     assert_true(dlock_async_lock_fence(a) > f1);
-    assert_int_equal(unlock_now(a), 0);
-    assert_int_equal(unlock_now(b), 0);
+    assert_int_equal(ah_unlock_now(a), 0);
+    assert_int_equal(ah_unlock_now(b), 0);
     /* reentrant, on the third master */
     dlock_async_lock *r = lock_on(c, 2, "r", DLOCK_LOCK_REENTRANT);
-    assert_int_equal(acquire_now(r, 0, 0), 0);
-    assert_int_equal(acquire_now(r, 0, 0), 0);
-    assert_int_equal(unlock_now(r), 0);
+    assert_int_equal(ah_acquire_now(r, 0, 0), 0);
+    assert_int_equal(ah_acquire_now(r, 0, 0), 0);
+    assert_int_equal(ah_unlock_now(r), 0);
     assert_true(dlock_async_lock_is_held(r)); /* one hold left */
-    assert_int_equal(unlock_now(r), 0);
+    assert_int_equal(ah_unlock_now(r), 0);
     assert_false(dlock_async_lock_is_held(r));
-    rec x = {0};
-    assert_int_equal(dlock_async_lock_unlock(r, on_done, &x), DLOCK_ENOTHELD);
+    ah_rec x = {0};
+    assert_int_equal(dlock_async_lock_unlock(r, ah_on_lock, &x), DLOCK_ENOTHELD);
     dlock_async_lock_free(a);
     dlock_async_lock_free(b);
     dlock_async_lock_free(r);
@@ -177,39 +135,12 @@ static void test_locks_fence_and_reentry_on_several_masters(void **state)
 
 /* ---- blocking and asynchronous holders of one name ------------------------------------------ */
 
-static dlock_client *blocking_client(void)
-{
-    dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = cl.url;
-    o.key_prefix = test_prefix();
-    o.watchdog_timeout_ms = WATCHDOG_MS;
-    dlock_client *bc = NULL;
-    assert_int_equal(dlock_client_create(&o, &bc), 0);
-    return bc;
-}
-
-typedef struct later_unlock {
-    dlock_lock *bl;
-    void *timer;
-    int64_t at_ms;
-    int done;
-} later_unlock;
-
-static void unlock_blocking(void *arg)
-{
-    later_unlock *u = arg;
-    u->at_ms = dlock__now_ms();
-    assert_int_equal(dlock_lock_unlock(u->bl), 0); /* one short blocking call, in a test */
-    u->done = 1;
-}
-
 static void test_blocking_and_async_holders_exclude_and_wake_each_other(void **state)
 {
     (void)state;
     char name[64];
     name_on(name, sizeof(name), 1, "mixed");
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(cl.url);
     dlock_lock_options bo;
     dlock_lock_options_init(&bo);
     bo.kind = DLOCK_LOCK_REENTRANT;
@@ -221,13 +152,12 @@ static void test_blocking_and_async_holders_exclude_and_wake_each_other(void **s
     dlock_async_client *c = client_with(2000);
     dlock_async_lock *l = lock_on(c, 1, "mixed", DLOCK_LOCK_REENTRANT);
     long subs0 = shard_channels(m[1]);
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_acquire(l, 10000, 0, on_done, &r), 0);
+    ah_rec r = {0};
+    assert_int_equal(dlock_async_lock_acquire(l, 10000, 0, ah_on_lock, &r), 0);
     /* released after 2 s: a waiter that only polled would sleep on its
      * growing recheck interval (50 ms doubling to 5 s) well past that */
-    later_unlock u = {.bl = bl};
-    u.timer = ah_loop.timer_new(ah_loop.ud, unlock_blocking, &u);
-    ah_loop.timer_start(u.timer, 2000);
+    ah_later u = {.bl = bl};
+    ah_release_later(&u, 2000);
     ah_run_for(1000);
     assert_int_equal(shard_channels(m[1]), subs0 + 1); /* SSUBSCRIBEd on the channel's master */
     ah_run_until(&u.done, 3000);
@@ -235,13 +165,13 @@ static void test_blocking_and_async_holders_exclude_and_wake_each_other(void **s
     ah_run_until(&r.calls, 3000);
     assert_int_equal(r.calls, 1);
     assert_int_equal(r.rc, 0);
-    assert_true(r.at_ms - u.at_ms < 500 + SLACK_MS); /* woken by the SPUBLISH, not a recheck */
+    assert_true(r.at_ms - u.at_ms < 500 + AH_SLACK_MS); /* woken by the SPUBLISH, not a recheck */
     assert_int_equal(dlock_lock_try_lock(bl, 0, 30000, NULL), DLOCK_EBUSY);
-    assert_int_equal(unlock_now(l), 0);
+    assert_int_equal(ah_unlock_now(l), 0);
     assert_int_equal(dlock_lock_try_lock(bl, 0, 30000, NULL), 0); /* and the other way round */
-    assert_int_equal(acquire_now(l, 0, 0), DLOCK_EBUSY);
+    assert_int_equal(ah_acquire_now(l, 0, 0), DLOCK_EBUSY);
     assert_int_equal(dlock_lock_unlock(bl), 0);
-    ah_loop.timer_free(u.timer);
+    ah_later_free(&u);
     dlock_async_lock_free(l);
     dlock_async_client_free(c);
     dlock_lock_free(bl);
@@ -250,27 +180,15 @@ static void test_blocking_and_async_holders_exclude_and_wake_each_other(void **s
 
 /* ---- the read-write lock, the semaphore, the rate limiter ------------------------------------ */
 
-static void on_rw(dlock_async_rwlock *rw, int rc, void *ud)
-{
-    (void)rw;
-    on_done(NULL, rc, ud);
-}
-
-static void on_sem(dlock_async_semaphore *s, int rc, void *ud)
-{
-    (void)s;
-    on_done(NULL, rc, ud);
-}
-
 static void on_rl(dlock_async_ratelimit *rl, int rc, const dlock_ratelimit_result *res, void *ud)
 {
     (void)rl;
-    on_done(NULL, rc == 0 && !res->allowed ? DLOCK_EBUSY : rc, ud);
+    ah_on_lock(NULL, rc == 0 && !res->allowed ? DLOCK_EBUSY : rc, ud);
 }
 
 #define RUN(call)                                                                                            \
     do {                                                                                                     \
-        rec r_ = {0};                                                                                        \
+        ah_rec r_ = {0};                                                                                        \
         void *ud = &r_;                                                                                      \
         assert_int_equal((call), 0);                                                                         \
         ah_run_until(&r_.calls, 5000);                                                                       \
@@ -292,11 +210,11 @@ static void test_rwlock_semaphore_and_rate_limiter_on_a_cluster(void **state)
     so.permits = 2;
     assert_int_equal(dlock_async_semaphore_new(c, name_on(n1, sizeof(n1), 1, "sem"), &so, &sem), 0);
     assert_int_equal(dlock_async_ratelimit_new(c, name_on(n2, sizeof(n2), 2, "rl"), NULL, &rl), 0);
-    RUN(dlock_async_rwlock_write_lock(rw, 0, on_rw, ud));
-    RUN(dlock_async_rwlock_write_unlock(rw, on_rw, ud));
-    RUN(dlock_async_semaphore_acquire(sem, 2, 0, on_sem, ud));
+    RUN(dlock_async_rwlock_write_lock(rw, 0, ah_on_rw, ud));
+    RUN(dlock_async_rwlock_write_unlock(rw, ah_on_rw, ud));
+    RUN(dlock_async_semaphore_acquire(sem, 2, 0, ah_on_sem, ud));
     assert_int_equal(dlock_async_semaphore_held(sem), 2);
-    RUN(dlock_async_semaphore_release(sem, 2, on_sem, ud));
+    RUN(dlock_async_semaphore_release(sem, 2, ah_on_sem, ud));
     RUN(dlock_async_ratelimit_try_acquire(rl, "user", 1, on_rl, ud));
     dlock_async_rwlock_free(rw);
     dlock_async_semaphore_free(sem);
@@ -313,10 +231,10 @@ static void test_moved_is_followed_by_renewal_unlock_and_waiter(void **state)
     dlock_async_client *c = client_with(2000), *c2 = client_with(2000);
     dlock_async_lock *h = lock_on(c, 2, "moves", DLOCK_LOCK_REENTRANT);
     dlock_async_lock *w = lock_on(c2, 2, "moves", DLOCK_LOCK_REENTRANT);
-    assert_int_equal(acquire_now(h, 0, 0), 0); /* watchdog: renewed every 300 ms */
+    assert_int_equal(ah_acquire_now(h, 0, 0), 0); /* watchdog: renewed every 300 ms */
     long subs_src = shard_channels(src), subs_dst = shard_channels(dst);
-    rec wr = {0};
-    assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, on_done, &wr), 0);
+    ah_rec wr = {0};
+    assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, ah_on_lock, &wr), 0);
     int64_t t0 = dlock__now_ms();
     while (shard_channels(src) != subs_src + 1 && dlock__now_ms() - t0 < 3000) ah_run_for(50);
     assert_int_equal(shard_channels(src), subs_src + 1);
@@ -324,7 +242,7 @@ static void test_moved_is_followed_by_renewal_unlock_and_waiter(void **state)
     long moved0 = info_field(src, "errorstats", "errorstat_MOVED:count=");
     surfaced = 0;
     assert_int_equal(test_cluster_move_slot(&cl, tslot[2], dst), 0);
-    ah_run_for(3 * WATCHDOG_MS); /* renewals meet MOVED and follow it */
+    ah_run_for(3 * AH_WATCHDOG_MS); /* renewals meet MOVED and follow it */
     assert_true(info_field(src, "errorstats", "errorstat_MOVED:count=") > moved0);
     assert_int_equal(surfaced, 0); /* each was resent where MOVED said, none failed */
     assert_true(dlock_async_lock_is_held(h));
@@ -338,12 +256,12 @@ static void test_moved_is_followed_by_renewal_unlock_and_waiter(void **state)
     assert_int_equal(shard_channels(src), subs_src);
     ah_run_for(300);
     int64_t t_unlock = dlock__now_ms();
-    assert_int_equal(unlock_now(h), 0); /* on the new master */
+    assert_int_equal(ah_unlock_now(h), 0); /* on the new master */
     ah_run_until(&wr.calls, 3000);
     assert_int_equal(wr.calls, 1);
     assert_int_equal(wr.rc, 0);
-    assert_true(wr.at_ms - t_unlock < 500 + SLACK_MS); /* woken by the SPUBLISH on the new master */
-    assert_int_equal(unlock_now(w), 0);
+    assert_true(wr.at_ms - t_unlock < 500 + AH_SLACK_MS); /* woken by the SPUBLISH on the new master */
+    assert_int_equal(ah_unlock_now(w), 0);
     assert_int_equal(surfaced, 0);
     dlock_async_lock_free(h);
     dlock_async_lock_free(w);
@@ -359,7 +277,7 @@ static void test_ask_is_followed_in_a_migration_window(void **state)
     dlock_async_client *c = client_with(2000);
     dlock_async_lock *h = lock_on(c, 1, "asked", DLOCK_LOCK_SIMPLE);
     dlock_async_lock *o = lock_on(c, 1, "asked", DLOCK_LOCK_SIMPLE);
-    assert_int_equal(acquire_now(h, 0, 10000), 0);
+    assert_int_equal(ah_acquire_now(h, 0, 10000), 0);
     char fence_key[256];
     snprintf(fence_key, sizeof(fence_key), "%s:fence", dlock_async_lock_key(h));
     assert_int_equal(test_cluster_begin_migration(&cl, tslot[1], src, dst), 0);
@@ -369,14 +287,14 @@ static void test_ask_is_followed_in_a_migration_window(void **state)
     surfaced = 0;
     /* the keys are on the importing node: the source answers ASK, the
      * command goes there with ASKING and finds the hold */
-    assert_int_equal(acquire_now(o, 0, 10000), DLOCK_EBUSY);
+    assert_int_equal(ah_acquire_now(o, 0, 10000), DLOCK_EBUSY);
     assert_true(info_field(src, "errorstats", "errorstat_ASK:count=") > ask0);
-    assert_int_equal(unlock_now(h), 0); /* asked too */
+    assert_int_equal(ah_unlock_now(h), 0); /* asked too */
     /* (a new acquire now meets TRYAGAIN: its keys are split, the fence
      * key on the importing node, the lock key nowhere) */
     assert_int_equal(test_cluster_end_migration(&cl, tslot[1], src, dst), 0);
-    assert_int_equal(acquire_now(o, 0, 10000), 0); /* MOVED: on its new master */
-    assert_int_equal(unlock_now(o), 0);
+    assert_int_equal(ah_acquire_now(o, 0, 10000), 0); /* MOVED: on its new master */
+    assert_int_equal(ah_unlock_now(o), 0);
     assert_int_equal(surfaced, 0);
     dlock_async_lock_free(h);
     dlock_async_lock_free(o);
@@ -398,14 +316,14 @@ static void test_a_frozen_master_ends_its_requests_at_their_deadline(void **stat
     dlock_async_client *c = client_with(800);
     dlock_async_lock *a = lock_on(c, 0, "frozen", DLOCK_LOCK_SIMPLE);
     dlock_async_lock *b = lock_on(c, 1, "alive", DLOCK_LOCK_SIMPLE);
-    assert_int_equal(acquire_now(a, 0, 5000), 0);
-    assert_int_equal(acquire_now(b, 0, 0), 0); /* watchdog on the other master */
-    assert_int_equal(unlock_now(a), 0);
+    assert_int_equal(ah_acquire_now(a, 0, 5000), 0);
+    assert_int_equal(ah_acquire_now(b, 0, 0), 0); /* watchdog on the other master */
+    assert_int_equal(ah_unlock_now(a), 0);
     set_node_timeout("20000"); /* no FAIL (and CLUSTERDOWN) while one is stopped */
     test_cluster_pause(&cl, m[0], true);
-    rec r = {0};
+    ah_rec r = {0};
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(dlock_async_lock_acquire(a, 0, 5000, on_done, &r), 0);
+    assert_int_equal(dlock_async_lock_acquire(a, 0, 5000, ah_on_lock, &r), 0);
     ah_run_until(&r.calls, 800 + 3000);
     int64_t took = dlock__now_ms() - t0;
     test_cluster_pause(&cl, m[0], false);
@@ -413,11 +331,11 @@ static void test_a_frozen_master_ends_its_requests_at_their_deadline(void **stat
     assert_int_equal(r.rc, DLOCK_EUNKNOWN); /* sent, no answer by the deadline */
     assert_true(took >= 700 && took < 800 + 2000);
     assert_true(dlock_async_lock_is_held(b)); /* renewed meanwhile on its master */
-    assert_int_equal(unlock_now(b), 0);
-    assert_int_equal(acquire_now(b, 0, 5000), 0);
-    assert_int_equal(unlock_now(b), 0);
-    assert_int_equal(acquire_now(a, 0, 5000), 0); /* the thawed master answers again */
-    assert_int_equal(unlock_now(a), 0);
+    assert_int_equal(ah_unlock_now(b), 0);
+    assert_int_equal(ah_acquire_now(b, 0, 5000), 0);
+    assert_int_equal(ah_unlock_now(b), 0);
+    assert_int_equal(ah_acquire_now(a, 0, 5000), 0); /* the thawed master answers again */
+    assert_int_equal(ah_unlock_now(a), 0);
     set_node_timeout("1000");
     dlock_async_lock_free(a);
     dlock_async_lock_free(b);
@@ -430,13 +348,13 @@ static void test_freeing_the_client_ends_requests_on_several_masters(void **stat
     for (int round = 0; round < 2; round++) { /* 0: before the map is known; 1: once it is */
         dlock_async_client *c = client_with(2000);
         dlock_async_lock *l[3];
-        rec r[3] = {{0}};
+        ah_rec r[3] = {{0}};
         for (int k = 0; k < 3; k++) l[k] = lock_on(c, k, "freed", DLOCK_LOCK_SIMPLE);
         if (round == 1) {
-            assert_int_equal(acquire_now(l[0], 0, 5000), 0);
-            assert_int_equal(unlock_now(l[0]), 0);
+            assert_int_equal(ah_acquire_now(l[0], 0, 5000), 0);
+            assert_int_equal(ah_unlock_now(l[0]), 0);
         }
-        for (int k = 0; k < 3; k++) assert_int_equal(dlock_async_lock_acquire(l[k], 5000, 5000, on_done, &r[k]), 0);
+        for (int k = 0; k < 3; k++) assert_int_equal(dlock_async_lock_acquire(l[k], 5000, 5000, ah_on_lock, &r[k]), 0);
         dlock_async_client_free(c);
         for (int k = 0; k < 3; k++) {
             assert_int_equal(r[k].calls, 1);
@@ -457,9 +375,9 @@ static void test_a_failover_is_followed(void **state)
     dlock_async_client *c = client_with(1000), *c2 = client_with(1000);
     dlock_async_lock *h = lock_on(c, 0, "failover", DLOCK_LOCK_REENTRANT);
     dlock_async_lock *w = lock_on(c2, 0, "failover", DLOCK_LOCK_REENTRANT);
-    assert_int_equal(acquire_now(h, 0, 30000), 0); /* a fixed lease: the hold outlives the failover */
-    rec wr = {0};
-    assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, on_done, &wr), 0);
+    assert_int_equal(ah_acquire_now(h, 0, 30000), 0); /* a fixed lease: the hold outlives the failover */
+    ah_rec wr = {0};
+    assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, ah_on_lock, &wr), 0);
     ah_run_for(500); /* the hold reaches the replica meanwhile */
     test_cluster_kill(&cl, m[0]);
     int promoted = test_cluster_wait_failover(&cl, m[0], 15000); /* the loop stands still meanwhile */
@@ -469,8 +387,8 @@ static void test_a_failover_is_followed(void **state)
     if (wr.calls) { /* its try went out on the dead master's connection: unknown, as documented */
         assert_int_equal(wr.rc, DLOCK_EUNKNOWN);
         print_message("the waiter's try was in flight on the dead master: EUNKNOWN; waits again\n");
-        wr = (rec){0};
-        assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, on_done, &wr), 0);
+        wr = (ah_rec){0};
+        assert_int_equal(dlock_async_lock_acquire(w, 20000, 0, ah_on_lock, &wr), 0);
     }
     int64_t t0 = dlock__now_ms(); /* the waiter subscribes again, on the promoted replica */
     while (shard_channels(promoted) != subs0 + 1 && dlock__now_ms() - t0 < 3000) ah_run_for(50);
@@ -478,21 +396,21 @@ static void test_a_failover_is_followed(void **state)
     /* a new name on the dead master's slot: sent where the refreshed map
      * says */
     dlock_async_lock *n = lock_on(c, 0, "after-failover", DLOCK_LOCK_SIMPLE);
-    assert_int_equal(acquire_now(n, 0, 5000), 0);
+    assert_int_equal(ah_acquire_now(n, 0, 5000), 0);
     char got[128];
     get_on(promoted, dlock_async_lock_key(n), got, sizeof(got));
     assert_string_equal(got, dlock_async_lock_owner(n));
-    assert_int_equal(unlock_now(n), 0);
+    assert_int_equal(ah_unlock_now(n), 0);
     /* the hold came across by replication; its release there wakes the
      * waiter through its new subscription */
     assert_int_equal(wr.calls, 0);
     int64_t t_unlock = dlock__now_ms();
-    assert_int_equal(unlock_now(h), 0);
+    assert_int_equal(ah_unlock_now(h), 0);
     ah_run_until(&wr.calls, 3000);
     assert_int_equal(wr.calls, 1);
     assert_int_equal(wr.rc, 0);
-    assert_true(wr.at_ms - t_unlock < 500 + SLACK_MS); /* woken by the SPUBLISH, not a recheck */
-    assert_int_equal(unlock_now(w), 0);
+    assert_true(wr.at_ms - t_unlock < 500 + AH_SLACK_MS); /* woken by the SPUBLISH, not a recheck */
+    assert_int_equal(ah_unlock_now(w), 0);
     dlock_async_lock_free(n);
     dlock_async_lock_free(h);
     dlock_async_lock_free(w);
@@ -512,9 +430,9 @@ static void test_no_node_answering_is_econn_at_the_deadline(void **state)
     assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0); /* nothing blocked on the seeds */
     dlock_async_lock *l = NULL;
     assert_int_equal(dlock_async_lock_new(c, "nobody", NULL, &l), 0);
-    rec r = {0};
+    ah_rec r = {0};
     int64_t t0 = dlock__now_ms();
-    assert_int_equal(dlock_async_lock_acquire(l, 0, 1000, on_done, &r), 0);
+    assert_int_equal(dlock_async_lock_acquire(l, 0, 1000, ah_on_lock, &r), 0);
     assert_int_equal(r.calls, 0); /* never inside the call */
     ah_run_until(&r.calls, 3000);
     assert_int_equal(r.calls, 1);
@@ -522,20 +440,6 @@ static void test_no_node_answering_is_econn_at_the_deadline(void **state)
     assert_true(r.at_ms - t0 >= 900);
     dlock_async_lock_free(l);
     dlock_async_client_free(c);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    ah_init();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ah_fini();
-    return 0;
 }
 
 static int group_setup(void **state)
@@ -556,16 +460,16 @@ static int group_teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_no_node_answering_is_econn_at_the_deadline, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_locks_fence_and_reentry_on_several_masters, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_blocking_and_async_holders_exclude_and_wake_each_other, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_rwlock_semaphore_and_rate_limiter_on_a_cluster, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_moved_is_followed_by_renewal_unlock_and_waiter, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ask_is_followed_in_a_migration_window, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_freeing_the_client_ends_requests_on_several_masters, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_frozen_master_ends_its_requests_at_their_deadline, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_failover_is_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_node_answering_is_econn_at_the_deadline, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_locks_fence_and_reentry_on_several_masters, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_blocking_and_async_holders_exclude_and_wake_each_other, ah_setup,
+                                        ah_teardown),
+        cmocka_unit_test_setup_teardown(test_rwlock_semaphore_and_rate_limiter_on_a_cluster, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_moved_is_followed_by_renewal_unlock_and_waiter, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_ask_is_followed_in_a_migration_window, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_freeing_the_client_ends_requests_on_several_masters, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_a_frozen_master_ends_its_requests_at_their_deadline, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_a_failover_is_followed, ah_setup, ah_teardown),
     };
     return cmocka_run_group_tests_name(ah_name(), tests, group_setup, group_teardown);
 }

@@ -32,59 +32,13 @@
 #include "servers.h"
 #include "util.h"
 
-#define SLACK_MS 400 /* loaded 2-core CI under sanitizers */
-#define WATCHDOG_MS 900
-
 static test_server srv;
-
-typedef struct rec {
-    int calls;
-    int rc;
-    int64_t at_ms;
-} rec;
-
-static void on_rw(dlock_async_rwlock *rw, int rc, void *ud)
-{
-    (void)rw;
-    rec *r = ud;
-    r->calls++;
-    r->rc = rc;
-    r->at_ms = dlock__now_ms();
-}
-
-static void on_sem(dlock_async_semaphore *s, int rc, void *ud)
-{
-    (void)s;
-    rec *r = ud;
-    r->calls++;
-    r->rc = rc;
-    r->at_ms = dlock__now_ms();
-}
 
 static dlock_async_client *client_on(const char *url, int64_t command_timeout_ms)
 {
     dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = url;
-    o.key_prefix = test_prefix();
-    o.watchdog_timeout_ms = WATCHDOG_MS;
-    o.command_timeout_ms = command_timeout_ms;
-    o.connect_timeout_ms = 1000;
-    dlock_async_client *c = NULL;
-    assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0);
-    return c;
-}
-
-static dlock_client *blocking_client(void)
-{
-    dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = srv.url;
-    o.key_prefix = test_prefix();
-    o.watchdog_timeout_ms = WATCHDOG_MS;
-    dlock_client *bc = NULL;
-    assert_int_equal(dlock_client_create(&o, &bc), 0);
-    return bc;
+    ah_client_options(&o, url, command_timeout_ms);
+    return ah_client(&o);
 }
 
 static dlock_async_rwlock *rw_on(dlock_async_client *c, const char *name)
@@ -105,106 +59,46 @@ static dlock_async_semaphore *sem_on(dlock_async_client *c, const char *name, in
 }
 
 /* Runs the loop until r's callback ran; returns its rc. */
-static int wait_rec(rec *r, int64_t bound_ms)
-{
-    ah_run_until(&r->calls, bound_ms);
-    assert_int_equal(r->calls, 1);
-    return r->rc;
-}
-
-static int rw_now(dlock_async_rwlock *rw, bool write, bool lock, int64_t wait_ms)
-{
-    rec r = {0};
-    int rc = lock ? (write ? dlock_async_rwlock_write_lock : dlock_async_rwlock_read_lock)(rw, wait_ms, on_rw, &r)
-                  : (write ? dlock_async_rwlock_write_unlock : dlock_async_rwlock_read_unlock)(rw, on_rw, &r);
-    return rc ? rc : wait_rec(&r, wait_ms + 3000);
-}
-
-static int sem_now(dlock_async_semaphore *s, bool take, int64_t k, int64_t wait_ms)
-{
-    rec r = {0};
-    int rc = take ? dlock_async_semaphore_acquire(s, k, wait_ms, on_sem, &r)
-                  : dlock_async_semaphore_release(s, k, on_sem, &r);
-    return rc ? rc : wait_rec(&r, wait_ms + 3000);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    ah_init();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ah_fini();
-    return 0;
-}
-
-/* ---- a blocking release, later, from the loop ------------------------------------------- */
-
-typedef struct later {
-    dlock_rwlock *brw;
-    dlock_semaphore *bsem;
-    int64_t at_ms;
-    int done;
-} later;
-
-static void release_blocking(void *arg)
-{
-    later *u = arg;
-    u->at_ms = dlock__now_ms();
-    if (u->brw) assert_int_equal(dlock_rwlock_read_unlock(u->brw), 0);
-    if (u->bsem) assert_int_equal(dlock_semaphore_release(u->bsem, 1), 0);
-    u->done = 1;
-}
 
 /* Starts a loop timer that releases u's blocking hold in ms. */
-static void *release_later(later *u, int64_t ms)
-{
-    void *t = ah_loop.timer_new(ah_loop.ud, release_blocking, u);
-    ah_loop.timer_start(t, ms);
-    return t;
-}
 
 /* ---- the read-write lock ----------------------------------------------------------------------- */
 
 static void test_rwlock_blocking_and_async_sides_exclude_and_wake(void **state)
 {
     (void)state;
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(srv.url);
     dlock_rwlock *brw = NULL;
     assert_int_equal(dlock_rwlock_new(bc, "rw", NULL, &brw), 0);
     assert_int_equal(dlock_rwlock_read_lock(brw, 0), 0);
     dlock_async_client *c = client_on(srv.url, 1000);
     dlock_async_rwlock *reader = rw_on(c, "rw"), *writer = rw_on(c, "rw");
-    assert_int_equal(rw_now(reader, false, true, 0), 0); /* readers share across the APIs */
+    assert_int_equal(ah_rw_now(reader, false, true, 0), 0); /* readers share across the APIs */
     assert_int_equal(dlock_async_rwlock_read_count(reader), 1);
-    assert_int_equal(rw_now(writer, true, true, 0), DLOCK_EBUSY);
-    assert_int_equal(dlock_async_rwlock_write_lock(reader, 0, on_rw, NULL), DLOCK_EUPGRADE);
-    assert_int_equal(rw_now(reader, false, false, 0), 0);
-    rec w = {0};
-    assert_int_equal(dlock_async_rwlock_write_lock(writer, 8000, on_rw, &w), 0);
-    later u = {.brw = brw};
-    void *t = release_later(&u, 1500);
+    assert_int_equal(ah_rw_now(writer, true, true, 0), DLOCK_EBUSY);
+    assert_int_equal(dlock_async_rwlock_write_lock(reader, 0, ah_on_rw, NULL), DLOCK_EUPGRADE);
+    assert_int_equal(ah_rw_now(reader, false, false, 0), 0);
+    ah_rec w = {0};
+    assert_int_equal(dlock_async_rwlock_write_lock(writer, 8000, ah_on_rw, &w), 0);
+    ah_later u = {.brw = brw};
+    ah_release_later(&u, 1500);
     ah_run_until(&u.done, 3000);
     assert_int_equal(w.calls, 0); /* excluded while the blocking reader held */
-    assert_int_equal(wait_rec(&w, 3000), 0);
-    assert_true(w.at_ms - u.at_ms < 500 + SLACK_MS); /* woken by the release's publish */
+    assert_int_equal(ah_wait_rec(&w, 3000), 0);
+    assert_true(w.at_ms - u.at_ms < 500 + AH_SLACK_MS); /* woken by the release's publish */
     assert_int_equal(dlock_async_rwlock_write_count(writer), 1);
     assert_true(dlock_async_rwlock_validity_ms(writer) > 0);
     assert_int_equal(dlock_rwlock_read_lock(brw, 0), DLOCK_EBUSY);
     assert_int_equal(dlock_rwlock_write_lock(brw, 0), DLOCK_EBUSY);
-    assert_int_equal(rw_now(writer, false, true, 0), 0); /* downgrade: read while writing */
-    assert_int_equal(rw_now(writer, true, false, 0), 0);
+    assert_int_equal(ah_rw_now(writer, false, true, 0), 0); /* downgrade: read while writing */
+    assert_int_equal(ah_rw_now(writer, true, false, 0), 0);
     assert_int_equal(dlock_rwlock_write_lock(brw, 0), DLOCK_EBUSY);
-    assert_int_equal(rw_now(writer, false, false, 0), 0);
+    assert_int_equal(ah_rw_now(writer, false, false, 0), 0);
     assert_int_equal(dlock_rwlock_write_lock(brw, 0), 0);
-    assert_int_equal(rw_now(reader, false, true, 0), DLOCK_EBUSY);
+    assert_int_equal(ah_rw_now(reader, false, true, 0), DLOCK_EBUSY);
     assert_int_equal(dlock_rwlock_write_unlock(brw), 0);
-    assert_int_equal(rw_now(reader, false, false, 0), DLOCK_ENOTHELD);
-    ah_loop.timer_free(t);
+    assert_int_equal(ah_rw_now(reader, false, false, 0), DLOCK_ENOTHELD);
+    ah_later_free(&u);
     dlock_async_rwlock_free(reader);
     dlock_async_rwlock_free(writer);
     dlock_async_client_free(c);
@@ -215,15 +109,15 @@ static void test_rwlock_blocking_and_async_sides_exclude_and_wake(void **state)
 static void test_rwlock_cancel_withdraws_the_writers_intent(void **state)
 {
     (void)state;
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(srv.url);
     dlock_rwlock *brw = NULL, *breader = NULL;
     assert_int_equal(dlock_rwlock_new(bc, "rwc", NULL, &brw), 0);
     assert_int_equal(dlock_rwlock_new(bc, "rwc", NULL, &breader), 0);
     assert_int_equal(dlock_rwlock_read_lock(brw, 0), 0);
     dlock_async_client *c = client_on(srv.url, 1000);
     dlock_async_rwlock *writer = rw_on(c, "rwc");
-    rec w = {0};
-    assert_int_equal(dlock_async_rwlock_write_lock(writer, 10000, on_rw, &w), 0);
+    ah_rec w = {0};
+    assert_int_equal(dlock_async_rwlock_write_lock(writer, 10000, ah_on_rw, &w), 0);
     ah_run_for(300);
     /* the waiting writer's intent holds back a new reader */
     assert_int_equal(dlock_rwlock_read_lock(breader, 0), DLOCK_EBUSY);
@@ -249,7 +143,7 @@ static void test_rwlock_cancel_withdraws_the_writers_intent(void **state)
 static void test_a_partial_read_release_does_not_swallow_a_wakeup(void **state)
 {
     (void)state;
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(srv.url);
     dlock_rwlock *brw = NULL;
     assert_int_equal(dlock_rwlock_new(bc, "rws", NULL, &brw), 0);
     assert_int_equal(dlock_rwlock_read_lock(brw, 0), 0);
@@ -259,20 +153,20 @@ static void test_a_partial_read_release_does_not_swallow_a_wakeup(void **state)
     dlock_rwlock_options_init(&ro);
     ro.writer_intent_ms = 60000; /* rechecks grow to 20 s: a late wakeup shows */
     assert_int_equal(dlock_async_rwlock_new(c, "rws", &ro, &writer), 0);
-    assert_int_equal(rw_now(reader, false, true, 0), 0);
-    assert_int_equal(rw_now(reader, false, true, 0), 0); /* read twice */
-    rec w = {0};
-    assert_int_equal(dlock_async_rwlock_write_lock(writer, 20000, on_rw, &w), 0);
+    assert_int_equal(ah_rw_now(reader, false, true, 0), 0);
+    assert_int_equal(ah_rw_now(reader, false, true, 0), 0); /* read twice */
+    ah_rec w = {0};
+    assert_int_equal(dlock_async_rwlock_write_lock(writer, 20000, ah_on_rw, &w), 0);
     ah_run_for(3000); /* the writer's recheck interval has grown past 1.6 s */
-    assert_int_equal(rw_now(reader, false, false, 0), 0); /* one hold left: no publish */
-    assert_int_equal(rw_now(reader, false, false, 0), 0); /* the last: publishes */
+    assert_int_equal(ah_rw_now(reader, false, false, 0), 0); /* one hold left: no publish */
+    assert_int_equal(ah_rw_now(reader, false, false, 0), 0); /* the last: publishes */
     ah_run_for(100);
     assert_int_equal(w.calls, 0); /* the blocking reader still holds */
     int64_t t0 = dlock__now_ms();
     assert_int_equal(dlock_rwlock_read_unlock(brw), 0);
-    assert_int_equal(wait_rec(&w, 5000), 0);
-    assert_true(w.at_ms - t0 < 200 + SLACK_MS); /* woken by that release's message */
-    assert_int_equal(rw_now(writer, true, false, 0), 0);
+    assert_int_equal(ah_wait_rec(&w, 5000), 0);
+    assert_true(w.at_ms - t0 < 200 + AH_SLACK_MS); /* woken by that release's message */
+    assert_int_equal(ah_rw_now(writer, true, false, 0), 0);
     dlock_async_rwlock_free(reader);
     dlock_async_rwlock_free(writer);
     dlock_async_client_free(c);
@@ -285,7 +179,7 @@ static void test_a_partial_read_release_does_not_swallow_a_wakeup(void **state)
 static void test_semaphore_permits_are_shared_with_blocking_holders(void **state)
 {
     (void)state;
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(srv.url);
     dlock_semaphore_options so;
     dlock_semaphore_options_init(&so);
     so.permits = 2;
@@ -294,27 +188,27 @@ static void test_semaphore_permits_are_shared_with_blocking_holders(void **state
     assert_int_equal(dlock_semaphore_acquire(bsem, 1, 0), 0);
     dlock_async_client *c = client_on(srv.url, 1000);
     dlock_async_semaphore *a = sem_on(c, "sem", 2), *b = sem_on(c, "sem", 2), *odd = sem_on(c, "sem", 3);
-    assert_int_equal(sem_now(a, true, 1, 0), 0);
+    assert_int_equal(ah_sem_now(a, true, 1, 0), 0);
     assert_int_equal(dlock_async_semaphore_held(a), 1);
-    assert_int_equal(sem_now(b, true, 1, 0), DLOCK_EBUSY);
+    assert_int_equal(ah_sem_now(b, true, 1, 0), DLOCK_EBUSY);
     assert_int_equal(dlock_semaphore_acquire(bsem, 1, 0), DLOCK_EBUSY);
-    assert_int_equal(dlock_async_semaphore_acquire(b, 3, 0, on_sem, NULL), DLOCK_ELIMIT);
-    assert_int_equal(sem_now(odd, true, 1, 0), DLOCK_EINVAL); /* recorded with N = 2 */
-    rec r = {0};
-    assert_int_equal(dlock_async_semaphore_acquire(b, 1, 8000, on_sem, &r), 0);
-    later u = {.bsem = bsem};
-    void *t = release_later(&u, 1500);
+    assert_int_equal(dlock_async_semaphore_acquire(b, 3, 0, ah_on_sem, NULL), DLOCK_ELIMIT);
+    assert_int_equal(ah_sem_now(odd, true, 1, 0), DLOCK_EINVAL); /* recorded with N = 2 */
+    ah_rec r = {0};
+    assert_int_equal(dlock_async_semaphore_acquire(b, 1, 8000, ah_on_sem, &r), 0);
+    ah_later u = {.bsem = bsem};
+    ah_release_later(&u, 1500);
     ah_run_until(&u.done, 3000);
     assert_int_equal(r.calls, 0);
-    assert_int_equal(wait_rec(&r, 3000), 0);
-    assert_true(r.at_ms - u.at_ms < 500 + SLACK_MS);
+    assert_int_equal(ah_wait_rec(&r, 3000), 0);
+    assert_true(r.at_ms - u.at_ms < 500 + AH_SLACK_MS);
     assert_int_equal(dlock_semaphore_acquire(bsem, 1, 0), DLOCK_EBUSY);
-    assert_int_equal(sem_now(a, false, 2, 0), DLOCK_ENOTHELD);
-    assert_int_equal(sem_now(a, false, 1, 0), 0);
+    assert_int_equal(ah_sem_now(a, false, 2, 0), DLOCK_ENOTHELD);
+    assert_int_equal(ah_sem_now(a, false, 1, 0), 0);
     assert_int_equal(dlock_semaphore_acquire(bsem, 1, 0), 0);
     assert_int_equal(dlock_semaphore_release(bsem, 1), 0);
-    assert_int_equal(sem_now(b, false, 1, 0), 0);
-    ah_loop.timer_free(t);
+    assert_int_equal(ah_sem_now(b, false, 1, 0), 0);
+    ah_later_free(&u);
     dlock_async_semaphore_free(a);
     dlock_async_semaphore_free(b);
     dlock_async_semaphore_free(odd);
@@ -332,13 +226,13 @@ static void test_freeing_ends_every_pending_operation_once(void **state)
     dlock_async_rwlock *w1 = rw_on(c, "free-rw"), *w2 = rw_on(c, "free-rw"), *w3 = rw_on(c, "free-rw");
     dlock_async_semaphore *s1 = sem_on(c, "free-sem", 1), *s2 = sem_on(c, "free-sem", 1);
     dlock_async_semaphore *s3 = sem_on(c, "free-sem", 1);
-    assert_int_equal(rw_now(w1, true, true, 0), 0);
-    assert_int_equal(sem_now(s1, true, 1, 0), 0);
-    rec r2 = {0}, r3 = {0}, q2 = {0}, q3 = {0};
-    assert_int_equal(dlock_async_rwlock_write_lock(w2, 10000, on_rw, &r2), 0);
-    assert_int_equal(dlock_async_rwlock_read_lock(w3, 10000, on_rw, &r3), 0);
-    assert_int_equal(dlock_async_semaphore_acquire(s2, 1, 10000, on_sem, &q2), 0);
-    assert_int_equal(dlock_async_semaphore_acquire(s3, 1, 10000, on_sem, &q3), 0);
+    assert_int_equal(ah_rw_now(w1, true, true, 0), 0);
+    assert_int_equal(ah_sem_now(s1, true, 1, 0), 0);
+    ah_rec r2 = {0}, r3 = {0}, q2 = {0}, q3 = {0};
+    assert_int_equal(dlock_async_rwlock_write_lock(w2, 10000, ah_on_rw, &r2), 0);
+    assert_int_equal(dlock_async_rwlock_read_lock(w3, 10000, ah_on_rw, &r3), 0);
+    assert_int_equal(dlock_async_semaphore_acquire(s2, 1, 10000, ah_on_sem, &q2), 0);
+    assert_int_equal(dlock_async_semaphore_acquire(s3, 1, 10000, ah_on_sem, &q3), 0);
     ah_run_for(200);
     dlock_async_rwlock_free(w3); /* a handle: ECANCELED before the free returns */
     dlock_async_semaphore_free(s3);
@@ -351,8 +245,8 @@ static void test_freeing_ends_every_pending_operation_once(void **state)
     assert_int_equal(r2.rc, DLOCK_ECLOSED);
     assert_int_equal(q2.calls, 1);
     assert_int_equal(q2.rc, DLOCK_ECLOSED);
-    assert_int_equal(dlock_async_rwlock_write_unlock(w1, on_rw, NULL), DLOCK_ECLOSED);
-    assert_int_equal(dlock_async_semaphore_release(s1, 1, on_sem, NULL), DLOCK_ECLOSED);
+    assert_int_equal(dlock_async_rwlock_write_unlock(w1, ah_on_rw, NULL), DLOCK_ECLOSED);
+    assert_int_equal(dlock_async_semaphore_release(s1, 1, ah_on_sem, NULL), DLOCK_ECLOSED);
     assert_int_equal(dlock_async_rwlock_write_count(w1), 0);
     ah_run_for(100);
     assert_int_equal(r2.calls + q2.calls + r3.calls + q3.calls, 4);
@@ -402,12 +296,12 @@ static void test_the_losses_are_declared_at_the_deadline_when_the_server_is_cut_
     dlock_async_rwlock_set_on_lost(rw, rw_lost, &lr);
     dlock_async_semaphore_set_on_lost(s, sem_lost, &ls);
     int64_t t_before = dlock__now_ms();
-    assert_int_equal(rw_now(rw, true, true, 0), 0);
-    assert_int_equal(sem_now(s, true, 2, 0), 0);
+    assert_int_equal(ah_rw_now(rw, true, true, 0), 0);
+    assert_int_equal(ah_sem_now(s, true, 2, 0), 0);
     int64_t t_after = dlock__now_ms();
     assert_int_equal(kill(proxy_pid, SIGSTOP), 0);
     /* the rule of dlock.h with the default drift: 900 - 9 - 2 ms */
-    int64_t lo_bound = t_before + WATCHDOG_MS - 11, hi_bound = t_after + WATCHDOG_MS - 11;
+    int64_t lo_bound = t_before + AH_WATCHDOG_MS - 11, hi_bound = t_after + AH_WATCHDOG_MS - 11;
     ah_run_until(&ls.calls, 3000);
     ah_run_until(&lr.calls, 1000);
     assert_int_equal(lr.calls, 1);
@@ -416,10 +310,10 @@ static void test_the_losses_are_declared_at_the_deadline_when_the_server_is_cut_
     assert_int_equal(ls.reason, DLOCK_ELOST);
     assert_int_equal(lr.count_in_cb, 0);
     assert_int_equal(ls.count_in_cb, 0);
-    assert_true(lr.at_ms >= lo_bound && lr.at_ms <= hi_bound + SLACK_MS);
-    assert_true(ls.at_ms >= lo_bound && ls.at_ms <= hi_bound + SLACK_MS);
-    assert_int_equal(dlock_async_rwlock_write_unlock(rw, on_rw, NULL), DLOCK_ELOST);
-    assert_int_equal(dlock_async_semaphore_release(s, 1, on_sem, NULL), DLOCK_ELOST);
+    assert_true(lr.at_ms >= lo_bound && lr.at_ms <= hi_bound + AH_SLACK_MS);
+    assert_true(ls.at_ms >= lo_bound && ls.at_ms <= hi_bound + AH_SLACK_MS);
+    assert_int_equal(dlock_async_rwlock_write_unlock(rw, ah_on_rw, NULL), DLOCK_ELOST);
+    assert_int_equal(dlock_async_semaphore_release(s, 1, ah_on_sem, NULL), DLOCK_ELOST);
     ah_proxy_stop();
     dlock_async_rwlock_free(rw);
     dlock_async_semaphore_free(s);
@@ -453,7 +347,7 @@ static void come_in(race *r, atomic_int *inside)
 static void *blocking_cycles(void *arg)
 {
     race *r = arg;
-    dlock_client *bc = blocking_client();
+    dlock_client *bc = ah_blocking_client(srv.url);
     dlock_lock *bl = NULL;
     dlock_semaphore *bs = NULL;
     dlock_semaphore_options so;
@@ -592,14 +486,14 @@ static int group_teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_rwlock_blocking_and_async_sides_exclude_and_wake, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rwlock_cancel_withdraws_the_writers_intent, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_partial_read_release_does_not_swallow_a_wakeup, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_semaphore_permits_are_shared_with_blocking_holders, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_freeing_ends_every_pending_operation_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rwlock_blocking_and_async_sides_exclude_and_wake, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_rwlock_cancel_withdraws_the_writers_intent, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_a_partial_read_release_does_not_swallow_a_wakeup, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_semaphore_permits_are_shared_with_blocking_holders, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_freeing_ends_every_pending_operation_once, ah_setup, ah_teardown),
         cmocka_unit_test_setup_teardown(test_the_losses_are_declared_at_the_deadline_when_the_server_is_cut_off,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_the_loop_and_a_blocking_thread_exclude_each_other, setup, teardown),
+                                        ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_the_loop_and_a_blocking_thread_exclude_each_other, ah_setup, ah_teardown),
     };
     return cmocka_run_group_tests_name(ah_name(), tests, group_setup, group_teardown);
 }

@@ -25,18 +25,6 @@
 
 static test_server master, replica, sentinels[3];
 
-typedef struct rec {
-    int calls, rc;
-} rec;
-
-static void on_done(dlock_async_lock *l, int rc, void *ud)
-{
-    (void)l;
-    rec *r = ud;
-    r->calls++;
-    r->rc = rc;
-}
-
 static int moved; /* the client logged a +switch-master */
 
 static void on_log(dlock_log_level level, const char *msg, void *ud)
@@ -52,23 +40,17 @@ static dlock_async_client *sentinel_client(void)
     snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/" MASTER_NAME,
              sentinels[0].port, sentinels[1].port, sentinels[2].port);
     dlock_client_options o;
-    dlock_client_options_init(&o);
-    o.url = url;
-    o.key_prefix = test_prefix();
-    o.command_timeout_ms = 2000;
-    o.connect_timeout_ms = 1000;
+    ah_client_options(&o, url, 2000);
     o.retry_delay_ms = 100;
     o.log_fn = on_log;
     o.log_level = DLOCK_LOG_WARN;
-    dlock_async_client *c = NULL;
-    assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0);
-    return c;
+    return ah_client(&o);
 }
 
 static int acquire_now(dlock_async_lock *l, int64_t wait_ms)
 {
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_acquire(l, wait_ms, 30000, on_done, &r), 0);
+    ah_rec r = {0};
+    assert_int_equal(dlock_async_lock_acquire(l, wait_ms, 30000, ah_on_lock, &r), 0);
     ah_run_until(&r.calls, wait_ms + 3000);
     assert_int_equal(r.calls, 1);
     return r.rc;
@@ -99,8 +81,8 @@ static void test_the_master_is_found_and_a_failover_followed(void **state)
     assert_int_equal(dlock_async_lock_new(c, "before", NULL, &w), 0);
     assert_int_equal(acquire_now(a, 0), 0); /* sent before the sentinels answered: parked, then sent */
     assert_true(holds(&master, "before", dlock_async_lock_owner(a)));
-    rec wr = {0};
-    assert_int_equal(dlock_async_lock_acquire(w, 20000, 30000, on_done, &wr), 0); /* waits for a */
+    ah_rec wr = {0};
+    assert_int_equal(dlock_async_lock_acquire(w, 20000, 30000, ah_on_lock, &wr), 0); /* waits for a */
 
     /* refused (NOGOODSLAVE) until the sentinel has seen the replica */
     const char *fo[3] = {"SENTINEL", "FAILOVER", MASTER_NAME};
@@ -119,8 +101,8 @@ static void test_the_master_is_found_and_a_failover_followed(void **state)
     assert_true(holds(&replica, "after", dlock_async_lock_owner(b))); /* the new master */
     /* a's hold came across by replication; its release there wakes w */
     assert_int_equal(wr.calls, 0);
-    rec ur = {0};
-    assert_int_equal(dlock_async_lock_unlock(a, on_done, &ur), 0);
+    ah_rec ur = {0};
+    assert_int_equal(dlock_async_lock_unlock(a, ah_on_lock, &ur), 0);
     ah_run_until(&ur.calls, 3000);
     assert_int_equal(ur.rc, 0);
     ah_run_until(&wr.calls, 5000);
@@ -144,28 +126,14 @@ static void test_no_sentinel_answering_is_econn(void **state)
     assert_int_equal(dlock_async_client_new(&ah_loop, &o, &c), 0);
     dlock_async_lock *l = NULL;
     assert_int_equal(dlock_async_lock_new(c, "nobody", NULL, &l), 0);
-    rec r = {0};
-    assert_int_equal(dlock_async_lock_acquire(l, 0, 1000, on_done, &r), 0);
+    ah_rec r = {0};
+    assert_int_equal(dlock_async_lock_acquire(l, 0, 1000, ah_on_lock, &r), 0);
     assert_int_equal(r.calls, 0); /* never inside the call */
     ah_run_until(&r.calls, 3000);
     assert_int_equal(r.calls, 1);
     assert_int_equal(r.rc, DLOCK_ECONN);
     dlock_async_lock_free(l);
     dlock_async_client_free(c);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    ah_init();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ah_fini();
-    return 0;
 }
 
 static int group_setup(void **state)
@@ -192,8 +160,8 @@ static int group_teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_no_sentinel_answering_is_econn, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_the_master_is_found_and_a_failover_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_sentinel_answering_is_econn, ah_setup, ah_teardown),
+        cmocka_unit_test_setup_teardown(test_the_master_is_found_and_a_failover_followed, ah_setup, ah_teardown),
     };
     return cmocka_run_group_tests_name(ah_name(), tests, group_setup, group_teardown);
 }
