@@ -59,9 +59,9 @@ extern "C" {
 
 /* The library's version (semver; README "Versions"): 1.x keeps the API
  * and ABI of 1.0 (soname libdlock.so.1, symbol version DLOCK_1.0). */
-#define DLOCK_VERSION "1.0.0"
+#define DLOCK_VERSION "1.1.0"
 #define DLOCK_VERSION_MAJOR 1
-#define DLOCK_VERSION_MINOR 0
+#define DLOCK_VERSION_MINOR 1
 #define DLOCK_VERSION_PATCH 0
 
 /* Error codes. "Not applied" and "outcome unknown" are kept apart: a call

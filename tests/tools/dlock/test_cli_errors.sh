@@ -168,4 +168,4 @@ for opt in $opts; do
     grep -q -- "--$opt" "$T_DIR/out" || fail "--help does not list --$opt"
 done
 pass "--help lists every option"
-expect_eq "$("$DLOCK_BIN" --version)" "dlock 1.0.0" "--version"
+expect_eq "$("$DLOCK_BIN" --version)" "dlock 1.1.0" "--version"
