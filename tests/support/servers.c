@@ -223,6 +223,28 @@ int test_redis_restart(test_server *s, const char *const *extra_conf)
     return redis_launch(s, extra_conf, "redis-server");
 }
 
+/* Whether a write on the master is acknowledged by a replica: SET, then
+ * WAIT on the same connection. (A WAIT on a connection that wrote nothing
+ * counts a replica still waiting to send its first REPLCONF ACK; after a
+ * diskless sync the master streams to it only from then on.) */
+static bool write_replicated(const test_server *master)
+{
+    dlock__url u = {.kind = DLOCK__URL_TCP, .host = "127.0.0.1", .port = master->port};
+    dlock__conn_opts o = {.connect_timeout_ms = 1000, .command_timeout_ms = 5000};
+    dlock__conn *c = NULL;
+    if (dlock__conn_open(&u, &o, &c, NULL, 0) != 0) return false;
+    const char *set[3] = {"SET", "dlock:test:replicated", "1"}, *wait[3] = {"WAIT", "1", "100"};
+    dlock__reply *r = NULL;
+    bool ok = dlock__conn_cmd(c, 3, set, NULL, &r) == 0 && dlock__reply_kind(r) != DLOCK__R_ERROR;
+    dlock__reply_free(r);
+    r = NULL;
+    ok = ok && dlock__conn_cmd(c, 3, wait, NULL, &r) == 0 && dlock__reply_kind(r) == DLOCK__R_INTEGER &&
+         dlock__reply_int(r) >= 1;
+    dlock__reply_free(r);
+    dlock__conn_close(c);
+    return ok;
+}
+
 int test_redis_replicate(test_server *replica, const test_server *master)
 {
     char port[16], info[4096];
@@ -232,12 +254,8 @@ int test_redis_replicate(test_server *replica, const test_server *master)
     int64_t deadline = dlock__now_ms() + 10000;
     while (dlock__now_ms() < deadline) {
         const char *q[2] = {"INFO", "replication"};
-        /* linked, and counted by the master's WAIT (after a diskless
-         * sync the master waits for the replica's first REPLCONF ACK) */
-        const char *w[3] = {"WAIT", "1", "100"};
-        char acked[32] = "";
         if (test_redis_cmd(replica, info, sizeof(info), 2, q) == 0 && strstr(info, "master_link_status:up") &&
-            test_redis_cmd(master, acked, sizeof(acked), 3, w) == 0 && strtol(acked, NULL, 10) >= 1)
+            write_replicated(master))
             return 0;
         dlock__sleep_ms(50);
     }

@@ -124,10 +124,12 @@ master_port=$REDIS_PORT master_pid=$REDIS_PID
 rcli config set repl-diskless-sync-delay 0 > /dev/null # the replica syncs at once, not in 5 s
 start_redis --requirepass "$REDIS_PASS" --masterauth "$REDIS_PASS" --replicaof 127.0.0.1 "$master_port"
 REDIS_PORT=$master_port REDIS_PID=$master_pid
-# ready when the master's WAIT counts the replica (after the sync, Valkey
-# also waits for the replica's first REPLCONF ACK)
+# ready when a write of ours is acknowledged by the replica: a WAIT on a
+# connection that wrote nothing counts a replica that is still waiting to
+# send its first REPLCONF ACK (after a diskless sync the master streams to
+# it only from then on, which may take up to a second)
 for i in $(seq 1 100); do
-    [ "$(rcli wait 1 100)" = 1 ] && break
+    [ "$(printf 'SET dlock:test:replicated 1\nWAIT 1 100\n' | rcli | tail -1)" = 1 ] && break
     sleep 0.05
 done
 run_rc "$DLOCK_BIN" --wait-replicas 1 --watchdog-lease 3s --url "redis://:$REDIS_PASS@127.0.0.1:$REDIS_PORT" \
