@@ -4,7 +4,8 @@
 # reference. Every round runs, interleaved (private servers on free
 # loopback ports, stopped by PID; no AOF; never port 6379):
 #   redis   one redis-server, one seckilld (this tree, its default loops:
-#           one per CPU), `wrk -t2 -c64` of new buyers
+#           one per CPU; and again with --threads 1, for the Redis cost of
+#           more loops), `wrk -t2 -c64` of new buyers
 #           (bench/seckill/wrk_buy.lua) on a campaign of unlimited stock,
 #           a warm-up second, then CONFIG RESETSTAT: Redis us per accepted purchase =
 #           cmdstat_evalsha (+ eval) usec / accepted (accepted = seckilld's
@@ -102,13 +103,14 @@ build_old() {
     fi
 }
 
-# sk_start BIN REDIS_URL ACKS [args]: a fresh seckilld; sets SK_PID, URL.
+# sk_start BIN REDIS_URL ACKS [args]: a fresh seckilld (--threads
+# $SK_THREADS when set); sets SK_PID, URL.
 sk_start() {
     local bin=$1 rurl=$2 acks=$3 port
     shift 3
     port=$(dl_free_port)
     "$bin" --port "$port" --bind 127.0.0.1 --redis-url "$rurl" --admin-token "$TOKEN" --replica-acks "$acks" \
-        --log-level warn "$@" >>"$work/seckilld.log" 2>&1 &
+        --log-level warn ${SK_THREADS:+--threads "$SK_THREADS"} "$@" >>"$work/seckilld.log" 2>&1 &
     SK_PID=$!
     dl_track "$SK_PID"
     URL="http://127.0.0.1:$port"
@@ -306,7 +308,9 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "# round $r load $(load)"
     # this tree and OLD_REF alternate which goes first, round by round
     if want http && [ $((r % 2)) = 0 ]; then wrk_buy "$r" old_plain "$OLD" 0 1 "$plain" "$PLAIN_PORT"; fi
+    if want redis && [ $((r % 2)) = 0 ]; then SK_THREADS=1 wrk_buy "$r" plain_t1 "$seckilld" 0 1 "$plain" "$PLAIN_PORT"; fi
     if want redis || want http || want floor || want cluster; then wrk_buy "$r" plain "$seckilld" 0 1 "$plain" "$PLAIN_PORT"; fi
+    if want redis && [ $((r % 2)) = 1 ]; then SK_THREADS=1 wrk_buy "$r" plain_t1 "$seckilld" 0 1 "$plain" "$PLAIN_PORT"; fi
     if want http && [ $((r % 2)) = 1 ]; then wrk_buy "$r" old_plain "$OLD" 0 1 "$plain" "$PLAIN_PORT"; fi
     if want floor; then
         # the batch size and the count of the round's plain run (or 13, MEM_ORDERS)

@@ -20,6 +20,7 @@ typedef struct sk_http sk_http;
 struct sk_db;
 struct sk_degraded;
 struct sk_hs_door;
+struct sk_relay_door;
 /* The servers of one process's loops (seckilld --threads N): /metrics on
  * any member reports the sum over all of them. Thread-safe; free it after
  * every member is freed. */
@@ -51,6 +52,8 @@ typedef struct sk_http_opts {
     struct sk_degraded *degraded;/* NULL: no database path when Redis is down (503) */
     sk_http_group *group;        /* NULL: a process with one loop */
     struct sk_hs_door *door;     /* connection counts shared with other loops (NULL: own) */
+    struct sk_relay_door *relay; /* purchases decided by another loop's engine (relay.h;
+                                  * NULL: this loop's own) */
 } sk_http_opts;
 
 void sk_http_opts_init(sk_http_opts *o);

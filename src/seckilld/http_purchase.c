@@ -103,7 +103,7 @@ void sk__http_purchase(hreq *q)
     if (!read_quantity(q, &r.qty) || !client_ip(q, ip)) return;
     r.ip = ip;
     const char *why = NULL;
-    int rc = sk_purchase(q->h->engine, q->h->o.degraded, &r, on_purchase, q, &why);
+    int rc = sk_purchase(q->h->engine, q->h->o.relay, q->h->o.degraded, &r, on_purchase, q, &why);
     if (rc == SK_EINVAL) {
         sk__http_reply_error(q, 400, "bad_request", why ? why : "bad purchase");
     } else if (rc) {

@@ -11,6 +11,7 @@
 
 #include "degraded.h"
 #include "engine.h"
+#include "relay.h"
 
 /* What a buyer asks: qty units of campaign as user; idem the
  * Idempotency-Key (NULL: none); ip the client's address for the rate
@@ -24,12 +25,13 @@ typedef struct sk_purchase_req {
 } sk_purchase_req;
 
 /* Decides r on Redis, or on the database path while d is active (d NULL:
- * Redis only). Returns 0 when cb will run (later, from the loop), or an
+ * Redis only). On Redis, through relay when it is not NULL (the process's
+ * one coalescer, relay.h; e's own while no loop serves it), else on e. Returns 0 when cb will run (later, from the loop), or an
  * answer now, cb never called: SK_EINVAL with *why_out set (r breaks a
  * rule of ids.h), SK_EIDEMWAIT (a keyed purchase while the database
  * decides: it keeps no Idempotency-Keys, so none risks a second order), or
  * what sk_engine_purchase / sk_degraded_purchase return at once. */
-int sk_purchase(sk_engine *e, sk_degraded *d, const sk_purchase_req *r, sk_purchase_cb cb, void *arg,
-                const char **why_out);
+int sk_purchase(sk_engine *e, sk_relay_door *relay, sk_degraded *d, const sk_purchase_req *r,
+                sk_purchase_cb cb, void *arg, const char **why_out);
 
 #endif

@@ -28,6 +28,7 @@
 #include "degraded.h"
 #include "dlock/dlock.h"
 #include "engine.h"
+#include "relay.h"
 #include "http.h"
 #include "log_limit.h"
 #include "threads.h"
@@ -62,6 +63,8 @@ struct worker {
     sk_http *http;
     sk_db *db;
     sk_degraded *dg;
+    sk_relay_door *relay;  /* loops 2..n: purchases go to loop 1's engine */
+    bool serves_relay;     /* loop 1 of several: decides every loop's purchases */
     const seckilld_shared *sh; /* --threads: what the loops share; NULL: the only loop */
     struct event *drain_ev, *sigterm, *sigint, *stop_ev, *log_ev;
     int64_t drain_deadline_ms;
@@ -93,7 +96,8 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     worker *w = arg;
     int64_t now = dlock__now_ms();
-    size_t busy = sk_http_inflight(w->http) + sk_engine_pending(w->engine);
+    size_t busy = sk_http_inflight(w->http) + sk_engine_pending(w->engine) + sk_relay_door_pending(w->relay) +
+                  (w->serves_relay ? sk_relay_pending(w->sh->relay) : 0);
     if (busy && now >= w->drain_deadline_ms) {
         log_line(DLOCK_LOG_WARN, "shutdown timeout: answering the rest with errors", w);
         event_base_loopexit(w->base, NULL);
@@ -176,13 +180,14 @@ static void engine_opts_from(const seckilld_config *c, sk_engine_opts *eo)
 }
 
 static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, sk_db *db, sk_degraded *dg,
-                           sk_http_opts *ho)
+                           sk_relay_door *relay, sk_http_opts *ho)
 {
     sk_http_opts_init(ho);
     if (sh) {
         ho->group = sh->group;
         ho->door = sh->door;
     }
+    ho->relay = relay;
     ho->admin_token = c->admin_token;
     ho->user_secret = c->user_secret;
     ho->user_secret_previous = c->user_secret_previous;
@@ -199,6 +204,17 @@ static void http_opts_from(const seckilld_config *c, const seckilld_shared *sh, 
     ho->trusted_proxies = c->trusted_proxies;
     ho->db = db;
     ho->degraded = dg;
+}
+
+/* --threads: loop 1's engine decides the purchases of every loop, so
+ * that they share its batches (relay.h); the others hand theirs in. */
+static int join_relay(worker *w)
+{
+    if (!w->sh || !w->sh->relay) return 0;
+    if (w->sh->loop != 1) return sk_relay_door_new(w->sh->relay, w->base, &w->relay);
+    int rc = sk_relay_serve(w->sh->relay, w->base, w->engine);
+    w->serves_relay = rc == 0;
+    return rc;
 }
 
 /* The database (if any), the engine and the database path. 0, or 2 after
@@ -218,6 +234,7 @@ static int open_backends(worker *w)
         fprintf(stderr, "seckilld: redis-url: %s\n", err);
         return 2;
     }
+    if (join_relay(w) != 0) return 1;
     if (!w->db) return 0;
     sk_degraded_opts dopt;
     sk_degraded_opts_init(&dopt);
@@ -268,7 +285,7 @@ static int start_serving(worker *w)
 {
     const seckilld_config *c = w->c;
     sk_http_opts ho;
-    http_opts_from(c, w->sh, w->db, w->dg, &ho);
+    http_opts_from(c, w->sh, w->db, w->dg, w->relay, &ho);
     if (sk_http_new(w->base, w->engine, &ho, &w->http) != 0) return 1;
     int port = 0;
     char err[256] = "";
@@ -314,7 +331,10 @@ static void stop_worker(worker *w)
     /* other loops ask this one for /metrics figures until it leaves */
     sk_http_leave_group(w->http);
     if (w->sh && !w->listen_fd_taken) close(w->sh->listen_fd);
-    /* engine first: its pending callbacks still answer through http */
+    /* engine first: its pending callbacks still answer through http; what
+     * the relay holds goes before the engine (relay.h) */
+    sk_relay_door_free(w->relay);
+    if (w->serves_relay) sk_relay_unserve(w->sh->relay);
     sk_engine_free(w->engine);
     sk_degraded_free(w->dg); /* before http too: it answers what it still holds */
     sk_http_free(w->http);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dlock/dlock.h"
+#include "relay.h"
 
 typedef struct loop {
     pthread_t t;
@@ -135,13 +136,17 @@ int seckilld_threads_run(const seckilld_config *c, int n, seckilld_loop_fn body)
     loop *loops = calloc((size_t)n, sizeof(*loops));
     int *fds = calloc((size_t)n, sizeof(int));
     pool p = {.finished = 0};
-    int rc = !loops || !fds || sk_http_group_new(&sh.group) != 0 || sk_hs_door_new(&sh.door) != 0 ? 1 : 0;
+    int rc = !loops || !fds || sk_http_group_new(&sh.group) != 0 || sk_hs_door_new(&sh.door) != 0 ||
+                     sk_relay_new(&sh.relay) != 0
+                 ? 1
+                 : 0;
     if (rc == 0) rc = bind_all(c, n, fds, &sh.port);
     if (rc) {
         free(loops);
         free(fds);
         sk_http_group_free(sh.group);
         sk_hs_door_free(sh.door);
+        sk_relay_free(sh.relay);
         return rc;
     }
     pthread_mutex_init(&p.mu, NULL);
@@ -169,6 +174,7 @@ int seckilld_threads_run(const seckilld_config *c, int n, seckilld_loop_fn body)
     pthread_mutex_destroy(&p.mu);
     sk_hs_door_free(sh.door);
     sk_http_group_free(sh.group);
+    sk_relay_free(sh.relay);
     free(loops);
     return rc;
 }

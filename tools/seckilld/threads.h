@@ -1,7 +1,8 @@
 /* threads.h: seckilld --threads N: N event loops in one process, each
  * running the same serving body on its own thread with its own listener
  * (SO_REUSEPORT, one port), engine and Redis connection; what they share
- * (connection caps, /metrics) is handed to each in seckilld_shared. */
+ * (connection caps, /metrics, the one coalescer that decides every loop's
+ * purchases) is handed to each in seckilld_shared. */
 #ifndef SECKILLD_THREADS_H
 #define SECKILLD_THREADS_H
 
@@ -16,6 +17,7 @@ typedef struct seckilld_shared {
     int listen_fd;        /* this loop's listener (SO_REUSEPORT, bound by the main thread); the loop owns it */
     int port;             /* the port they share (also when --port 0 chose one) */
     int loop;             /* this loop's number, 1..n (its log lines say "loop N: ") */
+    struct sk_relay *relay; /* every loop's purchases decided by loop 1's engine (relay.h) */
 } seckilld_shared;
 
 /* A loop's body: serves until drained; 0, 1 (runtime) or 2 (configuration). */
