@@ -55,6 +55,7 @@
 # the load average.
 # Env: ROUNDS (3) DURATION (5 s) BUILD_DIR (build-rel, RelWithDebInfo)
 #      DECISION_ONLY ("redis floor memory acks http cpu cluster": a subset)
+#      WRK_CONNS (64: the measured wrk_buy runs' connections, -c)
 #      MEM_ORDERS (100000) OLD_REF (d10fb27) QUICK=1 (1 round of 1 s, 20000
 #      orders: proves the script, not a measurement)
 set -euo pipefail
@@ -144,7 +145,7 @@ redis_cpu_ms() {
 row() { echo "$1,$2,$3,$4" | tee -a "$out"; }
 
 # wrk_buy ROUND LABEL BIN ACKS K REDIS_URL PORT... : one seckilld, one
-# campaign, a warm-up second, RESETSTAT, then wrk -t2 -c64 for DURATION.
+# campaign, a warm-up second, RESETSTAT, then wrk -t2 -c$WRK_CONNS for DURATION.
 # Rows: LABEL_accepted_per_s, LABEL_redis_us, LABEL_batch, LABEL_cmd_<c>.
 wrk_buy() {
     local r=$1 label=$2 bin=$3 acks=$4 k=$5 rurl=$6 id a0 a1 n acc p c0 c1 s0 s1
@@ -155,7 +156,7 @@ wrk_buy() {
     CAMPAIGN=$id BUY_PREFIX="w$r$label" wrk -t2 -c64 -d1s -s bench/seckill/wrk_buy.lua "$URL" >/dev/null 2>&1
     for p in "$@"; do redis-cli -p "$p" config resetstat >/dev/null; done
     a0=$(accepted_now) c0=$(redis_cpu_ms "$@") s0=$(metric 'seckill_answers_total{answer="201"}')
-    CAMPAIGN=$id BUY_PREFIX="b$r$label" wrk -t2 -c64 -d"${DURATION}s" -s bench/seckill/wrk_buy.lua "$URL" >"$work/wrk.txt" 2>&1
+    CAMPAIGN=$id BUY_PREFIX="b$r$label" wrk -t2 -c${WRK_CONNS:-64} -d"${DURATION}s" -s bench/seckill/wrk_buy.lua "$URL" >"$work/wrk.txt" 2>&1
     a1=$(accepted_now) c1=$(redis_cpu_ms "$@") s1=$(metric 'seckill_answers_total{answer="201"}')
     stats "$@" >"$work/stats.txt"
     sk_stop
