@@ -122,6 +122,14 @@ static void door_close(door_run *run)
     free(run->a);
 }
 
+/* The same, serving, with a door of n purchases on this thread. */
+static void serving_with_door(server *s, const char *camp, door_run *run, int n)
+{
+    server_open(s, camp, 1000);
+    assert_int_equal(sk_relay_serve(s->relay, s->base, s->e), 0);
+    door_open(run, s->relay, n);
+}
+
 /* Hands in n purchases of one unit, user PREFIX-i; returns the contexts. */
 static cb_ctx *hand_in(door_run *run, const char *camp, const char *prefix)
 {
@@ -233,11 +241,9 @@ static void test_door_leaving_answers_what_it_waits_for(void **state)
 {
     (void)state;
     server s;
-    server_open(&s, "relay-leave", 1000);
-    assert_int_equal(sk_relay_serve(s.relay, s.base, s.e), 0);
     door_run run;
     /* not taken: the serving loop has not run */
-    door_open(&run, s.relay, 5);
+    serving_with_door(&s, "relay-leave", &run, 5);
     cb_ctx *c = hand_in(&run, "relay-leave", "q");
     assert_int_equal(sk_relay_door_pending(run.d), 5);
     door_leave(&run); /* answers now, in order */
@@ -281,10 +287,8 @@ static void test_unserve_answers_what_was_not_taken(void **state)
 {
     (void)state;
     server s;
-    server_open(&s, "relay-unserve", 1000);
-    assert_int_equal(sk_relay_serve(s.relay, s.base, s.e), 0);
     door_run run;
-    door_open(&run, s.relay, 4);
+    serving_with_door(&s, "relay-unserve", &run, 4);
     cb_ctx *c = hand_in(&run, "relay-unserve", "u");
     sk_relay_unserve(s.relay);
     assert_int_equal(sk_relay_pending(s.relay), 0);

@@ -272,19 +272,31 @@ static void out_unlink(sk_relay_door *d, rmsg *m)
     d->n_out--;
 }
 
-/* Delivers the answers that came back, in order. */
-static void deliver(sk_relay_door *d)
+/* The answers that came back, off the outstanding list (under the mutex). */
+static rmsg *take_answers(sk_relay_door *d)
 {
-    pthread_mutex_lock(&d->r->mu);
     rmsg *m = mq_take(&d->answers);
     for (rmsg *k = m; k; k = k->next) out_unlink(d, k);
-    pthread_mutex_unlock(&d->r->mu);
+    return m;
+}
+
+/* Calls their callbacks in order and frees them (mutex released). */
+static void answer_list(rmsg *m)
+{
     while (m) {
         rmsg *next = m->next;
         m->cb(&m->res, m->arg);
         free(m);
         m = next;
     }
+}
+
+static void deliver(sk_relay_door *d)
+{
+    pthread_mutex_lock(&d->r->mu);
+    rmsg *m = take_answers(d);
+    pthread_mutex_unlock(&d->r->mu);
+    answer_list(m);
 }
 
 static void on_answers(evutil_socket_t fd, short what, void *arg)
@@ -385,12 +397,10 @@ static void answer_all(const later *l, size_t n)
 void sk_relay_door_free(sk_relay_door *d)
 {
     if (!d) return;
-    deliver(d); /* what came back is answered as it came */
     /* n_out changes on this thread only: the size holds until the lock */
     later one[64], *l = d->n_out <= 64 ? one : malloc(d->n_out * sizeof(*l));
     pthread_mutex_lock(&d->r->mu);
-    rmsg *back = mq_take(&d->answers); /* came back since deliver() */
-    for (rmsg *k = back; k; k = k->next) out_unlink(d, k);
+    rmsg *back = take_answers(d); /* what came back is answered as it came */
     size_t n = 0;
     if (l) {
         n = detach_out(d, l);
@@ -405,12 +415,7 @@ void sk_relay_door_free(sk_relay_door *d)
         }
     }
     pthread_mutex_unlock(&d->r->mu);
-    while (back) {
-        rmsg *next = back->next;
-        back->cb(&back->res, back->arg);
-        free(back);
-        back = next;
-    }
+    answer_list(back);
     answer_all(l, n);
     if (l != one) free(l);
     mq_close(&d->answers, &d->r->mu);
