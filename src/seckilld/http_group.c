@@ -167,7 +167,7 @@ static void add_metrics(sk_http_metrics *a, const sk_http_metrics *b)
     }
 }
 
-/* Counters add up; gauges: ready and lease held only if every loop's are,
+/* Counters add up (the per-node calls by node name); gauges: ready and lease held only if every loop's are,
  * degraded if any loop is; ack mode, replicas, worker id and fence are the
  * asking loop's (each loop leases its own worker id). */
 static void add_snap(sk__http_snap *a, const sk__http_snap *b)
@@ -187,6 +187,9 @@ static void add_snap(sk__http_snap *a, const sk__http_snap *b)
     a->st.ack_skipped += b->st.ack_skipped;
     a->st.lease_lost += b->st.lease_lost;
     a->st.lease_held = a->st.lease_held && b->st.lease_held;
+    /* by node: one loop decides the purchases (relay.h), another may
+     * answer the scrape */
+    for (int k = 0; k < b->st.nnodes; k++) sk_engine_stats_add_node(&a->st, b->st.nodes[k].node, b->st.nodes[k].calls);
     sk_engine_xfer_stats *x = &a->st.xfer;
     const sk_engine_xfer_stats *y = &b->st.xfer;
     x->takes += y->takes;

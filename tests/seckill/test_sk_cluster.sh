@@ -72,7 +72,18 @@ done
     fail "seckill barrier: $(cat "$work/barrier.txt")"
 echo "admin: campaigns, metrics and barrier work"
 
-# every master decided for its own campaign (the engine's per-node counters)
+# every master decided for its own campaign (the engine's per-node
+# counters). An instance runs a loop per CPU and one of them decides the
+# purchases: each scrape (a new connection, so any loop may answer) must
+# report the process's nodes, the same set every time.
+nodes_of() { curl -s -H "Authorization: Bearer $TOKEN" "$1/metrics" | sed -n 's/^seckill_redis_node_calls_total{node="\([^"]*\)"}.*/\1/p' | sort | tr '\n' ' '; }
+for u in "${urls[@]}"; do
+    first=$(nodes_of "$u")
+    for i in 1 2 3 4 5 6 7; do
+        again=$(nodes_of "$u")
+        [ "$again" = "$first" ] || fail "$u/metrics: nodes differ between scrapes: '$first' then '$again'"
+    done
+done
 m=$(curl -s -H "Authorization: Bearer $TOKEN" "${urls[0]}/metrics")$(curl -s -H "Authorization: Bearer $TOKEN" "${urls[1]}/metrics") # node addresses: admin scrapes only
 for p in $CL_MASTERS; do
     line=$(printf '%s\n' "$m" | grep "^seckill_redis_node_calls_total{node=\"127.0.0.1:$p\"}" | head -1 || true)

@@ -174,14 +174,18 @@ static void count_node(sk_engine *e, int slot)
     if (slot < 0) return;
     char name[64];
     if (sk__wire_node_of_slot(&e->wire, slot, name, sizeof(name)) != 0) return;
-    sk_engine_stats *st = &e->st;
+    sk_engine_stats_add_node(&e->st, name, 1);
+}
+
+void sk_engine_stats_add_node(sk_engine_stats *st, const char *node, uint64_t calls)
+{
     int i = 0;
-    while (i < st->nnodes && strcmp(st->nodes[i].node, name) != 0) i++;
+    while (i < st->nnodes && strcmp(st->nodes[i].node, node) != 0) i++;
     if (i == st->nnodes) {
         if (st->nnodes == SK_STAT_NODES) i = SK_STAT_NODES - 1; /* the rest */
-        else snprintf(st->nodes[st->nnodes++].node, sizeof(st->nodes[0].node), "%s", name);
+        else snprintf(st->nodes[st->nnodes++].node, sizeof(st->nodes[0].node), "%s", node);
     }
-    st->nodes[i].calls++;
+    st->nodes[i].calls += calls;
 }
 
 static bool health_error_reply(sk_engine *e, const char *msg); /* true: a refused credential */

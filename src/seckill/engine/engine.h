@@ -142,5 +142,9 @@ int sk_engine_check_auth(const char *redis_url, int64_t timeout_ms, char *err, s
 
 /* (sk_engine_stats and its buckets: engine_types.h) */
 void sk_engine_get_stats(const sk_engine *e, sk_engine_stats *out);
+/* Adds calls to node's count in st (a new node takes the next entry; past
+ * SK_STAT_NODES, the last entry counts the rest): how the engine counts,
+ * and how a process adds up its loops' figures. */
+void sk_engine_stats_add_node(sk_engine_stats *st, const char *node, uint64_t calls);
 
 #endif
