@@ -1,8 +1,7 @@
 /* relay.c: the purchases of a process's loops decided by one engine
  * (relay.h). A message lives from sk_relay_purchase until its callback
- * has run on its door's loop, in one of three states: QUEUED on the
- * serving loop's intake, TAKEN by the serving engine, ANSWERED on the
- * door's answer FIFO. Every message not yet delivered is also on its
+ * has run on its door's loop: queued on the serving loop's intake, then
+ * taken by the serving engine, then on the door's answer FIFO. Every message not yet delivered is also on its
  * door's outstanding list, so a door that leaves can answer them all.
  * Invariant: every field a second thread reads or writes is changed
  * under r->mu; callbacks and the engine are called with it released. */
@@ -19,17 +18,15 @@
 
 #include "dlock/dlock.h"
 
-typedef enum { M_QUEUED, M_TAKEN, M_ANSWERED } mstate;
-
 typedef struct rmsg {
     struct rmsg *next;             /* intake or answer FIFO */
     struct rmsg *oprev, *onext;    /* the door's outstanding list */
     sk_relay_door *door;           /* NULL once the door left: freed, never delivered */
     sk_relay *relay;
-    mstate state;
+    bool taken;                    /* given to the serving engine: it may be decided */
     sk_purchase_cb cb;
     void *arg;
-    sk_purchase_result res;        /* ANSWERED */
+    sk_purchase_result res;        /* once on the door's answer FIFO */
     int64_t qty;
     const char *campaign, *user, *idem, *ip; /* into text[] (idem, ip may be NULL) */
     char text[];
@@ -56,7 +53,7 @@ struct sk_relay {
     bool serving;
     sk_engine *e;
     mqueue intake;
-    size_t inflight; /* QUEUED or TAKEN */
+    size_t inflight; /* handed in, not yet answered by the engine */
 };
 
 /* ---- the queues ---------------------------------------------------- */
@@ -133,7 +130,6 @@ static void on_engine_answer(const sk_purchase_result *res, void *arg)
     sk_relay_door *d = m->door;
     if (d) {
         m->res = *res;
-        m->state = M_ANSWERED;
         mq_put(&d->answers, m);
     }
     pthread_mutex_unlock(&r->mu);
@@ -152,7 +148,7 @@ static void decide(sk_relay *r, rmsg *m)
 }
 
 /* Takes the intake: messages whose door left are dropped (they are
- * answered already and will not be sent); the rest become TAKEN. */
+ * answered already and will not be sent); the rest are taken. */
 static rmsg *take_intake(sk_relay *r)
 {
     pthread_mutex_lock(&r->mu);
@@ -161,7 +157,7 @@ static rmsg *take_intake(sk_relay *r)
         rmsg *next = m->next;
         m->next = NULL;
         if (m->door) {
-            m->state = M_TAKEN;
+            m->taken = true;
             *tail = m;
             tail = &m->next;
         } else {
@@ -236,7 +232,6 @@ static void refuse_queued(sk_relay *r)
             free(m);
         } else {
             m->res = (sk_purchase_result){.err = SK_EUNAVAIL};
-            m->state = M_ANSWERED;
             mq_put(&d->answers, m);
         }
         m = next;
@@ -322,14 +317,15 @@ int sk_relay_door_new(sk_relay *r, struct event_base *base, sk_relay_door **out)
 
 size_t sk_relay_door_pending(const sk_relay_door *d) { return d ? d->n_out : 0; }
 
-static rmsg *msg_new(const char *campaign, const char *user, const char *idem, const char *ip)
+/* A message for a purchase of d (strings copied into its text). */
+static rmsg *msg_new(sk_relay_door *d, const char *campaign, const char *user, const char *idem, const char *ip)
 {
-    const char *s[4] = {campaign, user, idem, ip};
+    const char *s[4] = {campaign ? campaign : "", user ? user : "", idem, ip};
     size_t len[4], total = 0;
     for (int i = 0; i < 4; i++) total += len[i] = s[i] ? strlen(s[i]) + 1 : 0;
     rmsg *m = malloc(sizeof(*m) + total);
     if (!m) return NULL;
-    memset(m, 0, sizeof(*m));
+    *m = (rmsg){.door = d, .relay = d->r};
     const char **dst[4] = {&m->campaign, &m->user, &m->idem, &m->ip};
     char *p = m->text;
     for (int i = 0; i < 4; i++) {
@@ -345,10 +341,11 @@ int sk_relay_purchase(sk_relay_door *d, const char *campaign, const char *user, 
                       const char *idem, const char *ip, sk_purchase_cb cb, void *arg)
 {
     sk_relay *r = d->r;
-    rmsg *m = msg_new(campaign ? campaign : "", user ? user : "", idem, ip);
+    rmsg *m = msg_new(d, campaign, user, idem, ip);
     if (!m) return DLOCK_ENOMEM;
-    *m = (rmsg){.door = d, .relay = r, .state = M_QUEUED, .cb = cb, .arg = arg, .qty = qty,
-                .campaign = m->campaign, .user = m->user, .idem = m->idem, .ip = m->ip};
+    m->cb = cb;
+    m->arg = arg;
+    m->qty = qty;
     pthread_mutex_lock(&r->mu);
     if (!r->serving) {
         pthread_mutex_unlock(&r->mu);
@@ -377,7 +374,7 @@ static size_t detach_out(sk_relay_door *d, later *l)
 {
     size_t k = d->n_out;
     for (rmsg *m = d->out; m; m = m->onext) { /* newest first */
-        l[--k] = (later){m->cb, m->arg, m->state == M_TAKEN ? DLOCK_EUNKNOWN : SK_EUNAVAIL};
+        l[--k] = (later){m->cb, m->arg, m->taken ? DLOCK_EUNKNOWN : SK_EUNAVAIL};
         m->door = NULL;
     }
     size_t n = d->n_out;
@@ -408,7 +405,7 @@ void sk_relay_door_free(sk_relay_door *d)
         later tmp[1];
         while (d->out) {
             rmsg *m = d->out;
-            tmp[0] = (later){m->cb, m->arg, m->state == M_TAKEN ? DLOCK_EUNKNOWN : SK_EUNAVAIL};
+            tmp[0] = (later){m->cb, m->arg, m->taken ? DLOCK_EUNKNOWN : SK_EUNAVAIL};
             out_unlink(d, m);
             m->door = NULL;
             answer_all(tmp, 1);
