@@ -1,6 +1,6 @@
 /* http_internal.h: what the files of seckilld's front end share: the
  * server and request structs, the answering helpers (http_reply.c), the
- * JSON body (http_body.c), the request's identity (http_auth.c) and the
+ * JSON body (http_body.c), the request's identity (auth.c) and the
  * handlers of each resource: http_campaigns.c, http_purchase.c,
  * http_orders.c, http_health.c. Every answer goes through http_reply.c
  * (which frees the request); the router (http.c) calls the handlers,
@@ -109,7 +109,7 @@ void sk__http_healthz(hreq *q);
 void sk__http_metrics(hreq *q);
 void sk__http_ping(hreq *q);
 
-/* http_auth.c: whether the request carries the admin token (answers
+/* auth.c: whether the request carries the admin token (answers
  * nothing); the same, answering 401 when not (false); X-User-Id (and
  * X-User-Signature when a secret is set) into q->user, false when it has
  * answered (missing_status when the header is missing, 400 or 401); false

@@ -1,10 +1,13 @@
 /* http_purchase.c: the purchase route, POST /v1/campaigns/{id}/purchase:
  * reads what the buyer sent (identity, Idempotency-Key, {"quantity": n},
- * client address) and hands it to the one purchase entry point
- * (purchase.h), which checks it and picks the path; answers from the
- * outcome table (outcome.h) through http_reply.c.
- * Invariant: the body is read once; the common {"quantity":N} without the
- * JSON parser, every other body with it, and both give the same answer. */
+ * client address), checks it once against the one table of limits
+ * (ids.h), hands it to the one path that decides purchases now (Redis, or
+ * the database while Redis is away) and answers from the outcome table
+ * (outcome.h) through http_reply.c.
+ * Invariants: the body is read once; the common {"quantity":N} without the
+ * JSON parser, every other body with it, and both give the same answer;
+ * every purchase goes to exactly one path (each keeps the same check for
+ * its direct callers: tools, tests). */
 #include <stdint.h>
 #include <string.h>
 
@@ -12,7 +15,7 @@
 #include "ids.h"
 #include "json.h"
 #include "outcome.h"
-#include "purchase.h"
+#include "relay.h"
 #include "sk_err.h"
 
 /* Every purchase answer, from the outcome table (outcome.h). */
@@ -94,16 +97,56 @@ static bool client_ip(hreq *q, char ip[SK_ADDR_MAX])
     return false;
 }
 
+/* What a buyer asks: qty units of campaign as user; idem the
+ * Idempotency-Key (NULL: none); ip the client's address for the rate
+ * limit. */
+typedef struct purchase_req {
+    const char *campaign;
+    const char *user;
+    int64_t qty;
+    const char *idem;
+    const char *ip;
+} purchase_req;
+
+/* On Redis: the process's one coalescer (relay.h), or e's own while no
+ * loop serves it. */
+static int on_redis(sk_engine *e, sk_relay_door *relay, const purchase_req *r, sk_purchase_cb cb, void *arg)
+{
+    if (relay) {
+        int rc = sk_relay_purchase(relay, r->campaign, r->user, r->qty, r->idem, r->ip, cb, arg);
+        if (rc != SK_EUNAVAIL) return rc;
+    }
+    return sk_engine_purchase(e, r->campaign, r->user, r->qty, r->idem, r->ip, cb, arg);
+}
+
+/* The one entry point: checks r once and decides it on Redis, or on the
+ * database path while d is active (d NULL: Redis only). Returns 0 when cb
+ * will run (later, from the loop), or an answer now, cb never called:
+ * SK_EINVAL with *why_out set (r breaks a rule of ids.h), SK_EIDEMWAIT (a
+ * keyed purchase while the database decides: it keeps no
+ * Idempotency-Keys, so none risks a second order), or what
+ * sk_engine_purchase / sk_degraded_purchase return at once. */
+static int purchase(sk_engine *e, sk_relay_door *relay, sk_degraded *d, const purchase_req *r,
+                    sk_purchase_cb cb, void *arg, const char **why_out)
+{
+    const char *why = sk_purchase_invalid(r->campaign, r->user, r->qty, r->idem);
+    *why_out = why;
+    if (why) return SK_EINVAL;
+    if (!sk_degraded_active(d)) return on_redis(e, relay, r, cb, arg);
+    if (r->idem) return SK_EIDEMWAIT;
+    return sk_degraded_purchase(d, r->campaign, r->user, r->qty, r->ip, cb, arg);
+}
+
 void sk__http_purchase(hreq *q)
 {
     if (!sk__http_user_ok(q, 400)) return;
-    sk_purchase_req r = {.campaign = q->id, .user = q->user, .qty = 1,
+    purchase_req r = {.campaign = q->id, .user = q->user, .qty = 1,
                          .idem = sk_hs_req_header(q->req, "Idempotency-Key")};
     char ip[SK_ADDR_MAX];
     if (!read_quantity(q, &r.qty) || !client_ip(q, ip)) return;
     r.ip = ip;
     const char *why = NULL;
-    int rc = sk_purchase(q->h->engine, q->h->o.relay, q->h->o.degraded, &r, on_purchase, q, &why);
+    int rc = purchase(q->h->engine, q->h->o.relay, q->h->o.degraded, &r, on_purchase, q, &why);
     if (rc == SK_EINVAL) {
         sk__http_reply_error(q, 400, "bad_request", why ? why : "bad purchase");
     } else if (rc) {

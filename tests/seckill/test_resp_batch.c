@@ -1,4 +1,4 @@
-/* test_resp_batch.c: purchase.lua's batch arguments as resp_batch.c writes
+/* test_resp_batch.c: purchase.lua's batch arguments as sk__rb_write (engine_wire.c) writes
  * them: exactly the bulk strings of the same arguments formatted one by
  * one (keys, then argv, in the script's order), the count of them, the
  * slot of the bucket's hash tag carried with them, and the bound holding
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "resp_batch.h"
+#include "engine_wire.h"
 #include "slot.h"
 
 /* The reference: each argument formatted on its own with snprintf. */

@@ -161,7 +161,7 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the batch's EVALSHA arguments, written as RESP ------------------------
  * One call of purchase.lua carries 15 + 4 to 8 per purchase arguments; they are
- * written straight into the wire format (resp_batch.h) in a buffer the
+ * written straight into the wire format (engine_wire.h, sk__rb_write) in a buffer the
  * coalescer keeps: the printf family and hiredis' argv formatting were
  * ~40 % of seckilld's instructions per purchase (docs/BENCHMARKS.md). The
  * batch goes to the engine with the slot of its keys; the engine writes

@@ -2,7 +2,10 @@
  * connections, for everything that sends through them (the engine's
  * parts, the coalescer, the mover, the campaign calls): send a command, a
  * script (as arguments or as a pre-written batch) or a typed WAIT to a
- * connection and a slot; name a slot's node; read the clock; log. Plain
+ * connection and a slot; name a slot's node; read the clock; log. And the
+ * one writer of a purchase batch's bytes (sk__rb_write: purchase.lua's
+ * arguments as RESP with the slot of their keys, fixed where the keys are
+ * chosen, so the send path neither formats nor parses them again; pure). Plain
  * functions on one object, no table of pointers: the parts' unit tests
  * link tests/seckill/part_fake.c, which defines these same functions over
  * a recorder and a hand-moved clock, instead of engine_wire.c.
@@ -15,11 +18,49 @@
 #include <stdint.h>
 
 #include "redis_io.h"
-#include "resp_batch.h"
 #include "sk_err.h" /* the codes its calls return and its replies carry */
 #include "sk_log.h"
 
 typedef struct dlock__rconn dlock__rconn;
+
+/* ---- a purchase batch's bytes: purchase.lua's arguments (numkeys, the
+ * bucket's 5 keys and per purchase only the keys it uses: its
+ * Idempotency-Key's two names, the rate-limit keys it counts; then the
+ * campaign's 9 argv and 4 per purchase) as RESP bulk strings
+ * (src/common/resp_write.h). Pure: thread-safe. ---------------------- */
+
+/* A script call's arguments after the sha, written: nargs bulk strings in
+ * resp[0..len), all keys in one slot (-1: no key). */
+typedef struct sk__resp_args {
+    const char *resp;
+    size_t len;
+    int nargs;
+    int slot;
+} sk__resp_args;
+
+/* One purchase of the batch (strings NUL-terminated; idem, ip may be ""). */
+typedef struct sk__rb_buyer {
+    const char *user, *idem, *ip;
+    uint64_t order_id;
+    int64_t qty;
+    bool resent; /* sent again after a transfer: its rate limits are not counted twice */
+} sk__rb_buyer;
+
+/* The batch's campaign-wide part. */
+typedef struct sk__rb_camp {
+    const char *prefix;   /* the bucket's key prefix "{<tag>}:" (at most prefix_max bytes) */
+    int k;                /* buckets of the campaign */
+    const int64_t *limits; /* 6: user rate, window; ip rate, window; idem ttl; order status ttl */
+    const char *runid;    /* at most 40 bytes */
+} sk__rb_camp;
+
+/* Bytes a batch of n purchases takes at most (prefix up to prefix_max;
+ * user, idem up to 64 bytes, ip up to 63). */
+size_t sk__rb_bound(size_t prefix_max, int n);
+
+/* Writes the batch of buyers b[0..n) of c into buf (sk__rb_bound bytes)
+ * and describes it in *out (resp = buf). */
+void sk__rb_write(char *buf, const sk__rb_camp *c, const sk__rb_buyer *const *b, int n, sk__resp_args *out);
 
 /* Reply of a command sent through the wire: reply is NULL when err != 0
  * and no reply came (err is DLOCK_EUNKNOWN when sent, SK_EUNAVAIL when
@@ -55,7 +96,7 @@ int sk__wire_cmd(sk__wire *w, int conn, int slot, int argc, const char **argv, s
  * sha (EVAL once on NOSCRIPT). As sk__wire_cmd; SK_EINVAL for nargs < 1. */
 int sk__wire_script(sk__wire *w, int script, int nargs, const char **args, sk__reply_fn fn, void *priv);
 /* The same with the arguments already written as RESP with their keys'
- * slot (a purchase batch: resp_batch.h; a->resp is copied), on conn. */
+ * slot (a purchase batch: sk__rb_write; a->resp is copied), on conn. */
 int sk__wire_batch(sk__wire *w, int conn, int script, const sk__resp_args *a, sk__reply_fn fn, void *priv);
 /* WAIT replicas timeout_ms on conn, to the master of slot (-1: the one
  * server): it counts the replicas of that connection's own writes. Its
