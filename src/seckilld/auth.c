@@ -21,7 +21,7 @@
 
 #include "dlock/dlock.h"
 #include "http_internal.h"
-#include "ids.h"
+#include "rulebook.h"
 
 enum { MAC_LEN = 32, HEX_LEN = 2 * MAC_LEN };
 

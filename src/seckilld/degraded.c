@@ -28,8 +28,7 @@
 
 #include "db.h"
 #include "dlock/dlock.h"
-#include "ids.h"
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_log.h"
 #include "soldout.h"
 #include "util.h"

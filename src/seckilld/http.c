@@ -21,7 +21,7 @@
 #include "hserver.h"
 #include "http_internal.h"
 #include "http_metrics.h"
-#include "ids.h"
+#include "rulebook.h"
 #include "util.h"
 
 void sk_http_opts_init(sk_http_opts *o)

@@ -74,7 +74,7 @@ typedef struct hreq {
 /* http_reply.c: a fresh request record (NULL: out of memory); the
  * answers, each of which frees q: bytes as they are; body (freed too);
  * body as JSON; {"error": code, "message": msg}; the outcome table's
- * answer to outcome id (outcome.h) with its detail fields; an
+ * answer to outcome id (rulebook.h) with its detail fields; an
  * engine/database error as status + code (an outcome of the table is
  * answered from the table, whatever route met it). */
 hreq *sk__http_hreq_new(sk_http *h);

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "outcome.h"
+#include "rulebook.h"
 
 static const char *const route_names[SK_ROUTE_COUNT] = {
     "campaign_create", "campaign_preheat", "campaign_get", "purchase", "order_get",
@@ -39,7 +39,7 @@ static void put_scalar(dlock__buf *o, const char *type, const char *name, const 
     dlock__buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
 }
 
-/* A counter by purchase outcome (the labels of outcome.h). */
+/* A counter by purchase outcome (the labels of rulebook.h). */
 static void put_outcomes(dlock__buf *o, const char *name, const char *help, const uint64_t *counts)
 {
     dlock__buf_printf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);

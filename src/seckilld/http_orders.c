@@ -15,9 +15,9 @@
 #include "db.h"
 #include "dlock/dlock.h"
 #include "http_internal.h"
-#include "ids.h"
 #include "json.h"
 #include "lifecycle.h"
+#include "rulebook.h"
 
 /* The state a stored status means (docs/design/promise.md). */
 static const char *db_state(const char *status)

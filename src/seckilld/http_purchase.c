@@ -1,9 +1,9 @@
 /* http_purchase.c: the purchase route, POST /v1/campaigns/{id}/purchase:
  * reads what the buyer sent (identity, Idempotency-Key, {"quantity": n},
  * client address), checks it once against the one table of limits
- * (ids.h), hands it to the one path that decides purchases now (Redis, or
+ * (rulebook.h), hands it to the one path that decides purchases now (Redis, or
  * the database while Redis is away) and answers from the outcome table
- * (outcome.h) through http_reply.c.
+ * (rulebook.h) through http_reply.c.
  * Invariants: the body is read once; the common {"quantity":N} without the
  * JSON parser, every other body with it, and both give the same answer;
  * every purchase goes to exactly one path (each keeps the same check for
@@ -12,13 +12,12 @@
 #include <string.h>
 
 #include "http_internal.h"
-#include "ids.h"
 #include "json.h"
-#include "outcome.h"
 #include "relay.h"
+#include "rulebook.h"
 #include "sk_err.h"
 
-/* Every purchase answer, from the outcome table (outcome.h). */
+/* Every purchase answer, from the outcome table (rulebook.h). */
 static void answer_purchase(hreq *q, const sk_purchase_result *r)
 {
     sk_outcome_id id = sk_outcome_of_err(r->err, r->replay);
@@ -30,7 +29,7 @@ static void answer_purchase(hreq *q, const sk_purchase_result *r)
 
 static void on_purchase(const sk_purchase_result *r, void *arg) { answer_purchase(arg, r); }
 
-/* {"quantity": n} into *qty (its bounds are the entry point's: ids.h);
+/* {"quantity": n} into *qty (its bounds are the entry point's: rulebook.h);
  * NULL, or why it is refused. */
 static const char *parse_quantity(const dlock__json_doc *doc, int64_t *qty)
 {
@@ -122,7 +121,7 @@ static int on_redis(sk_engine *e, sk_relay_door *relay, const purchase_req *r, s
 /* The one entry point: checks r once and decides it on Redis, or on the
  * database path while d is active (d NULL: Redis only). Returns 0 when cb
  * will run (later, from the loop), or an answer now, cb never called:
- * SK_EINVAL with *why_out set (r breaks a rule of ids.h), SK_EIDEMWAIT (a
+ * SK_EINVAL with *why_out set (r breaks a rule of rulebook.h), SK_EIDEMWAIT (a
  * keyed purchase while the database decides: it keeps no
  * Idempotency-Keys, so none risks a second order), or what
  * sk_engine_purchase / sk_degraded_purchase return at once. */

@@ -2,7 +2,7 @@
  * writer every answer goes through (sk__http_reply_bytes; JSON by
  * dlock__buf and json.h, the accepted purchase's by hand).
  * Invariants: each request is answered exactly once, here, and counted in
- * the metrics as it is; an outcome of the outcome table (outcome.h) is
+ * the metrics as it is; an outcome of the outcome table (rulebook.h) is
  * answered from the table, whichever route produced it. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "dlock/dlock.h"
 #include "http_internal.h"
 #include "json.h"
-#include "outcome.h"
+#include "rulebook.h"
 #include "util.h"
 
 /* Request records are recycled (a purchase then allocates none here). */

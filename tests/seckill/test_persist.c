@@ -310,7 +310,7 @@ static void test_redelivered_orders_are_no_ops(void **state)
     assert_int_equal(sk_db_campaign_get(db, camp, NULL, &rem), 0);
     assert_int_equal(rem, 7);
     /* user ids with quotes, backslashes and braces are refused whole (one
-     * user-id rule at every door, ids.h): nothing of the batch is written */
+     * user-id rule at every door, rulebook.h): nothing of the batch is written */
     sk_order_in bad[2] = {{900005, camp, "ok", 1, "redis", 1, NULL, 1}, {900006, camp, "a\"b\\c{,}", 1, "redis", 1, NULL, 1}};
     assert_int_equal(sk_db_apply_batch(db, bad, 2, res), SK_EINVAL);
     assert_int_equal(sk_db_order_get(db, 900005, NULL), SK_ENOTFOUND);

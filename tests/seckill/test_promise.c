@@ -21,14 +21,14 @@
 #include "db.h"
 #include "lifecycle.h"
 #include "persist.h"
+#include "promise_fixture.h"
 #include "reconcile.h"
 #include "release.h"
 #include "reserve.h"
+#include "rulebook.h"
 #include "servers.h"
 #include "sk_err.h"
 #include "util.h"
-#include "outcome.h"
-#include "promise_fixture.h"
 
 /* ---- guard -------------------------------------------------------------- */
 

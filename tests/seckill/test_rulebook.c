@@ -3,7 +3,7 @@
  * database guard through SQLite and through a private PostgreSQL (the
  * PL/pgSQL sk_apply_batch), and the degraded path's rules
  * (sk_db_purchase_direct). Every implementation that judges a case must
- * give it the same outcome id (outcome.h); a rule changed in one of them
+ * give it the same outcome id (rulebook.h); a rule changed in one of them
  * fails here. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,12 +18,12 @@
 #include <cmocka.h>
 
 #include "db.h"
-#include "outcome.h"
 #include "persist.h"
 #include "redis_connect.h"
 #include "redis_io.h"
 #include "release.h"
 #include "reply.h"
+#include "rulebook.h"
 #include "servers.h"
 #include "sk_err.h"
 #include "util.h"

@@ -14,16 +14,15 @@
 
 #include <cmocka.h>
 
+#include "common_err.h"
 #include "db.h"
 #include "dlock/dlock.h"
-#include "ids.h"
-#include "script.h"
 #include "engine.h"
 #include "engine_server.h"
-#include "common_err.h"
 #include "json.h"
 #include "orderid.h"
-#include "outcome.h"
+#include "rulebook.h"
+#include "script.h"
 #include "sk_err.h"
 #include "util.h"
 

@@ -21,9 +21,9 @@
 
 #include "camp_table.h"
 #include "dlock/dlock.h"
-#include "outcome.h"
 #include "park.h"
 #include "redis_rconn.h"
+#include "rulebook.h"
 #include "script.h"
 #include "servers.h"
 #include "transfer.h"

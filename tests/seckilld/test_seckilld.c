@@ -519,7 +519,7 @@ static void test_bad_input_matrix(void **state)
     assert_int_equal(buy(d[0].port, "m", "u", 2, NULL, resp, sizeof(resp)), 201);
 }
 
-/* The quantity's bounds are the entry point's one table (ids.h): the
+/* The quantity's bounds are the entry point's one table (rulebook.h): the
  * body read without the parser ({"quantity":N}) and the same number read
  * by it answer alike, just inside and just outside the bounds. */
 static void test_quantity_bounds_answer_alike_on_every_reading(void **state)

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "db.h"
-#include "ids.h"
+#include "rulebook.h"
 #include "servers.h"
 #include "sk_err.h"
 #include "skt.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ids.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "slot.h"
 

@@ -20,7 +20,7 @@
 
 #include "buckets.h"
 #include "db_internal.h"
-#include "ids.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 

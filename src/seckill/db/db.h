@@ -17,7 +17,7 @@
 
 #include "campaign_def.h"
 #include "db_handle.h" /* sk_db, its URL rules, kind and last error */
-#include "ids.h"
+#include "rulebook.h"
 
 /* Opens url and runs the schema migrations (idempotent, safe when several
  * processes open the same database at once). url: "sqlite:///abs/path.db",
@@ -61,7 +61,7 @@ typedef struct sk_order_row {
     char idem[65];   /* Idempotency-Key of the purchase ("" if none) */
     int64_t epoch;   /* timeline the order was decided in (stream field epoch; 1 if absent) */
     bool redis_mirrored, redis_released;
-    int reason_code; /* rejected: the outcome id of the reason (outcome.h); 0 otherwise */
+    int reason_code; /* rejected: the outcome id of the reason (rulebook.h); 0 otherwise */
 } sk_order_row;
 
 /* 0 or SK_ENOTFOUND / SK_EDB. */
@@ -208,7 +208,7 @@ int sk_db_user_totals(sk_db *db, const char *campaign, sk_db_user_cb cb, void *u
 /* Test/repair hook: sets campaign_stock.remaining directly. 0 or SK_EDB. */
 int sk_db_stock_set(sk_db *db, const char *campaign, int64_t remaining);
 
-/* The old name of sk_valid_campaign_id (ids.h), kept while tools/ use it. */
+/* The old name of sk_valid_campaign_id (rulebook.h), kept while tools/ use it. */
 #define sk_db_id_valid(s) sk_valid_campaign_id(s)
 
 #endif

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "db_internal.h"
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -45,7 +45,7 @@ typedef struct camp_limit {
 
 static int64_t epoch_of(const sk_order_in *o) { return o->epoch > 0 ? o->epoch : 1; }
 
-/* The guard's verdict on o, in rule order (outcome.h ids): SK_OUT_ACCEPTED
+/* The guard's verdict on o, in rule order (rulebook.h ids): SK_OUT_ACCEPTED
  * when it may take units, else the reason it is refused. */
 static int guard_rule(const sk_order_in *o, const camp_limit *cl)
 {

@@ -23,7 +23,7 @@ int sk__db_order_mark(sk_db *db, const char *sql, uint64_t order_id);
 /* PostgreSQL locks the campaign's stock row (FOR UPDATE) inside an open
  * transaction; SQLite already holds its write lock. 0 or SK_EDB. */
 int sk__db_lock_stock(sk_db *db, const char *campaign);
-/* The sk_apply_result of a guard's outcome id (outcome.h): accepted is
+/* The sk_apply_result of a guard's outcome id (rulebook.h): accepted is
  * persisted, replay a duplicate, stale a stale timeline, any other reason
  * rejected. */
 int sk__db_apply_of_outcome(int id);

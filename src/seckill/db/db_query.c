@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "db_internal.h"
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 

@@ -3,7 +3,7 @@
  * units Redis was never given), stores each sale as a tentative order
  * (pending, not in user_totals) and each tentative order is finalised once
  * (WHERE status = 'pending'): persisted within the limit, otherwise
- * rejected (SK_OUT_LIMIT, outcome.h) with its units back in the reserve.
+ * rejected (SK_OUT_LIMIT, rulebook.h) with its units back in the reserve.
  * Refusals are the engine's codes, so they map through the outcome table. The unsold reserve goes to
  * Redis's share at most once per campaign (handback_id recorded in the
  * transaction that empties it), and epoch only grows (the barrier's seal).
@@ -16,8 +16,7 @@
 #include <string.h>
 
 #include "db_internal.h"
-#include "ids.h"
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "db_internal.h"
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 
@@ -286,10 +286,10 @@ typedef struct migration {
     "ALTER TABLE campaigns ADD COLUMN shards BIGINT NOT NULL DEFAULT 1 CHECK (shards >= 1 AND shards <= 64);" \
     "ALTER TABLE campaigns ADD COLUMN bucket_tags TEXT NOT NULL DEFAULT '';"
 
-/* Rejection reasons as outcome ids (outcome.h): orders.reason_code holds
+/* Rejection reasons as outcome ids (rulebook.h): orders.reason_code holds
  * the id, orders.reason its text from the same table. Rows refused before
  * take their id from the text they were stored with (the ids are fixed:
- * outcome.h never renumbers; checked below). The PL/pgSQL guard reports
+ * rulebook.h never renumbers; checked below). The PL/pgSQL guard reports
  * outcome ids and receives the ids it may report (p_codes: accepted,
  * replay, not_found, stale, bad_quantity, sold_out, limit) and their texts
  * (p_texts) from the C table, so it writes no code or text of its own.

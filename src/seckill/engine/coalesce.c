@@ -5,7 +5,7 @@
  * once when nothing of its campaign is in flight (no added latency when
  * idle); under load it waits for the in-flight call to return or for
  * linger_us, whichever comes first. Redis is reached only through the
- * wire (engine_wire.h); outcomes are read from the table of outcome.h.
+ * wire (engine_wire.h); outcomes are read from the table of rulebook.h.
  * Acknowledgement: when the plan is SK__ACK_WAIT, a WAIT is pipelined
  * right behind the script; a batch is decided by the script's reply and
  * answered when both replies are in: acceptances (and replays) are 201
@@ -39,11 +39,10 @@
 #include "camp_table.h"
 #include "dlock/dlock.h"
 #include "layout.h"
-#include "ids.h"
-#include "outcome.h"
 #include "park.h"
-#include "transfer.h"
+#include "rulebook.h"
 #include "soldout.h"
+#include "transfer.h"
 #include "util.h"
 
 struct sk__coalescer {
@@ -624,7 +623,7 @@ static void on_again(evutil_socket_t fd, short what, void *arg)
     send_again(arg);
 }
 
-/* The engine is called directly too (tools, tests): the one check of ids.h. */
+/* The engine is called directly too (tools, tests): the one check of rulebook.h. */
 static bool purchase_valid(const char *campaign, const char *user, int64_t qty, const char *idem)
 {
     return sk_purchase_invalid(campaign, user, qty, idem) == NULL;

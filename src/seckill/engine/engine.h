@@ -18,10 +18,9 @@
 
 #include "campaign_def.h"
 #include "engine_types.h" /* the options, a purchase's result, the health states, the figures */
-#include "ids.h"
-#include "outcome.h"
-#include "sk_log.h"
+#include "rulebook.h"
 #include "sk_err.h"
+#include "sk_log.h"
 
 struct event_base;
 

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_log.h"
 
 typedef struct sk_engine sk_engine;
@@ -49,7 +49,7 @@ typedef struct sk_engine_opts {
 /* ---- purchase ------------------------------------------------------- */
 
 typedef struct sk_purchase_result {
-    int err;                /* one of the outcomes of outcome.h: 0 accepted, SK_ESOLDOUT,
+    int err;                /* one of the outcomes of rulebook.h: 0 accepted, SK_ESOLDOUT,
                                SK_ELIMIT, SK_ENOTSTARTED, SK_EENDED, SK_ENOTFOUND, SK_ERATE,
                                SK_EINVAL (quantity above the limit), SK_EIDEMPOTENCY
                                (Idempotency-Key of another user), SK_EUNAVAIL (not sent),
@@ -103,7 +103,7 @@ typedef struct sk_engine_xfer_stats {
 extern const int64_t sk_wait_bucket_le_ms[SK_STAT_WAIT_BUCKETS];
 
 typedef struct sk_engine_stats {
-    /* purchases by outcome: index by sk_outcome_id (outcome.h) */
+    /* purchases by outcome: index by sk_outcome_id (rulebook.h) */
     uint64_t outcomes[SK_STAT_OUTCOMES];
     /* script calls by batch size: <=1, 2, 4, 8, 16, 32, 64, 128, more */
     uint64_t batches[SK_STAT_BATCH_BUCKETS];

@@ -20,7 +20,7 @@
 #include <event2/event.h>
 
 #include "dlock/dlock.h"
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 

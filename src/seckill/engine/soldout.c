@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outcome.h"
+#include "rulebook.h"
 #include "sk_err.h"
 
 bool sk_soldout_has(const sk_soldout *s, const char *campaign)

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "ids.h"
 #include "redis_connect.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 

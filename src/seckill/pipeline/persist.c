@@ -24,7 +24,6 @@
 #include "announce.h"
 #include "barrier.h"
 #include "dlock/dlock.h"
-#include "ids.h"
 #include "lifecycle.h"
 #include "persist_backlog.h"
 #include "persist_ctx.h"
@@ -32,6 +31,7 @@
 #include "persist_stream.h"
 #include "redis_connect.h"
 #include "reserve.h"
+#include "rulebook.h"
 #include "sk_err.h"
 #include "util.h"
 

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "ids.h"
 #include "layout.h"
+#include "rulebook.h"
 #include "sk_err.h"
 
 static sk_pcamp *camp_find(sk_pcamps *cs, const char *id)

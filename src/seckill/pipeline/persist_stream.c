@@ -25,9 +25,9 @@
 
 #include "confirm.h"
 #include "dlock/dlock.h"
-#include "ids.h"
 #include "layout.h"
 #include "release.h"
+#include "rulebook.h"
 #include "script.h"
 #include "sk_err.h"
 #include "util.h"

@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "ids.h"
 #include "layout.h"
+#include "rulebook.h"
 #include "sk_err.h"
 
 __attribute__((format(printf, 2, 3))) static void diff(sk_reconcile_report *rep, const char *fmt, ...)

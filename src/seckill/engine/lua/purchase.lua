@@ -32,7 +32,7 @@
 --     were counted the first time) then the Idempotency-Key, if any
 -- Returns a flat array, 4 entries per purchase: code, value, order id, qty.
 -- The codes are named by their outcome labels, the rows of the C table in
--- src/seckill/outcome.c (a unit test checks that both say the same):
+-- src/seckill/base/rulebook.c (a unit test checks that both say the same):
 --   accepted             value = remaining stock (of this bucket)
 --   replay               value = remaining at the first answer; order id/qty of it
 --                        (the answer the engine acknowledges like an acceptance)
