@@ -1,6 +1,6 @@
 /* hs_internal.h: the structures shared by hserver.c (server, listeners,
- * accepting), hs_conn.c (a connection's I/O, answer queue and deadlines),
- * hs_parse.c (libhttp-parser callbacks building requests) and hs_frame.c
+ * accepting), hs_conn.c (a connection's I/O, the libhttp-parser
+ * callbacks building its requests, answer queue and deadlines) and hs_frame.c
  * (the head's line rules, the chunked body). Not a public interface:
  * everything here is owned by one event loop. */
 #ifndef SK_HS_INTERNAL_H
@@ -161,13 +161,8 @@ sk_hs_req *hs__req_new(sk_hs *s);
 void hs__req_free(sk_hs *s, sk_hs_req *r); /* s NULL: never recycled */
 void hs__req_pool_free(sk_hs *s);
 
-/* hs_parse.c */
+/* hs_conn.c: the parser */
 void hs__parser_settings(http_parser_settings *ps);
-/* Feeds input to the connection's parser; returns bytes consumed (less
- * than n only when parsing paused or stopped). */
-size_t hs__feed(hs_conn *c, const char *data, size_t n);
-/* Drops the request being read (timeout, end of input). */
-void hs__parse_abort(hs_conn *c);
 
 /* hs_frame.c */
 /* A header or trailer value byte: HTAB, SP, VCHAR or obs-text (inline:

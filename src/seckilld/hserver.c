@@ -7,7 +7,7 @@
  * or silent ones a slowloris flood is made of) once that one has waited
  * evict_after_ms; with nothing to evict it stops accepting and looks again
  * every 100 ms (or as soon as a connection closes). accept() errors
- * (EMFILE) pause it for 100 ms. Connections: hs_conn.c; parsing: hs_parse.c. */
+ * (EMFILE) pause it for 100 ms. Connections and their parsing: hs_conn.c. */
 #include "hs_internal.h"
 
 #include <arpa/inet.h>

@@ -1,6 +1,6 @@
 /* fuzz_hs_request.c: libFuzzer harness of the HTTP layer's request path
- * (hs_parse.c, hs_frame.c: heads, chunked bodies and their trailers, and
- * hs_conn.c; seeds in fuzz_hs_corpus/): the input goes through a real socket pair,
+ * (hs_conn.c, hs_frame.c: heads, chunked bodies and their trailers, and
+ * the answer queue; seeds in fuzz_hs_corpus/): the input goes through a real socket pair,
  * cut into pieces by its first byte, half-closed, and answered
  * synchronously or from a later loop turn (orphans included). After each
  * input every connection must be gone and every answer flushed, or the
