@@ -3,7 +3,11 @@
 # two or more files each reaching the others' external functions (a -> b
 # -> a, or longer). Read from the object files of a build (nm), so it sees
 # calls, not includes.
-#   usage: check-circles.sh [--module DIR:FILE,FILE...]... BUILD_DIR [SRC_DIR...]
+#   usage: check-circles.sh [--src ROOT] [--module DIR:FILE,FILE...]... BUILD_DIR [SRC_DIR...]
+# --src ROOT: an object counts only while its source is still there
+# (ROOT/DIR/..., or generated in BUILD_DIR/DIR/...): a build directory that
+# is reused keeps the objects of deleted files, which would still define
+# and call functions and could hide a circle.
 # Without SRC_DIR it checks the tree's list below (what check-layers.sh and
 # the unit test test_file_circles run). --module makes the named files of
 # DIR (stems, no .c) count as one unit: calls among them are not circles,
@@ -19,12 +23,14 @@ TREE_DIRS="src/common src/lib src/seckill src/seckilld"
 TREE_MODULES="src/seckilld:hserver,hs_conn,hs_req"
 
 usage() {
-    echo "usage: check-circles.sh [--module DIR:FILE,FILE...]... BUILD_DIR [SRC_DIR...]" >&2
+    echo "usage: check-circles.sh [--src ROOT] [--module DIR:FILE,FILE...]... BUILD_DIR [SRC_DIR...]" >&2
     exit 2
 }
-modules=""
+modules="" root=""
 while [ $# -gt 0 ]; do
     case $1 in
+    --src) [ $# -ge 2 ] || usage; root=$2; shift 2 ;;
+    --src=*) root=${1#--src=}; shift ;;
     --module) [ $# -ge 2 ] || usage; modules="$modules $2"; shift 2 ;;
     --module=*) modules="$modules ${1#--module=}"; shift ;;
     --) shift; break ;;
@@ -54,9 +60,23 @@ members_of() {
     done
 }
 
+# The objects of dir (one per line) whose source is still there (all of
+# them without --src).
+live_objects() {
+    find "$build" -path "*/$1/CMakeFiles/*" -name '*.c.o' | sort | while read -r o; do
+        rel=${o#*/CMakeFiles/*.dir/}
+        rel=${rel%.o}
+        if [ -z "$root" ] || [ -f "$root/$1/$rel" ] || [ -f "$build/$1/$rel" ]; then
+            echo "$o"
+        else
+            echo "circles: ignoring $o: its source $1/$rel is gone" >&2
+        fi
+    done
+}
+
 fail=0 applied=""
 for dir in "$@"; do
-    objs=$(find "$build" -path "*/$dir/CMakeFiles/*" -name '*.c.o' | sort)
+    objs=$(live_objects "$dir")
     if [ -z "$objs" ]; then
         echo "circles: no object files of $dir under $build (build it first)" >&2
         exit 2

@@ -100,7 +100,7 @@ fi
 # ./build when it has them.
 bdir=${DLOCK_BUILD_DIR:-build}
 if [ -n "$(find "$bdir" -path '*/src/common/CMakeFiles/*' -name '*.c.o' 2>/dev/null | head -1)" ]; then
-    ./scripts/check-circles.sh "$bdir" || fail=1
+    ./scripts/check-circles.sh --src . "$bdir" || fail=1
 else
     echo "file-circle check skipped: no build in $bdir (tests/common/test_file_circles.sh runs it)"
 fi

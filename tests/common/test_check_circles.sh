@@ -67,4 +67,22 @@ if "$check" --module src/mod:srv,gone "$tmp" src/mod 2>"$tmp/err"; then fail "a 
 grep -q "gone" "$tmp/err" || fail "the missing member not named"
 
 if "$check" "$tmp" src/nothing 2>/dev/null; then fail "a directory without objects passed"; fi
-echo "ok: circles refused and named, clean code passed, modules one unit"
+
+# A reused build keeps the object of a deleted file: with --src it no
+# longer counts (a circle it made is gone, a circle it hid is found),
+# without --src every object does.
+fixture src/stale \
+    keep 'int old(void); int keep(void) { return old(); }' \
+    old 'int keep(void); int old(void) { return keep(); }'
+rm "$tmp/c/src/stale/old.c"
+"$check" --src "$tmp/c" "$tmp" src/stale >"$tmp/out" 2>"$tmp/err" || fail "a deleted file's object still counted"
+grep -q "old.c is gone" "$tmp/err" || fail "the stale object was not named"
+if "$check" "$tmp" src/stale 2>/dev/null; then fail "without --src the stale object was not read"; fi
+fixture src/hidden \
+    front 'int back(void); int front(void) { return back(); }' \
+    back 'int front(void); int back(void) { return front(); }'
+fixture src/hidden stale 'int front(void) { return 0; } int back(void) { return 1; }'
+rm "$tmp/c/src/hidden/stale.c"
+if "$check" --src "$tmp/c" "$tmp" src/hidden 2>"$tmp/err"; then fail "a stale object hid a circle"; fi
+grep -q "back <-> front" "$tmp/err" || fail "the hidden circle not named"
+echo "ok: circles refused and named, clean code passed, modules one unit, stale objects ignored"

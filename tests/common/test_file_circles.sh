@@ -5,4 +5,4 @@
 # objects. The check itself is probed by test_check_circles.
 set -euo pipefail
 src=${DLOCK_SOURCE_DIR:?} build=${DLOCK_BUILD_DIR:?}
-"$src/scripts/check-circles.sh" "$build"
+"$src/scripts/check-circles.sh" --src "$src" "$build"
