@@ -5,10 +5,12 @@
  * connection and a slot; name a slot's node; read the clock; log. And the
  * one writer of a purchase batch's bytes (sk__rb_write: purchase.lua's
  * arguments as RESP with the slot of their keys, fixed where the keys are
- * chosen, so the send path neither formats nor parses them again; pure). Plain
- * functions on one object, no table of pointers: the parts' unit tests
- * link tests/seckill/part_fake.c, which defines these same functions over
- * a recorder and a hand-moved clock, instead of engine_wire.c.
+ * chosen, so the send path neither formats nor parses them again; pure).
+ * Plain functions on one object, no table of pointers: the parts' unit
+ * tests link tests/seckill/part_fake.c, which defines the sk__wire_*
+ * functions over a recorder and a hand-moved clock, instead of
+ * engine_wire.c (no part writes a batch; test_resp_batch tests the real
+ * sk__rb_write).
  * Not thread-safe: the engine's loop only. */
 #ifndef SK_ENGINE_WIRE_H
 #define SK_ENGINE_WIRE_H
