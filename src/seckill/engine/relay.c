@@ -1,8 +1,9 @@
 /* relay.c: the purchases of a process's loops decided by one engine
  * (relay.h). A message lives from sk_relay_purchase until its callback
  * has run on its door's loop: queued on the serving loop's intake, then
- * taken by the serving engine, then on the door's answer FIFO. Every message not yet delivered is also on its
- * door's outstanding list, so a door that leaves can answer them all.
+ * taken by the serving engine, then on the door's answer FIFO. Every
+ * message not yet delivered is also on its door's outstanding list, so a
+ * door that leaves can answer them all (what came back, as it came).
  * Invariant: every field a second thread reads or writes is changed
  * under r->mu; callbacks and the engine are called with it released. */
 #define _GNU_SOURCE
