@@ -1,5 +1,5 @@
-/* test_rconn.c: the reconnecting connection (redis_rconn.h) on a real
- * redis-server: it comes back after the server restarts; a reply that does
+/* test_rconn.c: the reconnecting connection (dlock__rconn, redis_async.h)
+ * on a real redis-server: it comes back after the server restarts; a reply that does
  * not come within the deadline drops the connection and fails its command
  * as unknown; a script whose cache was flushed still runs once (EVAL after
  * NOSCRIPT); WAIT goes out typed; freeing it inside its own callbacks is
@@ -18,7 +18,7 @@
 #include <event2/event.h>
 
 #include "common_err.h"
-#include "redis_rconn.h"
+#include "redis_async.h"
 #include "resp_write.h"
 #include "script.h"
 #include "servers.h"

@@ -22,7 +22,7 @@
 #include "camp_table.h"
 #include "dlock/dlock.h"
 #include "park.h"
-#include "redis_rconn.h"
+#include "redis_async.h"
 #include "rulebook.h"
 #include "script.h"
 #include "servers.h"

@@ -1,6 +1,7 @@
 /* engine.c: the engine's Redis side: SK__CONNS connections, all the same
- * reconnecting object (redis_rconn.h: backoff, a FIFO of commands in
- * flight with a reply deadline, EVALSHA then EVAL once on NOSCRIPT);
+ * reconnecting object (dlock__rconn, redis_async.h: backoff, a FIFO of
+ * commands in flight with a reply deadline, EVALSHA then EVAL once on
+ * NOSCRIPT);
  * a WAIT blocks its connection, so purchase batches spread over them,
  * each WAIT on its batch's; connection 0 also carries the engine's own
  * commands. Besides: the order-id worker lease and the campaign table. *
@@ -27,8 +28,8 @@
  * acknowledge it and enough of them are known in sync (engine_acks.c,
  * docs/design/promise.md). A WAIT blocks the connection for up to its
  * timeout (plus Redis's timer granularity), so the reply deadline runs per
- * command (redis_rconn.h, "Deadlines"); a late reply on any connection
- * drops connection 0 too. */
+ * command ("Deadlines" at dlock__rconn, redis_async.h); a late reply on
+ * any connection drops connection 0 too. */
 #include <event2/event.h>
 
 #include "coalesce.h"
@@ -41,7 +42,6 @@
 #include "engine_wire.h"
 #include "orderid.h"
 #include "redis_async.h"
-#include "redis_rconn.h"
 #include "url.h"
 
 #include <stdio.h>
@@ -66,14 +66,14 @@ static const dlock__script *const lua[SK__NLUA] = {&sk_script_purchase, &sk_scri
 #define TICK_MS 50
 
 /* One of the engine's SK__CONNS connections (engine_wire.h), all alike
- * (redis_rconn.h: reconnect with backoff, deadlines, NOSCRIPT): each
- * carries purchase batches and their WAITs, so that one batch's script
- * runs while another connection's WAIT waits for the replica; connection
- * 0 also carries the engine's own commands (scripts, probes, the lease,
- * campaigns), and the others connect only beside it. Sentinel resolves
- * the master at every open. A connection > 0 carries batches only while
- * the run id its server gave at connect is connection 0's (off a
- * Cluster; on a Cluster the script reads its node's). */
+ * (dlock__rconn, redis_async.h: reconnect with backoff, deadlines, NOSCRIPT):
+ * each carries purchase batches and their WAITs, so that one batch's script
+ * runs while another connection's WAIT waits for the replica; connection 0
+ * also carries the engine's own commands (scripts, probes, the lease,
+ * campaigns), and the others connect only beside it. Sentinel resolves the
+ * master at every open. A connection > 0 carries batches only while the run
+ * id its server gave at connect is connection 0's (off a Cluster; on a
+ * Cluster the script reads its node's). */
 typedef struct sk__conn {
     struct sk_engine *e;
     int i;              /* its number: 0 .. SK__CONNS - 1 */
@@ -307,7 +307,7 @@ static void on_script_loaded(const dlock__reply *r, int err, void *priv)
 /* Loads every script first thing on a new connection: commands on one
  * connection run in order, so no EVALSHA after this meets NOSCRIPT (and
  * batches of a campaign keep their order). NOSCRIPT can still happen after
- * a SCRIPT FLUSH; those calls are sent again as EVAL (redis_rconn.c). */
+ * a SCRIPT FLUSH; those calls are sent again as EVAL (redis_async.c). */
 static void load_scripts(sk_engine *e)
 {
     for (int i = 0; i < SK__NLUA; i++) {

@@ -1,8 +1,8 @@
 /* engine_wire.c: the engine's connections as the senders see them (see
  * engine_wire.h): each call goes to one reconnecting connection
- * (src/common/redis_rconn.h) and only down; what a reply means for the
- * engine (codes, health, per-node counts) is decided by the engine's
- * on_reply, which every connection was made with (engine.c). */
+ * (dlock__rconn, src/common/redis_async.h) and only down; what a reply
+ * means for the engine (codes, health, per-node counts) is decided by the
+ * engine's on_reply, which every connection was made with (engine.c). */
 #include "engine_wire.h"
 
 #include <stdlib.h>
@@ -10,8 +10,9 @@
 
 #include "common_err.h"
 #include "dlock/dlock.h"
-#include "redis_rconn.h"
+#include "redis_async.h"
 #include "resp_write.h"
+#include "script.h"
 #include "sk_err.h"
 #include "slot.h"
 #include "util.h"
