@@ -3,7 +3,7 @@
  * /purchase in http_purchase.c, /v1/orders... in http_orders.c, /healthz,
  * /metrics and /ping in http_health.c), and the server's lifecycle.
  * Invariant: every request gets exactly one answer, always through
- * http_reply.c, which also counts it in the metrics; requests waiting for
+ * http_request.c, which also counts it in the metrics; requests waiting for
  * Redis hold an hreq that the answer frees. A client that disconnects
  * while its request waits is fine: the HTTP layer (hserver.h) keeps the
  * request until it is answered. */

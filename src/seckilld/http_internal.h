@@ -1,10 +1,10 @@
 /* http_internal.h: what the files of seckilld's front end share: the
- * server and request structs, the answering helpers (http_reply.c), the
- * JSON body (http_body.c), the request's identity (auth.c) and the
- * handlers of each resource: http_campaigns.c, http_purchase.c,
- * http_orders.c, http_health.c. Every answer goes through http_reply.c
- * (which frees the request); the router (http.c) calls the handlers,
- * which never call back into http.c. */
+ * server and request structs, a request's identity and answers
+ * (http_request.c), the JSON body (http_body.c) and the handlers of each
+ * resource: http_campaigns.c, http_purchase.c, http_orders.c,
+ * http_health.c. Every answer goes through http_request.c (which frees the
+ * request); the router (http.c) calls the handlers, which never call back
+ * into http.c. */
 #ifndef SK_HTTP_INTERNAL_H
 #define SK_HTTP_INTERNAL_H
 
@@ -71,7 +71,7 @@ typedef struct hreq {
     bool stored_db;             /* campaign creation: this request wrote the database row */
 } hreq;
 
-/* http_reply.c: a fresh request record (NULL: out of memory); the
+/* http_request.c: a fresh request record (NULL: out of memory); the
  * answers, each of which frees q: bytes as they are; body (freed too);
  * body as JSON; {"error": code, "message": msg}; the outcome table's
  * answer to outcome id (rulebook.h) with its detail fields; an
@@ -91,6 +91,17 @@ void sk__http_reply_err_code(hreq *q, int err, const char *what);
  * pending with the order's Location. */
 void sk__http_reply_accepted(hreq *q, const sk_purchase_result *r);
 
+/* http_request.c, who the request speaks for (the credentials checked
+ * by auth.h): whether it carries the admin token (answers nothing); the
+ * same, answering 401 when not (false); X-User-Id (and X-User-Signature
+ * when a secret is set) into q->user, false when it has answered
+ * (missing_status when the header is missing, 400 or 401); false after
+ * answering 400 when an identity header is repeated. */
+bool sk__http_is_admin(hreq *q);
+bool sk__http_admin_ok(hreq *q);
+bool sk__http_user_ok(hreq *q, int missing_status);
+bool sk__http_identity_unique(hreq *q);
+
 /* http_body.c: the JSON body parsed into doc: 0, 1 for an empty body (doc
  * untouched), or -1 when it has answered already (400 malformed, 500). */
 int sk__http_read_json(hreq *q, dlock__json_doc *doc);
@@ -109,15 +120,6 @@ void sk__http_healthz(hreq *q);
 void sk__http_metrics(hreq *q);
 void sk__http_ping(hreq *q);
 
-/* auth.c: whether the request carries the admin token (answers
- * nothing); the same, answering 401 when not (false); X-User-Id (and
- * X-User-Signature when a secret is set) into q->user, false when it has
- * answered (missing_status when the header is missing, 400 or 401); false
- * after answering 400 when an identity header is repeated. */
-bool sk__http_is_admin(hreq *q);
-bool sk__http_admin_ok(hreq *q);
-bool sk__http_user_ok(hreq *q, int missing_status);
-bool sk__http_identity_unique(hreq *q);
 
 /* http_orders.c: POST /v1/orders/{id}/cancel too. */
 void sk__http_order_cancel(hreq *q);

@@ -3,7 +3,7 @@
  * client address), checks it once against the one table of limits
  * (rulebook.h), hands it to the one path that decides purchases now (Redis, or
  * the database while Redis is away) and answers from the outcome table
- * (rulebook.h) through http_reply.c.
+ * (rulebook.h) through http_request.c.
  * Invariants: the body is read once; the common {"quantity":N} without the
  * JSON parser, every other body with it, and both give the same answer;
  * every purchase goes to exactly one path (each keeps the same check for
