@@ -110,8 +110,13 @@ static int lua_buy(const char *camp, const char *user, int64_t qty, const char *
     const char *args[13] = {"1", "0", "1000", "0", "1000", "86400000", "86400000", run_id, "1", oid, user, q, fk};
     dlock__reply *r = NULL;
     assert_int_equal(sk__eval_script(rc, &sk_script_purchase, nk, keys, 13, args, &r), 0);
-    if (dlock__reply_kind(r) != DLOCK__R_ARRAY) fail_msg("purchase.lua: %s", dlock__reply_str(r, NULL));
-    int out = sk_outcome_of_script(dlock__reply_int(dlock__reply_at(r, 0)));
+    if (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != 1)
+        fail_msg("purchase.lua: %s", dlock__reply_str(r, NULL));
+    /* the purchase's entry: code + 16 * value, or a replay's {code, ...} */
+    const dlock__reply *e = dlock__reply_at(r, 0);
+    long long code = dlock__reply_kind(e) == DLOCK__R_ARRAY ? dlock__reply_int(dlock__reply_at(e, 0))
+                                                             : ((dlock__reply_int(e) % 16) + 16) % 16;
+    int out = sk_outcome_of_script(code);
     dlock__reply_free(r);
     return out;
 }

@@ -3,7 +3,8 @@
  * recorded request sequence (same user twice in a batch, replays, key
  * conflicts, limits, sell-out); the local sold-out flag answers without
  * Redis and clears when stock comes back; a frozen Redis (SIGSTOP) gives
- * "outcome unknown" within the reply deadline and the engine recovers.
+ * "outcome unknown" within the reply deadline and the engine recovers;
+ * every answer carries its own value and the purchase as sent.
  * With DLOCK_TEST_CLUSTER=1 (test_sk_engine_cluster) the same cases run on
  * a 3-master + 3-replica Cluster through a redis-cluster:// URL, except
  * the one that freezes the single server. */
@@ -249,6 +250,47 @@ static void test_a_batch_after_script_flush_is_sent_again_with_the_source(void *
     event_base_free(base);
 }
 
+/* Each answer of a batch carries its own value, and the order id and
+ * quantity of the purchase as sent (the script returns code + 16 * value
+ * for them): a refusal's value, an acceptance's remaining stock; and a
+ * start too far off to write that way (past 2^49 ms, which only a direct
+ * caller can set) still answers "not started", its value saturated. */
+static void test_answers_carry_their_values_and_the_purchase_as_sent(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    sk_engine *e = engine(base, 64, 0);
+    heat(base, e, "vals", 10, 3);
+    sk_campaign d;
+    sk_fx_campaign(&d, "far", 10, 3);
+    d.starts_at_ms = INT64_C(1) << 60;
+    d.ends_at_ms = d.starts_at_ms + 1000;
+    assert_int_equal(sk_fx_heat(base, e, &d, SK_HEAT_CREATE, 3000, NULL), 0);
+    sk_fx_slot s[4];
+    memset(s, 0, sizeof(s));
+    sk_fx_answered = 0;
+    assert_int_equal(sk_engine_purchase(e, "vals", "a", 2, NULL, NULL, sk_fx_on_result, &s[0]), 0);
+    assert_int_equal(sk_engine_purchase(e, "vals", "a", 2, NULL, NULL, sk_fx_on_result, &s[1]), 0);
+    assert_int_equal(sk_engine_purchase(e, "vals", "b", 3, NULL, NULL, sk_fx_on_result, &s[2]), 0);
+    assert_int_equal(sk_engine_purchase(e, "far", "a", 1, NULL, NULL, sk_fx_on_result, &s[3]), 0);
+    sk_fx_run_until(base, &sk_fx_answered, 4, 3000);
+    assert_int_equal(s[0].r.err, 0);
+    assert_int_equal(s[0].r.remaining, 8);
+    assert_int_equal(s[0].r.qty, 2);
+    assert_true(s[0].r.order_id != 0);
+    assert_int_equal(s[1].r.err, SK_ELIMIT); /* holds 2 of 3: 2 more is over */
+    assert_int_equal(s[1].r.value, 2);
+    assert_int_equal(s[1].r.qty, 2);
+    assert_int_equal(s[2].r.err, 0);
+    assert_int_equal(s[2].r.remaining, 5);
+    assert_int_equal(s[2].r.qty, 3);
+    assert_true(s[2].r.order_id != s[0].r.order_id);
+    assert_int_equal(s[3].r.err, SK_ENOTSTARTED);
+    assert_int_equal(s[3].r.value, (INT64_C(1) << 49) - 1);
+    sk_engine_free(e);
+    event_base_free(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_local_sold_out_flag_clears_when_stock_returns),
         cmocka_unit_test(test_frozen_redis_is_outcome_unknown_then_recovers),
         cmocka_unit_test(test_a_batch_after_script_flush_is_sent_again_with_the_source),
+        cmocka_unit_test(test_answers_carry_their_values_and_the_purchase_as_sent),
     };
     return cmocka_run_group_tests(tests, sk_fx_setup, sk_fx_teardown);
 }

@@ -368,14 +368,45 @@ static void reroute(sk__camp *c, sk__preq *q)
     c->rerouted_tail = &q->next;
 }
 
-/* Reads purchase i of a batch from its 4 reply entries into q->res; the
- * answer waits for the acknowledgement (deliver_decided). A "reroute" or
- * "short" moves q out of the batch: false then. */
+/* A batch reply's entry for one purchase (purchase.lua, "Returns"): an
+ * integer code + 16 * value about the purchase as sent, or a replay's
+ * array {code, value, order id, qty}. */
+static bool entry_ok(const dlock__reply *e)
+{
+    return dlock__reply_kind(e) == DLOCK__R_INTEGER ||
+           (dlock__reply_kind(e) == DLOCK__R_ARRAY && dlock__reply_count(e) == 4);
+}
+
+static void read_entry(const dlock__reply *e, const sk__preq *q, long long *code, long long *v,
+                       sk_purchase_result *res)
+{
+    if (dlock__reply_kind(e) == DLOCK__R_INTEGER) {
+        long long n = dlock__reply_int(e);
+        *code = ((n % 16) + 16) % 16; /* n may be negative: floored */
+        *v = (n - *code) / 16;
+        res->order_id = q->order_id;
+        res->qty = q->qty;
+        return;
+    }
+    *code = dlock__reply_int(dlock__reply_at(e, 0));
+    *v = dlock__reply_int(dlock__reply_at(e, 1));
+    const char *oid = dlock__reply_str(dlock__reply_at(e, 2), NULL);
+    res->order_id = 0; /* the script's decimal string, read without strtoull */
+    for (const char *p = oid ? oid : ""; *p >= '0' && *p <= '9'; p++)
+        res->order_id = res->order_id * 10 + (uint64_t)(*p - '0');
+    res->qty = dlock__reply_int(dlock__reply_at(e, 3));
+}
+
+/* Reads purchase i of a batch from its reply entry into q->res (its shape
+ * checked by on_batch_reply); the answer waits for the acknowledgement
+ * (deliver_decided). A "reroute" or "short" moves q out of the batch:
+ * false then. */
 static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
 {
     sk__camp *c = l->camp;
-    long long code = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i)));
-    long long v = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 1)));
+    long long code = 0, v = 0;
+    sk_purchase_result res = {0};
+    read_entry(dlock__reply_at(r, (size_t)i), q, &code, &v, &res);
     if (code == CODE_REROUTE) {
         reroute(c, q);
         return false;
@@ -394,12 +425,8 @@ static bool decide_one(sk__lane *l, const dlock__reply *r, int i, sk__preq *q)
         return false;
     }
     sk_outcome_id id = sk_outcome_of_script(code);
-    sk_purchase_result res = {.err = sk_outcome_get(id)->err, .replay = id == SK_OUT_REPLAY};
-    const char *oid = dlock__reply_str(dlock__reply_at(r, (size_t)(4 * i + 2)), NULL);
-    res.order_id = 0; /* the script's decimal string, read without strtoull */
-    for (const char *p = oid ? oid : ""; *p >= '0' && *p <= '9'; p++)
-        res.order_id = res.order_id * 10 + (uint64_t)(*p - '0');
-    res.qty = dlock__reply_int(dlock__reply_at(r, (size_t)(4 * i + 3)));
+    res.err = sk_outcome_get(id)->err;
+    res.replay = id == SK_OUT_REPLAY;
     bool stock_value = id == SK_OUT_ACCEPTED || id == SK_OUT_REPLAY || id == SK_OUT_SOLD_OUT;
     if (stock_value) res.remaining = v;
     else res.value = v;
@@ -459,6 +486,15 @@ static bool master_alone(sk__coalescer *co, const sk__lane *l)
     return sk__acks_master_alone(co->d.acks, l->slot);
 }
 
+/* One entry per purchase of b, each an integer or a replay's array. */
+static bool reply_shape_ok(const dlock__reply *r, const sk__batch *b)
+{
+    if (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != (size_t)b->n) return false;
+    for (int i = 0; i < b->n; i++)
+        if (!entry_ok(dlock__reply_at(r, (size_t)i))) return false;
+    return true;
+}
+
 static void on_batch_reply(const dlock__reply *r, int err, void *priv)
 {
     sk__batch *b = priv;
@@ -467,7 +503,7 @@ static void on_batch_reply(const dlock__reply *r, int err, void *priv)
     sk__coalescer *co = c->co;
     l->inflight--;
     b->script_in = true;
-    if (!err && (dlock__reply_kind(r) != DLOCK__R_ARRAY || dlock__reply_count(r) != (size_t)(4 * b->n))) {
+    if (!err && !reply_shape_ok(r, b)) {
         sk__co_log(co, DLOCK_LOG_ERROR, "purchase script: unexpected reply shape");
         err = DLOCK_ESERVER;
     }

@@ -30,7 +30,13 @@
 --   ARGV[a+4] one digit of flags (1: user rate key given, 2: ip rate key
 --     given; none when it is sent again after a transfer: its rate limits
 --     were counted the first time) then the Idempotency-Key, if any
--- Returns a flat array, 4 entries per purchase: code, value, order id, qty.
+-- Returns one entry per purchase, in order: the integer code + 16 * value
+-- about the purchase as the engine sent it (its order id and quantity), or
+-- for a replay (and confirmed) the array {code, value, order id, qty} of
+-- the first answer. (An integer costs the reply one element, and the
+-- engine one reply object, where four entries cost four.) A value is kept
+-- within +-(2^49 - 1), so that the sum is exact in a Lua number: only a
+-- start years past 9999, which the HTTP API refuses, would reach it.
 -- The codes are named by their outcome labels, the rows of the C table in
 -- src/seckill/base/rulebook.c (a unit test checks that both say the same):
 --   accepted             value = remaining stock (of this bucket)
@@ -80,10 +86,7 @@ if not meta[1] or meta[4] ~= runid or shards ~= tonumber(ARGV[9]) then
   if meta[1] then
     if shards ~= tonumber(ARGV[9]) then code, value = ROUTE.reroute, shards else code = CODE.barrier end
   end
-  for i = 1, n do
-    local a = 9 + 4 * (i - 1)
-    out[#out + 1] = code; out[#out + 1] = value; out[#out + 1] = ARGV[a + 1]; out[#out + 1] = tonumber(ARGV[a + 3])
-  end
+  for i = 1, n do out[i] = code + 16 * value end -- value: 0 or K
   return out
 end
 -- every call that decides writes, so the WAIT behind it covers the batch,
@@ -138,9 +141,11 @@ local function read_held(from)
 end
 
 local no = 0
-local function answer(code, value, oid, qty)
-  out[no + 1] = code; out[no + 2] = value; out[no + 3] = oid; out[no + 4] = qty
-  no = no + 4
+local VMAX = 562949953421311 -- 2^49 - 1
+local function answer(code, value)
+  if value > VMAX then value = VMAX elseif value < -VMAX then value = -VMAX end
+  no = no + 1
+  out[no] = code + 16 * value
 end
 
 local statuses, ns = {}, 0
@@ -175,24 +180,26 @@ for i = 1, n do
     end
   end
   if wait > 0 then
-    answer(CODE.rate_limited, wait, oid, qty)
+    answer(CODE.rate_limited, wait)
   elseif first then
     local fu, foid, fqty, frem, mark = string.match(first, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n?(c?)$')
-    if fu == user then answer(mark == 'c' and ROUTE.confirmed or CODE.replay, tonumber(frem), foid, tonumber(fqty))
-    else answer(CODE.idempotency_conflict, 0, oid, qty) end
+    if fu == user then
+      no = no + 1
+      out[no] = {mark == 'c' and ROUTE.confirmed or CODE.replay, tonumber(frem), foid, tonumber(fqty)}
+    else answer(CODE.idempotency_conflict, 0) end
   elseif qty < 1 or qty > limit then
-    answer(CODE.bad_quantity, limit, oid, qty)
+    answer(CODE.bad_quantity, limit)
   elseif now < starts then
-    answer(CODE.not_started, starts - now, oid, qty)
+    answer(CODE.not_started, starts - now)
   elseif now >= ends then
-    answer(CODE.ended, 0, oid, qty)
+    answer(CODE.ended, 0)
   else
     if not held_read then read_held(i) end
     local h = held[user]
     if h + qty > limit then
-      answer(CODE.limit_reached, h, oid, qty)
+      answer(CODE.limit_reached, h)
     elseif stock < qty then
-      answer(shards > 1 and ROUTE.short or CODE.sold_out, stock, oid, qty)
+      answer(shards > 1 and ROUTE.short or CODE.sold_out, stock)
     else
       stock = stock - qty
       held[user] = h + qty
@@ -205,7 +212,7 @@ for i = 1, n do
       else
         redis.call('XADD', KEYS[4], '*', 'o', oid, 'u', user, 'q', qs, 'e', epoch)
       end
-      answer(CODE.accepted, stock, oid, qty)
+      answer(CODE.accepted, stock)
     end
   end
 end
