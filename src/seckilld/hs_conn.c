@@ -731,19 +731,33 @@ static int transfer_coding(http_parser *p, sk_hs_req *r)
     return refuse_cb(p, 501, "not_implemented", "only Transfer-Encoding: chunked is supported");
 }
 
+/* The bytes at the start of s that are letters (alpha) or hex digits
+ * (!alpha), digits, or in extra. Not strspn: glibc's builds a table of
+ * the set on every call, and every request has a Host. */
+static size_t host_span(const char *s, bool alpha, const char *extra)
+{
+    size_t n = 0;
+    for (unsigned char c; (c = (unsigned char)s[n]) != '\0'; n++) {
+        unsigned char l = c | 0x20;
+        bool letter = alpha ? l >= 'a' && l <= 'z' : l >= 'a' && l <= 'f';
+        if (!letter && !(c >= '0' && c <= '9') && !strchr(extra, c)) break;
+    }
+    return n;
+}
+
 /* A Host value: uri-host (reg-name or [IP-literal]) and an optional
  * port (RFC 9112 3.2, RFC 3986 3.2.2). Empty is allowed. */
 static bool host_ok(const char *h)
 {
-    static const char reg[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=";
     if (*h == '[') {
-        size_t n = strspn(h + 1, "0123456789abcdefABCDEF:.vV-_~!$&'()*+,;=");
+        size_t n = host_span(h + 1, false, ":.vV-_~!$&'()*+,;=");
         if (h[1 + n] != ']') return false;
         h += n + 2;
     } else {
-        h += strspn(h, reg);
+        h += host_span(h, true, "-._~%!$&'()*+,;=");
     }
-    if (*h == ':') h += 1 + strspn(h + 1, "0123456789");
+    if (*h == ':')
+        for (h++; *h >= '0' && *h <= '9';) h++;
     return *h == '\0';
 }
 

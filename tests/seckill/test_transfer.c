@@ -151,14 +151,15 @@ typedef struct world {
 /* A purchase of qty parked on l (as the coalescer parks a "short" one). */
 static void park_one(world *w, sk__lane *l, int64_t qty, answer *a)
 {
-    sk__preq *q = calloc(1, sizeof(*q));
+    sk__preq *q = sk__park_preq(&w->pk);
     assert_non_null(q);
     *q = (sk__preq){.cb = on_answer, .arg = a, .qty = qty};
     w->pk.pending++;
     sk__park_add(l, q);
 }
 
-/* The next purchase due to go out again: on lane l; answered here (frees it). */
+/* The next purchase due to go out again: on lane l; answered here (its
+ * record goes back to the park). */
 static void expect_again(world *w, const sk__lane *l, answer *a)
 {
     sk__preq *q = sk__park_next_again(&w->pk);
@@ -209,6 +210,7 @@ static void world_close(world *w)
     assert_int_equal(w->pk.pending, 0);
     event_free(w->again_ev);
     sk__camp_table_clear(&w->t);
+    sk__park_clear(&w->pk);
 }
 
 /* ---- cases -------------------------------------------------------------- */

@@ -684,7 +684,7 @@ int sk__coalescer_purchase(sk__coalescer *co, const char *campaign, const char *
         flush(l); /* only left full by an allocation failure */
         if ((rc = sk_throttle_admit((size_t)l->npending, max, NULL))) return rc;
     }
-    sk__preq *q = calloc(1, sizeof(*q));
+    sk__preq *q = sk__park_preq(&co->park);
     if (!q) return DLOCK_ENOMEM;
     q->cb = cb;
     q->arg = arg;
@@ -812,6 +812,7 @@ void sk__coalescer_free(sk__coalescer *co)
     if (!co) return;
     sk__xfer_free(co->xfer); /* its pulls point into the lanes */
     sk__camp_table_clear(&co->camps);
+    sk__park_clear(&co->park);
     event_free(co->fail_ev);
     event_free(co->again_ev);
     free(co->wire);

@@ -16,6 +16,7 @@
 #include "park.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 
@@ -32,6 +33,29 @@ void sk__park_init(sk__park *pk, sk__camp_table *camps, int64_t max_ms, struct e
     pk->again_tail = &pk->again;
 }
 
+/* Answered records kept: one loop's purchases in flight rarely pass it. */
+#define SPARE_MAX 1024
+
+void sk__park_clear(sk__park *pk)
+{
+    while (pk->spare) {
+        sk__preq *q = pk->spare;
+        pk->spare = q->next;
+        free(q);
+    }
+    pk->nspare = 0;
+}
+
+sk__preq *sk__park_preq(sk__park *pk)
+{
+    sk__preq *q = pk->spare;
+    if (!q) return calloc(1, sizeof(*q));
+    pk->spare = q->next;
+    pk->nspare--;
+    memset(q, 0, sizeof(*q));
+    return q;
+}
+
 void sk__park_answer(sk__park *pk, sk__preq *q, const sk_purchase_result *res)
 {
     if (q->parked_ms) {
@@ -43,8 +67,14 @@ void sk__park_answer(sk__park *pk, sk__preq *q, const sk_purchase_result *res)
     }
     pk->outcomes[sk_outcome_of_err(res->err, res->replay)]++;
     q->cb(res, q->arg);
-    free(q);
     pk->pending--;
+    if (pk->nspare >= SPARE_MAX) {
+        free(q);
+        return;
+    }
+    q->next = pk->spare;
+    pk->spare = q;
+    pk->nspare++;
 }
 
 /* A parked purchase's answer without a decision (err), or sold out. */

@@ -46,12 +46,19 @@ typedef struct sk__park {
     uint64_t outcomes[SK_STAT_OUTCOMES];
     uint64_t waits[SK_STAT_WAIT_BUCKETS]; /* parked purchases by wait until their answer */
     uint64_t wait_ms_sum;
+    sk__preq *spare;         /* answered records kept for the next purchases */
+    size_t nspare;
 } sk__park;
 
 /* again_ev: activated when a purchase is due to go out again. */
 void sk__park_init(sk__park *pk, sk__camp_table *camps, int64_t max_ms, struct event *again_ev);
+/* Frees the spare records (the engine's end). */
+void sk__park_clear(sk__park *pk);
+/* A zeroed record for a new purchase (NULL: out of memory): an answered
+ * one when there is one, so a purchase allocates nothing here. */
+sk__preq *sk__park_preq(sk__park *pk);
 /* A purchase's final answer: counts the outcome (and a parked one's
- * wait), calls its callback, frees it. */
+ * wait), calls its callback, gives up its record. */
 void sk__park_answer(sk__park *pk, sk__preq *q, const sk_purchase_result *res);
 /* Parks q (answered "short") on l until units arrive. */
 void sk__park_add(sk__lane *l, sk__preq *q);
