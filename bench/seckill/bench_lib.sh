@@ -5,7 +5,8 @@
 # checks each PROGRAM (a path under the build dir, e.g.
 # tools/seckill-bench/seckill-bench) is built, makes the temp dir $work and
 # the EXIT trap that stops what the script started (by PID) and removes it.
-# Also: sb_cpu_ms PID SECONDS (a process's CPU time over the next seconds)
+# Also: sb_cpu_ms PID SECONDS (a process's CPU time over the next seconds),
+# sb_syscalls PID SECONDS (its system calls over the next seconds)
 # and sb_start_nginx DIR (a private nginx `return 200`, the HTTP reference).
 sb_setup() {
     local name=$1 p
@@ -37,6 +38,22 @@ sb_cpu_ms() {
     sleep "$2"
     b=$(awk '{ print $14 + $15 }' "/proc/$1/stat")
     echo $(((b - a) * 1000 / hz))
+}
+
+# sb_syscalls PID SECONDS: the system calls PID enters over the next SECONDS
+# (`perf stat -e raw_syscalls:sys_enter -p PID`), or "" when the tracepoint
+# is refused (perf_event_paranoid, no tracefs).
+sb_syscalls() {
+    local out
+    out=$(mktemp "${TMPDIR:-/tmp}/sb-perf-XXXXXX")
+    if perf stat -e raw_syscalls:sys_enter -p "$1" -x, -o "$out" -- sleep "$2" 2>/dev/null &&
+        grep -q '^[0-9]*,,raw_syscalls' "$out"; then
+        awk -F, '/raw_syscalls:sys_enter/ { v = $1 } END { printf "%d\n", v + 0 }' "$out"
+    else
+        sleep "$2" # the same seconds either way
+        echo ""
+    fi
+    rm -f "$out"
 }
 
 # sb_start_nginx DIR: a private nginx (Debian nginx-light), one process, no

@@ -5,8 +5,11 @@
 # stock 1e9) and nginx `return 200 "ok"` (own temp config, one process, a
 # free loopback port). Server CPU is `perf stat -e task-clock -p PID` over
 # the same seconds (or utime+stime from /proc/PID/stat when perf is
-# refused), divided by the requests wrk counted. Prints one CSV line per
-# measurement, the medians, and the same-run ratios per round and their median.
+# refused), divided by the requests wrk counted; so are the server's system
+# calls (`perf stat -e raw_syscalls:sys_enter`, empty when refused), which
+# show whether a difference in CPU is more system calls or dearer ones.
+# Prints one CSV line per measurement, the medians, and the same-run ratios
+# per round and their median.
 #   bench/seckill/http_nginx.sh [BUILD_DIR] [ROUNDS] [DURATION_S] [SECKILLD_BINARY] [EXTRA_SECKILLD_ARGS...]
 # (e.g. ... build-rel/tools/seckilld/seckilld --threads 1; the load average
 # goes to stderr at the start and before each round)
@@ -39,7 +42,8 @@ sb_start_nginx "$work/nginx"
 cpu_ms() { sb_cpu_ms "$@"; }
 
 # measure NAME PID URL [wrk args]: prints NAME,rps,requests,cpu_ms,us_per_req,
-# and Redis's CPU per request over the same seconds.
+# Redis's CPU per request and the server's system calls per request over
+# the same seconds.
 measure() {
     local name=$1 pid=$2 url=$3
     shift 3
@@ -47,21 +51,25 @@ measure() {
     local cpid=$!
     cpu_ms "$REDIS_PID" "$DUR" >"$work/rcpu" &
     local rpid=$!
+    sb_syscalls "$pid" "$DUR" >"$work/sys" &
+    local spid=$!
     wrk -t1 -c64 -d"${DUR}s" "$@" "$url" >"$work/wrk.txt" 2>&1
-    wait "$cpid" "$rpid"
-    local reqs rps bad cpu rcpu
+    wait "$cpid" "$rpid" "$spid"
+    local reqs rps bad cpu rcpu sys
     reqs=$(awk '/requests in/ { print $1 }' "$work/wrk.txt")
     rps=$(awk '/Requests\/sec/ { print $2 }' "$work/wrk.txt")
     bad=$(awk '/Non-2xx/ { print $5 }' "$work/wrk.txt")
     cpu=$(cat "$work/cpu")
     rcpu=$(cat "$work/rcpu")
+    sys=$(cat "$work/sys")
     [ -z "$bad" ] || { echo "http_nginx: $name: $bad non-2xx answers" >&2; cat "$work/wrk.txt" >&2; exit 1; }
     echo "$name,$rps,$reqs,$cpu,$(awk -v c="$cpu" -v r="$reqs" 'BEGIN { printf "%.2f", c * 1000 / r }')," \
-        "$(awk -v c="$rcpu" -v r="$reqs" 'BEGIN { printf "%.2f", c * 1000 / r }')" | tr -d ' '
+        "$(awk -v c="$rcpu" -v r="$reqs" 'BEGIN { printf "%.2f", c * 1000 / r }')," \
+        "$(awk -v s="$sys" -v r="$reqs" 'BEGIN { if (s != "") printf "%.3f", s / r }')" | tr -d ' '
 }
 
 echo "# $(date -u +%FT%TZ) seckilld ${*:-} load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "name,rps,requests,server_cpu_ms,server_cpu_us_per_request,redis_cpu_us_per_request"
+echo "name,rps,requests,server_cpu_ms,server_cpu_us_per_request,redis_cpu_us_per_request,server_syscalls_per_request"
 for r in $(seq "$ROUNDS"); do
     echo "# round $r load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     measure ping "$SK_PID" "http://127.0.0.1:$SK_PORT/ping"
@@ -76,9 +84,12 @@ def med(name, col):
 rps = {n: med(n, 1) for n in ("ping", "buy", "nginx")}
 cpu = {n: med(n, 4) for n in ("ping", "buy", "nginx")}
 rcpu = {n: med(n, 5) for n in ("ping", "buy", "nginx")}
+def med_sys(name):
+    v = [float(r[6]) for r in rows if r[0] == name and len(r) > 6 and r[6]]
+    return "%.3f" % statistics.median(v) if v else "n/a"
 for n in ("ping", "buy", "nginx"):
-    print("median %-5s %9.0f req/s  %6.2f us server CPU/request  %6.2f us Redis CPU/request"
-          % (n, rps[n], cpu[n], rcpu[n]))
+    print("median %-5s %9.0f req/s  %6.2f us server CPU/request  %6.2f us Redis CPU/request  %s server syscalls/request"
+          % (n, rps[n], cpu[n], rcpu[n], med_sys(n)))
 # same-run ratios per round, and their median
 per = {}
 for r in rows:
