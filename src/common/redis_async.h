@@ -108,10 +108,10 @@ uint64_t dlock__aconn_resp_parsed(const dlock__aconn *ac);
 
 /* ---- the reconnecting connection (dlock__rconn) ---------------------
  * One reconnecting Redis connection on a libevent loop: an async
- * connection (above) that opens again after a loss with
- * backoff, the commands in flight in a FIFO with a reply deadline, and
- * scripts sent EVALSHA and, on NOSCRIPT, once more as EVAL. The engine's
- * every connection is one of these; nothing about it is per program.
+ * connection (above) that opens again after a loss with backoff, the
+ * commands in flight in a FIFO with a reply deadline, and scripts sent
+ * EVALSHA and, on NOSCRIPT, once more as EVAL. The engine's every
+ * connection is one of these; nothing about it is per program.
  *
  * Contracts. Used only from its loop's thread. A command's callback runs
  * exactly once when the send returned 0, never when it returned an error.
